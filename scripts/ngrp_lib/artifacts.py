@@ -1,0 +1,76 @@
+"""Names and identity rules shared by every artifact (NeMo Gym 0.7.0's conventions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TASK_KEY = "_ng_task_index"
+ROLLOUT_KEY = "_ng_rollout_index"
+
+RolloutKey = tuple[int, int]
+
+# Suffixes added to the rollouts file's stem, as Gym names them (plus ours, marked).
+MATERIALIZED_SUFFIX = "_materialized_inputs"
+FAILURES_SUFFIX = "_failures"
+REWARD_PROFILE_SUFFIX = "_reward_profiling"
+AGENT_METRICS_SUFFIX = "_agent_metrics"
+REPEAT_METRICS_SUFFIX = "_repeat_level_metrics"
+PROFILE_SUMMARY_SUFFIX = "_profile_summary"  # ours
+MANIFEST_SUFFIX = "_run_manifest"  # ours
+LOCK_SUFFIX = ".lock"  # ours
+
+
+def sibling(path: Path | str, suffix: str, extension: str) -> Path:
+    """`results/rollouts.jsonl` + `_failures`, `.jsonl` -> `results/rollouts_failures.jsonl`."""
+    path = Path(path)
+    return path.with_name(path.stem + suffix + extension)
+
+
+def materialized_path_for(rollouts: Path | str) -> Path:
+    return sibling(rollouts, MATERIALIZED_SUFFIX, ".jsonl")
+
+
+def failures_path_for(rollouts: Path | str) -> Path:
+    return sibling(rollouts, FAILURES_SUFFIX, ".jsonl")
+
+
+def manifest_path_for(rollouts: Path | str) -> Path:
+    return sibling(rollouts, MANIFEST_SUFFIX, ".json")
+
+
+def lock_path_for(rollouts: Path | str) -> Path:
+    path = Path(rollouts)
+    return path.with_name(path.name + LOCK_SUFFIX)
+
+
+def profile_paths_for(rollouts: Path | str, output_dir: Path | str | None = None) -> dict[str, Path]:
+    """The profile outputs for a rollouts file, next to it or under `output_dir`."""
+    base = Path(rollouts)
+    if output_dir is not None:
+        base = Path(output_dir) / base.name
+    return {
+        "reward_profiling": sibling(base, REWARD_PROFILE_SUFFIX, ".jsonl"),
+        "agent_metrics": sibling(base, AGENT_METRICS_SUFFIX, ".json"),
+        "repeat_level_metrics": sibling(base, REPEAT_METRICS_SUFFIX, ".json"),
+        "profile_summary": sibling(base, PROFILE_SUMMARY_SUFFIX, ".json"),
+    }
+
+
+def is_index(value: object) -> bool:
+    """Identity keys are non-negative integers (bools are not integers here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def rollout_key(row: dict) -> RolloutKey | None:
+    """The (task, rollout) identity of a row, or None when either key is absent or not an index."""
+    task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+    if is_index(task) and is_index(rollout):
+        return task, rollout
+    return None
+
+
+def agent_name(row: dict) -> str | None:
+    ref = row.get("agent_ref")
+    if isinstance(ref, dict) and isinstance(ref.get("name"), str):
+        return ref["name"]
+    return None

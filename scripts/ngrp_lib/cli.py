@@ -1,0 +1,81 @@
+"""The `ngrp` command group. Subcommands are imported only when used, so `ngrp --help` stays cheap.
+
+Each command lives in `ngrp_lib/commands/<name>.py` as a click command named `command`: a thin shell
+that turns options into arguments, calls one library function, renders the result and lets typed
+errors reach `main`, which maps them to exit codes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from . import __version__
+from .errors import NgrpError
+
+# name -> (module, one-line help). Add a line here when you add a command module.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("ngrp_lib.commands.validate", "Check artifacts against their schemas, line by line."),
+    "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
+}
+
+EPILOG = """\b
+Exit codes: 0 ok, 1 findings or incomplete data, 2 usage error or refused overwrite,
+3 unreadable or malformed input.
+"""
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(COMMANDS[cmd_name][0])
+        return module.command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ngrp")
+def cli() -> None:
+    """RL reward profiling in NeMo Gym's formats: collect, validate, profile, compare.
+
+    \b
+    Example:
+      ngrp check --inputs rollouts_materialized_inputs.jsonl --rollouts rollouts.jsonl
+      ngrp profile --inputs rollouts_materialized_inputs.jsonl --rollouts rollouts.jsonl
+    """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input)."""
+    try:
+        result = cli.main(args=argv, prog_name="ngrp", standalone_mode=False)
+    except NgrpError as exc:
+        click.echo(exc.render(), err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return 130
+    # A command returns its exit code (for example 1 when `check` has findings) or None for success.
+    return result if isinstance(result, int) else 0
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Typed errors. The library raises these; the CLI maps each to its exit code in one place.
+
+Exit codes: 0 ok, 1 findings or incomplete data, 2 usage (bad options, refusing to overwrite),
+3 unreadable or malformed input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_INPUT = 3
+
+
+class NgrpError(Exception):
+    """Base class. `hint` says what to do next."""
+
+    exit_code = EXIT_FINDINGS
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def render(self) -> str:
+        text = f"error: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class FindingsError(NgrpError):
+    """The input is readable but incomplete or inconsistent (missing, extra or duplicate keys...)."""
+
+    exit_code = EXIT_FINDINGS
+
+
+class UsageError(NgrpError):
+    """Bad options or a refused action (such as overwriting an existing result)."""
+
+    exit_code = EXIT_USAGE
+
+
+class OutputExistsError(UsageError):
+    def __init__(self, path: Path | str) -> None:
+        super().__init__(
+            f"{path} already exists; refusing to overwrite it",
+            hint="pass --overwrite to replace it, or choose another output path",
+        )
+        self.path = Path(path)
+
+
+class InputError(NgrpError):
+    """Unreadable or malformed input. Names the file, line and JSON pointer where known."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | str | None = None,
+        line: int | None = None,
+        pointer: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.path = None if path is None else Path(path)
+        self.line = line
+        self.pointer = pointer
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        if pointer is not None:
+            where += f"{pointer or '/'}: "
+        super().__init__(where + message, hint=hint)
+        self.detail = message
+
+
+class MissingDependencyError(NgrpError):
+    exit_code = EXIT_USAGE
+
+    def __init__(self, module: str, install: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs the Python package '{module}', which is not installed",
+            hint=f"install it with: {install}",
+        )
