@@ -341,3 +341,16 @@ def compute_stats(
         per_task=_per_task_rows(data, cols, labels, sizes),
         notes=notes,
     )
+
+
+def parse_int_list(text: str | None, option: str) -> list[int] | None:
+    """'1,2,4,8' -> [1, 2, 4, 8]; None stays None. Raises UsageError naming the option."""
+    if text is None:
+        return None
+    try:
+        values = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise UsageError(f"{option} takes comma-separated integers such as 1,2,4,8; got {text!r}") from None
+    if not values:
+        raise UsageError(f"{option} is empty")
+    return values
