@@ -63,7 +63,7 @@ class StatsResult:
 def jsonable(value: Any) -> Any:
     """NaN/inf become null; numpy scalars become Python numbers."""
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
