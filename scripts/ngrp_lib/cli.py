@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
     "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),
     "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
+    "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
 }
 
 EPILOG = """\b
