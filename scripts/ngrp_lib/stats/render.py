@@ -18,6 +18,13 @@ def num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
+def pval(value: Any) -> str:
+    """p-values: 4 decimals, or scientific notation when tiny (never a bare 0.0000)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.1e}" if 0 < value < 1e-4 else f"{value:.4f}"
+
+
 def ci(entry: dict, low: str = "ci_low", high: str = "ci_high") -> str:
     return f"[{num(entry.get(low), 3)}, {num(entry.get(high), 3)}]"
 
@@ -172,9 +179,9 @@ def render_compare(result: Any) -> str:
         + (f"; {r['n_undefined']} tasks without a value excluded" if r["n_undefined"] else ""),
         f"  mean A {num(r['mean_a'])}  mean B {num(r['mean_b'])}  diff {num(r['mean_diff'])}  "
         f"se {num(r['se_diff'])}",
-        f"  95% paired t {ci(r)}  p={num(r['p_value_t'], 4)};  95% paired bootstrap "
+        f"  95% paired t {ci(r)}  p={pval(r['p_value_t'])};  95% paired bootstrap "
         f"{ci(r, 'boot_ci_low', 'boot_ci_high')} (B={r['n_bootstrap']}, seed {r['seed']})",
-        f"  sign-flip permutation p={num(r['p_value_permutation'], 4)} ({r['permutation_method']}, "
+        f"  sign-flip permutation p={pval(r['p_value_permutation'])} ({r['permutation_method']}, "
         f"{r['n_permutations']} sign patterns)",
         f"  minimum detectable effect (80% power, alpha {r['alpha']}): {num(r['mde_80'])}",
     ]
@@ -182,12 +189,12 @@ def render_compare(result: Any) -> str:
         m = r["mcnemar"]
         lines.append(
             f"  McNemar (one rollout per task): A only {m['a_only_success']}, B only {m['b_only_success']},"
-            f" exact p={num(m['p_value'], 4)}"
+            f" exact p={pval(m['p_value'])}"
         )
     if r["binary"]:
         lines.append(f"  tasks that flipped (Fisher exact per task, BH q < {r['alpha']}): {r['n_flips']}")
         for f in r["flips"][:MAX_FLIPS]:
             agent = f" agent {f['agent']}" if f["agent"] else ""
-            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={num(f['q_value'], 4)}")
+            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={pval(f['q_value'])}")
     lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines)
