@@ -7,7 +7,7 @@ columns at once (uncertainty) -> JSON-ready dicts. The task (profile row) is the
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,8 @@ class StatsResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return jsonable(asdict(self))
+        # Shallow: the fields already hold plain dicts and lists (asdict would deep-copy 10^5 values).
+        return jsonable({f.name: getattr(self, f.name) for f in fields(self)})
 
 
 def jsonable(value: Any) -> Any:
