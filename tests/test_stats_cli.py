@@ -35,7 +35,7 @@ def test_golden_case_complete_numbers(golden):
     assert o["pass_rate"]["value"] == pytest.approx(7 / 12)
     assert [e["value"] for e in o["pass_at_k"]] == pytest.approx([7 / 12, 5 / 6, 11 / 12, 1.0])
     assert o["difficulty"]["mixed"]["n_tasks"] == 3
-    assert r.inputs["rollouts"] == {"matched": 12, "not_in_profile": 0}
+    assert r.inputs["rollouts"] == {"matched": 12, "not_in_profile": 0, "profile_rollouts_not_in_file": 0}
     validate(r.to_json(), "stats_result")
 
 
@@ -82,7 +82,9 @@ def test_stats_invariant_to_rollout_order_and_seeded(tmp_path):
     ja.pop("profile"), jb.pop("profile")
     assert flatten(ja).keys() == flatten(jb).keys()
     for key, value in flatten(ja).items():
-        assert flatten(jb)[key] == (pytest.approx(value, abs=1e-12) if isinstance(value, float) else value), key
+        assert flatten(jb)[key] == (pytest.approx(value, abs=1e-12) if isinstance(value, float) else value), (
+            key
+        )
 
 
 def flatten(value, prefix=""):
@@ -191,3 +193,29 @@ def test_help_has_examples(run_ngrp):
     for name in ("stats", "compare"):
         res = run_ngrp(name, "--help")
         assert res.returncode == 0 and "Example:" in res.stdout and "Exit codes" in res.stdout
+
+
+def test_rollouts_missing_from_file_are_left_out_of_majority(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 1, 0]])
+    roll = write_rollouts(tmp_path / "r.jsonl", [rollout(0, 0, 1, answer="4"), rollout(0, 2, 0, answer="5")])
+    r = compute_stats(prof, roll, StatsSettings(answer_key="extracted_answer", n_bootstrap=0))
+    assert r.inputs["rollouts"]["profile_rollouts_not_in_file"] == 1
+    # Only answers 4 (right) and 5 (wrong) are known: maj@2 is a tie -> (1 + 0) / 2; maj@3 undefined.
+    maj = r.to_json()["overall"]["majority_at_k"]
+    assert maj[1]["value"] == pytest.approx(0.5) and maj[2]["value"] is None
+    assert any("not in the rollouts file" in note for note in r.notes)
+
+
+def test_empty_profile_is_a_finding(run_ngrp, tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    res = run_ngrp("stats", tmp_path / "empty.jsonl")
+    assert res.returncode == 1 and "no rows" in res.stderr
+
+
+def test_all_null_rewards_render_without_numbers(run_ngrp, tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[None, None]])
+    res = run_ngrp("stats", prof, "--json")
+    payload = json.loads(res.stdout)
+    assert res.returncode == 0 and payload["overall"]["n_tasks_unscored"] == 1
+    assert payload["overall"]["mean_reward"]["task_weighted"]["value"] is None
+    assert run_ngrp("stats", prof).returncode == 0

@@ -115,7 +115,8 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     """Join per-rollout extras from a rollouts file by (task, rollout): answers and truncation flags.
 
     Adds `extras["answer"]` (object matrix, None = no answer) and `extras["truncated"]` (float matrix,
-    NaN where the rollout is not in the file). Returns counts for the report's denominators.
+    NaN where the rollout is not in the file, so such rollouts are left out of majority@k and truncation
+    rather than counted as "no answer"). Returns counts for the report's denominators.
     """
     import numpy as np
 
@@ -140,7 +141,8 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     data.extras["truncated"] = truncated
     if answer_key is not None:
         data.extras["answer"] = answers
-    return {"matched": matched, "not_in_profile": unmatched}
+    missing = int((data.rollout_index >= 0).sum()) - matched
+    return {"matched": matched, "not_in_profile": unmatched, "profile_rollouts_not_in_file": missing}
 
 
 def _is_truncated(row: dict) -> bool:

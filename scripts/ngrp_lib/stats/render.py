@@ -25,6 +25,10 @@ def pval(value: Any) -> str:
     return f"{value:.1e}" if 0 < value < 1e-4 else f"{value:.4f}"
 
 
+def pct(share: Any) -> str:
+    return "n/a" if share is None else f"{share * 100:.1f}%"
+
+
 def ci(entry: dict, low: str = "ci_low", high: str = "ci_high") -> str:
     return f"[{num(entry.get(low), 3)}, {num(entry.get(high), 3)}]"
 
@@ -53,7 +57,7 @@ def render_scope(scope: dict) -> list[str]:
     per = scope["rollouts_per_task"]
     lines.append(
         f"[{scope['scope']}] {scope['n_tasks']} tasks, {scope['n_rollouts']} scored rollouts "
-        f"({per['min']}-{per['max']} per task), {scope['n_null_rewards']} null rewards excluded"
+        f"({num(per['min'])}-{per['max']} per task), {scope['n_null_rewards']} null rewards excluded"
     )
     lines.append(_row("mean reward (task-weighted)", tw))
     lines.append(
@@ -98,9 +102,9 @@ def _difficulty_lines(scope: dict) -> list[str]:
     if not d:
         return []
     lines = [
-        f"  difficulty: all fail {d['all_fail']['n_tasks']} ({num(d['all_fail']['share'] * 100, 1)}%), "
-        f"mixed {d['mixed']['n_tasks']} ({num(d['mixed']['share'] * 100, 1)}%), all pass "
-        f"{d['all_pass']['n_tasks']} ({num(d['all_pass']['share'] * 100, 1)}%) of {d['n_tasks']} tasks"
+        f"  difficulty: all fail {d['all_fail']['n_tasks']} ({pct(d['all_fail']['share'])}), "
+        f"mixed {d['mixed']['n_tasks']} ({pct(d['mixed']['share'])}), all pass "
+        f"{d['all_pass']['n_tasks']} ({pct(d['all_pass']['share'])}) of {d['n_tasks']} tasks"
     ]
     grpo = ", ".join(
         f"G={g['group_size']}: {num(g['value'], 3)} (n={g['n_tasks']})" for g in scope["grpo_informative"]
@@ -128,7 +132,7 @@ def _length_lines(rl: dict | None) -> list[str]:
         extra.append(f"tokens per success {num(tps['value'], 1)} (n={tps['successes']} successes)")
     if trunc:
         extra.append(
-            f"truncated {num(trunc['rate'] * 100 if trunc['n_rollouts'] else None, 1)}% of "
+            f"truncated {pct(trunc['rate'])} of "
             f"{trunc['n_rollouts']} (mean reward {num(trunc['mean_reward_truncated'], 3)} vs "
             f"{num(trunc['mean_reward_complete'], 3)})"
         )

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import FindingsError, UsageError
 from . import estimators as E
 from . import length as L
 from .load import ProfileData, attach_rollouts, load_profile
@@ -194,8 +194,11 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
             cols.add("best_of_k", k, E.expected_extreme_of_k(rewards, k, best=True))
             cols.add("worst_of_k", k, E.expected_extreme_of_k(rewards, k, best=False))
     if "answer" in data.extras:
-        answers = data.extras["answer"]
-        maj = majority_at_k(answers.tolist(), rewards.tolist(), ks)
+        import numpy as np
+
+        # Rollouts missing from the rollouts file have no known answer: leave them out, not "no answer".
+        known = np.where(np.isnan(data.extras["truncated"]), np.nan, rewards)
+        maj = majority_at_k(data.extras["answer"].tolist(), known.tolist(), ks)
         for col, k in enumerate(ks):
             cols.add("majority_at_k", k, maj[:, col])
     summary = cols.summarise(settings)
@@ -316,6 +319,11 @@ def compute_stats(
             hint="pass the rollouts.jsonl the profile was made from",
         )
     data = load_profile(profile, ("reward", LENGTH_FIELD))
+    if data.n_tasks == 0:
+        raise FindingsError(
+            f"{profile} has no rows: nothing to compute",
+            hint="was profiling run on an empty or fully masked rollouts file?",
+        )
     inputs: dict[str, Any] = {"profile_rows": data.n_tasks, "profile_rollouts": data.n_rows_measured}
     notes: list[str] = []
     if rollouts is not None:
@@ -323,6 +331,16 @@ def compute_stats(
     overall, cols = scope_stats(data, settings, "all")
     if not overall["binary"]:
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
+    if len({task for task, _ in data.keys}) < data.n_tasks:
+        notes.append(
+            "fan-out profile: each (task, agent) row is one cluster; "
+            "use --group-by agent for per-agent numbers"
+        )
+    if rollouts is not None and inputs["rollouts"]["profile_rollouts_not_in_file"]:
+        notes.append(
+            f"{inputs['rollouts']['profile_rollouts_not_in_file']} profiled rollouts are not in the "
+            "rollouts file: left out of majority@k and truncation"
+        )
     if overall["majority_at_k"] is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
     labels = _group_labels(data, settings.group_by) if settings.group_by else None
