@@ -219,3 +219,12 @@ def test_all_null_rewards_render_without_numbers(run_ngrp, tmp_path):
     assert res.returncode == 0 and payload["overall"]["n_tasks_unscored"] == 1
     assert payload["overall"]["mean_reward"]["task_weighted"]["value"] is None
     assert run_ngrp("stats", prof).returncode == 0
+
+
+def test_bootstrap_se_close_to_t_se(tmp_path):
+    rng = np.random.default_rng(9)
+    prof = write_profile(tmp_path / "p.jsonl", rng.integers(0, 2, (200, 4)).tolist())
+    o = compute_stats(prof, settings=StatsSettings(n_bootstrap=3000, seed=1)).to_json()["overall"]
+    tw = o["mean_reward"]["task_weighted"]
+    # The bootstrap SE of a mean is sd * sqrt((n-1)/n) / sqrt(n): within Monte Carlo error of the t SE.
+    assert tw["boot_se"] == pytest.approx(tw["se"], rel=0.06)

@@ -91,10 +91,11 @@ class _Columns:
         if not self.vectors:
             return {}
         matrix = np.column_stack(self.vectors)
-        low = high = np.full(matrix.shape[1], np.nan)
+        low = high = boot_se = np.full(matrix.shape[1], np.nan)
         if settings.n_bootstrap:
             reps = bootstrap_means(matrix, settings.n_bootstrap, settings.seed)
             low, high = percentile_interval(reps, settings.level)
+            boot_se = _replicate_sd(reps)
         out = {}
         for j, key in enumerate(self.names):
             iv = t_interval(matrix[:, j], settings.level)
@@ -105,9 +106,22 @@ class _Columns:
                 "ci_high": iv.ci_high,
                 "boot_ci_low": low[j],
                 "boot_ci_high": high[j],
+                "boot_se": boot_se[j],
                 "n_tasks": iv.n,
             }
         return out
+
+
+def _replicate_sd(reps):
+    """SD of the bootstrap replicates per column (the bootstrap SE), ignoring undefined replicates."""
+    import numpy as np
+
+    out = np.full(reps.shape[1], np.nan)
+    for j in range(reps.shape[1]):
+        col = reps[:, j][~np.isnan(reps[:, j])]
+        if col.size >= 2:
+            out[j] = col.std(ddof=1)
+    return out
 
 
 def _rollout_weighted(rewards) -> dict:
