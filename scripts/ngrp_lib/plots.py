@@ -117,6 +117,6 @@ def paired_scatter(a: list[float], b: list[float], label_a: str, label_b: str) -
     ax.scatter(a, b, s=12, alpha=0.6, color=BLUE)
     lo, hi = min(a + b + [0.0]), max(a + b + [1.0])
     ax.plot([lo, hi], [lo, hi], color=GREY, linestyle="--", linewidth=1)
-    ax.set_xlabel(f"A: {label_a} (per-task mean)")
-    ax.set_ylabel(f"B: {label_b} (per-task mean)")
+    ax.set_xlabel(f"{label_a}: per-task mean")
+    ax.set_ylabel(f"{label_b}: per-task mean")
     return to_svg(fig)

@@ -23,7 +23,7 @@ max-width:1100px;color:#222;background:#fff}h1{font-size:22px}
 h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
-th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}.note{color:#555;font-size:12px}
+h3{font-size:14px}th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}.note{color:#555;font-size:12px}
 .grid{display:flex;flex-wrap:wrap;gap:12px}.grid>div{flex:1 1 480px}svg{max-width:100%;height:auto}
 """
 MAX_FLIP_ROWS = 50
@@ -98,10 +98,11 @@ def _headline(o: dict) -> str:
         ("pass_hat_k", "pass^{k}"),
         ("majority_at_k", "maj@{k}"),
         ("best_of_k", "E[best of {k}]"),
+        ("worst_of_k", "E[worst of {k}]"),
     ):
-        curve = o.get(name) or []
-        if curve:
-            rows.append(_estimate_row(label.format(k=curve[-1]["k"]), curve[-1]))
+        entry = _largest_full_k(o.get(name) or [], o["n_tasks"])
+        if entry:
+            rows.append(_estimate_row(label.format(k=entry["k"]), entry))
     for g in o["grpo_informative"]:
         rows.append(_estimate_row(f"P(GRPO group of {g['group_size']} informative)", g))
     v = o["variance"]
@@ -123,6 +124,12 @@ def _headline(o: dict) -> str:
         "equally.</p>"
     )
     return table + note
+
+
+def _largest_full_k(curve: list[dict], n_tasks: int) -> dict | None:
+    """The largest k that every scored task supports (so the headline compares like with like)."""
+    full = [e for e in curve if e["n_tasks"] == n_tasks]
+    return (full or curve or [None])[-1]
 
 
 def _curves(o: dict) -> tuple[str, str]:
@@ -232,7 +239,7 @@ def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str
     ]
     table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
     pairs = [(t["mean_a"], t["mean_b"]) for t in r["per_task"] if t["diff"] is not None]
-    scatter = plots.paired_scatter([a for a, _ in pairs], [b for _, b in pairs], other.name, profile.name)
+    scatter = plots.paired_scatter([a for a, _ in pairs], [b for _, b in pairs], "A (other)", "B (this)")
     flips = _table(
         ["task", "agent", "other", "this", "q (BH)", "direction"],
         [
@@ -241,6 +248,8 @@ def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str
         ],
     )
     dropped = f" {r['n_dropped']} tasks in only one run were left out." if r["n_dropped"] else ""
+    if not r["binary"]:
+        flips = "<p class='note'>" + _esc("; ".join(r["notes"])) + "</p>"
     return (
         f"<h2>Comparison with {_esc(other)}</h2>{table}<p class='note'>Paired by (task, agent); B is this "
         f"profile.{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
