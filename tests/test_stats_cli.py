@@ -228,3 +228,10 @@ def test_bootstrap_se_close_to_t_se(tmp_path):
     tw = o["mean_reward"]["task_weighted"]
     # The bootstrap SE of a mean is sd * sqrt((n-1)/n) / sqrt(n): within Monte Carlo error of the t SE.
     assert tw["boot_se"] == pytest.approx(tw["se"], rel=0.06)
+
+
+def test_group_by_missing_field_is_noted(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0], [0, 0]])
+    r = compute_stats(prof, settings=StatsSettings(group_by="difficulty", n_bootstrap=0))
+    assert [g["scope"] for g in r.groups] == ["(missing)"]
+    assert any("'difficulty'" in note for note in r.notes)

@@ -358,6 +358,8 @@ def compute_stats(
     if overall["majority_at_k"] is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
     labels = _group_labels(data, settings.group_by) if settings.group_by else None
+    if labels is not None and settings.group_by != "agent" and set(labels) == {"(missing)"}:
+        notes.append(f"no profile row has '{settings.group_by}' in its sample: one group '(missing)'")
     groups = []
     if labels is not None:
         array = np.array(labels, dtype=object)
