@@ -235,3 +235,24 @@ def test_group_by_missing_field_is_noted(tmp_path):
     r = compute_stats(prof, settings=StatsSettings(group_by="difficulty", n_bootstrap=0))
     assert [g["scope"] for g in r.groups] == ["(missing)"]
     assert any("'difficulty'" in note for note in r.notes)
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "gym-0.7.0/case_complete/rollouts_reward_profiling.jsonl",
+        "gym-0.7.0/case_masked/rollouts_reward_profiling.jsonl",
+        "gym-0.7.0/case_fan_out/rollouts_reward_profiling.jsonl",
+        "gym-stack/profile_reward_profiling_2rows.jsonl",
+    ],
+)
+def test_per_task_means_match_gym_mean_reward(profile):
+    path = REPO / "tests" / "golden" / profile
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    r = compute_stats(path, settings=StatsSettings(n_bootstrap=0))
+    assert len(r.per_task) == len(rows)
+    for ours, gym in zip(r.per_task, rows, strict=True):
+        assert ours["task"] == gym["_ng_task_index"]
+        assert ours["mean_reward"] == pytest.approx(gym["mean/reward"])
+        scored = sum(info.get("reward") is not None for info in gym["rollout_infos"])
+        assert ours["n"] == scored

@@ -242,3 +242,8 @@ def test_length_gap_truncation_tokens_per_success():
     assert trunc["mean_reward_truncated"] == 0.0 and trunc["mean_reward_complete"] == 1.0
     tps = L.tokens_per_success(success, lengths)
     assert tps["value"] == pytest.approx(75 / 5)
+
+
+def test_repeats_needed_undefined_without_within_task_variance():
+    assert repeats_for_width(0.0, 0.2)["typical"] is None
+    assert repeats_for_width(float("nan"), 0.2)["typical"] is None

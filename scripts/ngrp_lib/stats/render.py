@@ -106,6 +106,11 @@ def _difficulty_lines(scope: dict) -> list[str]:
         f"mixed {d['mixed']['n_tasks']} ({pct(d['mixed']['share'])}), all pass "
         f"{d['all_pass']['n_tasks']} ({pct(d['all_pass']['share'])}) of {d['n_tasks']} tasks"
     ]
+    if d["all_fail"]["n_tasks"]:
+        lines.append(
+            f"  0 of n solved is not unsolvable: 95% upper bound on those tasks' pass rate ~ 3/n = "
+            f"{num(d['all_fail_upper_bound_95_median'], 3)} (median; rule of three)"
+        )
     grpo = ", ".join(
         f"G={g['group_size']}: {num(g['value'], 3)} (n={g['n_tasks']})" for g in scope["grpo_informative"]
     )
