@@ -217,6 +217,12 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
             cols.add("majority_at_k", k, maj[:, col])
     summary = cols.summarise(settings)
     variance = decompose(rewards)
+    prior = None
+    if success is not None:
+        a, b, per_task["pass_rate_shrunk"] = E.beta_binomial_shrinkage(
+            ns, cs, decompose(success).sigma2_between
+        )
+        prior = {"alpha": a, "beta": b, "method": "method of moments on per-task pass rates"}
     out: dict[str, Any] = {
         "scope": label,
         "n_tasks": int((n > 0).sum()),
@@ -247,6 +253,7 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
         "variance": asdict(variance),
         "repeats_needed": repeats_for_width(variance.sigma2_within, settings.target_width, settings.level),
         "difficulty": _difficulty(*E.counts(success)) if success is not None else None,
+        "shrinkage_prior": prior,
         "grpo_informative": [{"group_size": g, **summary[("p_informative", g)]} for g in sizes]
         if success is not None
         else [],
@@ -310,6 +317,7 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
                 pass_rate=cols["pass_rate"][i],
                 wilson_low=low[i],
                 wilson_high=high[i],
+                pass_rate_shrunk=cols["pass_rate_shrunk"][i],
                 band=str(cols["band"][i]),
                 p_informative={str(g): cols[f"p_informative_{g}"][i] for g in sizes},
             )
