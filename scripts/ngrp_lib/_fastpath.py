@@ -51,18 +51,26 @@ class _Unsupported(Exception):
 
 
 def _is_integer(value: Any) -> bool:
-    # jsonschema counts 1.0 as an integer; bools are never numbers.
+    # jsonschema counts 1.0 as an integer; bools are never numbers. Exact types first: the common case.
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is float:
+        return value.is_integer()
     if isinstance(value, bool):
         return False
     return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
 
 
 def _is_number(value: Any) -> bool:
+    kind = type(value)
+    if kind is int or kind is float:
+        return True
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 _TYPE_CHECKS: dict[str, Check] = {
-    "object": lambda v: isinstance(v, dict),
+    "object": lambda v: type(v) is dict or isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
@@ -135,6 +143,9 @@ class _Compiler:
             raise _Unsupported(f"type {names!r}") from exc
         if len(tests) == 1:
             return tests[0]
+        if len(tests) == 2:
+            a, b = tests
+            return lambda v: a(v) or b(v)
         return lambda v: any(test(v) for test in tests)
 
     def _minimum(self, schema: dict[str, Any], depth: int) -> Check:
@@ -150,8 +161,8 @@ class _Compiler:
         return lambda v: not isinstance(v, str) or regex.search(v) is not None
 
     def _required(self, schema: dict[str, Any], depth: int) -> Check:
-        keys = tuple(schema["required"])
-        return lambda v: not isinstance(v, dict) or all(key in v for key in keys)
+        keys = frozenset(schema["required"])
+        return lambda v: not isinstance(v, dict) or keys.issubset(v)
 
     def _object_members(self, schema: dict[str, Any], depth: int) -> Check:
         """properties + patternProperties + additionalProperties, compiled together (they interact)."""
@@ -178,7 +189,16 @@ class _Compiler:
         item = self.compile(schema["items"], depth)
         if item is _always:
             return _always
-        return lambda v: not isinstance(v, list) or all(item(x) for x in v)
+
+        def check(value: Any) -> bool:
+            if not isinstance(value, list):
+                return True
+            for x in value:  # noqa: SIM110
+                if not item(x):
+                    return False
+            return True
+
+        return check
 
     def _any_of(self, schema: dict[str, Any], depth: int) -> Check:
         options = tuple(self.compile(sub, depth) for sub in schema["anyOf"])
@@ -198,12 +218,26 @@ def _never(value: Any) -> bool:
 
 
 def _all_of(checks: list[Check]) -> Check:
+    # Unrolled for the common sizes: a generator per call costs more than the checks themselves.
     if not checks:
         return _always
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:
+        a, b = checks
+        return lambda v: a(v) and b(v)
+    if len(checks) == 3:
+        a, b, c = checks
+        return lambda v: a(v) and b(v) and c(v)
     checks_t = tuple(checks)
-    return lambda v: all(check(v) for check in checks_t)
+
+    def check(value: Any) -> bool:
+        for one in checks_t:  # noqa: SIM110
+            if not one(value):
+                return False
+        return True
+
+    return check
 
 
 def _properties_only(named: tuple[tuple[str, Check], ...]) -> Check:

@@ -223,8 +223,17 @@ def _until_first_row(records: Iterator[Row | LineProblem], report: FileReport) -
     return None
 
 
+_LINE_CONTEXT = {
+    "blank_line": "blank line (Gym's profiler rejects it: remove the line)",
+    "torn_tail": (
+        "torn last line: no newline and not valid JSON, an interrupted write "
+        "(`ngrp collect --resume` repairs it)"
+    ),
+}
+
+
 def _line_problem(record: LineProblem) -> Problem:
-    return Problem(record.line, None, record.kind, record.message)
+    return Problem(record.line, None, record.kind, _LINE_CONTEXT.get(record.kind, record.message))
 
 
 class _RowChecker:
