@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ngrp_lib import schemas
 from ngrp_lib._fastpath import compile_schema
 from ngrp_lib.validate import kind_from_name, schema_problems, validate_file
