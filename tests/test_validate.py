@@ -291,3 +291,21 @@ def test_junk_via_cli_has_no_traceback(run_ngrp, tmp_path):
     (tmp_path / "junk_agent_metrics.json").write_bytes(b"\x00{")
     out = run_ngrp("validate", tmp_path / "junk_agent_metrics.json")
     assert out.returncode == 3 and "Traceback" not in out.stderr
+
+
+def test_integral_float_identity_keys_are_reported(tmp_path):
+    """JSON Schema accepts 1.0 as an integer; joins (ngrp check, dict keys) need exact integers."""
+    row = json.loads(_rows()[0])
+    row["_ng_rollout_index"] = 2.0
+    report = validate_file(_write(tmp_path / "rollouts.jsonl", [orjson.dumps(row) + b"\n"]))
+    assert [(p.pointer, p.kind, p.message) for p in report.problems] == [
+        ("/_ng_rollout_index", "float_identity_key", "write 2, not 2.0: identity keys must be JSON integers")
+    ]
+    assert (
+        validate_files([tmp_path / "rollouts.jsonl"]).to_json()["files"][0]["problems"][0]["kind"]
+        in (
+            schemas.load("validate_output")["properties"]["files"]["items"]["properties"]["problems"][
+                "items"
+            ]["properties"]["kind"]["enum"]
+        )
+    )

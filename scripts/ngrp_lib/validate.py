@@ -35,6 +35,7 @@ JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile"
 JSON_KINDS = ("agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest")
 KINDS = JSONL_KINDS + JSON_KINDS
 DUPLICATE_CHECKED = ("materialized", "rollouts")
+IDENTITY_CHECKED = ("materialized", "rollouts", "failures")
 
 # (file suffix, extension) -> kind, Gym's naming plus ours.
 _NAMED_KINDS = [
@@ -49,6 +50,7 @@ _NAMED_KINDS = [
 
 SCHEMA = "schema"
 DUPLICATE = "duplicate_key"
+FLOAT_KEY = "float_identity_key"
 MAX_MESSAGE = 240
 
 
@@ -243,6 +245,7 @@ class _RowChecker:
         self.schema_name = schemas.for_kind(kind)
         self.fast = schemas.fast_check(self.schema_name)
         self.first_line: dict[Any, int] | None = {} if kind in DUPLICATE_CHECKED else None
+        self.identity = kind in IDENTITY_CHECKED
 
     def __call__(self, row: Row, report: FileReport) -> None:
         report.rows += 1
@@ -250,12 +253,15 @@ class _RowChecker:
         if self.fast is None or not self.fast(data):
             for problem in schema_problems(self.schema_name, data, row.line):
                 report.add(problem)
-        if self.first_line is not None:
-            self._check_duplicate(data, row.line, report)
+        if self.identity:
+            self._check_identity(data, row.line, report)
 
-    def _check_duplicate(self, data: dict[str, Any], line: int, report: FileReport) -> None:
+    def _check_identity(self, data: dict[str, Any], line: int, report: FileReport) -> None:
         key = rollout_key(data)
         if key is None:
+            _check_float_keys(data, line, report)
+            return
+        if self.first_line is None:
             return
         first = self.first_line.setdefault(key, line)
         if first != line:
@@ -267,6 +273,15 @@ class _RowChecker:
                     f"duplicate identity key ({key[0]}, {key[1]}); first seen at line {first}",
                 )
             )
+
+
+def _check_float_keys(data: dict[str, Any], line: int, report: FileReport) -> None:
+    # JSON Schema counts 1.0 as an integer, but identity keys are joined as exact integers.
+    for name in (TASK_KEY, ROLLOUT_KEY):
+        value = data.get(name)
+        if isinstance(value, float) and value.is_integer() and value >= 0:
+            message = f"write {int(value)}, not {value}: identity keys must be JSON integers"
+            report.add(Problem(line, "/" + name, FLOAT_KEY, message))
 
 
 def schema_problems(schema_name: str, instance: Any, line: int | None) -> list[Problem]:
