@@ -342,3 +342,43 @@ def test_cli_errors(run_ngrp):
     assert usage.returncode == 2 and "--rollouts" in usage.stderr
     helptext = run_ngrp("check", "--help")
     assert helptext.returncode == 0 and "Example:" in helptext.stdout
+
+
+junk_row = st.dictionaries(
+    st.sampled_from(
+        [
+            "_ng_task_index",
+            "_ng_rollout_index",
+            "reward",
+            "mask_sample",
+            "agent_ref",
+            "_ng_failure_class",
+            "_ng_environment_server",
+            "response",
+        ]
+    ),
+    st.none()
+    | st.booleans()
+    | st.integers(-2, 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=3)
+    | st.dictionaries(st.just("name"), st.none() | st.integers() | st.text(max_size=3)),
+    max_size=6,
+).map(lambda d: json.dumps(d).encode())
+junk_line = junk_row | st.binary(max_size=20) | st.sampled_from([b"", b"[]", b"NaN", b"{", b"\xff"])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    inputs=st.lists(junk_line, max_size=6),
+    rollouts=st.lists(junk_line, max_size=6),
+    failures=st.lists(junk_line, max_size=3),
+)
+def test_junk_gives_findings_not_crashes(tmp_path, inputs, rollouts, failures):
+    paths = []
+    for name, lines in (("m.jsonl", inputs), ("r.jsonl", rollouts), ("r_failures.jsonl", failures)):
+        (tmp_path / name).write_bytes(b"\n".join(lines))
+        paths.append(tmp_path / name)
+    result = check_run(*paths)
+    assert result.exit_code in (0, 1)
+    assert schemas.validator("check_output").is_valid(json.loads(json.dumps(result.to_json())))
