@@ -8,7 +8,7 @@ command that fixes them. Errors make the exit code 1; warnings and notes do not.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +83,6 @@ class CheckResult:
         return 1 if any(f.severity == ERROR for f in self.findings) else 0
 
     def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {
             "tool": {"name": "ngrp", "version": __version__},
             "ok": self.exit_code == 0,
@@ -244,6 +242,6 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
     fail_stats, fail = (
         (None, _FailureTally()) if failures is None else _read_failures(Path(failures), expected)
     )
-    from .check_report import summarize
+    from .check_report import summarize  # imported here: check_report imports this module's types
 
     return summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names)
