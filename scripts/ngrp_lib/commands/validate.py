@@ -30,7 +30,8 @@ def command(files: tuple[str, ...], kind: str | None, max_errors: int, as_json: 
     *_profile_summary.json, *_run_manifest.json); any other JSONL file is a rollouts file when
     its first row has a `response` object, materialized inputs when it has both identity keys,
     else a task file. Blank lines, a torn last line, invalid UTF-8, NaN/Infinity, rows that are
-    not objects and duplicate (_ng_task_index, _ng_rollout_index) keys are all reported.
+    not objects, duplicate (_ng_task_index, _ng_rollout_index) keys and identity keys written
+    as 1.0 instead of 1 are all reported.
 
     \b
     Example:
