@@ -27,6 +27,7 @@ from .artifacts import (
     TASK_KEY,
     rollout_key,
 )
+from .check import pack
 from .errors import InputError, UsageError
 from .jsonl import Problem as LineProblem
 from .jsonl import Row, iter_records, read_json
@@ -263,7 +264,7 @@ class _RowChecker:
             return
         if self.first_line is None:
             return
-        first = self.first_line.setdefault(key, line)
+        first = self.first_line.setdefault(pack(key), line)  # packed: a compact int per key
         if first != line:
             report.add(
                 Problem(
