@@ -203,7 +203,7 @@ def test_empty_file_is_valid(tmp_path):
 def test_cli_text_and_exit_codes(run_ngrp, tmp_path):
     ok = run_ngrp("validate", COMPLETE / "rollouts.jsonl", COMPLETE / "rollouts_agent_metrics.json")
     assert ok.returncode == 0, ok.stderr
-    assert "valid (rollouts, 12 rows)" in ok.stdout and "valid (agent_metrics, 1 rows)" in ok.stdout
+    assert "valid (rollouts, 12 rows)" in ok.stdout and "valid (agent_metrics, 1 row)" in ok.stdout
     bad = run_ngrp("validate", GOLDEN / "case_missing_index" / "rollouts.jsonl")
     assert bad.returncode == 1
     assert (

@@ -58,7 +58,8 @@ def render_text(result: ValidationResult) -> str:
             )
         summary = f"{report.path}: {report.status}"
         if report.status != "unreadable":
-            summary += f" ({report.kind or 'empty'}, {report.rows} rows"
+            rows = f"{report.rows} row" + ("" if report.rows == 1 else "s")
+            summary += f" ({report.kind or 'empty'}, {rows}"
             summary += f", {report.problem_count} problems)" if report.problem_count else ")"
         lines.append(summary)
     return "\n".join(lines)
