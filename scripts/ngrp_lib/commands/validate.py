@@ -60,6 +60,7 @@ def render_text(result: ValidationResult) -> str:
         if report.status != "unreadable":
             rows = f"{report.rows} row" + ("" if report.rows == 1 else "s")
             summary += f" ({report.kind or 'empty'}, {rows}"
-            summary += f", {report.problem_count} problems)" if report.problem_count else ")"
+            n = report.problem_count
+            summary += (f", {n} problem" + ("s" if n > 1 else "") + ")") if n else ")"
         lines.append(summary)
     return "\n".join(lines)
