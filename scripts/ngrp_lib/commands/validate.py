@@ -52,15 +52,29 @@ def render_text(result: ValidationResult) -> str:
     lines: list[str] = []
     for report in result.files:
         lines.extend(p.render(report.path) for p in report.problems)
-        if report.not_shown:
-            lines.append(
-                f"{report.path}: ... and {report.not_shown} more problems (use --max-errors 0 to list all)"
-            )
+        more = _more(report)
+        if more:
+            lines.append(f"{report.path}: ... and {more} (use --max-errors 0 to list all)")
         summary = f"{report.path}: {report.status}"
         if report.status != "unreadable":
-            rows = f"{report.rows} row" + ("" if report.rows == 1 else "s")
-            summary += f" ({report.kind or 'empty'}, {rows}"
-            n = report.problem_count
-            summary += (f", {n} problem" + ("s" if n > 1 else "") + ")") if n else ")"
+            summary += f" ({report.kind or 'empty'}, {_plural(report.rows, 'row')}"
+            if report.problem_count:
+                summary += f", {_plural(report.problem_count, 'problem')}"
+            if report.lines_not_itemized:
+                summary += f" + {_plural(report.lines_not_itemized, 'more bad line')}"
+            summary += ")"
         lines.append(summary)
     return "\n".join(lines)
+
+
+def _more(report) -> str:
+    parts = []
+    if report.not_shown:
+        parts.append(_plural(report.not_shown, "more problem"))
+    if report.lines_not_itemized:
+        parts.append(f"problems on {_plural(report.lines_not_itemized, 'more line')}")
+    return " and ".join(parts)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
