@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ngrp_lib import schemas
-from ngrp_lib.check import check_run, pack, unpack
+from ngrp_lib.artifacts import pack_key as pack
+from ngrp_lib.artifacts import unpack_key as unpack
+from ngrp_lib.check import check_run
 from ngrp_lib.errors import InputError
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "gym-0.7.0"

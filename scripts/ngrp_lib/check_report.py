@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding, unpack
+from .artifacts import unpack_key
+from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding
 
 _MASK = (1 << _AGENT_BITS) - 1
-
-
-def _task_of(packed: Any) -> int:
-    return packed[0] if isinstance(packed, tuple) else packed >> 32
 
 
 def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counter, Counter, bool, list]:
@@ -22,13 +19,13 @@ def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counte
     fan_out = False
     missing: list[tuple[int, int]] = []
     for packed, slot in expected.items():
-        task, agent = _task_of(packed), slot & _MASK
+        task, agent = unpack_key(packed)[0], slot & _MASK
         group = (task, agent)
         exp[group] += 1
         if packed in completed:
             done[group] += 1
         elif len(missing) < EXAMPLES:
-            missing.append(unpack(packed))
+            missing.append(unpack_key(packed))
         if first_agent.setdefault(task, agent) != agent:
             fan_out = True
     return exp, done, fan_out, missing

@@ -25,9 +25,9 @@ from .artifacts import (
     REWARD_PROFILE_SUFFIX,
     ROLLOUT_KEY,
     TASK_KEY,
+    pack_key,
     rollout_key,
 )
-from .check import pack
 from .errors import InputError, UsageError
 from .jsonl import Problem as LineProblem
 from .jsonl import Row, iter_records, read_json
@@ -290,7 +290,7 @@ class _RowChecker:
             return _float_key_problems(data, line)
         if self.first_line is None:
             return []
-        first = self.first_line.setdefault(pack(key), line)  # packed: a compact int per key
+        first = self.first_line.setdefault(pack_key(key), line)  # packed: a compact int per key
         if first == line:
             return []
         message = f"duplicate identity key ({key[0]}, {key[1]}); first seen at line {first}"
