@@ -15,6 +15,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
     if n - c < k:
         return 1.0
+    if k == 1:
+        return c / n  # the product below telescopes to this; keep it exact
     fail_all = 1.0
     for i in range(n - c + 1, n + 1):
         fail_all *= 1.0 - k / i
