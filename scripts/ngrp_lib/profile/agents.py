@@ -153,6 +153,8 @@ def across_repeats(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def coverage_by_agent(data: Dataset) -> dict[str, dict[str, int]]:
     """Gym's `coverage_by_agent`: per agent_ref.name, only for agents with a masked rollout."""
+    if not any(r.masked for r in data.results.values()):
+        return {}
     agent_of_key = {(r.task, r.rollout): r.agent for r in data.inputs if r.agent is not None}
     per_agent: dict[str, list[tuple[int, bool]]] = {}
     for key in sorted(data.results):

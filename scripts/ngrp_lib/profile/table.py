@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,19 +39,25 @@ def build_table(data: Dataset) -> Table:
     def label_of(rec: InputRec) -> str | None:
         return None if rec.run_key is None else labels.get(rec.run_key)
 
-    per_agent = len({(rec.task, label_of(rec)) for rec in measured}) > len({rec.task for rec in measured})
+    label_by_task: dict[int, str | None] = {}
+    per_agent = False
+    for rec in measured:  # fan-out: some task runs under two labels
+        label = label_of(rec)
+        if label_by_task.setdefault(rec.task, label) != label:
+            per_agent = True
+            break
     expected: dict[Any, int] = {}
     for rec in measured:
         group = (rec.task, label_of(rec)) if per_agent else rec.task
         expected[group] = expected.get(group, 0) + 1
-    matched = sorted(
-        (rec for rec in measured if (rec.task, rec.rollout) in data.results), key=lambda r: (r.task, r.rollout)
-    )
-    results = [data.results[(rec.task, rec.rollout)] for rec in matched]
+    found = data.results
+    matched = [rec for rec in measured if (rec.task, rec.rollout) in found]
+    matched.sort(key=_rec_key)
+    results = [found[(rec.task, rec.rollout)] for rec in matched]
     columns, matrix = _dense(results)
     return Table(
-        tasks=np.array([rec.task for rec in matched], dtype=np.int64),
-        rollouts=np.array([rec.rollout for rec in matched], dtype=np.int64),
+        tasks=np.fromiter((rec.task for rec in matched), dtype=np.int64, count=len(matched)),
+        rollouts=np.fromiter((rec.rollout for rec in matched), dtype=np.int64, count=len(matched)),
         labels=[label_of(rec) for rec in matched],
         columns=columns,
         matrix=matrix,
@@ -60,6 +67,10 @@ def build_table(data: Dataset) -> Table:
         expected=expected,
         group_label={label: key for key, label in labels.items()},
     )
+
+
+def _rec_key(rec: InputRec) -> tuple[int, int]:
+    return rec.task, rec.rollout
 
 
 def _dense(results: list) -> tuple[list[str], Any]:
@@ -80,6 +91,7 @@ def _dense(results: list) -> tuple[list[str], Any]:
         if not names:
             continue
         cols = [col_index[name] for name in names]
-        values = np.array([results[pos].values for pos in positions], dtype=np.float64)
-        matrix[np.ix_(positions, cols)] = values
+        flat = itertools.chain.from_iterable(results[pos].values for pos in positions)
+        values = np.fromiter(flat, dtype=np.float64, count=len(positions) * len(cols))
+        matrix[np.ix_(positions, cols)] = values.reshape(len(positions), len(cols))
     return list(col_index), matrix

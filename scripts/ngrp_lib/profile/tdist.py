@@ -3,6 +3,7 @@ by safeguarded Newton steps. Accurate to about 1e-13 relative for df >= 1 (teste
 
 from __future__ import annotations
 
+import functools
 import math
 
 _EPS = 1e-16
@@ -82,6 +83,7 @@ def t_pdf(t: float, df: float) -> float:
     return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
 
 
+@functools.lru_cache(maxsize=4096)
 def t_ppf(q: float, df: float) -> float:
     """Quantile (inverse CDF) of Student's t: the t with P(T <= t) = q."""
     if not 0.0 < q < 1.0 or df <= 0:
