@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -43,10 +42,15 @@ def generate(folder: Path, tasks: int, repeats: int, seed: int) -> tuple[Path, P
     order = []
     with open(inputs, "wb") as handle:
         for task in range(tasks):
-            prompt = f"Problem {task}: " + " ".join(rng.choice(["find", "x", "sum", "prime", "of"]) for _ in range(40))
+            prompt = f"Problem {task}: " + " ".join(
+                rng.choice(["find", "x", "sum", "prime", "of"]) for _ in range(40)
+            )
             for rollout in range(repeats):
                 row = {
-                    "responses_create_params": {"input": [{"role": "user", "content": prompt}], "temperature": 1.0},
+                    "responses_create_params": {
+                        "input": [{"role": "user", "content": prompt}],
+                        "temperature": 1.0,
+                    },
                     "expected_answer": str(rng.randint(0, 9999)),
                     "difficulty": rng.choice(["easy", "medium", "hard"]),
                     "agent_ref": {"name": "math_simple_agent"},
@@ -74,13 +78,19 @@ def _rollout(rng: random.Random, task: int, rollout: int, prompt: str) -> dict:
             "model": "my-policy",
             "object": "response",
             "output": [
-                {"id": f"rs_{task}_{rollout}", "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]},
+                {
+                    "id": f"rs_{task}_{rollout}",
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": text}],
+                },
                 {
                     "id": f"msg_{task}_{rollout}",
                     "type": "message",
                     "role": "assistant",
                     "status": "completed",
-                    "content": [{"type": "output_text", "text": "The answer is \\boxed{42}", "annotations": []}],
+                    "content": [
+                        {"type": "output_text", "text": "The answer is \\boxed{42}", "annotations": []}
+                    ],
                 },
             ],
             "parallel_tool_calls": True,
@@ -151,7 +161,9 @@ def main() -> int:
         ngrp = [sys.executable, str(REPO / "scripts" / "ngrp.py"), "profile", "--inputs", inputs.name]
         report["ngrp"] = measure([*ngrp, "--rollouts", rollouts.name, "--overwrite"], folder)
         report["ratio_to_floor"] = round(report["ngrp"]["seconds"] / report["floor"]["seconds"], 2)
-        report["cpu_ratio_to_floor"] = round(report["ngrp"]["cpu_seconds"] / report["floor"]["cpu_seconds"], 2)
+        report["cpu_ratio_to_floor"] = round(
+            report["ngrp"]["cpu_seconds"] / report["floor"]["cpu_seconds"], 2
+        )
         venv = os.environ.get("NGRP_GYM_VENV")
         if venv and (Path(venv) / "bin" / "gym").exists():
             gym_dir = folder / "gym"
@@ -161,7 +173,9 @@ def main() -> int:
             gym = [str(Path(venv) / "bin" / "gym"), "eval", "profile", "--inputs", inputs.name]
             report["gym"] = measure([*gym, "--rollouts", rollouts.name], gym_dir)
             report["speedup_vs_gym"] = round(report["gym"]["seconds"] / report["ngrp"]["seconds"], 1)
-            report["cpu_speedup_vs_gym"] = round(report["gym"]["cpu_seconds"] / report["ngrp"]["cpu_seconds"], 1)
+            report["cpu_speedup_vs_gym"] = round(
+                report["gym"]["cpu_seconds"] / report["ngrp"]["cpu_seconds"], 1
+            )
         for name in ("floor", "ngrp", "gym"):
             if name in report and not report[name]["stderr_tail"].strip():
                 report[name].pop("stderr_tail")
@@ -176,11 +190,17 @@ def main() -> int:
 
 
 def _print(r: dict) -> None:
-    print(f"{r['tasks']} tasks x {r['repeats']} repeats: rollouts {r['rollouts_mb']} MB, inputs {r['inputs_mb']} MB")
+    print(
+        f"{r['tasks']} tasks x {r['repeats']} repeats: "
+        f"rollouts {r['rollouts_mb']} MB, inputs {r['inputs_mb']} MB"
+    )
     for name in ("floor", "ngrp", "gym"):
         if name in r:
             x = r[name]
-            print(f"  {name:<6}{x['seconds']:>8.2f} s wall {x['cpu_seconds']:>8.2f} s CPU  peak RSS {x['peak_rss_mb']:>7.1f} MB")
+            print(
+                f"  {name:<6}{x['seconds']:>8.2f} s wall {x['cpu_seconds']:>8.2f} s CPU  "
+                f"peak RSS {x['peak_rss_mb']:>7.1f} MB"
+            )
     print(f"  ngrp / floor: {r['ratio_to_floor']}x wall, {r['cpu_ratio_to_floor']}x CPU")
     if "speedup_vs_gym" in r:
         print(f"  gym / ngrp:   {r['speedup_vs_gym']}x wall, {r['cpu_speedup_vs_gym']}x CPU")

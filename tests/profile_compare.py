@@ -34,7 +34,7 @@ def same_value(ours: Any, theirs: Any, where: str, problems: list[str]) -> None:
         if len(ours) != len(theirs):
             problems.append(f"{where}: length {len(ours)} != {len(theirs)}")
             return
-        for i, (a, b) in enumerate(zip(ours, theirs)):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
             same_value(a, b, f"{where}[{i}]", problems)
     elif type(ours) is not type(theirs) or ours != theirs:
         problems.append(f"{where}: {ours!r} != {theirs!r}")

@@ -23,10 +23,17 @@ class Run:
     partial: bool
 
 
-def make_run(seed: int, shape: str = "plain", tasks: int = 4, repeats: int = 3, p_missing: float = 0.0) -> Run:
+def make_run(
+    seed: int, shape: str = "plain", tasks: int = 4, repeats: int = 3, p_missing: float = 0.0
+) -> Run:
     rng = random.Random(seed)
     inputs: list[dict] = []
-    agents = {"plain": ["math_agent"], "fan_out": ["agent_a", "agent_b"], "env_servers": ["solo"], "no_agent": [None]}
+    agents = {
+        "plain": ["math_agent"],
+        "fan_out": ["agent_a", "agent_b"],
+        "env_servers": ["solo"],
+        "no_agent": [None],
+    }
     for task in range(tasks):
         rollout = 0
         for agent in agents[shape]:
@@ -70,7 +77,10 @@ def _rollout(rng: random.Random, row: dict) -> dict:
         "output_tokens_details": {"reasoning_tokens": out_tokens // 2},
         "total_tokens": 40 + row["_ng_task_index"] + out_tokens,
     }
-    result: dict = {"responses_create_params": row["responses_create_params"], "response": {"id": "r", "usage": usage}}
+    result: dict = {
+        "responses_create_params": row["responses_create_params"],
+        "response": {"id": "r", "usage": usage},
+    }
     reward = _reward(rng)
     if reward != "absent":
         result["reward"] = None if reward == "null" else reward

@@ -48,7 +48,8 @@ def test_output_dir_json_and_schemas(golden, tmp_path, run_ngrp):
     result = json.loads(proc.stdout)
     _schema("profile_result").validate(result)
     assert result["counts"] == {
-        "expected": 12, "completed": 12, "missing": 0, "extra": 0, "masked": 1, "measured": 11, "null_reward": 1
+        "expected": 12, "completed": 12, "missing": 0, "extra": 0,
+        "masked": 1, "measured": 11, "null_reward": 1,
     }  # fmt: skip
     assert "null or absent reward" in proc.stderr  # the loud warning Gym never gives
     out = tmp_path / "out"
@@ -58,7 +59,9 @@ def test_output_dir_json_and_schemas(golden, tmp_path, run_ngrp):
     _schema("repeat_level_metrics").validate(load(out / "rollouts_repeat_level_metrics.json"))
     summary = load(out / "rollouts_profile_summary.json")
     _schema("profile_summary").validate(summary)
-    assert summary["agents"][0]["counts"]["masked"] == 1 and summary["agents"][0]["counts"]["null_reward"] == 1
+    assert (
+        summary["agents"][0]["counts"]["masked"] == 1 and summary["agents"][0]["counts"]["null_reward"] == 1
+    )
     assert not (tmp_path / "rollouts_reward_profiling.jsonl").exists()
 
 
@@ -67,7 +70,9 @@ def test_extras_hand_computed(golden, tmp_path, run_ngrp):
     assert _profile(run_ngrp, tmp_path).returncode == 0
     rows = load(tmp_path / "rollouts_reward_profiling.jsonl")
     # task 0 rewards [1, 0, 1, 1]: c=3 of n=4; pass@2 = 1 - C(1,2)/C(4,2) = 1
-    assert rows[0]["ngrp/pass_rate"] == 0.75 and rows[0]["ngrp/pass@1"] == 0.75 and rows[0]["ngrp/pass@2"] == 1.0
+    assert (
+        rows[0]["ngrp/pass_rate"] == 0.75 and rows[0]["ngrp/pass@1"] == 0.75 and rows[0]["ngrp/pass@2"] == 1.0
+    )
     # task 1 rewards [.25, .5, .75, 1] at threshold 1.0: c=1; pass@2 = 1 - C(3,2)/C(4,2) = 0.5
     assert rows[1]["ngrp/num_passed"] == 1 and rows[1]["ngrp/pass@2"] == pytest.approx(0.5, rel=1e-12)
     # task 2 rewards [0, 0, 1, 0]: pass@4 = 1
@@ -137,8 +142,16 @@ def test_merge_cli_equals_gym_single_pass(golden, tmp_path, run_ngrp):
         "s0/rollouts_reward_profiling.jsonl", "s1/rollouts_profile_state.jsonl", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert compare_outputs(tmp_path / "all" / "rollouts.jsonl", golden / "case_masked" / "rollouts.jsonl", allow_extras=True) == []
-    assert proc.stdout.splitlines()[:4] == (golden / "case_masked" / "strict.stdout.txt").read_text().splitlines()[:4]
+    assert (
+        compare_outputs(
+            tmp_path / "all" / "rollouts.jsonl", golden / "case_masked" / "rollouts.jsonl", allow_extras=True
+        )
+        == []
+    )
+    assert (
+        proc.stdout.splitlines()[:4]
+        == (golden / "case_masked" / "strict.stdout.txt").read_text().splitlines()[:4]
+    )
 
 
 def test_merge_is_strict_about_the_union(golden, tmp_path, run_ngrp):
@@ -148,9 +161,13 @@ def test_merge_is_strict_about_the_union(golden, tmp_path, run_ngrp):
     shards = ["s0/rollouts_reward_profiling.jsonl", "s1/rollouts_reward_profiling.jsonl"]
     strict = run_ngrp("profile", "--merge", "--rollouts", "m/rollouts.jsonl", *shards, cwd=tmp_path)
     assert strict.returncode == 1 and "(2, 1), (2, 3)" in strict.stderr
-    ok = run_ngrp("profile", "--merge", "--allow-partial", "--rollouts", "m/rollouts.jsonl", *shards, cwd=tmp_path)
+    ok = run_ngrp(
+        "profile", "--merge", "--allow-partial", "--rollouts", "m/rollouts.jsonl", *shards, cwd=tmp_path
+    )
     assert ok.returncode == 0, ok.stderr
     gym = golden / "case_partial" / "partial_run" / "rollouts.jsonl"
     assert compare_outputs(tmp_path / "m" / "rollouts.jsonl", gym, allow_extras=True) == []
-    dup = run_ngrp("profile", "--merge", "--allow-partial", "--rollouts", "d/r.jsonl", shards[0], shards[0], cwd=tmp_path)
+    dup = run_ngrp(
+        "profile", "--merge", "--allow-partial", "--rollouts", "d/r.jsonl", shards[0], shards[0], cwd=tmp_path
+    )
     assert dup.returncode == 1 and "Duplicate" in dup.stderr

@@ -47,9 +47,12 @@ def test_extras_follow_gym_keys(golden, tmp_path, run_ngrp, case, mode, flags):
     _copy_case(golden, case, tmp_path)
     proc = _profile(run_ngrp, tmp_path, *flags)
     assert proc.returncode == 0, proc.stderr
-    assert compare_outputs(tmp_path / "rollouts.jsonl", golden / case / "rollouts.jsonl", allow_extras=True) == []
+    assert (
+        compare_outputs(tmp_path / "rollouts.jsonl", golden / case / "rollouts.jsonl", allow_extras=True)
+        == []
+    )
     gym_rows = load(golden / case / "rollouts_reward_profiling.jsonl")
-    for ours, theirs in zip(load(tmp_path / "rollouts_reward_profiling.jsonl"), gym_rows):
+    for ours, theirs in zip(load(tmp_path / "rollouts_reward_profiling.jsonl"), gym_rows, strict=False):
         keys = list(ours)
         assert keys[: len(theirs)] == list(theirs)  # extras come after every Gym key
         assert all(k.startswith("ngrp/") for k in keys[len(theirs) :])
@@ -59,7 +62,8 @@ def test_extras_follow_gym_keys(golden, tmp_path, run_ngrp, case, mode, flags):
 
 
 GYM_ERRORS = {
-    "case_partial": "Missing rollout results for 2 materialized input rows. Missing rollout keys: [(2, 1), (2, 3)]",
+    "case_partial": "Missing rollout results for 2 materialized input rows. "
+    "Missing rollout keys: [(2, 1), (2, 3)]",
     "case_missing_task": "Missing rollout keys: [(2, 0), (2, 1), (2, 2), (2, 3)]",
     "case_duplicate": "Duplicate result row for rollout key (0, 0)",
     "case_extra": "Found 1 extra rollout rows. Extra rollout keys: [(99, 0)]",
@@ -83,7 +87,9 @@ def test_failure_cases_exit_like_gym_without_traceback(golden, tmp_path, run_ngr
 
 def test_doc_bug_wrong_key_is_a_usage_error_like_gym(golden, tmp_path, run_ngrp):
     _copy_case(golden, "case_doc_bug", tmp_path)
-    proc = run_ngrp("profile", f"+input_jsonl_fpath={PAIR[0]}", f"+rollouts_jsonl_fpath={PAIR[1]}", cwd=tmp_path)
+    proc = run_ngrp(
+        "profile", f"+input_jsonl_fpath={PAIR[0]}", f"+rollouts_jsonl_fpath={PAIR[1]}", cwd=tmp_path
+    )
     assert proc.returncode == int((golden / "case_doc_bug" / "wrong_key.exitcode.txt").read_text()) == 2
     assert "+input_jsonl_fpath" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -91,10 +97,18 @@ def test_doc_bug_wrong_key_is_a_usage_error_like_gym(golden, tmp_path, run_ngrp)
 def test_gym_hydra_keys_are_accepted(golden, tmp_path, run_ngrp):
     _copy_case(golden, "case_complete", tmp_path)
     proc = run_ngrp(
-        "profile", f"+materialized_inputs_jsonl_fpath={PAIR[0]}", f"+rollouts_jsonl_fpath={PAIR[1]}", cwd=tmp_path
+        "profile",
+        f"+materialized_inputs_jsonl_fpath={PAIR[0]}",
+        f"+rollouts_jsonl_fpath={PAIR[1]}",
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert compare_outputs(tmp_path / "rollouts.jsonl", golden / "case_complete" / "rollouts.jsonl", allow_extras=True) == []
+    assert (
+        compare_outputs(
+            tmp_path / "rollouts.jsonl", golden / "case_complete" / "rollouts.jsonl", allow_extras=True
+        )
+        == []
+    )
 
 
 def test_blank_line_is_skipped_with_a_warning(golden, tmp_path, run_ngrp):

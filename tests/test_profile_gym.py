@@ -29,7 +29,9 @@ CASES = [
 def gym_bin() -> Path:
     venv = os.environ.get("NGRP_GYM_VENV")
     if not venv:
-        pytest.skip("NGRP_GYM_VENV is not set: run `export NGRP_GYM_VENV=$(.ci/install_gym.sh)` for the gym tier")
+        pytest.skip(
+            "NGRP_GYM_VENV is not set: run `export NGRP_GYM_VENV=$(.ci/install_gym.sh)` for the gym tier"
+        )
     gym = Path(venv) / "bin" / "gym"
     if not gym.exists():
         pytest.skip(f"NGRP_GYM_VENV={venv} has no bin/gym: rerun .ci/install_gym.sh")
@@ -37,7 +39,15 @@ def gym_bin() -> Path:
 
 
 def _gym_profile(gym: Path, folder: Path, partial: bool) -> subprocess.CompletedProcess:
-    args = [str(gym), "eval", "profile", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl"]
+    args = [
+        str(gym),
+        "eval",
+        "profile",
+        "--inputs",
+        "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        "rollouts.jsonl",
+    ]
     if partial:
         args.append("++allow_partial_rollouts=True")
     # Hydra writes outputs/ into the cwd: run inside the case folder (a tmp dir)
@@ -45,7 +55,9 @@ def _gym_profile(gym: Path, folder: Path, partial: bool) -> subprocess.Completed
 
 
 @pytest.mark.parametrize(("seed", "shape", "tasks", "repeats", "p_missing"), CASES)
-def test_gym_and_ngrp_write_the_same_files(gym_bin, tmp_path, run_ngrp, seed, shape, tasks, repeats, p_missing):
+def test_gym_and_ngrp_write_the_same_files(
+    gym_bin, tmp_path, run_ngrp, seed, shape, tasks, repeats, p_missing
+):
     run = make_run(seed, shape, tasks, repeats, p_missing)
     gym_dir, ours_dir = tmp_path / "gym", tmp_path / "ours"
     write_run(run, gym_dir)
@@ -54,7 +66,13 @@ def test_gym_and_ngrp_write_the_same_files(gym_bin, tmp_path, run_ngrp, seed, sh
     assert gym.returncode == 0, gym.stderr[-3000:]
     flags = ["--allow-partial"] if run.partial else []
     ours = run_ngrp(
-        "profile", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl", *flags, cwd=ours_dir
+        "profile",
+        "--inputs",
+        "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        "rollouts.jsonl",
+        *flags,
+        cwd=ours_dir,
     )
     assert ours.returncode == 0, ours.stderr
     assert compare_outputs(ours_dir / "rollouts.jsonl", gym_dir / "rollouts.jsonl", allow_extras=True) == []
@@ -69,7 +87,14 @@ def test_gym_strict_failure_matches(gym_bin, tmp_path, run_ngrp):
     write_run(run, gym_dir)
     shutil.copytree(gym_dir, ours_dir)
     gym = _gym_profile(gym_bin, gym_dir, partial=False)
-    ours = run_ngrp("profile", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl", cwd=ours_dir)
+    ours = run_ngrp(
+        "profile",
+        "--inputs",
+        "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        "rollouts.jsonl",
+        cwd=ours_dir,
+    )
     assert gym.returncode == ours.returncode == 1
     gym_message = gym.stderr.strip().splitlines()[-3].removeprefix("ValueError: ")
     assert gym_message.split(". Missing rollout keys")[0] in ours.stderr

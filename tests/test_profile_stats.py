@@ -103,7 +103,7 @@ def test_describe_groups_matches_per_group_numpy():
     matrix[:, 3] = np.round(matrix[:, 3])  # ties
     starts = np.cumsum([0, *sizes[:-1]])
     got = describe_groups(matrix, starts)
-    for g, (lo, size) in enumerate(zip(starts, sizes)):
+    for g, (lo, size) in enumerate(zip(starts, sizes, strict=False)):
         block = matrix[lo : lo + size]
         for c in range(4):
             x = block[:, c][~np.isnan(block[:, c])]

@@ -19,7 +19,7 @@ from .errors import NgrpError
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("ngrp_lib.commands.validate", "Check artifacts against their schemas, line by line."),
     "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
-    "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k, summary), strict or partial."),
+    "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile plus pass@k, strict or partial."),
 }
 
 EPILOG = """\b

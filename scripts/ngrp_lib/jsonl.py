@@ -59,7 +59,9 @@ def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if last_unterminated:
-            return Problem(line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write")
+            return Problem(
+                line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write"
+            )
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as uexc:

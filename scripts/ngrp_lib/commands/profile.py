@@ -10,7 +10,9 @@ from ..errors import UsageError
 from ._common import emit, json_option, overwrite_option
 
 # Gym's Hydra spelling of our options, accepted as extra arguments: `++allow_partial_rollouts=True` etc.
-_GYM_TOKEN = re.compile(r"^\+{1,2}(allow_partial_rollouts|materialized_inputs_jsonl_fpath|rollouts_jsonl_fpath)=(.*)$")
+_GYM_TOKEN = re.compile(
+    r"^\+{1,2}(allow_partial_rollouts|materialized_inputs_jsonl_fpath|rollouts_jsonl_fpath)=(.*)$"
+)
 _TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 
 
@@ -30,13 +32,19 @@ def _flag(value: str) -> bool:
         return True
     if value.lower() in _FALSE:
         return False
-    raise UsageError(f"allow_partial_rollouts={value!r} is not a boolean", hint="write ++allow_partial_rollouts=True")
+    raise UsageError(
+        f"allow_partial_rollouts={value!r} is not a boolean", hint="write ++allow_partial_rollouts=True"
+    )
 
 
 @click.command("profile", context_settings={"ignore_unknown_options": True})
 @click.option("--inputs", type=click.Path(path_type=str), help="Materialized inputs JSONL (Gym: --inputs).")
-@click.option("--rollouts", type=click.Path(path_type=str), help="Rollouts JSONL; outputs are named from its stem.")
-@click.option("--output-dir", type=click.Path(path_type=str), help="Write outputs here instead of next to --rollouts.")
+@click.option(
+    "--rollouts", type=click.Path(path_type=str), help="Rollouts JSONL; outputs are named from its stem."
+)
+@click.option(
+    "--output-dir", type=click.Path(path_type=str), help="Write outputs here instead of next to --rollouts."
+)
 @click.option("--allow-partial", is_flag=True, help="Profile completed rollouts when some are missing.")
 @overwrite_option
 @click.option("--gym-only", is_flag=True, help="Write exactly Gym's keys in Gym's files (no ngrp/* extras).")
@@ -54,8 +62,12 @@ def _flag(value: str) -> bool:
     show_default=True,
     help="Null or absent rewards: leave out of the statistics (Gym), count as 0, or fail.",
 )
-@click.option("--save-state", is_flag=True, help="Also write <stem>_profile_state.jsonl, for a later --merge.")
-@click.option("--merge", is_flag=True, help="Merge shard profiles (ARGS) into the outputs named by --rollouts.")
+@click.option(
+    "--save-state", is_flag=True, help="Also write <stem>_profile_state.jsonl, for a later --merge."
+)
+@click.option(
+    "--merge", is_flag=True, help="Merge shard profiles (ARGS) into the outputs named by --rollouts."
+)
 @json_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(
@@ -84,7 +96,7 @@ def command(
       ngrp profile --inputs rollouts_materialized_inputs.jsonl --rollouts rollouts.jsonl
       ngrp profile --inputs m.jsonl --rollouts r.jsonl ++allow_partial_rollouts=True
       ngrp profile --inputs s0/m.jsonl --rollouts s0/r.jsonl --save-state   # one per shard
-      ngrp profile --merge --rollouts all/rollouts.jsonl s0/r_reward_profiling.jsonl s1/r_reward_profiling.jsonl
+      ngrp profile --merge --rollouts all/r.jsonl s0/r_reward_profiling.jsonl s1/r_reward_profiling.jsonl
 
     \b
     Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys

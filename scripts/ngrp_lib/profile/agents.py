@@ -13,7 +13,20 @@ from .table import Table
 
 ATTEMPT_KEY = "_ng_attempt_index"
 _EXCLUDED_PREFIXES = tuple(
-    f"{s}/" for s in ("max", "min", "median", "std", "sem", "se", "p25", "p75", "ci_low_95", "ci_high_95", "histogram")
+    f"{s}/"
+    for s in (
+        "max",
+        "min",
+        "median",
+        "std",
+        "sem",
+        "se",
+        "p25",
+        "p75",
+        "ci_low_95",
+        "ci_high_95",
+        "histogram",
+    )
 )
 _EXCLUDED_SUFFIXES = (
     "/max", "/min", "/median", "/p5", "/p25", "/p75", "/p95", "/ci_low_95", "/ci_high_95", "/ci_lower",
@@ -61,7 +74,7 @@ def agent_level(table: Table) -> list[dict[str, Any]]:
     for g, start in enumerate(starts.tolist()):
         entry: dict[str, Any] = {}
         for stat in STATS:
-            for col, value in zip(table.columns, stats[stat][g]):
+            for col, value in zip(table.columns, stats[stat][g], strict=False):
                 if value == value:
                     entry[f"{stat}/{col}"] = value
         entry["agent_ref"] = {"name": names[int(sorted_codes[start])]}
@@ -86,7 +99,7 @@ def repeat_level(table: Table) -> tuple[list[dict[str, Any]], list[dict[str, Any
     col_pos = [table.columns.index(c) for c in columns]
     matrix = table.matrix[perm]
     entries = []
-    for lo, hi in zip(starts, [*starts[1:], len(perm)]):
+    for lo, hi in zip(starts, [*starts[1:], len(perm)], strict=False):
         code, rollout = int(pairs[lo, 0]), int(pairs[lo, 1])
         present = len(np.unique(table.tasks[perm[lo:hi]]))
         entry: dict[str, Any] = {
@@ -95,7 +108,7 @@ def repeat_level(table: Table) -> tuple[list[dict[str, Any]], list[dict[str, Any
             "sample_count": present,
             "missing_count": total_tasks[code] - present,
         }
-        for col, pos in zip(columns, col_pos):
+        for col, pos in zip(columns, col_pos, strict=False):
             s = series_stats(matrix[lo:hi, pos])
             if s is None:
                 continue

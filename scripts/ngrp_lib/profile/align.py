@@ -36,7 +36,7 @@ def check_alignment(data: Dataset, stats: ReadStats, allow_partial: bool) -> Ali
         raise FindingsError(
             "Rollout results contain rows with no matching materialized input rows. "
             f"Found {len(extra)} extra rollout rows. Extra rollout keys: {extra[:10]}",
-            hint="the rollouts were collected from other inputs; profile them with their own materialized file",
+            hint="these rollouts came from other inputs; profile them with their own materialized file",
         )
     missing = sorted(input_keys - data.results.keys())
     if missing and not allow_partial:

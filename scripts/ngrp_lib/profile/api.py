@@ -60,14 +60,18 @@ class ProfileResult:
 def output_paths(rollouts: Path, options: ProfileOptions) -> dict[str, Path]:
     paths = profile_paths_for(rollouts, options.output_dir)
     if options.save_state:
-        base = Path(rollouts) if options.output_dir is None else Path(options.output_dir) / Path(rollouts).name
+        base = (
+            Path(rollouts) if options.output_dir is None else Path(options.output_dir) / Path(rollouts).name
+        )
         paths["profile_state"] = sibling(base, STATE_SUFFIX, ".jsonl")
     return paths
 
 
 def _check_options(options: ProfileOptions) -> None:
     if options.null_reward not in NULL_POLICIES:
-        raise UsageError(f"--null-reward must be one of {', '.join(NULL_POLICIES)}, not {options.null_reward!r}")
+        raise UsageError(
+            f"--null-reward must be one of {', '.join(NULL_POLICIES)}, not {options.null_reward!r}"
+        )
 
 
 def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOptions) -> ProfileResult:
@@ -99,7 +103,11 @@ def _no_gc() -> Iterator[None]:
 
 
 def _file_ref(path: Path, stats: ReadStats, role: str) -> dict[str, Any]:
-    ref: dict[str, Any] = {"path": str(path), "sha256": stats.sha256[role].hexdigest(), "rows": stats.rows.get(role, 0)}
+    ref: dict[str, Any] = {
+        "path": str(path),
+        "sha256": stats.sha256[role].hexdigest(),
+        "rows": stats.rows.get(role, 0),
+    }
     if stats.blank_lines.get(role):
         ref["blank_lines"] = stats.blank_lines[role][:20]
     return ref
@@ -122,7 +130,9 @@ def _profile_inner(
     rewards_by_label: dict[Any, list[float]] = {}
     n_rows = 0
     with atomic_output(paths["reward_profiling"], overwrite=options.overwrite) as handle:
-        for line, record in profile_lines(data, table, extras=not options.gym_only, pass_threshold=options.pass_threshold):
+        for line, record in profile_lines(
+            data, table, extras=not options.gym_only, pass_threshold=options.pass_threshold
+        ):
             handle.write(line)
             n_rows += 1
             if record["rewards"]:
@@ -216,7 +226,8 @@ def _data_warnings(counts, completion, incomplete, table, options, missing) -> l
     out = []
     if counts["null_reward"]:
         how = {
-            "exclude": "left out of mean/reward and the other reward statistics, as Gym does, so those tasks' "
+            "exclude": "left out of mean/reward and the other reward statistics, as Gym does, so those "
+            "tasks' "
             "numbers stand on fewer rollouts; use --null-reward zero or error to decide otherwise",
             "zero": "counted as reward 0 (--null-reward zero)",
         }[options.null_reward]
@@ -224,7 +235,8 @@ def _data_warnings(counts, completion, incomplete, table, options, missing) -> l
     if missing:
         out.append(
             f"partial profile: {len(missing)} rollout(s) missing (first {missing[:5]}); "
-            f"{completion['partial_input_rows']} partial and {completion['missing_input_rows']} dropped task group(s). "
+            f"{completion['partial_input_rows']} partial and "
+            f"{completion['missing_input_rows']} dropped task group(s). "
             "Agent-level mean/* pools rollouts, so tasks with more completed rollouts weigh more; see "
             "mean_reward_task_weighted in the profile summary"
         )

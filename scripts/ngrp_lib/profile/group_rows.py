@@ -68,7 +68,7 @@ def profile_lines(
         head: dict[str, Any] = {TASK_KEY: key[0] if table.per_agent else key}
         for stat in STATS:
             row = stats[stat][g]
-            for col, value in zip(table.columns, row):
+            for col, value in zip(table.columns, row, strict=False):
                 if value == value:  # not NaN
                     head[f"{stat}/{col}"] = value
         if table.per_agent:
@@ -99,7 +99,14 @@ def profile_lines(
             rewards = col[~np.isnan(col)].tolist()
         num_null = sum(1 for i in members if table.reward_states[i] != "ok")
         label = key[1] if table.per_agent else table.labels[members[0]]
-        record = {"group": key, "label": label, "num_rollouts": num, "expected": expected, "rewards": rewards, "null": num_null}
+        record = {
+            "group": key,
+            "label": label,
+            "num_rollouts": num,
+            "expected": expected,
+            "rewards": rewards,
+            "null": num_null,
+        }
         if extras:
             line += b"," + orjson.dumps(task_extras(rewards, num_null, pass_threshold))[1:-1]
         yield line + b"}\n", record

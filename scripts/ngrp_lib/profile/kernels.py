@@ -17,7 +17,7 @@ CONFIDENCE = 0.95
 
 
 def describe_groups(matrix: Any, starts: Any) -> dict[str, Any]:
-    """Per-group stats of each column of `matrix` (rows sorted by group; group g is rows starts[g]:starts[g+1]).
+    """Per-group stats of each column of `matrix` (rows sorted by group; group g: rows starts[g]:starts[g+1]).
 
     NaN marks a missing value and is skipped. Returns (groups x columns) arrays keyed by stat, NaN where
     pandas gives NaN, with Gym's rule applied: when every std of a group is NaN, columns without a

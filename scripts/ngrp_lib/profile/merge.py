@@ -27,7 +27,8 @@ def state_path_for(shard: Path) -> Path:
         stem = name[: -len(REWARD_PROFILE_SUFFIX + ".jsonl")]
         return shard.with_name(stem + STATE_SUFFIX + ".jsonl")
     raise UsageError(
-        f"{shard}: not a profile state (`*{STATE_SUFFIX}.jsonl`) or reward profile (`*{REWARD_PROFILE_SUFFIX}.jsonl`)",
+        f"{shard}: not a profile state (`*{STATE_SUFFIX}.jsonl`) "
+        f"or reward profile (`*{REWARD_PROFILE_SUFFIX}.jsonl`)",
         hint="profile each shard with `ngrp profile --save-state`, then merge their outputs",
     )
 
@@ -70,7 +71,9 @@ def _raw_lines(path: Path):
 def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: ProfileOptions) -> ProfileResult:
     """Merge shard states into the profile of their union; outputs are named from `rollouts`' stem."""
     if not shards:
-        raise UsageError("--merge needs at least one shard", hint="list the shards' *_reward_profiling.jsonl files")
+        raise UsageError(
+            "--merge needs at least one shard", hint="list the shards' *_reward_profiling.jsonl files"
+        )
     paths = output_paths(Path(rollouts), ProfileOptions(**{**options.__dict__, "save_state": False}))
     refuse_existing(list(paths.values()), options.overwrite)
     data, stats = Dataset(), ReadStats()

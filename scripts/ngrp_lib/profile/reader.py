@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
-from pathlib import Path
 
 from ..artifacts import ROLLOUT_KEY, TASK_KEY, is_index
 from ..errors import FindingsError, InputError

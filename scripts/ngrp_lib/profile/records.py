@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from operator import itemgetter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -174,7 +174,9 @@ def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: 
     names, numbers = plan.stats_names, plan.stats_values(values)  # bools stay bools: numpy reads them as 0/1
     reward = result.get("reward", _ABSENT)
     kind = type(reward)
-    state = "ok" if kind is float or kind is int or kind is bool else ("absent" if reward is _ABSENT else "null")
+    state = (
+        "ok" if kind is float or kind is int or kind is bool else ("absent" if reward is _ABSENT else "null")
+    )
     if state != "ok" and null_policy == "zero" and "reward" not in names:
         names, numbers = (*names, "reward"), (*numbers, 0.0)
     info: dict[str, Any] = {"rollout_id": f"{task}:{rollout}", TASK_KEY: task, ROLLOUT_KEY: rollout}
@@ -183,7 +185,7 @@ def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: 
     info_values = plan.info_values(values)
     if plan.info_has_bool:
         info_values = tuple(int(v) if type(v) is bool else v for v in info_values)
-    info.update(zip(plan.info_names, info_values))
+    info.update(zip(plan.info_names, info_values, strict=False))
     return ResultRec(False, names, numbers, orjson.dumps(info), state)
 
 
@@ -191,7 +193,7 @@ _ABSENT = object()
 
 
 def rollout_info(result: dict[str, Any], task: int, rollout: int) -> dict[str, Any]:
-    """Gym's `rollout_info_from_result`: reward as written (even null), then numeric usage, then numeric fields."""
+    """Gym's `rollout_info_from_result`: reward as written (even null), numeric usage, numeric fields."""
     return orjson.loads(result_record(result, task, rollout, "exclude").info)
 
 

@@ -42,7 +42,9 @@ def per_agent_counts(data: Dataset) -> list[dict[str, Any]]:
     tasks: dict[Any, dict[int, list[int]]] = {}
     for rec in data.inputs:
         agent = rec.agent
-        c = rows.setdefault(agent, dict.fromkeys(("expected", "completed", "missing", "masked", "null_reward"), 0))
+        c = rows.setdefault(
+            agent, dict.fromkeys(("expected", "completed", "missing", "masked", "null_reward"), 0)
+        )
         c["expected"] += 1
         result = data.results.get((rec.task, rec.rollout))
         done = tasks.setdefault(agent, {}).setdefault(rec.task, [0, 0])
@@ -79,10 +81,12 @@ def render_gym_text(summary: dict[str, Any], masked: int, paths: dict[str, str])
     return "\n".join(
         [
             "Profiling outputs:",
-            f"Reward profile completion: {s['completed_rollout_rows']}/{s['expected_rollout_rows']} rollout rows "
+            f"Reward profile completion: {s['completed_rollout_rows']}/{s['expected_rollout_rows']} "
+            "rollout rows "
             f"({s['reward_profile_completion_pct']:.2f}%)",
             f"Input rows: {s['total_input_rows']} total; {s['complete_input_rows']} complete; "
-            f"{s['partial_input_rows']} partial; {s['missing_input_rows']} without rollouts dropped from output.",
+            f"{s['partial_input_rows']} partial; "
+            f"{s['missing_input_rows']} without rollouts dropped from output.",
             f"Masked from quality metrics: {masked} rollout rows (kept in completion accounting above).",
             f"Reward profiling outputs: {paths['reward_profiling']}",
             f"Agent-level metrics: {paths['agent_metrics']}",
