@@ -22,7 +22,7 @@ from .extras import DEFAULT_PASS_THRESHOLD
 from .group_rows import profile_lines
 from .reader import ReadStats, read_dataset
 from .records import NULL_POLICIES, Dataset
-from .summary import completion_summary, per_agent_counts
+from .summary import account
 from .table import build_table
 
 STATE_SUFFIX = "_profile_state"
@@ -144,8 +144,7 @@ def _profile_inner(
     write_json(paths["repeat_level_metrics"], repeats, overwrite=options.overwrite)
     if options.save_state:
         write_state(paths["profile_state"], data, options, sources)
-    completion = completion_summary(data)
-    per_agent = per_agent_counts(data)
+    completion, per_agent = account(data)
     counts = _counts(completion, per_agent)
     _add_agent_means(per_agent, agents, rewards_by_label, table)
     warnings += _data_warnings(counts, completion, incomplete, table, options, alignment.missing)

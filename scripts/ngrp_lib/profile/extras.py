@@ -46,10 +46,9 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def task_extras(rewards: list[float], num_null: int, threshold: float) -> dict[str, float | int | None]:
-    """The extra keys of one profile row. `rewards` are the scored rewards (null/absent ones left out)."""
-    n = len(rewards)
-    c = sum(1 for r in rewards if r >= threshold)
+def task_extras(n: int, c: int, num_null: int, threshold: float) -> dict[str, float | int | None]:
+    """The extra keys of one profile row: `n` scored rewards (null/absent ones left out), `c` of them
+    at or above `threshold`."""
     out: dict[str, float | int | None] = {
         PREFIX + "pass_threshold": threshold,
         PREFIX + "num_scored": n,

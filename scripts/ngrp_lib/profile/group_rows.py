@@ -3,6 +3,7 @@ plus our `ngrp/*` extras after Gym's keys."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,6 +51,12 @@ def _samples_by_group(data: Dataset, table: Table) -> dict[Any, bytes]:
     return {group: raw for group, (_, raw) in best.items()}
 
 
+@functools.lru_cache(maxsize=65536)
+def _extras_bytes(n: int, passed: int, num_null: int, threshold: float) -> bytes:
+    """The `ngrp/*` keys depend only on these counts: most tasks share them, so serialize once."""
+    return b"," + orjson.dumps(task_extras(n, passed, num_null, threshold))[1:-1]
+
+
 def profile_lines(
     data: Dataset, table: Table, *, extras: bool, pass_threshold: float
 ) -> Iterator[tuple[bytes, dict[str, Any]]]:
@@ -60,17 +67,17 @@ def profile_lines(
         return
     perm, starts, keys = group_order(table)
     matrix = table.matrix[perm]
-    stats = {name: arr.tolist() for name, arr in describe_groups(matrix, starts).items()}
+    described = describe_groups(matrix, starts)
+    stat_keys = [f"{stat}/{col}" for stat in STATS for col in table.columns]
+    stat_rows = np.concatenate([described[stat] for stat in STATS], axis=1).tolist()
     samples = _samples_by_group(data, table)
     bounds = [*starts.tolist(), len(perm)]
     reward_col = table.columns.index("reward") if "reward" in table.columns else None
     for g, key in enumerate(keys):
         head: dict[str, Any] = {TASK_KEY: key[0] if table.per_agent else key}
-        for stat in STATS:
-            row = stats[stat][g]
-            for col, value in zip(table.columns, row, strict=False):
-                if value == value:  # not NaN
-                    head[f"{stat}/{col}"] = value
+        for name, value in zip(stat_keys, stat_rows[g], strict=True):
+            if value == value:  # not NaN: pandas drops NaN stats from the row
+                head[name] = value
         if table.per_agent:
             head["agent_ref"] = {"name": key[1]}
         lo, hi = bounds[g], bounds[g + 1]
@@ -108,5 +115,6 @@ def profile_lines(
             "null": num_null,
         }
         if extras:
-            line += b"," + orjson.dumps(task_extras(rewards, num_null, pass_threshold))[1:-1]
+            passed = sum(1 for r in rewards if r >= pass_threshold)
+            line += _extras_bytes(len(rewards), passed, num_null, pass_threshold)
         yield line + b"}\n", record

@@ -9,24 +9,49 @@ from typing import Any
 from .records import Dataset
 
 
-def completion_summary(data: Dataset) -> dict[str, Any]:
-    """Gym's `profile_completion_summary`, over every row including masked ones, per (task, run key)."""
+def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One pass over the inputs: Gym's `profile_completion_summary` (every row including masked ones,
+    per (task, run key)) and our per-agent counts (per agent_ref.name; null for rows without one)."""
+    results = data.results
     expected: Counter = Counter()
     completed: Counter = Counter()
+    agents: dict[Any, list[int]] = {}  # agent -> [expected, completed, missing, masked, null_reward]
+    agent_tasks: dict[Any, dict[int, list[int]]] = {}  # agent -> task -> [expected, completed]
     for rec in data.inputs:
         group = (rec.task, rec.run_key)
+        result = results.get((rec.task, rec.rollout))
         expected[group] += 1
-        if (rec.task, rec.rollout) in data.results:
-            completed[group] += 1
+        c = agents.get(rec.agent)
+        if c is None:
+            c = agents[rec.agent] = [0, 0, 0, 0, 0]
+            agent_tasks[rec.agent] = {}
+        c[0] += 1
+        done = agent_tasks[rec.agent].get(rec.task)
+        if done is None:
+            done = agent_tasks[rec.agent][rec.task] = [0, 0]
+        done[0] += 1
+        if result is None:
+            c[2] += 1
+            continue
+        completed[group] += 1
+        c[1] += 1
+        done[1] += 1
+        if result.masked:
+            c[3] += 1
+        elif result.reward_state != "ok":
+            c[4] += 1
+    return _gym_summary(data, expected, completed), _agent_entries(agents, agent_tasks)
+
+
+def _gym_summary(data: Dataset, expected: Counter, completed: Counter) -> dict[str, Any]:
     complete = sum(1 for g, n in expected.items() if completed[g] == n)
     partial = sum(1 for g, n in expected.items() if 0 < completed[g] < n)
     n_expected, n_completed = len(data.inputs), sum(completed.values())
-    input_keys = {(rec.task, rec.rollout) for rec in data.inputs}
     return {
         "expected_rollout_rows": n_expected,
         "completed_rollout_rows": n_completed,
         "missing_rollout_rows": n_expected - n_completed,
-        "extra_rollout_rows": len(data.results.keys() - input_keys),
+        "extra_rollout_rows": len(data.results) - n_completed,  # alignment guarantees inputs are unique
         "reward_profile_completion_pct": 100.0 if n_expected == 0 else 100.0 * n_completed / n_expected,
         "total_input_rows": len(expected),
         "complete_input_rows": complete,
@@ -35,38 +60,19 @@ def completion_summary(data: Dataset) -> dict[str, Any]:
     }
 
 
-def per_agent_counts(data: Dataset) -> list[dict[str, Any]]:
-    """Expected / completed / missing / masked / null-reward rollouts and complete / partial / dropped tasks,
-    per agent_ref.name (null for rows without one)."""
-    rows: dict[Any, dict[str, Any]] = {}
-    tasks: dict[Any, dict[int, list[int]]] = {}
-    for rec in data.inputs:
-        agent = rec.agent
-        c = rows.setdefault(
-            agent, dict.fromkeys(("expected", "completed", "missing", "masked", "null_reward"), 0)
-        )
-        c["expected"] += 1
-        result = data.results.get((rec.task, rec.rollout))
-        done = tasks.setdefault(agent, {}).setdefault(rec.task, [0, 0])
-        done[0] += 1
-        if result is None:
-            c["missing"] += 1
-            continue
-        c["completed"] += 1
-        done[1] += 1
-        if result.masked:
-            c["masked"] += 1
-        elif result.reward_state != "ok":
-            c["null_reward"] += 1
+def _agent_entries(agents: dict, agent_tasks: dict) -> list[dict[str, Any]]:
     out = []
-    for agent in sorted(rows, key=lambda a: (a is None, a or "")):
-        per_task = tasks[agent].values()
+    for agent in sorted(agents, key=lambda a: (a is None, a or "")):
+        per_task = agent_tasks[agent].values()
+        counts = dict(
+            zip(("expected", "completed", "missing", "masked", "null_reward"), agents[agent], strict=True)
+        )
         out.append(
             {
                 "agent": agent,
-                "counts": rows[agent],
+                "counts": counts,
                 "tasks": {
-                    "total": len(tasks[agent]),
+                    "total": len(per_task),
                     "complete": sum(1 for e, d in per_task if d == e),
                     "partial": sum(1 for e, d in per_task if 0 < d < e),
                     "dropped": sum(1 for _, d in per_task if d == 0),
