@@ -30,15 +30,19 @@ def check_alignment(data: Dataset, stats: ReadStats, allow_partial: bool) -> Ali
             f"({len(stats.duplicate_results)} duplicate rollout rows)",
             hint="deduplicate the rollouts first (for example with `ngrp merge`), keeping one row per key",
         )
-    input_keys = {(rec.task, rec.rollout) for rec in data.inputs}
-    extra = sorted(data.results.keys() - input_keys)
+    matched = sum(1 for rec in data.inputs if rec.result is not None)
+    extra = []
+    if matched < len(data.results):
+        extra = sorted(data.results.keys() - {(rec.task, rec.rollout) for rec in data.inputs})
     if extra:
         raise FindingsError(
             "Rollout results contain rows with no matching materialized input rows. "
             f"Found {len(extra)} extra rollout rows. Extra rollout keys: {extra[:10]}",
             hint="these rollouts came from other inputs; profile them with their own materialized file",
         )
-    missing = sorted(input_keys - data.results.keys())
+    missing = []
+    if matched < len(data.inputs):
+        missing = sorted((rec.task, rec.rollout) for rec in data.inputs if rec.result is None)
     if missing and not allow_partial:
         raise FindingsError(
             "Materialized input rows and rollout results do not have matching rollout keys. "

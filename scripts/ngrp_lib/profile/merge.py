@@ -96,6 +96,8 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
                 stats.duplicate_inputs.append(key)
             input_keys.add(key)
         sources[f"shard_{number}"] = {"path": str(path), "sources": header["sources"]}
+    for rec in data.inputs:
+        rec.result = data.results.get((rec.task, rec.rollout))
     if stats.duplicate_inputs:  # keep the first copy, as a single pass does, so the error path is identical
         seen: set = set()
         unique = []

@@ -112,9 +112,9 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
             stats.duplicate_inputs.append(key)
             continue
         seen.add(key)
-        rec = input_record(row, *key)
-        append(rec)
         result = results.get(key)
+        rec = input_record(row, key[0], key[1], result)
+        append(rec)
         if result is not None and not result.masked:
             group = (key[0], rec.run_key)
             best = samples.get(group)

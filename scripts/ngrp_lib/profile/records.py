@@ -30,6 +30,7 @@ class InputRec:
     rollout: int
     run_key: str | None  # Gym's rollout_run_key: the environment server stamp, else agent_ref.name
     agent: str | None  # agent_ref.name (coverage is keyed by it)
+    result: ResultRec | None = None  # the rollout with this key, linked once so no pass looks it up again
 
 
 @dataclass(slots=True)
@@ -45,7 +46,7 @@ class ResultRec:
 class Dataset:
     """Everything profiling needs, for one run or a union of shards (inputs in file order)."""
 
-    inputs: list[InputRec] = field(default_factory=list)
+    inputs: list[InputRec] = field(default_factory=list)  # unique keys, each linked to its result
     results: dict[Key, ResultRec] = field(default_factory=dict)
     # (task, run_key) -> (rollout index, serialized sample row): the lowest matched, unmasked rollout
     samples: dict[tuple[int, str | None], tuple[int, bytes]] = field(default_factory=dict)
@@ -62,8 +63,8 @@ def run_key_of(row: Mapping[str, Any]) -> str | None:
     return server if isinstance(server, str) else agent_of(row)
 
 
-def input_record(row: Mapping[str, Any], task: int, rollout: int) -> InputRec:
-    return InputRec(task, rollout, run_key_of(row), agent_of(row))
+def input_record(row: Mapping[str, Any], task: int, rollout: int, result: ResultRec | None) -> InputRec:
+    return InputRec(task, rollout, run_key_of(row), agent_of(row), result)
 
 
 _NUMBER_TYPES = (int, float)

@@ -12,14 +12,13 @@ from .records import Dataset
 def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One pass over the inputs: Gym's `profile_completion_summary` (every row including masked ones,
     per (task, run key)) and our per-agent counts (per agent_ref.name; null for rows without one)."""
-    results = data.results
     expected: Counter = Counter()
     completed: Counter = Counter()
     agents: dict[Any, list[int]] = {}  # agent -> [expected, completed, missing, masked, null_reward]
     agent_tasks: dict[Any, dict[int, list[int]]] = {}  # agent -> task -> [expected, completed]
     for rec in data.inputs:
         group = (rec.task, rec.run_key)
-        result = results.get((rec.task, rec.rollout))
+        result = rec.result
         expected[group] += 1
         c = agents.get(rec.agent)
         if c is None:

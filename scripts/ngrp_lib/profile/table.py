@@ -24,10 +24,9 @@ class Table:
 
 
 def measured_inputs(data: Dataset) -> list[InputRec]:
-    masked = {key for key, rec in data.results.items() if rec.masked}
-    if not masked:
+    if not any(rec.masked for rec in data.results.values()):
         return data.inputs
-    return [rec for rec in data.inputs if (rec.task, rec.rollout) not in masked]
+    return [rec for rec in data.inputs if rec.result is None or not rec.result.masked]
 
 
 def build_table(data: Dataset) -> Table:
@@ -50,10 +49,9 @@ def build_table(data: Dataset) -> Table:
     for rec in measured:
         group = (rec.task, label_of(rec)) if per_agent else rec.task
         expected[group] = expected.get(group, 0) + 1
-    found = data.results
-    matched = [rec for rec in measured if (rec.task, rec.rollout) in found]
+    matched = [rec for rec in measured if rec.result is not None]
     matched.sort(key=_rec_key)
-    results = [found[(rec.task, rec.rollout)] for rec in matched]
+    results = [rec.result for rec in matched]
     columns, matrix = _dense(results)
     return Table(
         tasks=np.fromiter((rec.task for rec in matched), dtype=np.int64, count=len(matched)),
