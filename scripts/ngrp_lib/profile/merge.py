@@ -11,7 +11,7 @@ import orjson
 
 from ..errors import InputError, UsageError
 from ..jsonl import refuse_existing
-from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _profile, output_paths
+from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _no_gc, _profile, output_paths
 from .reader import ReadStats
 from .records import Dataset, InputRec, ResultRec
 
@@ -84,7 +84,8 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
         if not path.exists():
             raise InputError("profile state not found", path=path, hint="profile the shard with --save-state")
         before = len(data.inputs)
-        header = _load_state(path, data, stats)
+        with _no_gc():
+            header = _load_state(path, data, stats)
         if header["null_reward"] != options.null_reward:
             raise UsageError(
                 f"{path} was profiled with --null-reward {header['null_reward']}, not {options.null_reward}",
