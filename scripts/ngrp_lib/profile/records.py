@@ -64,7 +64,9 @@ def run_key_of(row: Mapping[str, Any]) -> str | None:
 
 
 def input_record(row: Mapping[str, Any], task: int, rollout: int, result: ResultRec | None) -> InputRec:
-    return InputRec(task, rollout, run_key_of(row), agent_of(row), result)
+    agent = agent_of(row)
+    server = row.get(ENV_SERVER_KEY)
+    return InputRec(task, rollout, server if isinstance(server, str) else agent, agent, result)
 
 
 _NUMBER_TYPES = (int, float)
