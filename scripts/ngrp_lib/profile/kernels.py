@@ -7,7 +7,6 @@ sum over each contiguous slice, as in pandas, so results agree to the last bits 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .tdist import t_ppf
@@ -104,7 +103,3 @@ def t_interval(mean: float, sem: float, n: int) -> tuple[float, float] | None:
 
 def sem_of(std: float, n: int) -> float:
     return std / n**0.5
-
-
-def finite(value: float) -> bool:
-    return not math.isnan(value)

@@ -69,17 +69,6 @@ def input_record(row: Mapping[str, Any], task: int, rollout: int, result: Result
     return InputRec(task, rollout, server if isinstance(server, str) else agent, agent, result)
 
 
-_NUMBER_TYPES = (int, float)
-
-
-def _numeric(value: Any) -> int | float | None:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, _NUMBER_TYPES):
-        return value
-    return None
-
-
 def _usage(result: Mapping[str, Any]) -> Mapping[str, Any]:
     response = result.get("response")
     usage = response.get("usage") if isinstance(response, dict) else None
@@ -193,11 +182,6 @@ def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: 
 
 
 _ABSENT = object()
-
-
-def rollout_info(result: dict[str, Any], task: int, rollout: int) -> dict[str, Any]:
-    """Gym's `rollout_info_from_result`: reward as written (even null), numeric usage, numeric fields."""
-    return orjson.loads(result_record(result, task, rollout, "exclude").info)
 
 
 def sample_bytes(row: Mapping[str, Any]) -> bytes:
