@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
     "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
     "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
+    "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile plus pass@k, strict or partial."),
 }
 
 EPILOG = """\b

@@ -1,0 +1,66 @@
+"""Gym 0.7.0's field rules, hand-worked: which fields are profiled, in which order, and who wins a clash."""
+
+from __future__ import annotations
+
+import orjson
+from ngrp_lib.profile.records import InputRec, result_record, run_labels
+
+
+def _row(**extra):
+    row = {
+        "response": {"usage": {"input_tokens": 5, "output_tokens": 9, "total_tokens": 14, "x": {"n": 1}}},
+        "reward": 1.0,
+        "is_correct": True,
+        "note": "text",
+        "_ng_task_index": 3,
+        "_ng_rollout_index": 1,
+    }
+    row.update(extra)
+    return row
+
+
+def test_stats_fields_follow_result_then_usage_order_and_bools_count():
+    rec = result_record(_row(), 3, 1, "exclude")
+    assert rec.names == ("reward", "is_correct", "input_tokens", "output_tokens", "total_tokens")
+    assert [float(v) for v in rec.values] == [1.0, 1.0, 5.0, 9.0, 14.0]
+    info = orjson.loads(rec.info)
+    assert list(info) == ["rollout_id", "_ng_task_index", "_ng_rollout_index", "reward", "input_tokens",
+                          "output_tokens", "total_tokens", "is_correct"]  # fmt: skip
+    assert info["rollout_id"] == "3:1" and info["is_correct"] == 1
+
+
+def test_name_clash_usage_wins_stats_result_wins_info():
+    rec = result_record(_row(output_tokens=7), 3, 1, "exclude")
+    stats = dict(zip(rec.names, rec.values, strict=True))
+    assert stats["output_tokens"] == 9  # `result | usage`
+    assert rec.names.index("output_tokens") == 2  # ...at the result key's position
+    assert orjson.loads(rec.info)["output_tokens"] == 7  # rollout_info: result overwrites usage
+    # a string in usage hides the result's number from the stats but not from rollout_info
+    hidden = result_record(_row(judge=4.0, response={"usage": {"judge": "n/a"}}), 3, 1, "exclude")
+    assert "judge" not in hidden.names and orjson.loads(hidden.info)["judge"] == 4.0
+
+
+def test_null_absent_and_masked_rewards():
+    null = result_record(_row(reward=None), 3, 1, "exclude")
+    assert null.reward_state == "null" and "reward" not in null.names
+    assert orjson.loads(null.info)["reward"] is None  # kept in rollout_infos, even when null
+    absent = _row()
+    del absent["reward"]
+    rec = result_record(absent, 3, 1, "zero")
+    assert rec.reward_state == "absent" and dict(zip(rec.names, rec.values, strict=True))["reward"] == 0.0
+    assert "reward" not in orjson.loads(rec.info)
+    assert result_record(_row(mask_sample=True), 3, 1, "exclude").masked
+    kept = result_record(_row(mask_sample=False), 3, 1, "exclude")
+    assert "mask_sample" not in kept.names and "mask_sample" not in orjson.loads(kept.info)
+    assert orjson.loads(kept.info)["reward"] == 1.0
+
+
+def test_run_labels_like_gym():
+    recs = [
+        InputRec(0, 0, "env_a", "agent"),
+        InputRec(0, 1, "env_b", "agent"),  # one agent behind two servers: labelled by server
+        InputRec(0, 2, "solo", "solo"),
+        InputRec(0, 3, None, None),
+    ]
+    assert run_labels(recs) == {"env_a": "env_a", "env_b": "env_b", "solo": "solo"}
+    assert run_labels([InputRec(0, 0, "math_env", "math_agent")]) == {"math_env": "math_agent"}
