@@ -100,8 +100,11 @@ def expand(
         if TASK_KEY not in row:
             row[TASK_KEY] = task_of_line.setdefault(record.raw, len(task_of_line))
         elif not is_index(row[TASK_KEY]):
-            raise InputError(f"{TASK_KEY} must be a non-negative integer, got {row[TASK_KEY]!r}",
-                             path=source, line=record.line)  # fmt: skip
+            raise InputError(
+                f"{TASK_KEY} must be a non-negative integer, got {row[TASK_KEY]!r}",
+                path=source,
+                line=record.line,
+            )
         for _ in range(options.num_repeats):
             copy = dict(row)
             copy[ROLLOUT_KEY] = next_rollout[row[TASK_KEY]]
@@ -137,8 +140,12 @@ def _merge_overrides(row: dict, overrides: dict, source: Path | str, line: int) 
     params = row.get(RCP)
     if not isinstance(params, dict):
         got = "missing" if params is None else f"a JSON {type(params).__name__}"
-        raise InputError(f"{RCP} is {got}; each task row needs an object with at least 'input'",
-                         path=source, line=line, pointer=f"/{RCP}")  # fmt: skip
+        raise InputError(
+            f"{RCP} is {got}; each task row needs an object with at least 'input'",
+            path=source,
+            line=line,
+            pointer=f"/{RCP}",
+        )
     row[RCP] = params | overrides
 
 
@@ -151,8 +158,10 @@ def _add_seed(row: dict, source: Path | str, line: int) -> None:
     except (TypeError, ValueError) as exc:
         raise InputError(
             f"metadata.extra_body must be a JSON object string: {exc}",
-            path=source, line=line, pointer=f"/{RCP}/metadata/extra_body",
-        ) from exc  # fmt: skip
+            path=source,
+            line=line,
+            pointer=f"/{RCP}/metadata/extra_body",
+        ) from exc
     if not isinstance(extra_body, dict):
         raise InputError("metadata.extra_body must encode a JSON object", path=source, line=line)
     extra_body["seed"] = row[ROLLOUT_KEY]
