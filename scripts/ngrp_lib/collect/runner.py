@@ -11,7 +11,7 @@ import asyncio
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,10 +113,14 @@ def collect(options: CollectOptions) -> CollectResult:
     with CollectorLock(options.output):
         if not options.resume:
             _start_fresh(options)
+        elif _nothing_collected(options):
+            # Like Gym: resuming a run that never wrote a row (or never started) is a fresh start.
+            options = replace(options, resume=False, overwrite=True)
+            _start_fresh(options)
         elif not options.materialized_path.exists():
             raise UsageError(
                 f"cannot resume: {options.materialized_path} does not exist",
-                hint="start a fresh run (without --resume)",
+                hint="start over with --overwrite (earlier rollouts are discarded)",
             )
         needs_answer = options.answer_key if getattr(verifier, "needs_answer", False) else None
         plan, keys = scan_materialized(options.materialized_path, needs_answer)
@@ -140,6 +144,11 @@ def collect(options: CollectOptions) -> CollectResult:
         plan.to_run = len(keys) - len(disk.completed) - plan.exhausted
         del keys
         return asyncio.run(_run(options, verifier, plan, disk))
+
+
+def _nothing_collected(options: CollectOptions) -> bool:
+    """No rollout and no failure was ever written (a run killed while starting, or none at all)."""
+    return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
 
 
 def _start_fresh(options: CollectOptions) -> None:
