@@ -84,14 +84,18 @@ def test_make_verifier_needs_exactly_one():
 
 def test_chat_request_from_responses_params():
     params = {
-        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi "}, {"text": "there"}]},
-                  {"role": "developer", "content": "be brief", "type": "message"}],
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "hi "}, {"text": "there"}]},
+            {"role": "developer", "content": "be brief", "type": "message"},
+        ],
         "instructions": "You are terse.",
-        "max_output_tokens": 16, "temperature": 0.7, "top_p": None,
+        "max_output_tokens": 16,
+        "temperature": 0.7,
+        "top_p": None,
         "metadata": {"extra_body": '{"seed": 3, "top_k": 5}'},
         "tools": [{"type": "function", "name": "add", "parameters": {"type": "object"}, "description": None}],
         "tool_choice": "auto",
-    }  # fmt: skip
+    }
     body = convert.chat_request(params, "m", token_ids=True)
     assert body["messages"] == [
         {"role": "system", "content": "You are terse."},
@@ -126,14 +130,31 @@ def test_responses_request_lifts_extra_body():
 
 
 CHAT = {
-    "id": "chatcmpl-abc", "created": 1700000000, "model": "tiny", "prompt_token_ids": [1, 2, 3],
-    "choices": [{"index": 0, "finish_reason": "length", "token_ids": [7, 8],
-                 "message": {"role": "assistant", "content": "4", "reasoning_content": "hmm"},
-                 "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5},
-                                          {"token": "token_id:8", "logprob": -1.5}]}}],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
-              "prompt_tokens_details": {"cached_tokens": 1}},
-}  # fmt: skip
+    "id": "chatcmpl-abc",
+    "created": 1700000000,
+    "model": "tiny",
+    "prompt_token_ids": [1, 2, 3],
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "length",
+            "token_ids": [7, 8],
+            "message": {"role": "assistant", "content": "4", "reasoning_content": "hmm"},
+            "logprobs": {
+                "content": [
+                    {"token": "token_id:7", "logprob": -0.5},
+                    {"token": "token_id:8", "logprob": -1.5},
+                ]
+            },
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "total_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 1},
+    },
+}
 
 
 def test_response_from_chat_shape_and_tokens():
@@ -141,9 +162,12 @@ def test_response_from_chat_shape_and_tokens():
     assert response["status"] == "incomplete"
     assert response["incomplete_details"] == {"reason": "max_output_tokens"}
     assert response["usage"] == {
-        "input_tokens": 3, "input_tokens_details": {"cached_tokens": 1}, "output_tokens": 2,
-        "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 5,
-    }  # fmt: skip
+        "input_tokens": 3,
+        "input_tokens_details": {"cached_tokens": 1},
+        "output_tokens": 2,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 5,
+    }
     reasoning, message = response["output"]
     assert reasoning["type"] == "reasoning" and reasoning["summary"][0]["text"] == "hmm"
     assert message["content"] == [{"type": "output_text", "text": "4", "annotations": []}]
@@ -210,9 +234,25 @@ DEAD = "http://127.0.0.1:9/v1"  # port 9 (discard) is closed here: connection re
 
 
 def _collect(run_ngrp, tmp_path, *extra):
-    return run_ngrp("collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
-                    "--base-url", DEAD, "--model", "m", "--verifier", "math", "--max-retries", "0",
-                    "--abort-after", "2", "--json", *extra)  # fmt: skip
+    return run_ngrp(
+        "collect",
+        "--input",
+        tmp_path / "tasks.jsonl",
+        "--output",
+        tmp_path / "out" / "r.jsonl",
+        "--base-url",
+        DEAD,
+        "--model",
+        "m",
+        "--verifier",
+        "math",
+        "--max-retries",
+        "0",
+        "--abort-after",
+        "2",
+        "--json",
+        *extra,
+    )
 
 
 def test_connection_refused_is_recorded_and_stops_early(run_ngrp, tmp_path):
@@ -225,7 +265,9 @@ def test_connection_refused_is_recorded_and_stops_early(run_ngrp, tmp_path):
     assert "--resume" in proc.stderr
     rows = [json.loads(line) for line in (tmp_path / "out" / "r_failures.jsonl").read_text().splitlines()]
     assert [(r["_ng_task_index"], r["_ng_attempt_index"], r["_ng_failure_http_status"]) for r in rows] == [
-        (0, 0, None), (1, 0, None)]  # fmt: skip
+        (0, 0, None),
+        (1, 0, None),
+    ]
     from ngrp_lib import schemas
 
     for row in rows:
@@ -333,9 +375,26 @@ def silent_peer():
 
 def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_peer):
     _tasks(tmp_path, n=2)
-    proc = run_ngrp("collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "r.jsonl",
-                    "--base-url", silent_peer, "--model", "m", "--verifier", "math", "--timeout", "0.3",
-                    "--max-retries", "2", "--retry-base-delay", "0.01", "--json")  # fmt: skip
+    proc = run_ngrp(
+        "collect",
+        "--input",
+        tmp_path / "tasks.jsonl",
+        "--output",
+        tmp_path / "r.jsonl",
+        "--base-url",
+        silent_peer,
+        "--model",
+        "m",
+        "--verifier",
+        "math",
+        "--timeout",
+        "0.3",
+        "--max-retries",
+        "2",
+        "--retry-base-delay",
+        "0.01",
+        "--json",
+    )
     assert proc.returncode == 1, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["failures_by_class"] == {"timeout": 2} and summary["completed"] == 0
