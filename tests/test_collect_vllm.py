@@ -310,3 +310,73 @@ def test_kill_9_at_random_points_then_resume_exactly_once(vllm_server, tmp_path)
     assert_exactly_once(out, 30, 4)
     assert killed_mid_run >= 2
     assert json.loads(final.stdout)["completed"] == 120
+
+
+@pytest.fixture
+def verify_server():
+    """A minimal resources-server `/verify` (the verifier side only; the model is the real vLLM)."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    seen: list[dict] = []
+
+    async def verify(request):
+        body = await request.json()
+        seen.append(body)
+        text = "".join(
+            p["text"] for i in body["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        return web.json_response({**body, "reward": float(len(text) > 3), "judge_note": "len>3"})
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/verify", verify)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/verify", seen
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+
+
+def test_verify_url_and_api_key_never_written(vllm_server, verify_server, tmp_path):
+    url, seen = verify_server
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "rollouts.jsonl"
+    secret = "sk-test-never-write-me-123"
+    env = {**os.environ, "MY_KEY": secret}
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "2",
+        "--base-url",
+        vllm_server.base_url,
+        "--model",
+        "tiny",
+        "--verify-url",
+        url,
+        "--api-key-env",
+        "MY_KEY",
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(seen) == 4 and all("response" in body and "expected_answer" in body for body in seen)
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        text = "".join(
+            p["text"] for i in row["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        assert row["reward"] == float(len(text) > 3) and row["judge_note"] == "len>3"
+    leaked = [p.name for p in tmp_path.iterdir() if p.is_file() and secret in p.read_text(errors="replace")]
+    assert not leaked and secret not in proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
+    assert manifest["options"]["api_key_env"] == "MY_KEY"
