@@ -22,6 +22,7 @@ Example:
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
 (every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock (writer lock).
+Rows without an agent_ref get {"name": MODEL}; --agent NAME re-routes every row (Gym's rule).
 The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
 \b
 Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),
