@@ -145,15 +145,17 @@ def command(
     from ..collect.http import RetryPolicy
     from ..materialize import MaterializeOptions
 
+    endpoints = tuple(_endpoints(base_urls, endpoints_file, model))
+    # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
     options = CollectOptions(
         output=output,
-        endpoints=tuple(_endpoints(base_urls, endpoints_file, model)),
+        endpoints=endpoints,
         input=input_path,
         materialized=materialized,
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=_agent_default(model),
+            default_agent=model or endpoints[0].model,
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
@@ -179,11 +181,6 @@ def command(
     if not result.complete:
         click.echo(_hint(result), err=True)
     return 0 if result.complete else 1
-
-
-def _agent_default(model: str | None) -> str:
-    # Rows without an agent_ref get one, so Gym's profiler writes agent-level metrics for them.
-    return model or "ngrp_direct"
 
 
 def _endpoints(base_urls, endpoints_file, model):
