@@ -464,3 +464,44 @@ def test_503_is_retried_with_backoff_until_it_succeeds(flaky_proxy, tmp_path):
     assert summary["completed"] == 6 and summary["failed"] == 0
     assert calls["refused"] == 6 and calls["n"] == 12  # every rollout: one 503, then a success
     assert_exactly_once(out, 3, 2)
+
+
+def test_several_endpoints_keep_each_task_on_one_server(vllm_server, tmp_path):
+    # Two spellings of the same real server stand in for two servers; routing is by task index.
+    second = vllm_server.base_url.replace("127.0.0.1", "localhost")
+    endpoints = tmp_path / "endpoints.json"
+    endpoints.write_text(
+        json.dumps(
+            {
+                "endpoints": [
+                    {"base_url": vllm_server.base_url, "model": "tiny"},
+                    {"base_url": second, "model": "tiny"},
+                ]
+            }
+        )
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 6)
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "3",
+        "--endpoints",
+        endpoints,
+        "--verifier",
+        "math",
+    )
+    assert proc.returncode == 0, proc.stderr
+    servers: dict[int, set] = {}
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        servers.setdefault(row["_ng_task_index"], set()).add(row["_ngrp_server"])
+    assert all(len(s) == 1 for s in servers.values())
+    assert {t: s.pop() for t, s in servers.items()} == {
+        t: (vllm_server.base_url, second)[t % 2] for t in range(6)
+    }
+    manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
+    assert [s["url"] for s in manifest["servers"]] == [vllm_server.base_url, second]
