@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
     "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
     "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile plus pass@k, strict or partial."),
+    "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
+    "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
 }
 
 EPILOG = """\b
