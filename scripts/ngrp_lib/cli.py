@@ -19,7 +19,7 @@ from .errors import NgrpError
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("ngrp_lib.commands.validate", "Check artifacts against their schemas, line by line."),
     "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
-    "serve": ("ngrp_lib.commands.serve", "Start/stop local vLLM servers (GPU or CPU); write an endpoints file."),
+    "serve": ("ngrp_lib.commands.serve", "Start or stop local vLLM servers; write an endpoints file."),
 }
 
 EPILOG = """\b

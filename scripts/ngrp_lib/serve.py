@@ -16,7 +16,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,8 +98,13 @@ class ServePlan:
             row = dataclasses.asdict(s)
             row.update(log=str(s.log), base_url=s.base_url, shell=s.shell_line())
             rows.append(row)
-        return {"device": self.device, "model": self.model, "served_model_name": self.served_model_name,
-                "endpoints_file": self.endpoints_file, "servers": rows}
+        return {
+            "device": self.device,
+            "model": self.model,
+            "served_model_name": self.served_model_name,
+            "endpoints_file": self.endpoints_file,
+            "servers": rows,
+        }
 
 
 # ---------------------------------------------------------------- discovery
@@ -197,7 +201,7 @@ def plan(opts: ServeOptions, *, gpus: list[str] | None = None, python: str | Non
         count = opts.num_servers or len(gpus) // per_server
         if count < 1 or count * per_server > len(gpus):
             raise UsageError(
-                f"{count or 1} server(s) x {per_server} GPU(s) each need more than the {len(gpus)} visible GPU(s)"
+                f"{count or 1} server(s) x {per_server} GPU(s) need more than the {len(gpus)} visible GPU(s)"
             )
     else:
         count = opts.num_servers or 1
@@ -225,21 +229,23 @@ def _free_ports(host: str, count: int) -> list[int]:
 def _command(
     opts: ServeOptions, device: str, python: str, name: str, port: int, gpus: list[str]
 ) -> tuple[list[str], dict[str, str]]:
+    """argv and env of one server. The user's vLLM arguments come last, and our defaults give way to them."""
     extra = list(opts.extra_args)
+    defaults: list[str] = []
     if device == "cpu":
         argv = [python, *CPU_ENTRY, "--model", opts.model]
         env = {k: os.environ.get(k, v) for k, v in CPU_ENV.items()}
         if not _has_flag(extra, "--dtype"):
-            extra = ["--dtype", model_dtype(opts.model), *extra]
+            defaults += ["--dtype", model_dtype(opts.model)]
         for flag, value, chosen in CPU_FLAGS:
             if not any(_has_flag(extra, c) for c in chosen):
-                extra += [flag] if value is None else [flag, value]
+                defaults += [flag] if value is None else [flag, value]
     else:
         argv = [python, *GPU_ENTRY, opts.model]
         env = {"CUDA_VISIBLE_DEVICES": ",".join(gpus), "VLLM_NO_USAGE_STATS": "1"}
         if opts.tensor_parallel > 1:
-            extra = ["--tensor-parallel-size", str(opts.tensor_parallel), *extra]
+            defaults += ["--tensor-parallel-size", str(opts.tensor_parallel)]
         if opts.data_parallel > 1:
-            extra = ["--data-parallel-size", str(opts.data_parallel), *extra]
-    argv += ["--served-model-name", name, "--host", opts.host, "--port", str(port), *extra]
+            defaults += ["--data-parallel-size", str(opts.data_parallel)]
+    argv += ["--served-model-name", name, "--host", opts.host, "--port", str(port), *defaults, *extra]
     return argv, env

@@ -208,7 +208,9 @@ def read_endpoints(path: Path) -> dict:
     try:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:
-        raise InputError("endpoints file not found", path=path, hint="was `ngrp serve` started with it?") from None
+        raise InputError(
+            "endpoints file not found", path=path, hint="was `ngrp serve` started with it?"
+        ) from None
     except (OSError, orjson.JSONDecodeError) as exc:
         raise InputError(f"unreadable endpoints file: {exc}", path=path) from None
     if not isinstance(data, dict) or not isinstance(data.get("endpoints"), list):

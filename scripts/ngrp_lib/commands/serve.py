@@ -48,24 +48,63 @@ def command() -> None:
 @command.command("start", epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", required=True, help="Model directory (or a hub id on GPU machines with network).")
 @click.option("--served-model-name", help="Name clients use in requests. Default: the model directory name.")
-@click.option("--num-servers", type=click.IntRange(min=1), help="Default: one per visible GPU group; 1 on CPU.")
-@click.option("--tensor-parallel", type=click.IntRange(min=1), default=1, show_default=True, help="GPUs per model replica.")
-@click.option("--data-parallel", type=click.IntRange(min=1), default=1, show_default=True, help="vLLM data-parallel replicas inside each server.")
-@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
-              help="auto: GPUs if CUDA_VISIBLE_DEVICES or nvidia-smi -L shows any, else the CPU build.")
+@click.option(
+    "--num-servers", type=click.IntRange(min=1), help="Default: one per visible GPU group; 1 on CPU."
+)
+@click.option(
+    "--tensor-parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="GPUs per model replica.",
+)
+@click.option(
+    "--data-parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="vLLM data-parallel replicas inside each server.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "gpu", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto: GPUs if CUDA_VISIBLE_DEVICES or nvidia-smi -L shows any, else the CPU build.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=click.IntRange(1, 65535), help="First port (then port+1, ...). Default: free ports.")
-@click.option("--vllm-python", help="Python with vllm. Default: $NGRP_VLLM_PYTHON, $NGRP_VLLM_VENV/bin/python, "
-              "python3 if it has vllm, else the venv made by .ci/install_vllm.sh.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="First port (then port+1, ...). Default: free ports."
+)
+@click.option(
+    "--vllm-python",
+    help="Python with vllm. Default: $NGRP_VLLM_PYTHON, $NGRP_VLLM_VENV/bin/python, "
+    "python3 if it has vllm, else the venv made by .ci/install_vllm.sh.",
+)
 @endpoints_option
-@click.option("--log-dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Server logs. Default: <endpoints-file stem>_logs/ next to the endpoints file.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds to wait for /health.")
+@click.option(
+    "--log-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Server logs. Default: <endpoints-file stem>_logs/ next to the endpoints file.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=600,
+    show_default=True,
+    help="Seconds to wait for /health.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and environment; start nothing.")
-@click.option("--detach", is_flag=True, help="Return once healthy and leave the servers running (stop: `ngrp serve stop`).")
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Return once healthy and leave the servers running (stop: `ngrp serve stop`).",
+)
 @json_option
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def start(vllm_args: tuple[str, ...], dry_run: bool, detach: bool, as_json: bool, timeout: float, **kw) -> int:
+def start(
+    vllm_args: tuple[str, ...], dry_run: bool, detach: bool, as_json: bool, timeout: float, **kw
+) -> int:
     """Start vLLM servers; without --detach, serve until Ctrl-C/SIGTERM, then stop every one of them.
 
     Arguments after `--` go to every vLLM server unchanged. On CPU the defaults are the ones that start
@@ -101,8 +140,13 @@ def _python_for_dry_run(lib, explicit: str | None) -> str:
 
 @command.command("stop", epilog=EXIT_CODES)
 @endpoints_option
-@click.option("--grace", type=click.FloatRange(min=0), default=15, show_default=True,
-              help="Seconds between SIGTERM and SIGKILL.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=15,
+    show_default=True,
+    help="Seconds between SIGTERM and SIGKILL.",
+)
 @json_option
 def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
     """Stop every server listed in an endpoints file (whole process groups), then delete the file.
@@ -140,7 +184,9 @@ def _progress(message: str) -> None:
 
 
 def _render_plan(plan) -> str:
-    lines = [f"# {len(plan.servers)} {plan.device.upper()} server(s) for {plan.model} as '{plan.served_model_name}'"]
+    lines = [
+        f"# {len(plan.servers)} {plan.device.upper()} server(s): {plan.model} as '{plan.served_model_name}'"
+    ]
     for s in plan.servers:
         lines += [f"# server {s.index} -> {s.base_url}  (log {s.log})", s.shell_line()]
     lines.append(f"# endpoints file: {plan.endpoints_file}")
@@ -158,7 +204,11 @@ def _render_result(result) -> str:
 
 
 def _render_stop(result) -> str:
-    parts = [f"stopped {len(result.stopped)}", f"killed {len(result.killed)}", f"already gone {len(result.already_gone)}"]
+    parts = [
+        f"stopped {len(result.stopped)}",
+        f"killed {len(result.killed)}",
+        f"already gone {len(result.already_gone)}",
+    ]
     return ", ".join(parts) + f"; removed {result.endpoints_file}"
 
 
