@@ -25,6 +25,7 @@ from ngrp_lib.errors import InputError, UsageError
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "schemas" / "endpoints.schema.json").read_text())
+OUTPUT_SCHEMA = json.loads((REPO / "schemas" / "serve_output.schema.json").read_text())
 
 
 @pytest.fixture
@@ -213,6 +214,7 @@ def test_dry_run_json_and_serve_start_alias(run_ngrp, model_dir, fake_vllm_path)
     assert short.returncode == full.returncode == 0, short.stderr + full.stderr
     for res in (short, full):
         plan = json.loads(res.stdout)
+        jsonschema.validate(plan, OUTPUT_SCHEMA)
         assert plan["device"] == "cpu" and len(plan["servers"]) == 2
         assert plan["servers"][0]["argv"][0] == sys.executable and plan["servers"][0]["shell"]
 
@@ -268,7 +270,7 @@ def members_of(pids: list[int]) -> list[int]:
     return [m for pid in pids for m in serve_run.group_members(pid)]
 
 
-def test_detached_serve_writes_valid_endpoints_then_stop_leaves_nothing(tmp_path):
+def test_detached_serve_writes_valid_endpoints_then_stop_leaves_nothing(tmp_path, run_ngrp):
     plan = standin_plan(tmp_path, count=2)
     result = serve_run.serve(plan, detach=True, timeout=30, progress=lambda m: None)
     doc = orjson.loads(Path(plan.endpoints_file).read_bytes())
@@ -276,11 +278,14 @@ def test_detached_serve_writes_valid_endpoints_then_stop_leaves_nothing(tmp_path
     pids = [e["pid"] for e in doc["endpoints"]]
     assert [e["base_url"] for e in doc["endpoints"]] == [s.base_url for s in plan.servers]
     assert result.detached and len(members_of(pids)) == 4  # two servers, each with its child
-    assert all(r["healthy"] for r in serve_run.status(Path(plan.endpoints_file)))
+    status = run_ngrp("serve", "status", "--endpoints-file", plan.endpoints_file, "--json")
+    assert status.returncode == 0 and jsonschema.validate(json.loads(status.stdout), OUTPUT_SCHEMA) is None
+    assert [r["healthy"] for r in json.loads(status.stdout)["endpoints"]] == [True, True]
     with pytest.raises(UsageError, match="still running"):
         serve_run.serve(standin_plan(tmp_path), detach=True, timeout=30, progress=lambda m: None)
-    stopped = serve_run.stop(Path(plan.endpoints_file), grace=5)
-    assert sorted(stopped.stopped) == sorted(pids)
+    stopped = run_ngrp("serve", "stop", "--endpoints-file", plan.endpoints_file, "--grace", "5", "--json")
+    assert stopped.returncode == 0 and jsonschema.validate(json.loads(stopped.stdout), OUTPUT_SCHEMA) is None
+    assert sorted(json.loads(stopped.stdout)["stopped"]) == sorted(pids)
     assert members_of(pids) == [] and not Path(plan.endpoints_file).exists()
 
 

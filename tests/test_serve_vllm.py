@@ -82,6 +82,9 @@ def test_detached_serve_lists_model_and_stop_leaves_no_process(model, tmp_path):
     doc = json.loads(eps.read_text())
     jsonschema.validate(doc, SCHEMA)
     (endpoint,) = doc["endpoints"]
+    jsonschema.validate(
+        json.loads(res.stdout), json.loads((REPO / "schemas" / "serve_output.schema.json").read_text())
+    )
     assert json.loads(res.stdout)["endpoints"] == doc["endpoints"]
     assert endpoint["base_url"].startswith("http://127.0.0.1:") and endpoint["base_url"].endswith("/v1")
     assert [m["id"] for m in get_json(endpoint["base_url"] + "/models")["data"]] == ["tiny"]
