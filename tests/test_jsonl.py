@@ -46,7 +46,7 @@ def test_problem_kinds(tmp_path):
 
 def test_crlf_and_long_lines(tmp_path):
     big = "x" * 5_000_000
-    p = write(tmp_path / "c.jsonl", b'{"a":1}\r\n' + ('{"b":"%s"}\n' % big).encode())
+    p = write(tmp_path / "c.jsonl", b'{"a":1}\r\n' + (f'{{"b":"{big}"}}\n').encode())
     rows = list(jsonl.iter_rows(p))
     assert rows[0].data == {"a": 1} and len(rows[1].data["b"]) == 5_000_000
 

@@ -59,7 +59,9 @@ def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if last_unterminated:
-            return Problem(line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write")
+            return Problem(
+                line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write"
+            )
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as uexc:
@@ -125,7 +127,7 @@ def dumps(row: Any) -> bytes:
 
 
 def tail_state(path: Path | str) -> str:
-    """'empty', 'clean' (ends with a newline), 'unterminated' (last row complete, newline missing) or 'torn'."""
+    """'empty', 'clean' (ends in a newline), 'unterminated' (last row complete, no newline) or 'torn'."""
     path = Path(path)
     size = path.stat().st_size
     if size == 0:

@@ -9,7 +9,9 @@ from typing import Any
 import click
 import orjson
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout instead of text.")
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print a JSON summary on stdout instead of text."
+)
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Benchmark `ngrp check` on 100,000 rollouts (12,500 tasks x 8) against the floor: orjson parsing both files.
+
+The rollouts file is the one `validate_bench.py` generates (completion order); the materialized file holds the
+matching input rows. 1% of keys are dropped from the rollouts so the accounting has findings to report.
+
+    python3 benchmarks/check_bench.py [--rows 100000] [--repeat 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from validate_bench import best_of, floor, write_rows  # noqa: E402
+
+from ngrp_lib.check import check_run  # noqa: E402
+
+
+def write_inputs(rollouts: Path, inputs: Path, drop_every: int = 100) -> None:
+    """Materialized rows for every key in `rollouts`; then drop every `drop_every`-th rollout row."""
+    kept = []
+    with open(rollouts, "rb") as handle, open(inputs, "wb") as out:
+        for i, line in enumerate(handle):
+            row = orjson.loads(line)
+            task, rollout = row["_ng_task_index"], row["_ng_rollout_index"]
+            material = {
+                "responses_create_params": row["responses_create_params"],
+                "expected_answer": "4",
+                "agent_ref": row["agent_ref"],
+                "_ng_task_index": task,
+                "_ng_rollout_index": rollout,
+            }
+            out.write(orjson.dumps(material, option=orjson.OPT_APPEND_NEWLINE))
+            if i % drop_every:
+                kept.append(line)
+    rollouts.write_bytes(b"".join(kept))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rollouts, inputs = Path(tmp) / "rollouts.jsonl", Path(tmp) / "rollouts_materialized_inputs.jsonl"
+        write_rows(rollouts, args.rows)
+        write_inputs(rollouts, inputs)
+        result = check_run(inputs, rollouts)
+        assert result.counts["missing"] == args.rows - result.counts["completed"] > 0
+        t_floor = best_of(lambda: (floor(inputs), floor(rollouts)), args.repeat)
+        t_check = best_of(lambda: check_run(inputs, rollouts), args.repeat)
+        tracemalloc.start()
+        check_run(inputs, rollouts)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    rows = args.rows * 2 - result.counts["missing"]
+    figures = {
+        "input_rows": args.rows,
+        "rollout_rows": result.counts["completed"],
+        "floor_rows_per_s": round(rows / t_floor),
+        "check_rows_per_s": round(rows / t_check),
+        "ratio": round(t_check / t_floor, 2),
+        "peak_python_mb": round(peak / 1e6, 1),
+        "python": sys.version.split()[0],
+    }
+    if args.json:
+        print(orjson.dumps(figures).decode())
+    else:
+        print(
+            f"{args.rows} input rows + {result.counts['completed']} rollout rows, Python {figures['python']}"
+        )
+        print(f"floor (orjson parse of both): {figures['floor_rows_per_s']:>9,} rows/s  ({t_floor:.3f} s)")
+        print(f"ngrp check:                   {figures['check_rows_per_s']:>9,} rows/s  ({t_check:.3f} s)")
+        print(f"ratio check / floor:          {figures['ratio']:.2f}x")
+        print(f"peak Python memory in check:  {figures['peak_python_mb']} MB (tracemalloc)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""`ngrp check`: line counts and key accounting between materialized inputs, rollouts and failures.
+
+Streams each file once and keeps only compact integers per key (never rows): the expected keys with
+their first line and agent, the completed keys with their first line, and counters. Findings name the
+command that fixes them. Errors make the exit code 1; warnings and notes do not.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .artifacts import agent_name, failures_path_for, rollout_key
+from .errors import InputError
+from .jsonl import BLANK, TORN, Row, iter_records
+
+ERROR, WARNING, NOTE = "error", "warning", "note"
+EXAMPLES = 10
+_SHIFT = 32
+_LOW = (1 << _SHIFT) - 1
+_AGENT_BITS = 20  # an expected key's value packs (first line << 20) | agent id
+
+
+def pack(key: tuple[int, int]) -> Any:
+    """(task, rollout) -> one int (tuples only for rollout indices beyond 2**32)."""
+    task, rollout = key
+    return (task << _SHIFT) | rollout if rollout <= _LOW else key
+
+
+def unpack(packed: Any) -> tuple[int, int]:
+    return packed if isinstance(packed, tuple) else (packed >> _SHIFT, packed & _LOW)
+
+
+@dataclass
+class FileStats:
+    """What one file held, line by line."""
+
+    path: str
+    lines: int = 0
+    rows: int = 0
+    blank_lines: int = 0
+    invalid_lines: int = 0
+    torn_tail: bool = False
+    rows_without_key: int = 0
+    duplicates: int = 0
+    duplicate_examples: list[dict[str, Any]] = field(default_factory=list)
+    invalid_examples: list[int] = field(default_factory=list)
+
+    def note_duplicate(self, key: tuple[int, int], first: int, line: int) -> None:
+        self.duplicates += 1
+        if len(self.duplicate_examples) < EXAMPLES:
+            self.duplicate_examples.append({"key": list(key), "first_line": first, "line": line})
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: str
+    count: int
+    message: str
+    fix: str | None = None
+    examples: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    inputs: FileStats
+    rollouts: FileStats
+    failures: FileStats | None
+    counts: dict[str, int]
+    tasks: dict[str, int]
+    grouping: str
+    order: str
+    failures_by_class: dict[str, int]
+    agents: list[dict[str, Any]]
+    findings: list[Finding]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.severity == ERROR for f in self.findings) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool": {"name": "ngrp", "version": __version__},
+            "ok": self.exit_code == 0,
+            "exit_code": self.exit_code,
+            "files": {
+                "inputs": asdict(self.inputs),
+                "rollouts": asdict(self.rollouts),
+                "failures": None if self.failures is None else asdict(self.failures),
+            },
+            "counts": self.counts,
+            "tasks": self.tasks,
+            "grouping": self.grouping,
+            "order": self.order,
+            "failures_by_class": self.failures_by_class,
+            "agents": self.agents,
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def _scan(path: Path, stats: FileStats):
+    """Yield (line, row) for parsed rows; count blank, invalid and torn lines into `stats`."""
+    if not path.is_file():
+        raise InputError(
+            "cannot read: not a regular file" if path.exists() else "cannot read: no such file", path=path
+        )
+    for record in iter_records(path):
+        stats.lines = record.line
+        if isinstance(record, Row):
+            stats.rows += 1
+            yield record.line, record.data
+        elif record.kind == BLANK:
+            stats.blank_lines += 1
+        elif record.kind == TORN:
+            stats.torn_tail = True
+        else:
+            stats.invalid_lines += 1
+            if len(stats.invalid_examples) < EXAMPLES:
+                stats.invalid_examples.append(record.line)
+
+
+class _Agents:
+    """Agent labels interned as small ints (label None is 'no agent_ref')."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str | None, int] = {}
+        self.names: list[str | None] = []
+
+    def id(self, name: str | None) -> int:
+        found = self.ids.get(name)
+        if found is None:
+            found = self.ids[name] = len(self.names)
+            self.names.append(name)
+        return found
+
+
+def _label(row: dict[str, Any]) -> str | None:
+    name = agent_name(row)
+    if name is None and isinstance(row.get("_ng_environment_server"), str):
+        return row["_ng_environment_server"]
+    return name
+
+
+def _read_inputs(path: Path, agents: _Agents) -> tuple[FileStats, dict[Any, int]]:
+    stats = FileStats(str(path))
+    expected: dict[Any, int] = {}
+    for line, row in _scan(path, stats):
+        key = rollout_key(row)
+        if key is None:
+            stats.rows_without_key += 1
+            continue
+        packed = pack(key)
+        if packed in expected:
+            stats.note_duplicate(key, expected[packed] >> _AGENT_BITS, line)
+            continue
+        expected[packed] = (line << _AGENT_BITS) | agents.id(_label(row))
+    return stats, expected
+
+
+@dataclass
+class _RolloutTally:
+    completed: dict[Any, int] = field(default_factory=dict)  # packed key -> first line
+    extra: list[Any] = field(default_factory=list)
+    extra_count: int = 0
+    extra_by_agent: Counter = field(default_factory=Counter)
+    masked: Counter = field(default_factory=Counter)  # agent id -> n
+    null_reward: Counter = field(default_factory=Counter)
+    absent_reward: Counter = field(default_factory=Counter)
+    sorted_by_key: bool = True
+
+
+def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tuple[FileStats, _RolloutTally]:
+    stats, tally = FileStats(str(path)), _RolloutTally()
+    completed, last = tally.completed, (-1, -1)
+    mask = (1 << _AGENT_BITS) - 1
+    for line, row in _scan(path, stats):
+        key = rollout_key(row)
+        if key is None:
+            stats.rows_without_key += 1
+            continue
+        packed = pack(key)
+        if packed in completed:
+            stats.note_duplicate(key, completed[packed], line)
+            continue
+        completed[packed] = line
+        if key < last:
+            tally.sorted_by_key = False
+        last = key
+        slot = expected.get(packed)
+        if slot is None:
+            tally.extra_count += 1
+            if len(tally.extra) < EXAMPLES:
+                tally.extra.append(list(key))
+            agent = agents.id(_label(row))
+            tally.extra_by_agent[agent] += 1
+        else:
+            agent = slot & mask
+        if row.get("mask_sample") is True:
+            tally.masked[agent] += 1
+        if "reward" not in row:
+            tally.absent_reward[agent] += 1
+        elif row["reward"] is None:
+            tally.null_reward[agent] += 1
+    return stats, tally
+
+
+@dataclass
+class _FailureTally:
+    by_class: Counter = field(default_factory=Counter)
+    keys: set = field(default_factory=set)
+    unknown_keys: int = 0
+
+
+def _read_failures(path: Path, expected: dict[Any, int]) -> tuple[FileStats, _FailureTally]:
+    stats, tally = FileStats(str(path)), _FailureTally()
+    for _line, row in _scan(path, stats):
+        cls = row.get("_ng_failure_class")
+        tally.by_class[cls if isinstance(cls, str) else "(no class)"] += 1
+        key = rollout_key(row)
+        if key is None:
+            stats.rows_without_key += 1
+            continue
+        packed = pack(key)
+        if packed not in expected and packed not in tally.keys:
+            tally.unknown_keys += 1
+        tally.keys.add(packed)
+    return stats, tally
+
+
+def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | None = None) -> CheckResult:
+    """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists."""
+    inputs, rollouts = Path(inputs), Path(rollouts)
+    if failures is None and failures_path_for(rollouts).exists():
+        failures = failures_path_for(rollouts)
+    agents = _Agents()
+    in_stats, expected = _read_inputs(inputs, agents)
+    out_stats, tally = _read_rollouts(rollouts, expected, agents)
+    fail_stats, fail = (
+        (None, _FailureTally()) if failures is None else _read_failures(Path(failures), expected)
+    )
+    from .check_report import summarize  # imported here: check_report imports this module's types
+
+    return summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names)

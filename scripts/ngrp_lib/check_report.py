@@ -1,0 +1,243 @@
+"""Turn the tallies `check.py` collected into counts, per-agent rows and findings (each with its fix)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding, unpack
+
+_MASK = (1 << _AGENT_BITS) - 1
+
+
+def _task_of(packed: Any) -> int:
+    return packed[0] if isinstance(packed, tuple) else packed >> 32
+
+
+def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counter, Counter, bool, list]:
+    """Expected and completed counts per (task, agent), whether any task fans out, first missing keys."""
+    exp: Counter = Counter()
+    done: Counter = Counter()
+    first_agent: dict[int, int] = {}
+    fan_out = False
+    missing: list[tuple[int, int]] = []
+    for packed, slot in expected.items():
+        task, agent = _task_of(packed), slot & _MASK
+        group = (task, agent)
+        exp[group] += 1
+        if packed in completed:
+            done[group] += 1
+        elif len(missing) < EXAMPLES:
+            missing.append(unpack(packed))
+        if first_agent.setdefault(task, agent) != agent:
+            fan_out = True
+    return exp, done, fan_out, missing
+
+
+def _task_counts(exp: Counter, done: Counter, agent: int | None = None) -> dict[str, int]:
+    out = {"total": 0, "complete": 0, "partial": 0, "none": 0}
+    for group, n in exp.items():
+        if agent is not None and group[1] != agent:
+            continue
+        got = done.get(group, 0)
+        out["total"] += 1
+        out["complete" if got == n else "partial" if got else "none"] += 1
+    return out
+
+
+def summarize(
+    inputs: FileStats,
+    rollouts: FileStats,
+    failures: FileStats | None,
+    expected: dict[Any, int],
+    tally: Any,
+    fail: Any,
+    agent_names: list[str | None],
+) -> CheckResult:
+    exp, done, fan_out, missing_keys = _groups(expected, tally.completed)
+    completed = sum(done.values())
+    failed_missing = sum(1 for k in fail.keys if k in expected and k not in tally.completed)
+    counts = {
+        "expected": len(expected),
+        "completed": completed,
+        "missing": len(expected) - completed,
+        "extra": tally.extra_count,
+        "duplicate_inputs": inputs.duplicates,
+        "duplicate_rollouts": rollouts.duplicates,
+        "masked": sum(tally.masked.values()),
+        "null_reward": sum(tally.null_reward.values()),
+        "absent_reward": sum(tally.absent_reward.values()),
+        "failed_attempts": sum(fail.by_class.values()),
+        "failed_keys": len(fail.keys),
+        "failed_keys_still_missing": failed_missing,
+        "failed_keys_recovered": sum(1 for k in fail.keys if k in tally.completed),
+        "failure_keys_not_in_inputs": fail.unknown_keys,
+    }
+    agents = [_agent_row(i, name, exp, done, tally) for i, name in enumerate(agent_names)]
+    result = CheckResult(
+        inputs=inputs,
+        rollouts=rollouts,
+        failures=failures,
+        counts=counts,
+        tasks=_task_counts(exp, done),
+        grouping="task_and_agent" if fan_out else "task",
+        order="sorted_by_key" if tally.sorted_by_key else "completion_order",
+        failures_by_class=dict(fail.by_class.most_common()),
+        agents=agents,
+        findings=[],
+    )
+    result.findings = findings(result, missing_keys, tally.extra)
+    return result
+
+
+def _agent_row(agent: int, name: str | None, exp: Counter, done: Counter, tally: Any) -> dict[str, Any]:
+    expected = sum(n for g, n in exp.items() if g[1] == agent)
+    completed = sum(n for g, n in done.items() if g[1] == agent)
+    return {
+        "agent": name,
+        "expected": expected,
+        "completed": completed,
+        "missing": expected - completed,
+        "extra": tally.extra_by_agent.get(agent, 0),
+        "masked": tally.masked.get(agent, 0),
+        "null_reward": tally.null_reward.get(agent, 0),
+        "absent_reward": tally.absent_reward.get(agent, 0),
+        "tasks": _task_counts(exp, done, agent),
+    }
+
+
+def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
+    out: list[Finding] = []
+    for role, stats in (
+        ("inputs", result.inputs),
+        ("rollouts", result.rollouts),
+        ("failures", result.failures),
+    ):
+        if stats is not None:
+            out.extend(_file_findings(role, stats))
+    out.extend(_key_findings(result, missing_keys, extra_keys))
+    out.extend(_reward_findings(result))
+    out.extend(_notes(result))
+    return out
+
+
+def _file_findings(role: str, s: FileStats) -> list[Finding]:
+    out = []
+    if s.torn_tail:
+        fix = (
+            "ngrp collect --resume (truncates the torn line, then re-runs its key)"
+            if role != "inputs"
+            else None
+        )
+        out.append(
+            Finding(
+                f"{role}_torn_tail", ERROR, 1, f"{s.path}: the last line is cut off (interrupted write)", fix
+            )
+        )
+    if s.invalid_lines:
+        msg = f"{s.path}: {s.invalid_lines} lines are not JSON objects"
+        out.append(
+            Finding(
+                f"{role}_invalid_lines",
+                ERROR,
+                s.invalid_lines,
+                msg,
+                f"ngrp validate {s.path}",
+                s.invalid_examples,
+            )
+        )
+    if s.blank_lines:
+        msg = f"{s.path}: {s.blank_lines} blank lines (Gym's profiler rejects a file with blank lines)"
+        out.append(
+            Finding(
+                f"{role}_blank_lines",
+                ERROR,
+                s.blank_lines,
+                msg,
+                f"ngrp merge {s.path} (rewrites it without them)",
+            )
+        )
+    if s.rows_without_key:
+        msg = f"{s.path}: {s.rows_without_key} rows lack a valid (_ng_task_index, _ng_rollout_index)"
+        out.append(
+            Finding(f"{role}_rows_without_key", ERROR, s.rows_without_key, msg, f"ngrp validate {s.path}")
+        )
+    if s.duplicates:
+        fix = "ngrp merge (keeps the first row of each key)" if role == "rollouts" else None
+        if role == "inputs":
+            fix = (
+                "re-create the materialized inputs (ngrp materialize); duplicate keys make the run ambiguous"
+            )
+        severity = NOTE if role == "failures" else ERROR
+        msg = f"{s.path}: {s.duplicates} rows repeat an identity key already seen"
+        out.append(Finding(f"duplicate_{role}", severity, s.duplicates, msg, fix, s.duplicate_examples))
+    return out
+
+
+def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
+    c, t, out = r.counts, r.tasks, []
+    if c["expected"] == 0:
+        out.append(
+            Finding("no_inputs", ERROR, 0, f"{r.inputs.path}: no materialized rows with identity keys", None)
+        )
+    if c["missing"]:
+        msg = (
+            f"{c['missing']} of {c['expected']} expected rollouts are missing; "
+            f"tasks: {t['complete']} complete, {t['partial']} partial, {t['none']} with none"
+        )
+        if c["failed_keys_still_missing"]:
+            msg += f" ({c['failed_keys_still_missing']} of the missing keys failed, see the failures sidecar)"
+        fix = (
+            f"ngrp collect --resume (runs only the missing keys), or profile what exists: "
+            f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
+        )
+        out.append(
+            Finding("missing_rollouts", ERROR, c["missing"], msg, fix, [list(k) for k in missing_keys])
+        )
+    if c["extra"]:
+        msg = f"{c['extra']} rollout keys have no materialized input row (Gym refuses them, even partial)"
+        fix = "check that --inputs is this run's materialized file; else drop them with ngrp merge"
+        out.append(Finding("extra_rollouts", ERROR, c["extra"], msg, fix, extra_keys))
+    if c["failure_keys_not_in_inputs"]:
+        msg = f"{c['failure_keys_not_in_inputs']} failed keys are not in the materialized inputs"
+        out.append(Finding("failures_not_in_inputs", WARNING, c["failure_keys_not_in_inputs"], msg, None))
+    return out
+
+
+def _reward_findings(r: CheckResult) -> list[Finding]:
+    c, out = r.counts, []
+    if c["null_reward"] or c["absent_reward"]:
+        n = c["null_reward"] + c["absent_reward"]
+        msg = (
+            f"{c['null_reward']} rollouts have reward null and {c['absent_reward']} have no reward; "
+            "Gym counts them in num_rollouts but leaves them out of mean/reward"
+        )
+        out.append(
+            Finding(
+                "rollouts_without_reward",
+                WARNING,
+                n,
+                msg,
+                "inspect the verifier; ngrp validate shows the rows",
+            )
+        )
+    return out
+
+
+def _notes(r: CheckResult) -> list[Finding]:
+    c, out = r.counts, []
+    if c["masked"]:
+        msg = f"{c['masked']} rollouts are masked (mask_sample: true): out of quality metrics, in completion"
+        out.append(Finding("masked_rollouts", NOTE, c["masked"], msg))
+    if c["failed_attempts"]:
+        by_class = ", ".join(f"{k} {v}" for k, v in r.failures_by_class.items())
+        msg = (
+            f"{c['failed_attempts']} failed attempts ({by_class}) on {c['failed_keys']} keys; "
+            f"{c['failed_keys_recovered']} of those keys later completed"
+        )
+        fix = "ngrp collect --resume" if c["failed_keys_still_missing"] else None
+        out.append(Finding("failed_attempts", NOTE, c["failed_attempts"], msg, fix))
+    if r.order == "completion_order":
+        msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"
+        out.append(Finding("completion_order", NOTE, 0, msg))
+    return out

@@ -1,0 +1,101 @@
+"""`ngrp check`: a thin shell over `ngrp_lib.check.check_run`."""
+
+from __future__ import annotations
+
+import click
+
+from ..check import CheckResult, check_run
+from ._common import emit, json_option
+
+
+@click.command("check")
+@click.option("--inputs", required=True, type=click.Path(path_type=str), help="Materialized inputs JSONL.")
+@click.option("--rollouts", required=True, type=click.Path(path_type=str), help="Rollouts JSONL.")
+@click.option(
+    "--failures",
+    type=click.Path(path_type=str),
+    help="Failures sidecar JSONL; default <rollouts stem>_failures.jsonl when it exists.",
+)
+@json_option
+def command(inputs: str, rollouts: str, failures: str | None, as_json: bool) -> int:
+    """Account for every (_ng_task_index, _ng_rollout_index) key of a run: expected, completed,
+    missing (tasks complete / partial / with none), extra, duplicate on either side, failed
+    attempts by class, masked rollouts, null or absent rewards, blank lines and a torn tail.
+    Streams both files; each finding names the command that fixes it.
+
+    \b
+    Example:
+      ngrp check --inputs results/rollouts_materialized_inputs.jsonl --rollouts results/rollouts.jsonl
+      ngrp check --json --inputs m.jsonl --rollouts r.jsonl --failures r_failures.jsonl
+
+    \b
+    Exit codes: 0 complete and consistent (notes and warnings allowed), 1 findings
+    (missing, extra or duplicate keys, unreadable lines, torn tail), 2 usage error,
+    3 a file cannot be read.
+    """
+    result = check_run(inputs, rollouts, failures)
+    emit(result, as_json, render_text)
+    return result.exit_code
+
+
+def _file_line(role: str, stats) -> str:
+    text = f"{role:<9}{stats.path}: {stats.lines} lines, {stats.rows} rows"
+    extras = [
+        f"{n} {label}"
+        for n, label in (
+            (stats.blank_lines, "blank"),
+            (stats.invalid_lines, "invalid"),
+            (stats.rows_without_key, "without key"),
+            (stats.duplicates, "duplicate"),
+        )
+        if n
+    ]
+    if stats.torn_tail:
+        extras.append("torn last line")
+    return text + (f" ({', '.join(extras)})" if extras else "")
+
+
+def render_text(r: CheckResult) -> str:
+    c, t = r.counts, r.tasks
+    lines = [_file_line("inputs", r.inputs), _file_line("rollouts", r.rollouts)]
+    if r.failures is not None:
+        lines.append(_file_line("failures", r.failures))
+    lines.append(
+        f"rollouts: {c['completed']}/{c['expected']} completed, {c['missing']} missing, {c['extra']} extra, "
+        f"{c['masked']} masked, {c['null_reward'] + c['absent_reward']} without reward"
+    )
+    unit = "task-agent groups" if r.grouping == "task_and_agent" else "tasks"
+    lines.append(
+        f"{unit}: {t['total']} ({t['complete']} complete, {t['partial']} partial, {t['none']} with none)"
+    )
+    if len(r.agents) > 1 or (r.agents and r.agents[0]["agent"] is not None):
+        for a in r.agents:
+            at = a["tasks"]
+            lines.append(
+                f"  agent {a['agent']}: {a['completed']}/{a['expected']} completed, {a['missing']} missing, "
+                f"tasks {at['complete']}/{at['total']} complete, {at['partial']} partial, "
+                f"{at['none']} with none"
+            )
+    for f in r.findings:
+        lines.append(f"{f.severity}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
+        if f.fix:
+            lines.append(f"  fix: {f.fix}")
+    lines.append(
+        "result: complete and consistent"
+        if r.exit_code == 0
+        else "result: NOT complete or consistent (exit 1)"
+    )
+    return "\n".join(lines)
+
+
+def _examples(examples: list) -> str:
+    shown = []
+    for e in examples[:5]:
+        if isinstance(e, dict):
+            shown.append(f"({e['key'][0]}, {e['key'][1]}) at lines {e['first_line']} and {e['line']}")
+        elif isinstance(e, list):
+            shown.append(f"({e[0]}, {e[1]})")
+        else:
+            shown.append(f"line {e}")
+    more = f" and {len(examples) - 5} more" if len(examples) > 5 else ""
+    return ", ".join(shown) + more
