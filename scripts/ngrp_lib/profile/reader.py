@@ -1,0 +1,123 @@
+"""One streaming pass over each file: rollouts first (so the inputs pass knows which rows matched and can
+keep only each group's sample row), then the materialized inputs. Identity problems are collected and
+raised in Gym's order once both files are read."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pathlib import Path
+
+from ..artifacts import ROLLOUT_KEY, TASK_KEY, is_index
+from ..errors import FindingsError, InputError
+from ..jsonl import BLANK, Problem, _hint_for, iter_records
+from .records import Dataset, Key, input_record, result_record, sample_bytes
+
+
+@dataclass
+class ReadStats:
+    blank_lines: dict[str, list[int]] = field(default_factory=dict)  # role -> line numbers
+    duplicate_inputs: list[Key] = field(default_factory=list)  # in file order
+    duplicate_results: list[Key] = field(default_factory=list)
+    sha256: dict[str, Any] = field(default_factory=dict)  # role -> hashlib object, fed while reading
+    rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
+
+
+_BLOCK = 1 << 22
+
+
+def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, row) for each non-blank line. Blank lines are skipped and remembered (Gym fails on
+    them; we warn). Reads 4 MB blocks (hashing each) for speed; at the first line that is not a JSON
+    object it defers to the shared JSONL layer, which names the problem exactly."""
+    hasher = hashlib.sha256()
+    stats.sha256[role] = hasher
+    blanks = stats.blank_lines.setdefault(role, [])
+    count = 0
+    line_no = 0
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+    with handle:
+        rest = b""
+        while True:
+            block = handle.read(_BLOCK)
+            hasher.update(block)
+            if not block:
+                lines = [rest] if rest else []
+            else:
+                lines = (rest + block).split(b"\n")
+                rest = lines.pop()
+            for raw in lines:
+                line_no += 1
+                try:
+                    data = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    if not raw.strip():
+                        blanks.append(line_no)
+                        continue
+                    _raise_problem(path, line_no)
+                if type(data) is not dict:
+                    _raise_problem(path, line_no)
+                count += 1
+                yield line_no, data
+            if not block:
+                break
+    stats.rows[role] = count
+
+
+def _raise_problem(path: Path, line_no: int) -> None:
+    for record in iter_records(path):
+        if isinstance(record, Problem) and record.kind != BLANK and record.line >= line_no:
+            raise InputError(record.message, path=path, line=record.line, hint=_hint_for(record.kind))
+    raise InputError("unreadable line", path=path, line=line_no)
+
+
+def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
+    task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+    if type(task) is int and type(rollout) is int and task >= 0 and rollout >= 0:
+        return task, rollout
+    for name, value in ((TASK_KEY, task), (ROLLOUT_KEY, rollout)):
+        if not is_index(value):
+            what = "has no" if value is None else f"has a non-integer {value!r} as"
+            # Gym dies with a KeyError traceback here (exit 1); we name the row and keep exit 1.
+            raise FindingsError(
+                f"{path}:{line}: {role} row {what} `{name}`; every row needs integer "
+                f"`{TASK_KEY}` and `{ROLLOUT_KEY}` keys to be matched",
+                hint="rows are joined by (_ng_task_index, _ng_rollout_index); fix or drop this row",
+            )
+    return task, rollout
+
+
+def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Dataset, ReadStats]:
+    data, stats = Dataset(), ReadStats()
+    results = data.results
+    for line, row in _rows(rollouts, "rollouts", stats):
+        key = _key(row, line, rollouts, "rollout")
+        if key in results:
+            stats.duplicate_results.append(key)
+            continue
+        results[key] = result_record(row, key[0], key[1], null_policy)
+    seen: set[Key] = set()
+    samples = data.samples
+    append = data.inputs.append
+    for line, row in _rows(inputs, "inputs", stats):
+        key = _key(row, line, inputs, "materialized input")
+        if key in seen:
+            stats.duplicate_inputs.append(key)
+            continue
+        seen.add(key)
+        rec = input_record(row, *key)
+        append(rec)
+        result = results.get(key)
+        if result is not None and not result.masked:
+            group = (key[0], rec.run_key)
+            best = samples.get(group)
+            if best is None or key[1] < best[0]:
+                samples[group] = (key[1], sample_bytes(row))
+    return data, stats

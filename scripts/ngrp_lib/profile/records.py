@@ -1,0 +1,222 @@
+"""What the profiler keeps from each row, extracted the way NeMo Gym 0.7.0's `reward_profile.py` reads it.
+
+Inputs keep their identity, run key and agent name; results keep their identity, the mask flag, the
+numeric fields Gym profiles (`result | response.usage`, usage winning a name clash) and the compact
+`rollout_info` (result winning a clash there), pre-serialized. Nothing else of a row is held.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..artifacts import ROLLOUT_KEY, TASK_KEY
+
+MASK_FIELD = "mask_sample"
+ENV_SERVER_KEY = "_ng_environment_server"
+NULL_POLICIES = ("exclude", "zero", "error")
+
+Key = tuple[int, int]
+
+
+@dataclass(slots=True)
+class InputRec:
+    task: int
+    rollout: int
+    run_key: str | None  # Gym's rollout_run_key: the environment server stamp, else agent_ref.name
+    agent: str | None  # agent_ref.name (coverage is keyed by it)
+
+
+@dataclass(slots=True)
+class ResultRec:
+    masked: bool
+    names: tuple[str, ...] = ()  # numeric fields in Gym's column order for this row
+    values: tuple[float, ...] = ()
+    info: bytes = b"{}"  # orjson of Gym's rollout_info
+    reward_state: str = "ok"  # "ok", "null" (reward: null) or "absent" (no reward key)
+
+
+@dataclass
+class Dataset:
+    """Everything profiling needs, for one run or a union of shards (inputs in file order)."""
+
+    inputs: list[InputRec] = field(default_factory=list)
+    results: dict[Key, ResultRec] = field(default_factory=dict)
+    # (task, run_key) -> (rollout index, serialized sample row): the lowest matched, unmasked rollout
+    samples: dict[tuple[int, str | None], tuple[int, bytes]] = field(default_factory=dict)
+
+
+def agent_of(row: Mapping[str, Any]) -> str | None:
+    ref = row.get("agent_ref")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def run_key_of(row: Mapping[str, Any]) -> str | None:
+    server = row.get(ENV_SERVER_KEY)
+    return server if isinstance(server, str) else agent_of(row)
+
+
+def input_record(row: Mapping[str, Any], task: int, rollout: int) -> InputRec:
+    return InputRec(task, rollout, run_key_of(row), agent_of(row))
+
+
+_NUMBER_TYPES = (int, float)
+
+
+def _numeric(value: Any) -> int | float | None:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, _NUMBER_TYPES):
+        return value
+    return None
+
+
+def _usage(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    response = result.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    return usage if isinstance(usage, dict) else {}
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple]:
+    if len(names) >= 2:
+        return itemgetter(*names)
+    if len(names) == 1:
+        name = names[0]
+        return lambda row: (row[name],)
+    return lambda row: ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """One key layout of (result, usage): the candidate fields, read in two C calls, and where each goes.
+
+    `values` = result candidates + every usage value. Gym's stats path reads `result | usage` (usage wins a
+    clash); its rollout_info reads usage, then result fields (result wins). Which candidates are numbers is
+    decided per row by a `_Plan`, cached by the tuple of value types."""
+
+    get_result: Callable[[Mapping[str, Any]], tuple]
+    get_usage: Callable[[Mapping[str, Any]], tuple]
+    stats: tuple[tuple[str, int], ...]  # (name, position in values), in `result | usage` order
+    info: tuple[tuple[str, int], ...]  # (name, position), usage keys first, then result fields
+    plans: dict[tuple[type, ...], _Plan]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    stats_names: tuple[str, ...]
+    stats_values: Callable[[tuple], tuple]
+    info_names: tuple[str, ...]
+    info_values: Callable[[tuple], tuple]
+    info_has_bool: bool
+
+
+_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}
+_NUMERIC_TYPES = (int, float, bool)
+
+
+def _layout(result_keys: tuple[str, ...], usage_keys: tuple[str, ...]) -> _Layout:
+    layout = _LAYOUTS.get((result_keys, usage_keys))
+    if layout is not None:
+        return layout
+    in_usage = set(usage_keys)
+    skip_info = ("reward", "response", MASK_FIELD)
+    candidates = tuple(n for n in result_keys if not n.startswith("_") and n != MASK_FIELD)
+    pos = {name: i for i, name in enumerate(candidates)}
+    upos = {name: len(candidates) + i for i, name in enumerate(usage_keys)}
+    merged = dict.fromkeys(result_keys) | dict.fromkeys(usage_keys)
+    stats = tuple(
+        (name, upos[name] if name in in_usage else pos[name])
+        for name in merged
+        # Gym strips the mask flag from the result before merging usage in
+        if not name.startswith("_") and (name in in_usage or name in pos)
+    )
+    info = tuple((name, upos[name]) for name in usage_keys) + tuple(
+        (name, pos[name]) for name in candidates if name not in skip_info
+    )
+    layout = _Layout(_getter(candidates), _getter(usage_keys), stats, info, {})
+    if len(_LAYOUTS) > 10_000:  # pathological input: every row its own layout
+        _LAYOUTS.clear()
+    _LAYOUTS[(result_keys, usage_keys)] = layout
+    return layout
+
+
+def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
+    stats = tuple((n, i) for n, i in layout.stats if types[i] in _NUMERIC_TYPES)
+    info: dict[str, int] = {}
+    for name, i in layout.info:  # later (result) numbers overwrite earlier (usage) ones, keeping the position
+        if types[i] in _NUMERIC_TYPES:
+            info[name] = i
+    plan = _Plan(
+        tuple(n for n, _ in stats),
+        _getter(tuple(i for _, i in stats)),  # type: ignore[arg-type]
+        tuple(info),
+        _getter(tuple(info.values())),  # type: ignore[arg-type]
+        any(types[i] is bool for i in info.values()),
+    )
+    layout.plans[types] = plan
+    return plan
+
+
+def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: str) -> ResultRec:
+    if result.get(MASK_FIELD):
+        return ResultRec(masked=True)
+    usage = _usage(result)
+    layout = _LAYOUTS.get((tuple(result), tuple(usage))) or _layout(tuple(result), tuple(usage))
+    values = layout.get_result(result) + layout.get_usage(usage)
+    types = tuple(map(type, values))
+    plan = layout.plans.get(types) or _plan(layout, types)
+    names, numbers = plan.stats_names, plan.stats_values(values)  # bools stay bools: numpy reads them as 0/1
+    reward = result.get("reward", _ABSENT)
+    kind = type(reward)
+    state = "ok" if kind is float or kind is int or kind is bool else ("absent" if reward is _ABSENT else "null")
+    if state != "ok" and null_policy == "zero" and "reward" not in names:
+        names, numbers = (*names, "reward"), (*numbers, 0.0)
+    info: dict[str, Any] = {"rollout_id": f"{task}:{rollout}", TASK_KEY: task, ROLLOUT_KEY: rollout}
+    if reward is not _ABSENT:
+        info["reward"] = reward
+    info_values = plan.info_values(values)
+    if plan.info_has_bool:
+        info_values = tuple(int(v) if type(v) is bool else v for v in info_values)
+    info.update(zip(plan.info_names, info_values))
+    return ResultRec(False, names, numbers, orjson.dumps(info), state)
+
+
+_ABSENT = object()
+
+
+def rollout_info(result: dict[str, Any], task: int, rollout: int) -> dict[str, Any]:
+    """Gym's `rollout_info_from_result`: reward as written (even null), then numeric usage, then numeric fields."""
+    return orjson.loads(result_record(result, task, rollout, "exclude").info)
+
+
+def sample_bytes(row: Mapping[str, Any]) -> bytes:
+    return orjson.dumps({k: v for k, v in row.items() if k not in (TASK_KEY, ROLLOUT_KEY)})
+
+
+def run_labels(inputs: Iterable[InputRec]) -> dict[str, str]:
+    """Gym's `rollout_run_labels`: an agent's name when it fronts one run key, else the run key itself."""
+    agent_by_key: dict[str, str | None] = {}
+    for rec in inputs:
+        if rec.run_key is not None and rec.run_key not in agent_by_key:
+            agent_by_key[rec.run_key] = rec.agent
+    keys_by_agent: dict[str, set[str]] = defaultdict(set)
+    for key, agent in agent_by_key.items():
+        if agent is not None:
+            keys_by_agent[agent].add(key)
+    labels = {
+        key: agent if agent is not None and len(keys_by_agent[agent]) == 1 else key
+        for key, agent in agent_by_key.items()
+    }
+    while True:
+        counts = Counter(labels.values())
+        clashing = [key for key, label in labels.items() if counts[label] > 1 and label != key]
+        if not clashing:
+            return labels
+        for key in clashing:
+            labels[key] = key
