@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
     "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k, summary), strict or partial."),
+    "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),
+    "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
+    "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
+    "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
 }
 
 EPILOG = """\b
