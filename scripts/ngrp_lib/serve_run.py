@@ -256,6 +256,8 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
             f"{endpoints_file} lists {len(live)} server(s) still running",
             hint=f"stop them first: ngrp serve stop --endpoints-file {endpoints_file}",
         )
+    if endpoints_file.exists():
+        progress(f"replacing {endpoints_file}: none of the servers it lists is running")
     started: list[Started] = []
     t0 = time.monotonic()
     keep = False
@@ -295,15 +297,18 @@ def _supervise(started: list[Started]) -> None:
 
 
 def _cleanup(started: list[Started], endpoints_file: Path) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the cleanup
+    # A second Ctrl-C or SIGTERM must not cut the (bounded) cleanup short and leave servers behind.
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         for item in started:
             stop_group(item.proc.pid)
-            item.proc.wait(timeout=5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                item.proc.wait(timeout=5)
         if endpoints_file.exists() and not live_endpoints(endpoints_file):
             endpoints_file.unlink()
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _endpoints_doc(plan: ServePlan, rows: list[dict], detach: bool) -> dict:
