@@ -72,7 +72,9 @@ def command() -> None:
     show_default=True,
     help="auto: GPUs if CUDA_VISIBLE_DEVICES or nvidia-smi -L shows any, else the CPU build.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Bind address (127.0.0.1 keeps servers local)."
+)
 @click.option(
     "--port", type=click.IntRange(1, 65535), help="First port (then port+1, ...). Default: free ports."
 )
