@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema
 import orjson
 import pytest
+
 from ngrp_lib import serve as lib
 from ngrp_lib import serve_run
 from ngrp_lib.errors import InputError, UsageError

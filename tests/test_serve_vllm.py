@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
 from ngrp_lib import serve_run
 
 pytestmark = [
