@@ -56,6 +56,18 @@ def test_visible_gpus_reads_cuda_visible_devices(monkeypatch, value, expected):
     assert lib.visible_gpus() == expected
 
 
+def test_visible_gpus_counts_nvidia_smi_lines(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-a)'\necho 'GPU 1: NVIDIA H100 (UUID: GPU-b)'\n"
+    )
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert lib.visible_gpus() == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # the environment wins over nvidia-smi
+    assert lib.visible_gpus() == ["1"]
+
+
 def test_cpu_plan_has_reference_flags_and_env(model_dir):
     plan = lib.plan(opts(model_dir, served_model_name="tiny"), gpus=[], python="/py")
     (server,) = plan.servers
