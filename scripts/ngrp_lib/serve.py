@@ -189,6 +189,8 @@ def _check_model(model: str) -> None:
 
 def plan(opts: ServeOptions, *, gpus: list[str] | None = None, python: str | None = None) -> ServePlan:
     """Decide device, servers, ports, commands and env. Starts nothing."""
+    if opts.model.startswith("~"):
+        opts = dataclasses.replace(opts, model=os.path.expanduser(opts.model))
     _check_model(opts.model)
     gpus = visible_gpus() if gpus is None else gpus
     device = opts.device if opts.device != "auto" else ("gpu" if gpus else "cpu")
