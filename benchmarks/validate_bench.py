@@ -104,6 +104,15 @@ def write_rows(path: Path, n_rows: int, repeats: int = 8, seed: int = 0) -> None
             handle.write(orjson.dumps(make_row(rng, task, rollout), option=orjson.OPT_APPEND_NEWLINE))
 
 
+def write_invalid_copy(path: Path, out: Path) -> None:
+    """Every row without `response.usage`: the worst case, every row fails the schema."""
+    with open(path, "rb") as src, open(out, "wb") as dst:
+        for line in src:
+            row = orjson.loads(line)
+            del row["response"]["usage"]
+            dst.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+
+
 def floor(path: Path) -> int:
     """The floor: read the file line by line and parse every line with orjson, nothing else."""
     n = 0
@@ -155,6 +164,11 @@ def main() -> int:
         t_floor = best_of(lambda: floor(path), args.repeat)
         t_validate = best_of(lambda: validate_file(path), args.repeat)
         js_rate = jsonschema_only_rate(path, args.jsonschema_sample)
+        invalid = Path(tmp) / "invalid_rollouts.jsonl"
+        write_invalid_copy(path, invalid)
+        bad = validate_file(invalid)
+        assert bad.status == "invalid" and bad.problem_count + bad.lines_not_itemized == args.rows, bad
+        t_invalid = best_of(lambda: validate_file(invalid), args.repeat)
     figures = {
         "rows": args.rows,
         "file_mb": round(size / 1e6, 1),
@@ -164,6 +178,8 @@ def main() -> int:
         "validate_s": round(t_validate, 3),
         "ratio": round(t_validate / t_floor, 2),
         "jsonschema_only_rows_per_s": round(js_rate),
+        "all_invalid_rows_per_s": round(args.rows / t_invalid),
+        "all_invalid_ratio": round(t_invalid / t_floor, 2),
         "python": sys.version.split()[0],
     }
     if args.json:
@@ -173,6 +189,10 @@ def main() -> int:
         print(f"floor (orjson parse only): {figures['floor_rows_per_s']:>9,} rows/s  ({t_floor:.3f} s)")
         print(f"ngrp validate:             {figures['validate_rows_per_s']:>9,} rows/s  ({t_validate:.3f} s)")
         print(f"ratio validate / floor:    {figures['ratio']:.2f}x  (goal: at most 10x)")
+        print(
+            f"every row invalid (20 itemized): {figures['all_invalid_rows_per_s']:,} rows/s, "
+            f"{figures['all_invalid_ratio']:.2f}x the floor"
+        )
         print(f"jsonschema alone, no fast path ({args.jsonschema_sample} rows): {js_rate:>9,.0f} rows/s")
     return 0
 

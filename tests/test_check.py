@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ngrp_lib import schemas
-from ngrp_lib.check import check_run, pack, unpack
+from ngrp_lib.artifacts import pack_key as pack
+from ngrp_lib.artifacts import unpack_key as unpack
+from ngrp_lib.check import check_run
 from ngrp_lib.errors import InputError
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "gym-0.7.0"
@@ -66,7 +68,8 @@ def test_missing_keys_match_gyms_error():
         r = _case(case)
         missing = next(f for f in r.findings if f.code == "missing_rollouts")
         assert sorted(missing.examples) == sorted(_gym_keys(gym, "Missing rollout keys"))
-        assert missing.severity == "error" and "ngrp collect --resume" in missing.fix
+        rollouts = GOLDEN / case / "rollouts.jsonl"
+        assert missing.severity == "error" and f"ngrp collect --output {rollouts} --resume" in missing.fix
         assert "ngrp profile --allow-partial" in missing.fix
 
 
@@ -91,13 +94,18 @@ def test_duplicate_matches_gyms_error():
         if (lambda d: (d["_ng_task_index"], d["_ng_rollout_index"]))(json.loads(line)) == (t, ro)
     ]
     assert [dup.examples[0]["first_line"], dup.examples[0]["line"]] == keyed
-    assert "ngrp merge" in dup.fix and r.exit_code == 1
+    assert (
+        f"ngrp merge {GOLDEN / 'case_duplicate' / 'rollouts.jsonl'} --output" in dup.fix and r.exit_code == 1
+    )
 
 
 def test_masked_and_null_reward_are_reported_but_not_errors():
     r = _case("case_masked")
     assert r.counts["masked"] == 1 and r.counts["null_reward"] == 1 and r.counts["absent_reward"] == 0
     assert _codes(r)["masked_rollouts"] == "note" and _codes(r)["rollouts_without_reward"] == "warning"
+    assert (
+        "ngrp profile --null-reward" in next(f for f in r.findings if f.code == "rollouts_without_reward").fix
+    )
     assert r.exit_code == 0
 
 
@@ -176,7 +184,8 @@ def test_failures_sidecar_found_by_default_and_counted(tmp_path):
         1,
     )
     assert c["failure_keys_not_in_inputs"] == 1 and _codes(r)["failures_not_in_inputs"] == "warning"
-    assert "ngrp collect --resume" in next(f for f in r.findings if f.code == "failed_attempts").fix
+    resume = f"ngrp collect --output {run / 'rollouts.jsonl'} --resume"
+    assert resume in next(f for f in r.findings if f.code == "failed_attempts").fix
     assert r.exit_code == 1  # still missing (2, 1) and (2, 3)
 
 
@@ -193,7 +202,8 @@ def test_torn_tail_and_invalid_lines(tmp_path):
     r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
     assert r.rollouts.torn_tail and r.rollouts.invalid_lines == 1 and r.rollouts.invalid_examples == [13]
     assert _codes(r)["rollouts_torn_tail"] == "error" and r.counts["completed"] == 12 and r.exit_code == 1
-    assert "ngrp collect --resume" in next(f for f in r.findings if f.code == "rollouts_torn_tail").fix
+    resume = f"ngrp collect --output {run / 'rollouts.jsonl'} --resume"
+    assert resume in next(f for f in r.findings if f.code == "rollouts_torn_tail").fix
 
 
 def test_duplicate_inputs(tmp_path):
@@ -304,7 +314,7 @@ def test_cli_text(run_ngrp):
     assert out.returncode == 1
     assert "rollouts: 10/12 completed, 2 missing" in out.stdout
     assert "tasks: 3 (2 complete, 1 partial, 0 with none)" in out.stdout
-    assert "(2, 1), (2, 3)" in out.stdout and "fix: ngrp collect --resume" in out.stdout
+    assert "(2, 1), (2, 3)" in out.stdout and "fix: ngrp collect --output" in out.stdout
     ok = run_ngrp(
         "check",
         "--inputs",

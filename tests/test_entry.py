@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -67,11 +68,16 @@ def test_validate_and_check_do_not_import_heavy_modules(tmp_path):
 
 @pytest.mark.slow
 def test_pip_install_ships_schemas(tmp_path):
-    """`pip install .` into a venv: --no-deps, system site packages for the dependencies; the build
-    backend (setuptools>=68) comes from the package index by pip's build isolation (cached after one run)."""
+    """`pip install .` into a fresh venv with --no-deps; the dependencies come from the environment running
+    the tests (a .pth file), the build backend (setuptools>=68) through pip's build isolation."""
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(env_dir)
+    venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
+    inner_site = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path
+    )
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(inner_site.stdout.strip()) / "_outer_deps.pth").write_text("\n".join(outer) + "\n")
     build = tmp_path / "src"
     # Copy the tracked tree so the build never writes into the checkout (egg-info, build/).
     files = subprocess.run(

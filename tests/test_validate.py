@@ -150,8 +150,32 @@ def test_failures_may_repeat_keys(tmp_path):
 def test_max_errors_bounds_the_list_and_counts_the_rest(tmp_path):
     path = _write(tmp_path / "rollouts.jsonl", [b"[]\n"] * 50)
     report = validate_file(path, max_errors=5)
-    assert len(report.problems) == 5 and report.problem_count == 50 and report.not_shown == 45
-    assert validate_file(path, max_errors=None).not_shown == 0
+    assert len(report.problems) == 5 and report.problem_count == 5 and report.not_shown == 0
+    assert report.lines_not_itemized == 45 and report.status == "invalid"
+    everything = validate_file(path, max_errors=None)
+    assert everything.problem_count == 50 and everything.not_shown == 0 and everything.lines_not_itemized == 0
+
+
+def test_line_that_fills_the_list_is_itemized_whole(tmp_path):
+    row = json.loads(_rows()[0])
+    row["_ng_task_index"], row["reward"], row["mask_sample"] = -1, "x", "y"  # three problems on one line
+    bad = orjson.dumps(row) + b"\n"
+    path = _write(tmp_path / "rollouts.jsonl", [bad, _rows()[1], bad, _rows()[2]])
+    report = validate_file(path, max_errors=2)
+    assert (len(report.problems), report.problem_count, report.not_shown, report.lines_not_itemized) == (
+        2,
+        3,
+        1,
+        1,
+    )
+
+
+def test_lines_beyond_the_list_are_judged_exactly(tmp_path):
+    """Past --max-errors rows are judged by the fast predicate alone; duplicates are still tracked."""
+    rows = _rows()
+    lines = [b"[]\n", rows[0], rows[1], rows[0], rows[2]]
+    report = validate_file(_write(tmp_path / "rollouts.jsonl", lines), max_errors=1)
+    assert report.lines_not_itemized == 1  # the duplicate on line 4; lines 2, 3 and 5 are valid
 
 
 def test_very_long_line_is_validated_and_messages_stay_short(tmp_path):
@@ -203,7 +227,7 @@ def test_empty_file_is_valid(tmp_path):
 def test_cli_text_and_exit_codes(run_ngrp, tmp_path):
     ok = run_ngrp("validate", COMPLETE / "rollouts.jsonl", COMPLETE / "rollouts_agent_metrics.json")
     assert ok.returncode == 0, ok.stderr
-    assert "valid (rollouts, 12 rows)" in ok.stdout and "valid (agent_metrics, 1 rows)" in ok.stdout
+    assert "valid (rollouts, 12 rows)" in ok.stdout and "valid (agent_metrics, 1 row)" in ok.stdout
     bad = run_ngrp("validate", GOLDEN / "case_missing_index" / "rollouts.jsonl")
     assert bad.returncode == 1
     assert (
@@ -225,7 +249,7 @@ def test_cli_json_matches_its_schema(run_ngrp, tmp_path):
     payload = json.loads(out.stdout)
     assert schemas.validator("validate_output").is_valid(payload)
     first = payload["files"][0]
-    assert (first["problem_count"], first["problems_not_shown"], len(first["problems"])) == (30, 27, 3)
+    assert (first["problem_count"], first["lines_not_itemized"], len(first["problems"])) == (3, 27, 3)
     assert [f["status"] for f in payload["files"]] == ["invalid", "valid", "unreadable"]
 
 

@@ -74,3 +74,18 @@ def agent_name(row: dict) -> str | None:
     if isinstance(ref, dict) and isinstance(ref.get("name"), str):
         return ref["name"]
     return None
+
+
+_SHIFT = 32
+_LOW = (1 << _SHIFT) - 1
+
+
+def pack_key(key: RolloutKey) -> int | RolloutKey:
+    """(task, rollout) -> one int, so a set or dict of millions of keys stays small; the int order is the
+    tuple order. Rollout indices beyond 2**32 (never seen in practice) stay tuples."""
+    task, rollout = key
+    return (task << _SHIFT) | rollout if rollout <= _LOW else key
+
+
+def unpack_key(packed: int | RolloutKey) -> RolloutKey:
+    return packed if isinstance(packed, tuple) else (packed >> _SHIFT, packed & _LOW)

@@ -13,25 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .artifacts import agent_name, failures_path_for, rollout_key
+from .artifacts import agent_name, failures_path_for, pack_key, rollout_key
 from .errors import InputError
 from .jsonl import BLANK, TORN, Row, iter_records
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 EXAMPLES = 10
-_SHIFT = 32
-_LOW = (1 << _SHIFT) - 1
 _AGENT_BITS = 20  # an expected key's value packs (first line << 20) | agent id
-
-
-def pack(key: tuple[int, int]) -> Any:
-    """(task, rollout) -> one int (tuples only for rollout indices beyond 2**32)."""
-    task, rollout = key
-    return (task << _SHIFT) | rollout if rollout <= _LOW else key
-
-
-def unpack(packed: Any) -> tuple[int, int]:
-    return packed if isinstance(packed, tuple) else (packed >> _SHIFT, packed & _LOW)
 
 
 @dataclass
@@ -153,7 +141,7 @@ def _read_inputs(path: Path, agents: _Agents) -> tuple[FileStats, dict[Any, int]
         if key is None:
             stats.rows_without_key += 1
             continue
-        packed = pack(key)
+        packed = pack_key(key)
         if packed in expected:
             stats.note_duplicate(key, expected[packed] >> _AGENT_BITS, line)
             continue
@@ -182,7 +170,7 @@ def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tup
         if key is None:
             stats.rows_without_key += 1
             continue
-        packed = pack(key)
+        packed = pack_key(key)
         if packed in completed:
             stats.note_duplicate(key, completed[packed], line)
             continue
@@ -224,7 +212,7 @@ def _read_failures(path: Path, expected: dict[Any, int]) -> tuple[FileStats, _Fa
         if key is None:
             stats.rows_without_key += 1
             continue
-        packed = pack(key)
+        packed = pack_key(key)
         if packed not in expected and packed not in tally.keys:
             tally.unknown_keys += 1
         tally.keys.add(packed)

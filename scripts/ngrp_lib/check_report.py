@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding, unpack
+from .artifacts import unpack_key
+from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding
 
 _MASK = (1 << _AGENT_BITS) - 1
-
-
-def _task_of(packed: Any) -> int:
-    return packed[0] if isinstance(packed, tuple) else packed >> 32
 
 
 def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counter, Counter, bool, list]:
@@ -22,13 +19,13 @@ def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counte
     fan_out = False
     missing: list[tuple[int, int]] = []
     for packed, slot in expected.items():
-        task, agent = _task_of(packed), slot & _MASK
+        task, agent = unpack_key(packed)[0], slot & _MASK
         group = (task, agent)
         exp[group] += 1
         if packed in completed:
             done[group] += 1
         elif len(missing) < EXAMPLES:
-            missing.append(unpack(packed))
+            missing.append(unpack_key(packed))
         if first_agent.setdefault(task, agent) != agent:
             fan_out = True
     return exp, done, fan_out, missing
@@ -121,57 +118,48 @@ def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[
     return out
 
 
+def _resume(rollouts: str) -> str:
+    return f"ngrp collect --output {rollouts} --resume <the run's other options>"
+
+
+def _rewrite(rollouts: str) -> str:
+    return f"ngrp merge {rollouts} --output <new file>"
+
+
 def _file_findings(role: str, s: FileStats) -> list[Finding]:
+    """Line-level problems of one file. Fixes are named for the rollouts file (the one a run appends to)."""
+    rollouts = role == "rollouts"
     out = []
     if s.torn_tail:
-        fix = (
-            "ngrp collect --resume (truncates the torn line, then re-runs its key)"
-            if role != "inputs"
-            else None
-        )
-        out.append(
-            Finding(
-                f"{role}_torn_tail", ERROR, 1, f"{s.path}: the last line is cut off (interrupted write)", fix
-            )
-        )
+        fix = f"{_resume(s.path)} (truncates the torn line, then re-runs its key)" if rollouts else None
+        msg = f"{s.path}: the last line is cut off (interrupted write)"
+        out.append(Finding(f"{role}_torn_tail", ERROR, 1, msg, fix))
     if s.invalid_lines:
         msg = f"{s.path}: {s.invalid_lines} lines are not JSON objects"
-        out.append(
-            Finding(
-                f"{role}_invalid_lines",
-                ERROR,
-                s.invalid_lines,
-                msg,
-                f"ngrp validate {s.path}",
-                s.invalid_examples,
-            )
-        )
+        fix = f"ngrp validate {s.path} (lists them)"
+        out.append(Finding(f"{role}_invalid_lines", ERROR, s.invalid_lines, msg, fix, s.invalid_examples))
     if s.blank_lines:
         msg = f"{s.path}: {s.blank_lines} blank lines (Gym's profiler rejects a file with blank lines)"
-        out.append(
-            Finding(
-                f"{role}_blank_lines",
-                ERROR,
-                s.blank_lines,
-                msg,
-                f"ngrp merge {s.path} (rewrites it without them)",
-            )
-        )
+        fix = f"{_rewrite(s.path)} (writes the rows without them)" if rollouts else None
+        out.append(Finding(f"{role}_blank_lines", ERROR, s.blank_lines, msg, fix))
     if s.rows_without_key:
         msg = f"{s.path}: {s.rows_without_key} rows lack a valid (_ng_task_index, _ng_rollout_index)"
-        out.append(
-            Finding(f"{role}_rows_without_key", ERROR, s.rows_without_key, msg, f"ngrp validate {s.path}")
-        )
+        fix = f"ngrp validate {s.path} (names them)"
+        out.append(Finding(f"{role}_rows_without_key", ERROR, s.rows_without_key, msg, fix))
     if s.duplicates:
-        fix = "ngrp merge (keeps the first row of each key)" if role == "rollouts" else None
-        if role == "inputs":
-            fix = (
-                "re-create the materialized inputs (ngrp materialize); duplicate keys make the run ambiguous"
-            )
-        severity = NOTE if role == "failures" else ERROR
-        msg = f"{s.path}: {s.duplicates} rows repeat an identity key already seen"
-        out.append(Finding(f"duplicate_{role}", severity, s.duplicates, msg, fix, s.duplicate_examples))
+        out.append(_duplicates(role, s))
     return out
+
+
+def _duplicates(role: str, s: FileStats) -> Finding:
+    msg = f"{s.path}: {s.duplicates} rows repeat an identity key already seen"
+    fixes = {
+        "rollouts": f"{_rewrite(s.path)} (keeps identical duplicates once; refuses conflicting ones)",
+        "inputs": "re-create the materialized inputs (ngrp materialize): duplicate keys are ambiguous",
+    }
+    # A key failing several times is normal in a failures sidecar (one row per attempt).
+    severity = NOTE if role == "failures" else ERROR
+    return Finding(f"duplicate_{role}", severity, s.duplicates, msg, fixes.get(role), s.duplicate_examples)
 
 
 def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
@@ -188,7 +176,7 @@ def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[
         if c["failed_keys_still_missing"]:
             msg += f" ({c['failed_keys_still_missing']} of the missing keys failed, see the failures sidecar)"
         fix = (
-            f"ngrp collect --resume (runs only the missing keys), or profile what exists: "
+            f"{_resume(r.rollouts.path)} (runs only the missing keys), or profile what exists: "
             f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
         )
         out.append(
@@ -196,7 +184,7 @@ def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[
         )
     if c["extra"]:
         msg = f"{c['extra']} rollout keys have no materialized input row (Gym refuses them, even partial)"
-        fix = "check that --inputs is this run's materialized file; else drop them with ngrp merge"
+        fix = "check that --inputs is this run's materialized file; if so, delete those rows by hand"
         out.append(Finding("extra_rollouts", ERROR, c["extra"], msg, fix, extra_keys))
     if c["failure_keys_not_in_inputs"]:
         msg = f"{c['failure_keys_not_in_inputs']} failed keys are not in the materialized inputs"
@@ -212,15 +200,8 @@ def _reward_findings(r: CheckResult) -> list[Finding]:
             f"{c['null_reward']} rollouts have reward null and {c['absent_reward']} have no reward; "
             "Gym counts them in num_rollouts but leaves them out of mean/reward"
         )
-        out.append(
-            Finding(
-                "rollouts_without_reward",
-                WARNING,
-                n,
-                msg,
-                "inspect the verifier; ngrp validate shows the rows",
-            )
-        )
+        fix = "decide explicitly: ngrp profile --null-reward zero|error (default: left out, as Gym does)"
+        out.append(Finding("rollouts_without_reward", WARNING, n, msg, fix))
     return out
 
 
@@ -235,7 +216,7 @@ def _notes(r: CheckResult) -> list[Finding]:
             f"{c['failed_attempts']} failed attempts ({by_class}) on {c['failed_keys']} keys; "
             f"{c['failed_keys_recovered']} of those keys later completed"
         )
-        fix = "ngrp collect --resume" if c["failed_keys_still_missing"] else None
+        fix = _resume(r.rollouts.path) if c["failed_keys_still_missing"] else None
         out.append(Finding("failed_attempts", NOTE, c["failed_attempts"], msg, fix))
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"

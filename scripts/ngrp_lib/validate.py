@@ -25,6 +25,7 @@ from .artifacts import (
     REWARD_PROFILE_SUFFIX,
     ROLLOUT_KEY,
     TASK_KEY,
+    pack_key,
     rollout_key,
 )
 from .errors import InputError, UsageError
@@ -74,16 +75,36 @@ class FileReport:
     status: str = "valid"  # valid | invalid | unreadable
     lines: int = 0
     rows: int = 0
-    problem_count: int = 0
+    problem_count: int = 0  # problems examined in detail (listed or not)
     problems: list[Problem] = field(default_factory=list)
     max_errors: int | None = 20
+    # Once `max_errors` problems are listed, later bad lines are only counted (one each), not examined
+    # with jsonschema: a file where every row is bad then costs no more to check than a valid one.
+    lines_not_itemized: int = 0
+
+    @property
+    def full(self) -> bool:
+        return self.max_errors is not None and len(self.problems) >= self.max_errors
 
     def add(self, problem: Problem) -> None:
         self.problem_count += 1
-        if self.status == "valid":
-            self.status = "invalid"
-        if self.max_errors is None or len(self.problems) < self.max_errors:
+        self.status = "invalid"
+        if not self.full:
             self.problems.append(problem)
+
+    def add_line(self, problems: list[Problem]) -> None:
+        """The problems of one line: itemized while the list has room, else the line is counted once."""
+        if not problems:
+            return
+        if self.full:
+            self.count_line()
+            return
+        for problem in problems:
+            self.add(problem)
+
+    def count_line(self) -> None:
+        self.status = "invalid"
+        self.lines_not_itemized += 1
 
     @property
     def not_shown(self) -> int:
@@ -117,6 +138,7 @@ def _file_json(report: FileReport) -> dict[str, Any]:
         "rows": report.rows,
         "problem_count": report.problem_count,
         "problems_not_shown": report.not_shown,
+        "lines_not_itemized": report.lines_not_itemized,
         "problems": [
             {"line": p.line, "pointer": p.pointer, "kind": p.kind, "message": p.message}
             for p in report.problems
@@ -213,7 +235,7 @@ def _validate_jsonl(path: Path, report: FileReport) -> None:
         if isinstance(record, Row):
             row_check(record, report)
         else:
-            report.add(_line_problem(record))
+            report.add_line([_line_problem(record)])
 
 
 def _until_first_row(records: Iterator[Row | LineProblem], report: FileReport) -> Row | None:
@@ -221,7 +243,7 @@ def _until_first_row(records: Iterator[Row | LineProblem], report: FileReport) -
         report.lines = record.line
         if isinstance(record, Row):
             return record
-        report.add(_line_problem(record))
+        report.add_line([_line_problem(record)])
     return None
 
 
@@ -239,7 +261,7 @@ def _line_problem(record: LineProblem) -> Problem:
 
 
 class _RowChecker:
-    """Schema check for one row (fast predicate first, jsonschema for messages) and duplicate keys."""
+    """Schema check for one row (fast predicate first, jsonschema for messages) and identity keys."""
 
     def __init__(self, kind: str) -> None:
         self.schema_name = schemas.for_kind(kind)
@@ -249,39 +271,41 @@ class _RowChecker:
 
     def __call__(self, row: Row, report: FileReport) -> None:
         report.rows += 1
-        data = row.data
-        if self.fast is None or not self.fast(data):
-            for problem in schema_problems(self.schema_name, data, row.line):
-                report.add(problem)
-        if self.identity:
-            self._check_identity(data, row.line, report)
+        data, line = row.data, row.line
+        problems = self._identity_problems(data, line) if self.identity else []  # always: records the key
+        valid = self.fast(data) if self.fast is not None else None
+        if report.full:
+            # The predicate equals jsonschema's is_valid, so it decides alone here (no messages needed).
+            ok = valid if valid is not None else schemas.validator(self.schema_name).is_valid(data)
+            if problems or not ok:
+                report.count_line()
+            return
+        if not valid:
+            problems = schema_problems(self.schema_name, data, line) + problems
+        report.add_line(problems)
 
-    def _check_identity(self, data: dict[str, Any], line: int, report: FileReport) -> None:
+    def _identity_problems(self, data: dict[str, Any], line: int) -> list[Problem]:
         key = rollout_key(data)
         if key is None:
-            _check_float_keys(data, line, report)
-            return
+            return _float_key_problems(data, line)
         if self.first_line is None:
-            return
-        first = self.first_line.setdefault(key, line)
-        if first != line:
-            report.add(
-                Problem(
-                    line,
-                    None,
-                    DUPLICATE,
-                    f"duplicate identity key ({key[0]}, {key[1]}); first seen at line {first}",
-                )
-            )
+            return []
+        first = self.first_line.setdefault(pack_key(key), line)  # packed: a compact int per key
+        if first == line:
+            return []
+        message = f"duplicate identity key ({key[0]}, {key[1]}); first seen at line {first}"
+        return [Problem(line, None, DUPLICATE, message)]
 
 
-def _check_float_keys(data: dict[str, Any], line: int, report: FileReport) -> None:
+def _float_key_problems(data: dict[str, Any], line: int) -> list[Problem]:
     # JSON Schema counts 1.0 as an integer, but identity keys are joined as exact integers.
+    out = []
     for name in (TASK_KEY, ROLLOUT_KEY):
         value = data.get(name)
         if isinstance(value, float) and value.is_integer() and value >= 0:
             message = f"write {int(value)}, not {value}: identity keys must be JSON integers"
-            report.add(Problem(line, "/" + name, FLOAT_KEY, message))
+            out.append(Problem(line, "/" + name, FLOAT_KEY, message))
+    return out
 
 
 def schema_problems(schema_name: str, instance: Any, line: int | None) -> list[Problem]:

@@ -30,7 +30,8 @@ def command(files: tuple[str, ...], kind: str | None, max_errors: int, as_json: 
     *_profile_summary.json, *_run_manifest.json); any other JSONL file is a rollouts file when
     its first row has a `response` object, materialized inputs when it has both identity keys,
     else a task file. Blank lines, a torn last line, invalid UTF-8, NaN/Infinity, rows that are
-    not objects and duplicate (_ng_task_index, _ng_rollout_index) keys are all reported.
+    not objects, duplicate (_ng_task_index, _ng_rollout_index) keys and identity keys written
+    as 1.0 instead of 1 are all reported.
 
     \b
     Example:
@@ -51,13 +52,29 @@ def render_text(result: ValidationResult) -> str:
     lines: list[str] = []
     for report in result.files:
         lines.extend(p.render(report.path) for p in report.problems)
-        if report.not_shown:
-            lines.append(
-                f"{report.path}: ... and {report.not_shown} more problems (use --max-errors 0 to list all)"
-            )
+        more = _more(report)
+        if more:
+            lines.append(f"{report.path}: ... and {more} (use --max-errors 0 to list all)")
         summary = f"{report.path}: {report.status}"
         if report.status != "unreadable":
-            summary += f" ({report.kind or 'empty'}, {report.rows} rows"
-            summary += f", {report.problem_count} problems)" if report.problem_count else ")"
+            summary += f" ({report.kind or 'empty'}, {_plural(report.rows, 'row')}"
+            if report.problem_count:
+                summary += f", {_plural(report.problem_count, 'problem')}"
+            if report.lines_not_itemized:
+                summary += f" + {_plural(report.lines_not_itemized, 'more bad line')}"
+            summary += ")"
         lines.append(summary)
     return "\n".join(lines)
+
+
+def _more(report) -> str:
+    parts = []
+    if report.not_shown:
+        parts.append(_plural(report.not_shown, "more problem"))
+    if report.lines_not_itemized:
+        parts.append(f"problems on {_plural(report.lines_not_itemized, 'more line')}")
+    return " and ".join(parts)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
