@@ -351,6 +351,10 @@ def test_usage_errors(run_ngrp, tmp_path):
     assert proc.returncode == 2 and "--api chat" in proc.stderr
 
 
+class _Peer:
+    held: list = []
+
+
 @pytest.fixture
 def silent_peer():
     """A TCP server that accepts connections and never answers: a dead peer, not a fake inference server."""
@@ -368,6 +372,7 @@ def silent_peer():
     port = server.sockets[0].getsockname()[1]
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
+    _Peer.held = held
     yield f"http://127.0.0.1:{port}/v1"
     loop.call_soon_threadsafe(loop.stop)
     thread.join(timeout=5)
@@ -402,3 +407,56 @@ def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_
     assert sorted(r["_ng_task_index"] for r in rows) == [0, 1]
     assert all(r["_ngrp_retries"] == 2 and r["_ng_failure_type"] == "TimeoutError" for r in rows)
     assert all(r["_ngrp_elapsed_s"] >= 0.9 for r in rows)  # three attempts of 0.3 s each
+
+
+def test_bounded_admission_keeps_at_most_concurrency_requests_open(tmp_path, silent_peer):
+    import subprocess
+    import sys
+    import time
+
+    from conftest import SCRIPT
+
+    _tasks(tmp_path, n=20)
+    args = [
+        "collect",
+        "--input",
+        tmp_path / "tasks.jsonl",
+        "--output",
+        tmp_path / "r.jsonl",
+        "--base-url",
+        silent_peer,
+        "--model",
+        "m",
+        "--verifier",
+        "math",
+        "--timeout",
+        "3",
+        "--max-retries",
+        "0",
+        "--concurrency",
+        "3",
+        "--abort-after",
+        "100",
+    ]
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_Peer.held) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert len(_Peer.held) == 3  # 20 rows, but only 3 admitted while the first 3 hang
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_progress_line_reports_rate_eta_reward_and_errors():
+    from ngrp_lib.collect.progress import ProgressBar, Tally
+
+    tally = Tally(total=10)
+    tally.add_result(1.0, 16)
+    tally.add_result(0.0, 16)
+    tally.add_failure("timeout")
+    line = ProgressBar(tally, enabled=False).line()
+    assert "3/10" in line and "rollouts/s" in line and "tok/s" in line and "ETA" in line
+    assert "reward 0.500" in line and "timeout=1" in line

@@ -231,9 +231,10 @@ def test_gym_eval_profile_reads_our_rollouts(vllm_server, tmp_path):
         assert p["mean/reward"] == pytest.approx(sum(rewards[p["_ng_task_index"]]) / 4)
 
 
+@pytest.mark.slow  # starts a private server (about 15-50 s) so it can kill it
 def test_server_killed_mid_run_then_resume_on_another_server(vllm_server_factory, vllm_server, tmp_path):
     private = vllm_server_factory()
-    tasks = write_tasks(tmp_path / "tasks.jsonl", 60, max_tokens=16)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 30)
     out = tmp_path / "rollouts.jsonl"
     args = collect_args(
         tasks,
@@ -262,14 +263,16 @@ def test_server_killed_mid_run_then_resume_on_another_server(vllm_server_factory
     stdout, stderr = collector.communicate(timeout=120)
     assert collector.returncode == 1, stderr
     summary = json.loads(stdout)
-    assert 10 <= summary["completed"] < 240 and summary["stopped_early"], summary
+    assert 10 <= summary["completed"] < 120 and summary["stopped_early"], summary
     failures = list(jsonl.iter_rows(tmp_path / "rollouts_failures.jsonl"))
     assert failures and {f.data["_ng_failure_class"] for f in failures} <= {"agent_request_failed", "timeout"}
     # A different server (new port): servers are not part of the run's identity, so resume is allowed.
-    proc = ngrp(*[a if a != private.base_url else vllm_server.base_url for a in args], "--resume")
+    # Runtime options (concurrency here) may change on resume too.
+    resume = [a if a != private.base_url else vllm_server.base_url for a in args]
+    proc = ngrp(*resume, "--resume", "--concurrency", "8")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["skipped_completed"] == summary["completed"]
-    assert_exactly_once(out, 60, 4)
+    assert_exactly_once(out, 30, 4)
     failed_keys = {(f.data["_ng_task_index"], f.data["_ng_rollout_index"]) for f in failures}
     retried = [
         r.data
@@ -310,3 +313,195 @@ def test_kill_9_at_random_points_then_resume_exactly_once(vllm_server, tmp_path)
     assert_exactly_once(out, 30, 4)
     assert killed_mid_run >= 2
     assert json.loads(final.stdout)["completed"] == 120
+
+
+@pytest.fixture
+def verify_server():
+    """A minimal resources-server `/verify` (the verifier side only; the model is the real vLLM)."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    seen: list[dict] = []
+
+    async def verify(request):
+        body = await request.json()
+        seen.append(body)
+        text = "".join(
+            p["text"] for i in body["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        return web.json_response({**body, "reward": float(len(text) > 3), "judge_note": "len>3"})
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/verify", verify)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/verify", seen
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+
+
+def test_verify_url_and_api_key_never_written(vllm_server, verify_server, tmp_path):
+    url, seen = verify_server
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "rollouts.jsonl"
+    secret = "sk-test-never-write-me-123"
+    env = {**os.environ, "MY_KEY": secret}
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "2",
+        "--base-url",
+        vllm_server.base_url,
+        "--model",
+        "tiny",
+        "--verify-url",
+        url,
+        "--api-key-env",
+        "MY_KEY",
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(seen) == 4 and all("response" in body and "expected_answer" in body for body in seen)
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        text = "".join(
+            p["text"] for i in row["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        assert row["reward"] == float(len(text) > 3) and row["judge_note"] == "len>3"
+    leaked = [p.name for p in tmp_path.iterdir() if p.is_file() and secret in p.read_text(errors="replace")]
+    assert not leaked and secret not in proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
+    assert manifest["options"]["api_key_env"] == "MY_KEY"
+
+
+def test_bad_request_is_not_retried_and_records_gym_failure_fields(vllm_server, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    too_long = {"input": "hi", "max_output_tokens": 100000}  # beyond --max-model-len: vLLM answers 400
+    tasks.write_text(json.dumps({"responses_create_params": too_long, "expected_answer": "1"}) + "\n")
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--json"))
+    assert proc.returncode == 1 and json.loads(proc.stdout)["failures_by_class"] == {"agent_run_error": 1}
+    (failure,) = [r.data for r in jsonl.iter_rows(tmp_path / "rollouts_failures.jsonl")]
+    assert failure["_ng_failure_http_status"] == 400 and failure["_ngrp_retries"] == 0
+    assert 0 < len(failure["_ng_failure_response_body"]) <= 2000 and "reward" not in failure
+    schemas.validator("failure").validate(failure)
+
+
+@pytest.fixture
+def flaky_proxy(vllm_server):
+    """A pass-through proxy in front of the real vLLM that answers 503 to every other request."""
+    import asyncio
+    import threading
+
+    import aiohttp
+    from aiohttp import web
+
+    calls = {"n": 0, "refused": 0}
+
+    async def forward(request):
+        calls["n"] += 1
+        if calls["n"] % 2:
+            calls["refused"] += 1
+            return web.Response(status=503, text="overloaded, try again")
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                vllm_server.base_url + "/chat/completions",
+                data=await request.read(),
+                headers={"content-type": "application/json"},
+            ) as reply,
+        ):
+            return web.Response(status=reply.status, body=await reply.read(), content_type="application/json")
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", forward)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/v1", calls
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+
+
+def test_503_is_retried_with_backoff_until_it_succeeds(flaky_proxy, tmp_path):
+    url, calls = flaky_proxy
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(
+        *collect_args(
+            tasks,
+            out,
+            url,
+            "--num-repeats",
+            "2",
+            "--concurrency",
+            "1",
+            "--max-retries",
+            "2",
+            "--retry-base-delay",
+            "0.01",
+            "--json",
+        )
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["completed"] == 6 and summary["failed"] == 0
+    assert calls["refused"] == 6 and calls["n"] == 12  # every rollout: one 503, then a success
+    assert_exactly_once(out, 3, 2)
+
+
+def test_several_endpoints_keep_each_task_on_one_server(vllm_server, tmp_path):
+    # Two spellings of the same real server stand in for two servers; routing is by task index.
+    second = vllm_server.base_url.replace("127.0.0.1", "localhost")
+    endpoints = tmp_path / "endpoints.json"
+    endpoints.write_text(
+        json.dumps(
+            {
+                "endpoints": [
+                    {"base_url": vllm_server.base_url, "model": "tiny"},
+                    {"base_url": second, "model": "tiny"},
+                ]
+            }
+        )
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 6)
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "3",
+        "--endpoints",
+        endpoints,
+        "--verifier",
+        "math",
+    )
+    assert proc.returncode == 0, proc.stderr
+    servers: dict[int, set] = {}
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        servers.setdefault(row["_ng_task_index"], set()).add(row["_ngrp_server"])
+    assert all(len(s) == 1 for s in servers.values())
+    assert {t: s.pop() for t, s in servers.items()} == {
+        t: (vllm_server.base_url, second)[t % 2] for t in range(6)
+    }
+    manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
+    assert [s["url"] for s in manifest["servers"]] == [vllm_server.base_url, second]

@@ -21,7 +21,8 @@ Example:
       --endpoints endpoints.json --verifier math --api chat --resume
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
-(every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock while running.
+(every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock (writer lock).
+Rows without an agent_ref get {"name": MODEL}; --agent NAME re-routes every row (Gym's rule).
 The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
 \b
 Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),
@@ -144,15 +145,17 @@ def command(
     from ..collect.http import RetryPolicy
     from ..materialize import MaterializeOptions
 
+    endpoints = tuple(_endpoints(base_urls, endpoints_file, model))
+    # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
     options = CollectOptions(
         output=output,
-        endpoints=tuple(_endpoints(base_urls, endpoints_file, model)),
+        endpoints=endpoints,
         input=input_path,
         materialized=materialized,
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=_agent_default(model),
+            default_agent=model or endpoints[0].model,
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
@@ -178,11 +181,6 @@ def command(
     if not result.complete:
         click.echo(_hint(result), err=True)
     return 0 if result.complete else 1
-
-
-def _agent_default(model: str | None) -> str:
-    # Rows without an agent_ref get one, so Gym's profiler writes agent-level metrics for them.
-    return model or "ngrp_direct"
 
 
 def _endpoints(base_urls, endpoints_file, model):
