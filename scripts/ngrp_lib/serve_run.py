@@ -1,0 +1,353 @@
+"""Run a serve plan: start each server in its own process group, wait for /health, write the endpoints
+file, and stop every group we started (on failure, on Ctrl-C/SIGTERM, or later via `ngrp serve stop`).
+
+Endpoints file (schemas/endpoints.schema.json): {"endpoints": [{"base_url", "model", "pid", "log", ...}],
+...}. `pid` is also the process group id; `start_time` (from /proc) guards against a recycled pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import orjson
+
+from .errors import InputError, UsageError
+from .jsonl import write_json
+from .serve import ServePlan, ServerSpec, ServerStartError
+
+SCHEMA_VERSION = 1
+TAIL_LINES = 40
+
+
+@dataclass
+class Started:
+    spec: ServerSpec
+    proc: subprocess.Popen
+    start_time: int | None
+
+
+@dataclass
+class ServeResult:
+    endpoints_file: str
+    device: str
+    endpoints: list[dict]
+    ready_seconds: float
+    detached: bool
+
+
+@dataclass
+class StopResult:
+    endpoints_file: str
+    stopped: list[int] = field(default_factory=list)
+    already_gone: list[int] = field(default_factory=list)
+    killed: list[int] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat), or None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces; fields after its closing paren are plain.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def alive(pid: int, start_time: int | None = None) -> bool:
+    now = proc_start_time(pid)
+    if now is None:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z" and (start_time is None or now == start_time)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Every live process whose process group is `pgid` (children vLLM spawned included)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    members.append(int(entry.name))
+    return members
+
+
+def stop_group(pgid: int, grace: float = 15.0) -> str:
+    """SIGTERM the group, wait up to `grace` s, then SIGKILL. Returns 'stopped', 'killed' or 'gone'."""
+    if not group_members(pgid):
+        return "gone"
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap(pgid)
+        if not group_members(pgid):
+            return "stopped"
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    while group_members(pgid) and time.monotonic() < deadline + 10:
+        _reap(pgid)
+        time.sleep(0.1)
+    return "killed"
+
+
+def _reap(pid: int) -> None:
+    """Collect our own exited child so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if the `ngrp serve` process dies (foreground mode)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def launch(spec: ServerSpec, *, tie_to_parent: bool) -> Started:
+    spec.log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **spec.env}
+    with open(spec.log, "wb") as log:
+        log.write(f"# ngrp serve {datetime.now(timezone.utc).isoformat()}\n# {spec.shell_line()}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            spec.argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group: one killpg stops vLLM and its workers
+            preexec_fn=_die_with_parent if tie_to_parent else None,
+        )
+    return Started(spec, proc, proc_start_time(proc.pid))
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------- health
+
+
+def healthy(host: str, port: int, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_healthy(started: list[Started], timeout: float, progress: Callable[[str], None]) -> None:
+    """Block until every server answers /health; raise ServerStartError if one exits or time runs out."""
+    pending = list(started)
+    deadline = time.monotonic() + timeout
+    while pending:
+        for item in list(pending):
+            code = item.proc.poll()
+            if code is not None:
+                raise _start_error(item, f"exited with code {code} before becoming healthy")
+            if healthy(item.spec.host, item.spec.port):
+                progress(f"server {item.spec.index} ready at {item.spec.base_url}")
+                pending.remove(item)
+        if pending and time.monotonic() > deadline:
+            raise _start_error(pending[0], f"not healthy after {timeout:.0f}s")
+        if pending:
+            time.sleep(0.5)
+
+
+def _start_error(item: Started, why: str) -> ServerStartError:
+    tail = log_tail(item.spec.log)
+    return ServerStartError(
+        f"server {item.spec.index} ({item.spec.base_url}) {why}; every server was stopped.\n"
+        f"--- last lines of {item.spec.log} ---\n{tail}\n---",
+        hint=f"read the full log: {item.spec.log}",
+    )
+
+
+# ---------------------------------------------------------------- endpoints file
+
+
+def endpoint_rows(started: list[Started], model: str) -> list[dict]:
+    return [
+        {
+            "base_url": s.spec.base_url,
+            "model": model,
+            "pid": s.proc.pid,
+            "log": str(s.spec.log.resolve()),
+            "host": s.spec.host,
+            "port": s.spec.port,
+            "gpus": s.spec.gpus,
+            "start_time": s.start_time,
+        }
+        for s in started
+    ]
+
+
+def read_endpoints(path: Path) -> dict:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(
+            "endpoints file not found", path=path, hint="was `ngrp serve` started with it?"
+        ) from None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise InputError(f"unreadable endpoints file: {exc}", path=path) from None
+    if not isinstance(data, dict) or not isinstance(data.get("endpoints"), list):
+        raise InputError('expected {"endpoints": [...]}', path=path, pointer="/endpoints")
+    return data
+
+
+def live_endpoints(path: Path) -> list[dict]:
+    """Endpoints in an existing file whose server process is still running."""
+    if not path.exists():
+        return []
+    with contextlib.suppress(InputError):
+        rows = read_endpoints(path)["endpoints"]
+        return [r for r in rows if isinstance(r.get("pid"), int) and alive(r["pid"], r.get("start_time"))]
+    return []
+
+
+# ---------------------------------------------------------------- the three actions
+
+
+class _Stop(Exception):
+    """Raised from a signal handler to unwind into the cleanup code."""
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    def handler(signum, frame):
+        raise _Stop(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[str], None]) -> ServeResult:
+    """Start, wait, write the endpoints file; in foreground mode also block until a signal, then stop."""
+    endpoints_file = Path(plan.endpoints_file)
+    if live := live_endpoints(endpoints_file):
+        raise UsageError(
+            f"{endpoints_file} lists {len(live)} server(s) still running",
+            hint=f"stop them first: ngrp serve stop --endpoints-file {endpoints_file}",
+        )
+    if endpoints_file.exists():
+        progress(f"replacing {endpoints_file}: none of the servers it lists is running")
+    started: list[Started] = []
+    t0 = time.monotonic()
+    keep = False
+    result: ServeResult | None = None
+    try:
+        with _signals_raise():
+            for spec in plan.servers:
+                started.append(launch(spec, tie_to_parent=not detach))
+                progress(f"server {spec.index}: pid {started[-1].proc.pid}, log {spec.log}")
+            wait_healthy(started, timeout, progress)
+            ready = time.monotonic() - t0
+            rows = endpoint_rows(started, plan.served_model_name)
+            write_json(endpoints_file, _endpoints_doc(plan, rows, detach))
+            result = ServeResult(str(endpoints_file), plan.device, rows, round(ready, 2), detach)
+            if detach:
+                keep = True
+                return result
+            progress(f"all {len(started)} server(s) ready in {ready:.1f}s; endpoints in {endpoints_file}")
+            progress("serving; press Ctrl-C (or send SIGTERM) to stop every server")
+            _supervise(started)
+    except _Stop as why:
+        progress(f"{why}: stopping {len(started)} server(s)")
+    finally:
+        if not keep:
+            _cleanup(started, endpoints_file)
+    if result is None:
+        raise ServerStartError("interrupted before the servers were ready; every server was stopped")
+    return result
+
+
+def _supervise(started: list[Started]) -> None:
+    while True:
+        for item in started:
+            if item.proc.poll() is not None:
+                raise _start_error(item, f"exited with code {item.proc.returncode} while serving")
+        time.sleep(1.0)
+
+
+def _cleanup(started: list[Started], endpoints_file: Path) -> None:
+    # A second Ctrl-C or SIGTERM must not cut the (bounded) cleanup short and leave servers behind.
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for item in started:
+            stop_group(item.proc.pid)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                item.proc.wait(timeout=5)
+        if endpoints_file.exists() and not live_endpoints(endpoints_file):
+            endpoints_file.unlink()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _endpoints_doc(plan: ServePlan, rows: list[dict], detach: bool) -> dict:
+    return {
+        "endpoints": rows,
+        "schema_version": SCHEMA_VERSION,
+        "device": plan.device,
+        "model_path": plan.model,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "supervisor_pid": None if detach else os.getpid(),
+        "commands": [s.shell_line() for s in plan.servers],
+    }
+
+
+def stop(endpoints_file: Path, *, grace: float = 15.0) -> StopResult:
+    """Stop every server listed in the file (whole process groups), then remove the file."""
+    data = read_endpoints(endpoints_file)
+    result = StopResult(str(endpoints_file))
+    for row in data["endpoints"]:
+        pid = row.get("pid")
+        if not isinstance(pid, int) or not alive(pid, row.get("start_time")):
+            result.already_gone.append(pid)
+            continue
+        outcome = stop_group(pid, grace)
+        {"stopped": result.stopped, "killed": result.killed, "gone": result.already_gone}[outcome].append(pid)
+    endpoints_file.unlink()
+    return result
+
+
+def status(endpoints_file: Path) -> list[dict]:
+    data = read_endpoints(endpoints_file)
+    rows = []
+    for row in data["endpoints"]:
+        pid = row.get("pid")
+        running = isinstance(pid, int) and alive(pid, row.get("start_time"))
+        ok = running and healthy(row.get("host", "127.0.0.1"), int(row.get("port", 0)))
+        rows.append({"base_url": row.get("base_url"), "pid": pid, "running": running, "healthy": ok})
+    return rows
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `ngrp serve`")
