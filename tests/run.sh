@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The project's test command. Prepares what the tests need, then runs the whole suite:
+#   - .venv: this project with its dev and report extras, on Python 3.11;
+#   - the CPU build of vLLM (cached by version under ~/.cache/ngrp) for the real-server tier;
+#   - NeMo Gym 0.7.0 on Python 3.13 (cached) for the interop tier (skipped with a reason if it cannot install);
+#   - then the tier without servers again on Python 3.10, the oldest supported version.
+# Arguments are passed to the first pytest run (for example: bash tests/run.sh -m "not slow").
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
+find_python() { command -v "python$1" || ls "$PYENV_ROOT"/versions/"$1".*/bin/"python$1" 2>/dev/null | tail -n 1; }
+
+PY311=$(find_python 3.11)
+echo "== project venv (.venv, $("$PY311" --version))"
+[ -x .venv/bin/python ] || "$PY311" -m venv .venv
+.venv/bin/pip install -q -e ".[dev,report]"
+
+echo "== vLLM CPU venv (real-server tier)"
+NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh)
+export NGRP_VLLM_VENV
+echo "$NGRP_VLLM_VENV"
+
+echo "== NeMo Gym 0.7.0 venv (interop tier)"
+if NGRP_GYM_VENV=$(bash .ci/install_gym.sh); then
+  export NGRP_GYM_VENV
+  echo "$NGRP_GYM_VENV"
+else
+  echo "NeMo Gym could not be installed (needs Python 3.13): the tests marked gym will be skipped"
+fi
+
+run_pytest() {
+  set +e
+  "$@"
+  local rc=$?
+  set -e
+  # pytest exits 5 when it collected no tests: that is a failure too.
+  if [ "$rc" -ne 0 ]; then echo "FAILED: $* (pytest exit $rc)"; exit 1; fi
+}
+
+echo "== full suite on Python 3.11"
+run_pytest .venv/bin/python -m pytest "$@"
+
+PY310=$(find_python 3.10 || true)
+if [ -n "$PY310" ]; then
+  echo "== suite without servers on $("$PY310" --version)"
+  [ -x .venv-py310/bin/python ] || "$PY310" -m venv .venv-py310
+  .venv-py310/bin/pip install -q -e ".[dev,report]"
+  run_pytest env -u NGRP_VLLM_VENV -u NGRP_GYM_VENV .venv-py310/bin/python -m pytest -q -m "not vllm and not gym and not slow"
+else
+  echo "no Python 3.10 here: skipping the second interpreter run"
+fi
+echo "all test runs passed"
