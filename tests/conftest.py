@@ -36,3 +36,6 @@ def run_ngrp(tmp_path):
         )
 
     return run
+
+
+from vllm_fixture import tiny_model_dir, vllm_server, vllm_server_factory  # noqa: E402, F401

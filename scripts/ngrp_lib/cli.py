@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("ngrp_lib.commands.validate", "Check artifacts against their schemas, line by line."),
     "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
     "merge": ("ngrp_lib.commands.merge", "Merge rollout shards: dedupe identical keys, refuse conflicts."),
+    "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
+    "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
 }
 
 EPILOG = """\b

@@ -1,0 +1,106 @@
+"""The settings object for one collection, built from the CLI options and passed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import artifacts
+from ..errors import UsageError
+from ..materialize import MaterializeOptions
+from .http import RetryPolicy
+from .routing import Endpoint
+
+APIS = ("chat", "responses")
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    output: Path
+    endpoints: tuple[Endpoint, ...]
+    input: Path | None = None
+    materialized: Path | None = None
+    materialize: MaterializeOptions = field(default_factory=MaterializeOptions)
+    api: str = "chat"
+    verifier: str | None = None
+    verifier_pattern: str | None = None
+    answer_key: str = "expected_answer"
+    verify_url: str | None = None
+    verifier_fn: str | None = None
+    return_token_ids: bool = False
+    concurrency: int = 32
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_attempts: int = 3
+    abort_after: int = 16
+    api_key_env: str = "OPENAI_API_KEY"
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.input is None) == (self.materialized is None):
+            raise UsageError("give exactly one of --input TASKS (raw tasks) or --materialized FILE")
+        if self.api not in APIS:
+            raise UsageError(f"--api must be one of {', '.join(APIS)}")
+        if self.return_token_ids and self.api != "chat":
+            raise UsageError(
+                "--return-token-ids needs --api chat (vLLM returns token ids on chat completions)"
+            )
+        if self.resume and self.overwrite:
+            raise UsageError("--resume and --overwrite contradict each other; choose one")
+        for name in ("concurrency", "max_attempts", "abort_after"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.retry.timeout <= 0 or self.retry.max_retries < 0:
+            raise UsageError("--timeout must be > 0 and --max-retries >= 0")
+
+    @property
+    def failures_path(self) -> Path:
+        return artifacts.failures_path_for(self.output)
+
+    @property
+    def manifest_path(self) -> Path:
+        return artifacts.manifest_path_for(self.output)
+
+    @property
+    def materialized_path(self) -> Path:
+        return (
+            self.materialized
+            if self.materialized is not None
+            else artifacts.materialized_path_for(self.output)
+        )
+
+    @property
+    def model(self) -> str:
+        names = sorted({e.model for e in self.endpoints})
+        return names[0] if len(names) == 1 else ",".join(names)
+
+    def identity(self, input_sha: str | None, materialized_sha: str) -> dict[str, Any]:
+        """What shapes the results; --resume refuses to continue when any of it changed."""
+        return {
+            "input_sha256": input_sha,
+            "materialized_sha256": materialized_sha,
+            "materialize": self.materialize.to_json() if self.input is not None else None,
+            "verifier": self.verifier,
+            "verifier_pattern": self.verifier_pattern,
+            "answer_key": self.answer_key,
+            "verify_url": self.verify_url,
+            "verifier_fn": self.verifier_fn,
+            "return_token_ids": self.return_token_ids,
+            "model": self.model,
+            "api": self.api,
+        }
+
+    def runtime(self) -> dict[str, Any]:
+        """Options that may change between a run and its resume (servers restart on new ports)."""
+        return {
+            "options": {
+                "concurrency": self.concurrency,
+                "timeout": self.retry.timeout,
+                "max_retries": self.retry.max_retries,
+                "max_attempts": self.max_attempts,
+                "api_key_env": self.api_key_env,
+            },
+            "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints],
+        }

@@ -1,0 +1,68 @@
+"""Which server runs a row. All repeats of a task go to one server (prefix cache); the rule lives here
+so multi-server failover can replace it without touching the runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import InputError, UsageError
+from ..jsonl import read_json
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str  # ends with /v1
+    model: str
+
+    @property
+    def public_url(self) -> str:
+        """The URL without credentials, query or fragment (safe for manifests and logs)."""
+        return public_url(self.base_url)
+
+
+def normalize_base_url(url: str) -> str:
+    """Accept `http://host:port` or `http://host:port/v1`; always return the `/v1` form."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"not an http(s) base URL: {public_url(url)!r}")
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1"):
+        path += "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+
+
+def public_url(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
+    """Read `ngrp serve`'s endpoints file: {"endpoints": [{"base_url": ".../v1", "model": NAME}, ...]}."""
+    data = read_json(path)
+    items = data.get("endpoints") if isinstance(data, dict) else None
+    if not isinstance(items, list) or not items:
+        raise InputError('expected {"endpoints": [{"base_url": ..., "model": ...}, ...]}', path=path)
+    endpoints = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("base_url"), str):
+            raise InputError("each endpoint needs a base_url string", path=path, pointer=f"/endpoints/{i}")
+        name = model or item.get("model")
+        if not isinstance(name, str) or not name:
+            raise InputError("endpoint has no model; pass --model", path=path, pointer=f"/endpoints/{i}")
+        endpoints.append(Endpoint(normalize_base_url(item["base_url"]), name))
+    return endpoints
+
+
+class Router:
+    """Task-affine routing: every repeat of task t goes to endpoint hash(t) % n."""
+
+    def __init__(self, endpoints: list[Endpoint]) -> None:
+        if not endpoints:
+            raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
+        self.endpoints = endpoints
+
+    def endpoint_for(self, task_index: int) -> Endpoint:
+        return self.endpoints[hash(task_index) % len(self.endpoints)]

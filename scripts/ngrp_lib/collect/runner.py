@@ -1,0 +1,334 @@
+"""The collection loop: plan from disk, then run the pending rows with bounded admission.
+
+Workers pull rows from one shared generator that streams the materialized file, so at most
+`concurrency` rows are in flight and memory does not grow with the number of rows. Every result and
+every failed attempt is appended and flushed as it completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import artifacts, jsonl
+from ..artifacts import ROLLOUT_KEY, TASK_KEY
+from ..errors import InputError, UsageError
+from ..materialize import RCP, materialize, sha256_file
+from .convert import ConversionError, chat_request, response_from_chat, responses_request
+from .http import AttemptFailed, post_json
+from .options import CollectOptions
+from .progress import ProgressBar, Tally
+from .routing import Endpoint, Router
+from .state import CollectorLock, build_manifest, check_manifest, scan_outputs
+from .verify import VerifyError, make_verifier
+
+IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
+# Transport failures with no reply: many in a row mean the server is gone, so stop admitting rows.
+NO_REPLY = ("agent_request_failed", "timeout")
+
+
+@dataclass
+class CollectResult:
+    output: str
+    failures: str
+    manifest: str
+    materialized: str
+    expected: int
+    completed: int
+    missing: int
+    attempted: int
+    succeeded: int
+    failed: int
+    skipped_completed: int
+    exhausted: int
+    failures_by_class: dict[str, int]
+    elapsed_s: float
+    rollouts_per_s: float
+    output_tokens: int
+    output_tokens_per_s: float
+    mean_reward: float | None
+    resumed: bool
+    repaired: dict[str, str] = field(default_factory=dict)
+    duplicates_found: int = 0
+    stopped_early: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.missing == 0
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return {**asdict(self), "complete": self.complete, "exit_code": 0 if self.complete else 1}
+
+
+@dataclass
+class Plan:
+    rows: int
+    sha256: str
+    to_run: int = 0
+    exhausted: int = 0
+
+
+def scan_materialized(path: Path, needs_answer: str | None) -> tuple[Plan, set]:
+    """Validate every materialized row up front (so a bad row stops the run before any request)."""
+    keys: set[tuple[int, int]] = set()
+    for row in jsonl.iter_rows(path):
+        key = artifacts.rollout_key(row.data)
+        if key is None:
+            raise InputError(
+                f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path, line=row.line
+            )
+        if key in keys:
+            raise InputError(f"duplicate rollout key {key}", path=path, line=row.line)
+        if not isinstance(row.data.get(RCP), dict):
+            raise InputError(f"{RCP} must be an object", path=path, line=row.line, pointer=f"/{RCP}")
+        if needs_answer and row.data.get(needs_answer) is None:
+            raise InputError(
+                f"row has no {needs_answer!r} for the verifier to compare with",
+                path=path,
+                line=row.line,
+                hint="choose the field with --answer-key",
+            )
+        keys.add(key)
+    return Plan(rows=len(keys), sha256=sha256_file(path)), keys
+
+
+def collect(options: CollectOptions) -> CollectResult:
+    verifier = make_verifier(
+        options.verifier,
+        answer_key=options.answer_key,
+        pattern=options.verifier_pattern,
+        url=options.verify_url,
+        function=options.verifier_fn,
+        timeout=options.retry.timeout,
+    )
+    with CollectorLock(options.output):
+        if not options.resume:
+            _start_fresh(options)
+        elif _nothing_collected(options):
+            # Like Gym: resuming a run that never wrote a row (or never started) is a fresh start.
+            options = replace(options, resume=False, overwrite=True)
+            _start_fresh(options)
+        elif not options.materialized_path.exists():
+            raise UsageError(
+                f"cannot resume: {options.materialized_path} does not exist",
+                hint="start over with --overwrite (earlier rollouts are discarded)",
+            )
+        needs_answer = options.answer_key if getattr(verifier, "needs_answer", False) else None
+        plan, keys = scan_materialized(options.materialized_path, needs_answer)
+        input_sha = sha256_file(options.input) if options.input is not None else None
+        identity = options.identity(input_sha, plan.sha256)
+        if options.resume:
+            check_manifest(options.manifest_path, identity)
+        else:
+            files = _file_refs(options, input_sha, plan)
+            jsonl.write_json(
+                options.manifest_path, build_manifest(identity, files, options.runtime()), indent=True
+            )
+        disk = scan_outputs(options.output, options.failures_path)
+        stray = disk.completed - keys
+        if stray:
+            raise InputError(
+                f"{len(stray)} keys are not in the materialized file, e.g. {sorted(stray)[:3]}",
+                path=options.output,
+            )
+        plan.exhausted = sum(1 for k in keys - disk.completed if disk.attempts[k] >= options.max_attempts)
+        plan.to_run = len(keys) - len(disk.completed) - plan.exhausted
+        del keys
+        return asyncio.run(_run(options, verifier, plan, disk))
+
+
+def _nothing_collected(options: CollectOptions) -> bool:
+    """No rollout and no failure was ever written (a run killed while starting, or none at all)."""
+    return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
+
+
+def _start_fresh(options: CollectOptions) -> None:
+    outputs = [options.output, options.failures_path, options.manifest_path]
+    if options.input is not None:
+        outputs.append(options.materialized_path)
+    existing = [p for p in outputs if p.exists()]
+    if existing and not options.overwrite:
+        raise UsageError(
+            f"outputs of an earlier run exist: {', '.join(map(str, existing))}",
+            hint="pass --resume to continue that run, or --overwrite to discard it and start over",
+        )
+    for path in (options.output, options.failures_path, options.manifest_path):
+        path.unlink(missing_ok=True)
+    if options.input is not None:
+        materialize(options.input, options.materialized_path, options.materialize, overwrite=True)
+
+
+def _file_refs(options: CollectOptions, input_sha: str | None, plan: Plan) -> dict[str, Any]:
+    files: dict[str, Any] = {
+        "materialized": {"path": str(options.materialized_path), "sha256": plan.sha256, "rows": plan.rows},
+        "rollouts": {"path": str(options.output)},
+    }
+    if options.input is not None:
+        files["input"] = {"path": str(options.input), "sha256": input_sha}
+    return files
+
+
+class _Run:
+    """State shared by the workers of one run."""
+
+    def __init__(self, options: CollectOptions, verifier: Any, plan: Plan, disk: Any, session: Any) -> None:
+        self.options, self.verifier, self.disk, self.session = options, verifier, disk, session
+        self.router = Router(list(options.endpoints))
+        self.tally = Tally(total=plan.to_run, done_before=len(disk.completed))
+        self.bar = ProgressBar(self.tally, options.progress)
+        self.results = jsonl.Appender(options.output)
+        self.failures = jsonl.Appender(options.failures_path)
+        self.headers = {"content-type": "application/json"}
+        key = os.environ.get(options.api_key_env)
+        if key:
+            self.headers["authorization"] = f"Bearer {key}"
+        self.no_reply_streak = 0
+        self.stopped_early: str | None = None
+
+    def pending(self) -> Iterator[tuple[dict, int]]:
+        """Rows still to run, streamed from the materialized file, with their attempt index."""
+        for row in jsonl.iter_rows(self.options.materialized_path):
+            key = (row.data[TASK_KEY], row.data[ROLLOUT_KEY])
+            if key in self.disk.completed or self.disk.attempts[key] >= self.options.max_attempts:
+                continue
+            yield row.data, self.disk.attempts[key]
+
+    async def worker(self, rows: Iterator[tuple[dict, int]]) -> None:
+        for row, attempt in rows:  # one shared generator: a row is admitted only when a worker is free
+            if self.stopped_early:
+                return
+            await self.run_row(row, attempt)
+            self.bar.update()
+
+    async def run_row(self, row: dict, attempt: int) -> None:
+        started = time.monotonic()
+        endpoint = self.router.endpoint_for(row[TASK_KEY])
+        try:
+            response = await self.call_model(row, endpoint)
+            verdict = await self.verify(row, response)
+        except AttemptFailed as failure:
+            self.record_failure(row, attempt, failure, time.monotonic() - started)
+            return
+        self.no_reply_streak = 0
+        out = result_row(row, response, verdict, attempt, time.monotonic() - started)
+        self.results.write(out)
+        self.tally.add_result(out.get("reward"), (response.get("usage") or {}).get("output_tokens") or 0)
+
+    async def call_model(self, row: dict, endpoint: Endpoint) -> dict:
+        params = row[RCP]
+        try:
+            if self.options.api == "chat":
+                body = chat_request(params, endpoint.model, token_ids=self.options.return_token_ids)
+                url = endpoint.base_url + "/chat/completions"
+            else:
+                body, url = responses_request(params, endpoint.model), endpoint.base_url + "/responses"
+            payload = await post_json(self.session, url, orjson.dumps(body), self.headers, self.options.retry)
+            answer = orjson.loads(payload)
+            if self.options.api == "chat":
+                return response_from_chat(answer, token_ids=self.options.return_token_ids)
+            return answer
+        except (ConversionError, orjson.JSONDecodeError) as exc:
+            raise AttemptFailed("agent_run_error", type(exc).__name__, str(exc)) from exc
+
+    async def verify(self, row: dict, response: dict) -> dict:
+        try:
+            return await self.verifier(row, response, self.session)
+        except AttemptFailed:
+            raise
+        except (VerifyError, Exception) as exc:  # a user verifier may raise anything; record, do not crash
+            raise AttemptFailed("verify_failed", type(exc).__name__, str(exc)[:2000]) from exc
+
+    def record_failure(self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float) -> None:
+        out = {
+            **failure.fields(),
+            **{k: row[k] for k in IDENTITY_KEYS if k in row},
+            "_ng_attempt_index": attempt,
+            "_ngrp_elapsed_s": round(elapsed, 4),
+            "_ngrp_retries": failure.retries,
+        }
+        self.failures.write(out)
+        self.tally.add_failure(failure.failure_class)
+        if failure.failure_class in NO_REPLY and failure.status is None:
+            self.no_reply_streak += 1
+            if self.no_reply_streak >= self.options.abort_after and not self.stopped_early:
+                self.stopped_early = (
+                    f"{self.no_reply_streak} attempts in a row got no reply "
+                    f"(last: {failure.message}); is the server down?"
+                )
+        else:
+            self.no_reply_streak = 0
+
+    def close(self) -> None:
+        self.bar.close()
+        self.results.close()
+        self.failures.close()
+
+
+def result_row(row: dict, response: dict, verdict: dict, attempt: int, elapsed: float) -> dict:
+    """Gym's rollout shape: params, response, reward and verifier fields, dataset fields, identity stamps."""
+    out: dict[str, Any] = {RCP: row[RCP], "response": response}
+    out.update({k: v for k, v in verdict.items() if k not in IDENTITY_KEYS})
+    for key, value in row.items():
+        if key not in out and key not in IDENTITY_KEYS:
+            out[key] = value
+    for key in IDENTITY_KEYS:
+        if key in row:
+            out[key] = row[key]
+    if attempt:
+        out["_ng_attempt_index"] = attempt
+    out["_ngrp_elapsed_s"] = round(elapsed, 4)
+    return out
+
+
+async def _run(options: CollectOptions, verifier: Any, plan: Plan, disk: Any) -> CollectResult:
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=options.concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None)
+    ) as session:
+        run = _Run(options, verifier, plan, disk, session)
+        try:
+            rows = run.pending()
+            await asyncio.gather(*(run.worker(rows) for _ in range(options.concurrency)))
+        finally:
+            run.close()
+    return _result(options, plan, disk, run)
+
+
+def _result(options: CollectOptions, plan: Plan, disk: Any, run: _Run) -> CollectResult:
+    t = run.tally
+    completed = len(disk.completed) + t.completed
+    return CollectResult(
+        output=str(options.output),
+        failures=str(options.failures_path),
+        manifest=str(options.manifest_path),
+        materialized=str(options.materialized_path),
+        expected=plan.rows,
+        completed=completed,
+        missing=plan.rows - completed,
+        attempted=t.completed + t.failed,
+        succeeded=t.completed,
+        failed=t.failed,
+        skipped_completed=len(disk.completed),
+        exhausted=plan.exhausted,
+        failures_by_class=dict(t.failure_classes),
+        elapsed_s=round(t.elapsed, 3),
+        rollouts_per_s=round(t.completed / t.elapsed, 3),
+        output_tokens=t.output_tokens,
+        output_tokens_per_s=round(t.output_tokens / t.elapsed, 1),
+        mean_reward=t.mean_reward,
+        resumed=options.resume,
+        repaired=disk.repaired,
+        duplicates_found=disk.duplicates,
+        stopped_early=run.stopped_early,
+    )

@@ -1,0 +1,126 @@
+"""What is on disk for one collection: lock, manifest, completed keys and failed attempts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, artifacts, jsonl
+from ..errors import InputError, UsageError
+
+
+class CollectorLock:
+    """An exclusive `fcntl.flock` on `<output>.lock`, holding our pid, for the life of the run."""
+
+    def __init__(self, output: Path) -> None:
+        self.path = artifacts.lock_path_for(output)
+        self._fd: int | None = None
+
+    def acquire(self) -> CollectorLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise UsageError(
+                f"another collector (pid {holder}) is writing {self.path.with_suffix('')}",
+                hint="wait for it to finish, or stop it; two writers would duplicate rollouts",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> CollectorLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def build_manifest(
+    identity: dict[str, Any], files: dict[str, Any], runtime: dict[str, Any]
+) -> dict[str, Any]:
+    """The run manifest: `identity` is what --resume must find unchanged; `runtime` may change."""
+    return {
+        "tool": {"name": "ngrp", "version": __version__},
+        "created_at": now_iso(),
+        **files,
+        "options": {**{k: v for k, v in identity.items() if not k.endswith("sha256")}, **runtime["options"]},
+        "identity": identity,
+        "model": identity["model"],
+        "servers": runtime["servers"],
+        "backend": identity["api"],
+    }
+
+
+def check_manifest(path: Path, identity: dict[str, Any]) -> None:
+    """Refuse to resume when anything that shapes the results changed since the manifest was written."""
+    if not path.exists():
+        raise UsageError(
+            f"cannot resume: {path} is missing, so the earlier run's configuration is unknown",
+            hint="start over with --overwrite (earlier rollouts are discarded)",
+        )
+    old = jsonl.read_json(path).get("identity")
+    if not isinstance(old, dict):
+        raise InputError("manifest has no 'identity' block; not written by this ngrp collect", path=path)
+    changes = [
+        f"{key}: was {old.get(key)!r}, now {identity.get(key)!r}"
+        for key in sorted(set(old) | set(identity))
+        if old.get(key) != identity.get(key)
+    ]
+    if changes:
+        raise UsageError(
+            "refusing to resume: the configuration changed since this run started\n  " + "\n  ".join(changes),
+            hint="rerun with the original options, or start over with --overwrite (or a new --output)",
+        )
+
+
+@dataclass
+class DiskState:
+    """Completed keys (from the rollouts file) and failed attempts per key (from the sidecar)."""
+
+    completed: set[tuple[int, int]] = field(default_factory=set)
+    duplicates: int = 0
+    attempts: Counter = field(default_factory=Counter)
+    repaired: dict[str, str] = field(default_factory=dict)
+
+
+def scan_outputs(output: Path, failures: Path) -> DiskState:
+    state = DiskState()
+    for path in (output, failures):
+        action = jsonl.repair_tail(path)
+        if action != "clean":
+            state.repaired[str(path)] = action
+    if output.exists():
+        for row in jsonl.iter_rows(output):
+            key = artifacts.rollout_key(row.data)
+            if key is None:
+                raise InputError("rollout row has no identity keys", path=output, line=row.line)
+            if key in state.completed:
+                state.duplicates += 1
+            state.completed.add(key)
+    if failures.exists():
+        for row in jsonl.iter_rows(failures):
+            key = artifacts.rollout_key(row.data)
+            if key is not None:
+                state.attempts[key] += 1
+    return state

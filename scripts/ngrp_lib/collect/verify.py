@@ -1,0 +1,247 @@
+"""Verifiers: built-in (exact, math, mcq, regex), a NeMo Gym resources server's `/verify`, or a user function.
+
+A built-in verifier compares the response text with the row's answer field (`expected_answer` unless
+`--answer-key` says otherwise) and returns Gym-style fields: `reward`, `extracted_answer`, `is_correct`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+from ..errors import UsageError
+from .convert import output_text
+
+BUILTINS = ("exact", "math", "mcq", "regex")
+
+
+class VerifyError(Exception):
+    """Verification could not produce a reward (recorded as a failed attempt)."""
+
+
+# ---- answer extraction -------------------------------------------------------------------------
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` (or `\\fbox{...}`), with nested braces balanced."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    i = text.index("{", start) + 1
+    depth, begin = 1, i
+    while i < len(text):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[begin:i]
+        i += 1
+    return None
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+
+
+def extract_math(text: str) -> str | None:
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed.strip()
+    numbers = _NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def _normalize(answer: str) -> str:
+    answer = answer.strip().strip("$").strip()
+    for wrapper in ("\\text{", "\\mathrm{"):
+        if answer.startswith(wrapper) and answer.endswith("}"):
+            answer = answer[len(wrapper) : -1]
+    answer = answer.replace("\\!", "").replace("\\,", "").replace(" ", "")
+    return answer.rstrip(".")
+
+
+def as_number(answer: str) -> Fraction | None:
+    text = _normalize(answer).replace(",", "")
+    frac = re.fullmatch(r"\\[dt]?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}", text)
+    if frac:
+        text = f"{frac.group(1)}/{frac.group(2)}"
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def math_equal(got: str, expected: str) -> bool:
+    a, b = as_number(got), as_number(expected)
+    if a is not None and b is not None:
+        return abs(a - b) <= Fraction(1, 10**6) * max(1, abs(b))
+    return _normalize(got) == _normalize(expected)
+
+
+_MCQ_PATTERNS = (
+    re.compile(r"(?i)answer\s*(?:is)?\s*[:\-]?\s*\(?\**([A-J])\b"),
+    re.compile(r"\\boxed\{\s*\(?([A-J])\)?\s*\}"),
+    re.compile(r"\(([A-J])\)"),
+    re.compile(r"\b([A-J])\b"),
+)
+
+
+def extract_letter(text: str) -> str | None:
+    for pattern in _MCQ_PATTERNS:
+        found = pattern.findall(text)
+        if found:
+            return found[-1].upper()
+    return None
+
+
+# ---- the verifier objects -----------------------------------------------------------------------
+
+
+def _fields(extracted: str | None, correct: bool) -> dict[str, Any]:
+    return {"reward": 1.0 if correct else 0.0, "extracted_answer": extracted, "is_correct": correct}
+
+
+def verify_exact(text: str, expected: str) -> dict[str, Any]:
+    got = text.strip()
+    return _fields(got, got == expected.strip())
+
+
+def verify_math(text: str, expected: str) -> dict[str, Any]:
+    got = extract_math(text)
+    return _fields(got, got is not None and math_equal(got, expected))
+
+
+def verify_mcq(text: str, expected: str) -> dict[str, Any]:
+    got = extract_letter(text)
+    want = extract_letter(expected.strip()) or expected.strip().upper()
+    return _fields(got, got is not None and got == want)
+
+
+def regex_verifier(pattern: str) -> Callable[[str, str], dict[str, Any]]:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--verifier-pattern is not a valid regex: {exc}") from exc
+
+    def verify(text: str, expected: str) -> dict[str, Any]:
+        matches = list(compiled.finditer(text))
+        if not matches:
+            return _fields(None, False)
+        last = matches[-1]
+        got = (last.group(1) if compiled.groups else last.group(0)).strip()
+        return _fields(got, got == expected.strip())
+
+    return verify
+
+
+class Verifier:
+    """One verification strategy, chosen from the options; `await verifier(row, response, session)`."""
+
+    kind = "builtin"
+    needs_answer = True
+
+    def __init__(self, name: str, answer_key: str, pattern: str | None = None) -> None:
+        if name == "regex" and not pattern:
+            raise UsageError("--verifier regex needs --verifier-pattern REGEX")
+        table = {"exact": verify_exact, "math": verify_math, "mcq": verify_mcq}
+        self.name = name
+        self.check = regex_verifier(pattern) if name == "regex" else table[name]
+        self.answer_key = answer_key
+
+    async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
+        expected = row.get(self.answer_key)
+        if expected is None:
+            raise VerifyError(f"row has no {self.answer_key!r} field to compare with")
+        return self.check(output_text(response), str(expected))
+
+
+class UrlVerifier:
+    """POST the row plus `response` to a NeMo Gym resources server's `/verify`; keep what it returns."""
+
+    kind = "url"
+    needs_answer = False
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.url, self.timeout = url, timeout
+
+    async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
+        import aiohttp
+        import orjson
+
+        body = orjson.dumps({**row, "response": response})
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with session.post(
+            self.url, data=body, headers={"content-type": "application/json"}, timeout=timeout
+        ) as reply:
+            payload = await reply.read()
+            if reply.status != 200:
+                raise VerifyError(f"/verify answered HTTP {reply.status}: {payload[:300]!r}")
+        result = orjson.loads(payload)
+        if not isinstance(result, dict) or "reward" not in result:
+            raise VerifyError("/verify returned no 'reward'")
+        return {k: v for k, v in result.items() if k not in ("response", "responses_create_params")}
+
+
+class FunctionVerifier:
+    """A user function `module:function(row, response) -> float | dict with 'reward'` (sync or async)."""
+
+    kind = "function"
+    needs_answer = False
+
+    def __init__(self, spec: str) -> None:
+        self.function = load_function(spec)
+
+    async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
+        value = self.function(row, response)
+        if inspect.isawaitable(value):
+            value = await value
+        if isinstance(value, (bool, int, float)):
+            return {"reward": float(value)}
+        if isinstance(value, dict) and "reward" in value:
+            return value
+        raise VerifyError(
+            f"verifier function returned {type(value).__name__}, not a number or a dict with 'reward'"
+        )
+
+
+def load_function(spec: str) -> Callable:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"--verifier-fn must be module:function, got {spec!r}")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # modules in the working directory, like `python -m`
+    try:
+        module = importlib.import_module(module_name)
+        function = getattr(module, attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot load verifier function {spec!r}: {exc}") from exc
+    if not callable(function):
+        raise UsageError(f"{spec!r} is not callable")
+    return function
+
+
+def make_verifier(
+    name: str | None,
+    *,
+    answer_key: str,
+    pattern: str | None,
+    url: str | None,
+    function: str | None,
+    timeout: float,
+):
+    chosen = [x for x in (name, url, function) if x]
+    if len(chosen) != 1:
+        raise UsageError(
+            "choose exactly one verifier: --verifier exact|math|mcq|regex, "
+            "--verify-url URL or --verifier-fn MOD:FN"
+        )
+    if url:
+        return UrlVerifier(url, timeout)
+    if function:
+        return FunctionVerifier(function)
+    return Verifier(name, answer_key, pattern)

@@ -1,0 +1,223 @@
+"""`ngrp collect`: run materialized rows against vLLM / OpenAI-compatible servers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ._common import emit, json_option, overwrite_option
+from .materialize import materialize_options
+
+
+@click.command(
+    epilog="""\b
+Example:
+  ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
+      --base-url http://127.0.0.1:8000/v1 --model my-policy --verifier math --api chat
+  ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
+      --endpoints endpoints.json --verifier math --api chat --resume
+\b
+Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
+(every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock while running.
+The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
+\b
+Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),
+2 bad options, outputs exist without --resume/--overwrite, changed configuration on --resume,
+or another collector holds the lock, 3 malformed input (file:line named).
+"""
+)
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Raw task rows; materialized first to <stem>_materialized_inputs.jsonl.",
+)
+@click.option(
+    "--materialized",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="An already materialized file (instead of --input).",
+)
+@click.option(
+    "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="rollouts.jsonl"
+)
+@materialize_options
+@click.option("--base-url", "base_urls", multiple=True, help="Server base URL (…/v1), repeatable.")
+@click.option(
+    "--endpoints",
+    "endpoints_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Endpoints file (JSON) written by `ngrp serve`.",
+)
+@click.option("--model", default=None, help="Served model name (optional with --endpoints).")
+@click.option(
+    "--api",
+    type=click.Choice(["chat", "responses"]),
+    default="chat",
+    show_default=True,
+    help="POST to /v1/chat/completions (converted) or /v1/responses.",
+)
+@click.option(
+    "--api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    help="Environment variable holding the API key (sent as a Bearer token when set).",
+)
+@click.option(
+    "--verifier",
+    type=click.Choice(["exact", "math", "mcq", "regex"]),
+    default=None,
+    help="Built-in verifier comparing the answer with the row's --answer-key field.",
+)
+@click.option("--verifier-pattern", default=None, help="Regex for --verifier regex (group 1 if any).")
+@click.option("--answer-key", default="expected_answer", show_default=True, help="Row field with the answer.")
+@click.option("--verify-url", default=None, help="A NeMo Gym resources server's /verify URL.")
+@click.option("--verifier-fn", default=None, help="module:function(row, response) -> reward or dict.")
+@click.option(
+    "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
+)
+@click.option("--concurrency", type=int, default=32, show_default=True, help="Requests in flight.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per request.")
+@click.option(
+    "--max-retries",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Retries per request on connection errors, timeouts, 429 and 5xx.",
+)
+@click.option("--retry-base-delay", type=float, default=0.5, show_default=True, help="First retry delay (s).")
+@click.option(
+    "--max-attempts",
+    type=int,
+    default=3,
+    show_default=True,
+    help="--resume retries a failed key until it has this many failed attempts.",
+)
+@click.option(
+    "--abort-after",
+    type=int,
+    default=16,
+    show_default=True,
+    help="Stop admitting rows after this many attempts in a row got no reply.",
+)
+@click.option("--resume", is_flag=True, help="Continue an earlier run (checked against its manifest).")
+@overwrite_option
+@json_option
+def command(
+    input_path,
+    materialized,
+    output,
+    num_repeats,
+    agent,
+    seed_per_repeat,
+    interleave,
+    limit,
+    base_urls,
+    endpoints_file,
+    model,
+    api,
+    api_key_env,
+    verifier,
+    verifier_pattern,
+    answer_key,
+    verify_url,
+    verifier_fn,
+    return_token_ids,
+    concurrency,
+    timeout,
+    max_retries,
+    retry_base_delay,
+    max_attempts,
+    abort_after,
+    resume,
+    overwrite,
+    as_json,
+):
+    """Collect rollouts: every materialized row once, verified, in Gym's rollout shape.
+
+    All repeats of a task go to one server. Results and failed attempts are appended as they
+    complete; kill it at any moment and --resume finishes the run with every key exactly once.
+    """
+    from ..collect import CollectOptions, collect
+    from ..collect.http import RetryPolicy
+    from ..materialize import MaterializeOptions
+
+    options = CollectOptions(
+        output=output,
+        endpoints=tuple(_endpoints(base_urls, endpoints_file, model)),
+        input=input_path,
+        materialized=materialized,
+        materialize=MaterializeOptions(
+            num_repeats=num_repeats,
+            agent=agent,
+            default_agent=_agent_default(model),
+            seed_per_repeat=seed_per_repeat,
+            interleave=interleave,
+            limit=limit,
+        ),
+        api=api,
+        verifier=verifier,
+        verifier_pattern=verifier_pattern,
+        answer_key=answer_key,
+        verify_url=verify_url,
+        verifier_fn=verifier_fn,
+        return_token_ids=return_token_ids,
+        concurrency=concurrency,
+        retry=RetryPolicy(timeout=timeout, max_retries=max_retries, base_delay=retry_base_delay),
+        max_attempts=max_attempts,
+        abort_after=abort_after,
+        api_key_env=api_key_env,
+        resume=resume,
+        overwrite=overwrite,
+        progress=not as_json and sys.stderr.isatty(),
+    )
+    result = collect(options)
+    emit(result, as_json, _render)
+    if not result.complete:
+        click.echo(_hint(result), err=True)
+    return 0 if result.complete else 1
+
+
+def _agent_default(model: str | None) -> str:
+    # Rows without an agent_ref get one, so Gym's profiler writes agent-level metrics for them.
+    return model or "ngrp_direct"
+
+
+def _endpoints(base_urls, endpoints_file, model):
+    from ..collect import Endpoint, load_endpoints, normalize_base_url
+
+    if base_urls and endpoints_file:
+        raise UsageError("give --base-url or --endpoints, not both")
+    if endpoints_file:
+        return load_endpoints(endpoints_file, model)
+    if not model:
+        raise UsageError("--model is required with --base-url (the served model name)")
+    if not base_urls:
+        raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
+    return [Endpoint(normalize_base_url(url), model) for url in base_urls]
+
+
+def _render(result) -> str:
+    lines = [
+        f"rollouts: {result.completed}/{result.expected} done, {result.missing} missing: {result.output}",
+        f"this run: {result.succeeded} ok, {result.failed} failed attempts"
+        + (f" {result.failures_by_class}" if result.failures_by_class else "")
+        + f", {result.skipped_completed} already done, {result.exhausted} out of attempts",
+        f"speed: {result.rollouts_per_s:.1f} rollouts/s, {result.output_tokens_per_s:,.0f} output tok/s"
+        f" over {result.elapsed_s:.1f}s; mean reward "
+        + ("-" if result.mean_reward is None else f"{result.mean_reward:.4f}"),
+    ]
+    if result.repaired:
+        lines.append(f"repaired torn tails: {result.repaired}")
+    if result.stopped_early:
+        lines.append(f"stopped early: {result.stopped_early}")
+    return "\n".join(lines)
+
+
+def _hint(result) -> str:
+    text = "incomplete: rerun the same command with --resume to retry missing and failed keys"
+    if result.exhausted:
+        text += f"; {result.exhausted} keys reached --max-attempts (raise it to retry them)"
+    return text

@@ -1,0 +1,66 @@
+"""`ngrp materialize`: expand tasks into Gym-style materialized inputs."""
+
+from __future__ import annotations
+
+import click
+
+from ..materialize import MaterializeOptions, MaterializeResult, materialize
+from ._common import emit, json_option, overwrite_option
+
+
+def materialize_options(f):
+    """Options shared with `collect` (which materializes raw tasks first)."""
+    f = click.option("--limit", type=int, default=None, help="Read only the first N input lines.")(f)
+    f = click.option("--interleave", is_flag=True, help='Order rows round by round ("abcabc").')(f)
+    f = click.option(
+        "--seed-per-repeat",
+        is_flag=True,
+        help='Set metadata.extra_body to {"seed": <rollout index>} (Gym\'s num_repeats_add_seed).',
+    )(f)
+    f = click.option("--agent", default=None, help="Route every row to this agent (agent_ref.name).")(f)
+    f = click.option("--num-repeats", type=int, default=1, show_default=True, help="Rollouts per task.")(f)
+    return f
+
+
+@click.command(
+    epilog="""\b
+Example:
+  ngrp materialize --input tasks.jsonl --output rollouts_materialized_inputs.jsonl \\
+      --num-repeats 8 --agent math_simple_agent --seed-per-repeat
+\b
+Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
+"""
+)
+@click.option(
+    "--input", "input_path", required=True, type=click.Path(dir_okay=False), help="Task rows (JSONL)."
+)
+@click.option(
+    "--output", "output_path", required=True, type=click.Path(dir_okay=False), help="Materialized file."
+)
+@materialize_options
+@overwrite_option
+@json_option
+def command(
+    input_path, output_path, num_repeats, agent, seed_per_repeat, interleave, limit, overwrite, as_json
+):
+    """Expand tasks into materialized inputs with NeMo Gym 0.7.0's rules.
+
+    One row per (task, repeat), all repeats of a task together; byte-identical input lines share a task
+    index; an existing _ng_task_index is kept; agent_ref routes the row.
+    """
+    options = MaterializeOptions(
+        num_repeats=num_repeats,
+        agent=agent,
+        seed_per_repeat=seed_per_repeat,
+        interleave=interleave,
+        limit=limit,
+    )
+    result = materialize(input_path, output_path, options, overwrite=overwrite)
+    emit(result, as_json, _render)
+
+
+def _render(result: MaterializeResult) -> str:
+    return (
+        f"materialized {result.input_rows} input rows into {result.tasks} tasks"
+        f" x {result.num_repeats} repeats = {result.rows} rows: {result.output}"
+    )

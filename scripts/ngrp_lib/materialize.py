@@ -1,0 +1,200 @@
+"""Expand task rows into materialized inputs with NeMo Gym 0.7.0's rules (`_preprocess_raw_rows`).
+
+- `--agent NAME` re-routes every row (`agent_ref = {"name": NAME}`, Gym's `agent_name`); otherwise a
+  row's own `agent_ref` is kept byte for byte. A row with neither is an error, as in Gym, unless the
+  caller gives a `default_agent` (ours: `collect` fills rows that have none).
+- `responses_create_params` is shallow-merged with the run-level overrides.
+- An existing `_ng_task_index` is kept; otherwise byte-identical input lines share one task index.
+- `_ng_rollout_index` is a per-task counter that keeps going across duplicate lines.
+- `seed_per_repeat` sets `responses_create_params.metadata.extra_body` to the JSON string
+  `{"seed": <rollout index>}` (merged into an existing `extra_body` string).
+- Order is "aabbcc"; `interleave` stable-sorts by rollout index ("abcabc").
+- `limit` counts physical input lines, as Gym's does.
+
+Not supported (Gym-only): fan-out, per-agent `num_repeats` dicts, prompt configs, skills, task sources
+resolved through a Gym config (such rows are kept as they are, without an `agent_ref`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import jsonl
+from .artifacts import ROLLOUT_KEY, TASK_KEY, is_index
+from .errors import InputError, UsageError
+
+RCP = "responses_create_params"
+AGENT_REF = "agent_ref"
+
+
+@dataclass(frozen=True)
+class MaterializeOptions:
+    num_repeats: int = 1
+    agent: str | None = None
+    default_agent: str | None = None
+    seed_per_repeat: bool = False
+    interleave: bool = False
+    limit: int | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.num_repeats < 1:
+            raise UsageError(f"--num-repeats must be at least 1, got {self.num_repeats}")
+        if self.limit is not None and self.limit < 1:
+            raise UsageError(f"--limit must be at least 1, got {self.limit}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "num_repeats": self.num_repeats,
+            "agent": self.agent,
+            "default_agent": self.default_agent,
+            "seed_per_repeat": self.seed_per_repeat,
+            "interleave": self.interleave,
+            "limit": self.limit,
+            "overrides": self.overrides,
+        }
+
+
+@dataclass
+class MaterializeResult:
+    input: str
+    output: str
+    input_rows: int
+    tasks: int
+    rows: int
+    num_repeats: int
+    sha256: str
+
+
+def read_task_lines(path: Path | str, limit: int | None = None) -> Iterator[jsonl.Row]:
+    """Task rows with line numbers; blank lines are skipped; stops after `limit` physical lines."""
+    for record in jsonl.iter_records(path):
+        if limit is not None and record.line > limit:
+            return
+        if isinstance(record, jsonl.Row):
+            yield record
+        elif record.kind != jsonl.BLANK:
+            raise InputError(f"malformed task row: {record.message}", path=path, line=record.line)
+
+
+def expand(
+    rows: Iterable[jsonl.Row], options: MaterializeOptions, source: Path | str = "<tasks>"
+) -> list[dict]:
+    """Gym's expansion of task rows into materialized rows, in dispatch order."""
+    task_of_line: dict[bytes, int] = {}
+    next_rollout: Counter[int] = Counter()
+    missing_agent: list[int] = []
+    out: list[dict] = []
+    for record in rows:
+        row = dict(record.data)
+        if not _route(row, options):
+            missing_agent.append(record.line)
+            continue
+        _merge_overrides(row, options.overrides, source, record.line)
+        if TASK_KEY not in row:
+            row[TASK_KEY] = task_of_line.setdefault(record.raw, len(task_of_line))
+        elif not is_index(row[TASK_KEY]):
+            raise InputError(
+                f"{TASK_KEY} must be a non-negative integer, got {row[TASK_KEY]!r}",
+                path=source,
+                line=record.line,
+            )
+        for _ in range(options.num_repeats):
+            copy = dict(row)
+            copy[ROLLOUT_KEY] = next_rollout[row[TASK_KEY]]
+            next_rollout[row[TASK_KEY]] += 1
+            if options.seed_per_repeat:
+                _add_seed(copy, source, record.line)
+            out.append(copy)
+    if missing_agent:
+        raise UsageError(
+            f"{source}: no agent for rows on lines {_short(missing_agent)}",
+            hint="pass --agent NAME, or give each row an agent_ref ({'name': ...}) or a task_source",
+        )
+    if options.interleave:
+        out.sort(key=lambda r: r[ROLLOUT_KEY])
+    return out
+
+
+def _route(row: dict, options: MaterializeOptions) -> bool:
+    """Apply agent routing; False when the row has no agent at all."""
+    if options.agent is not None:
+        row[AGENT_REF] = {"name": options.agent}
+        return True
+    ref = row.get(AGENT_REF)
+    if isinstance(ref, dict) and ref.get("name"):
+        return True
+    if options.default_agent is not None:
+        row[AGENT_REF] = {"name": options.default_agent}
+        return True
+    return row.get("task_source") is not None
+
+
+def _merge_overrides(row: dict, overrides: dict, source: Path | str, line: int) -> None:
+    params = row.get(RCP)
+    if not isinstance(params, dict):
+        got = "missing" if params is None else f"a JSON {type(params).__name__}"
+        raise InputError(
+            f"{RCP} is {got}; each task row needs an object with at least 'input'",
+            path=source,
+            line=line,
+            pointer=f"/{RCP}",
+        )
+    row[RCP] = params | overrides
+
+
+def _add_seed(row: dict, source: Path | str, line: int) -> None:
+    params = row[RCP] = dict(row[RCP])
+    metadata = dict(params.get("metadata") or {})
+    params["metadata"] = metadata
+    try:
+        extra_body = json.loads(metadata.get("extra_body", "{}"))
+    except (TypeError, ValueError) as exc:
+        raise InputError(
+            f"metadata.extra_body must be a JSON object string: {exc}",
+            path=source,
+            line=line,
+            pointer=f"/{RCP}/metadata/extra_body",
+        ) from exc
+    if not isinstance(extra_body, dict):
+        raise InputError("metadata.extra_body must encode a JSON object", path=source, line=line)
+    extra_body["seed"] = row[ROLLOUT_KEY]
+    metadata["extra_body"] = json.dumps(extra_body)
+
+
+def _short(lines: list[int], limit: int = 10) -> str:
+    text = ", ".join(map(str, lines[:limit]))
+    return text + (f" and {len(lines) - limit} more" if len(lines) > limit else "")
+
+
+def materialize(
+    input_path: Path | str, output_path: Path | str, options: MaterializeOptions, *, overwrite: bool = False
+) -> MaterializeResult:
+    """Read tasks, expand them, and write the materialized file atomically."""
+    jsonl.refuse_existing([Path(output_path)], overwrite)
+    records = list(read_task_lines(input_path, options.limit))
+    rows = expand(records, options, input_path)
+    jsonl.write_jsonl(output_path, rows, overwrite=overwrite)
+    return MaterializeResult(
+        input=str(input_path),
+        output=str(output_path),
+        input_rows=len(records),
+        tasks=len({r[TASK_KEY] for r in rows}),
+        rows=len(rows),
+        num_repeats=options.num_repeats,
+        sha256=sha256_file(output_path),
+    )
+
+
+def sha256_file(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,345 @@
+"""Unit tests for `ngrp collect` pieces that need no inference server: verifiers, conversions,
+routing, and the refusal paths (outputs exist, lock held, changed config, malformed rows)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from ngrp_lib.collect import convert, verify
+from ngrp_lib.collect.routing import Endpoint, Router, load_endpoints, normalize_base_url, public_url
+from ngrp_lib.collect.state import CollectorLock
+from ngrp_lib.errors import InputError, UsageError
+
+# ---- verifiers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "extracted", "correct"),
+    [
+        ("so \\boxed{4}.", "4", "4", True),
+        ("first \\boxed{3} then \\boxed{\\frac{1}{2}}", "0.5", "\\frac{1}{2}", True),
+        ("\\boxed{{1,060}}", "1060", "{1,060}", False),  # braces inside the box are not a number
+        ("the sum is 1,060.", "1060", "1,060", True),
+        ("answer 391.0", "391", "391.0", True),
+        ("$\\boxed{ 7 }$", "7", "7", True),
+        ("no number here", "4", None, False),
+        ("\\boxed{x+1}", "x + 1", "x+1", True),  # non-numeric: compared without spaces
+        ("2/4", "1/2", "2/4", True),
+    ],
+)
+def test_math_verifier(text, expected, extracted, correct):
+    out = verify.verify_math(text, expected)
+    assert out == {"reward": 1.0 if correct else 0.0, "extracted_answer": extracted, "is_correct": correct}
+
+
+def test_last_boxed_balances_nested_braces():
+    assert verify.last_boxed("\\boxed{\\frac{a}{b}} and \\boxed{{x}}") == "{x}"
+    assert verify.last_boxed("\\boxed{open") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "got", "correct"),
+    [
+        ("The answer is (C).", "C", "C", True),
+        ("Answer: b", "(B)", "B", True),
+        ("I pick \\boxed{D}", "A", "D", False),
+        ("nothing", "A", None, False),
+    ],
+)
+def test_mcq_verifier(text, expected, got, correct):
+    out = verify.verify_mcq(text, expected)
+    assert (out["extracted_answer"], out["is_correct"]) == (got, correct)
+
+
+def test_exact_and_regex_verifiers():
+    assert verify.verify_exact("  Paris\n", "Paris")["reward"] == 1.0
+    assert verify.verify_exact("paris", "Paris")["reward"] == 0.0
+    check = verify.regex_verifier(r"ANSWER=(\w+)")
+    assert check("ANSWER=no ... ANSWER=yes", "yes") == {
+        "reward": 1.0,
+        "extracted_answer": "yes",
+        "is_correct": True,
+    }
+    assert check("nothing", "yes")["extracted_answer"] is None
+    with pytest.raises(UsageError):
+        verify.regex_verifier("(")
+
+
+def test_make_verifier_needs_exactly_one():
+    kw = {"answer_key": "expected_answer", "pattern": None, "timeout": 1.0}
+    with pytest.raises(UsageError, match="exactly one"):
+        verify.make_verifier(None, url=None, function=None, **kw)
+    with pytest.raises(UsageError, match="exactly one"):
+        verify.make_verifier("math", url="http://x/verify", function=None, **kw)
+    with pytest.raises(UsageError, match="verifier-pattern"):
+        verify.make_verifier("regex", url=None, function=None, **kw)
+    with pytest.raises(UsageError, match="module:function"):
+        verify.make_verifier(None, url=None, function="nocolon", **kw)
+
+
+# ---- chat <-> responses conversion ----------------------------------------------------------------
+
+
+def test_chat_request_from_responses_params():
+    params = {
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi "}, {"text": "there"}]},
+                  {"role": "developer", "content": "be brief", "type": "message"}],
+        "instructions": "You are terse.",
+        "max_output_tokens": 16, "temperature": 0.7, "top_p": None,
+        "metadata": {"extra_body": '{"seed": 3, "top_k": 5}'},
+        "tools": [{"type": "function", "name": "add", "parameters": {"type": "object"}, "description": None}],
+        "tool_choice": "auto",
+    }  # fmt: skip
+    body = convert.chat_request(params, "m", token_ids=True)
+    assert body["messages"] == [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "hi there"},
+        {"role": "system", "content": "be brief"},
+    ]
+    assert body["max_tokens"] == 16 and body["temperature"] == 0.7 and "top_p" not in body
+    assert body["seed"] == 3 and body["top_k"] == 5 and "metadata" not in body
+    assert body["tools"] == [
+        {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    ]
+    assert body["tool_choice"] == "auto" and body["model"] == "m"
+    assert body["logprobs"] is True and body["return_token_ids"] is True
+
+
+def test_string_input_and_unsupported_items():
+    assert convert.chat_messages({"input": "hello"}) == [{"role": "user", "content": "hello"}]
+    with pytest.raises(convert.ConversionError):
+        convert.chat_messages({"input": [{"type": "image_generation_call"}]})
+    with pytest.raises(convert.ConversionError):
+        convert.chat_request({"input": "x", "metadata": {"extra_body": "not json"}}, "m")
+
+
+def test_responses_request_lifts_extra_body():
+    params = {"input": "x", "metadata": {"extra_body": '{"seed": 1}', "tag": "a"}, "top_p": None}
+    assert convert.responses_request(params, "m") == {
+        "input": "x",
+        "metadata": {"tag": "a"},
+        "seed": 1,
+        "model": "m",
+    }
+
+
+CHAT = {
+    "id": "chatcmpl-abc", "created": 1700000000, "model": "tiny", "prompt_token_ids": [1, 2, 3],
+    "choices": [{"index": 0, "finish_reason": "length", "token_ids": [7, 8],
+                 "message": {"role": "assistant", "content": "4", "reasoning_content": "hmm"},
+                 "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5},
+                                          {"token": "token_id:8", "logprob": -1.5}]}}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
+              "prompt_tokens_details": {"cached_tokens": 1}},
+}  # fmt: skip
+
+
+def test_response_from_chat_shape_and_tokens():
+    response = convert.response_from_chat(CHAT, token_ids=True)
+    assert response["status"] == "incomplete"
+    assert response["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert response["usage"] == {
+        "input_tokens": 3, "input_tokens_details": {"cached_tokens": 1}, "output_tokens": 2,
+        "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 5,
+    }  # fmt: skip
+    reasoning, message = response["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["summary"][0]["text"] == "hmm"
+    assert message["content"] == [{"type": "output_text", "text": "4", "annotations": []}]
+    assert message["prompt_token_ids"] == [1, 2, 3]
+    assert message["generation_token_ids"] == [7, 8] and message["generation_log_probs"] == [-0.5, -1.5]
+    assert convert.output_text(response) == "4"
+
+
+def test_response_from_chat_completed_and_errors():
+    done = json.loads(json.dumps(CHAT))
+    done["choices"][0]["finish_reason"] = "stop"
+    response = convert.response_from_chat(done)
+    assert response["status"] == "completed" and response["incomplete_details"] is None
+    assert "generation_token_ids" not in response["output"][-1]
+    done["choices"][0]["token_ids"] = [7]
+    with pytest.raises(convert.ConversionError, match="1 generated token ids but 2 logprobs"):
+        convert.response_from_chat(done, token_ids=True)
+    with pytest.raises(convert.ConversionError):
+        convert.response_from_chat({"choices": []})
+
+
+# ---- routing ----------------------------------------------------------------------------------------
+
+
+def test_base_urls_and_credentials():
+    assert normalize_base_url("http://h:8000") == "http://h:8000/v1"
+    assert normalize_base_url("http://h:8000/v1/") == "http://h:8000/v1"
+    assert public_url("https://user:secret@h/v1?key=x") == "https://h/v1"
+    with pytest.raises(UsageError):
+        normalize_base_url("h:8000")
+
+
+def test_router_keeps_task_repeats_together():
+    endpoints = [Endpoint(f"http://h{i}/v1", "m") for i in range(3)]
+    router = Router(endpoints)
+    assert {router.endpoint_for(5).base_url for _ in range(4)} == {"http://h2/v1"}
+    assert [router.endpoint_for(t).base_url for t in range(3)] == [e.base_url for e in endpoints]
+
+
+def test_endpoints_file(tmp_path):
+    path = tmp_path / "endpoints.json"
+    path.write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:9/v1", "model": "tiny"}]}))
+    assert load_endpoints(path, None) == [Endpoint("http://127.0.0.1:9/v1", "tiny")]
+    assert load_endpoints(path, "other")[0].model == "other"
+    path.write_text(json.dumps({"endpoints": []}))
+    with pytest.raises(InputError):
+        load_endpoints(path, None)
+
+
+# ---- refusals through the CLI (no server needed: they happen before any request) --------------------
+
+
+def _tasks(tmp_path, n=2, extra=""):
+    path = tmp_path / "tasks.jsonl"
+    lines = [
+        json.dumps({"responses_create_params": {"input": f"q{i}"}, "expected_answer": str(i)})
+        for i in range(n)
+    ]
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
+DEAD = "http://127.0.0.1:9/v1"  # port 9 (discard) is closed here: connection refused at once
+
+
+def _collect(run_ngrp, tmp_path, *extra):
+    return run_ngrp("collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+                    "--base-url", DEAD, "--model", "m", "--verifier", "math", "--max-retries", "0",
+                    "--abort-after", "2", "--json", *extra)  # fmt: skip
+
+
+def test_connection_refused_is_recorded_and_stops_early(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=5)
+    proc = _collect(run_ngrp, tmp_path, "--concurrency", "1")
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["failures_by_class"] == {"agent_request_failed": 2}
+    assert "no reply" in summary["stopped_early"] and summary["missing"] == 5
+    assert "--resume" in proc.stderr
+    rows = [json.loads(line) for line in (tmp_path / "out" / "r_failures.jsonl").read_text().splitlines()]
+    assert [(r["_ng_task_index"], r["_ng_attempt_index"], r["_ng_failure_http_status"]) for r in rows] == [
+        (0, 0, None), (1, 0, None)]  # fmt: skip
+    from ngrp_lib import schemas
+
+    for row in rows:
+        schemas.validator("failure").validate(row)
+    schemas.validator("run_manifest").validate(
+        json.loads((tmp_path / "out" / "r_run_manifest.json").read_text())
+    )
+    _validate_summary(summary)
+
+
+def _validate_summary(summary):
+    from conftest import REPO
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((REPO / "schemas" / "collect_result.schema.json").read_text())
+    Draft202012Validator(schema).validate(summary)
+
+
+def test_fresh_run_refuses_existing_outputs_and_resume_counts_attempts(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=1)
+    assert _collect(run_ngrp, tmp_path).returncode == 1
+    proc = _collect(run_ngrp, tmp_path)
+    assert proc.returncode == 2 and "--resume" in proc.stderr and "--overwrite" in proc.stderr
+    for _ in range(3):
+        proc = _collect(run_ngrp, tmp_path, "--resume", "--max-attempts", "3")
+    summary = json.loads(proc.stdout)
+    assert summary["exhausted"] == 1 and summary["attempted"] == 0  # three failed attempts: not retried again
+    attempts = [json.loads(x)["_ng_attempt_index"] for x in (tmp_path / "out" / "r_failures.jsonl").open()]
+    assert attempts == [0, 1, 2]
+
+
+def test_resume_refuses_changed_configuration(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=1)
+    assert _collect(run_ngrp, tmp_path).returncode == 1
+    proc = _collect(run_ngrp, tmp_path, "--resume", "--num-repeats", "2")
+    assert proc.returncode == 2 and "configuration changed" in proc.stderr and "num_repeats" in proc.stderr
+    _tasks(tmp_path, n=2)  # the task file itself changed
+    proc = _collect(run_ngrp, tmp_path, "--resume")
+    assert proc.returncode == 2 and "input_sha256" in proc.stderr
+
+
+def test_lock_held_by_another_collector(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=1)
+    (tmp_path / "out").mkdir()
+    with CollectorLock(tmp_path / "out" / "r.jsonl"):
+        proc = _collect(run_ngrp, tmp_path)
+    assert proc.returncode == 2 and f"pid {os.getpid()}" in proc.stderr
+    assert not (tmp_path / "out" / "r_run_manifest.json").exists()
+
+
+def test_malformed_task_row_names_the_line(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=2, extra='{"responses_create_params": {"input": "x"\n')
+    proc = _collect(run_ngrp, tmp_path)
+    assert proc.returncode == 3 and "tasks.jsonl:3:" in proc.stderr
+    assert not (tmp_path / "out" / "r.jsonl").exists()
+
+
+def test_missing_answer_field_is_refused_before_any_request(run_ngrp, tmp_path):
+    (tmp_path / "tasks.jsonl").write_text('{"responses_create_params": {"input": "x"}}\n')
+    proc = _collect(run_ngrp, tmp_path)
+    assert proc.returncode == 3 and "expected_answer" in proc.stderr and ":1:" in proc.stderr
+
+
+def test_usage_errors(run_ngrp, tmp_path):
+    _tasks(tmp_path)
+    assert (
+        "--model is required"
+        in run_ngrp(
+            "collect",
+            "--input",
+            tmp_path / "tasks.jsonl",
+            "--output",
+            tmp_path / "r.jsonl",
+            "--base-url",
+            DEAD,
+            "--verifier",
+            "math",
+        ).stderr
+    )
+    proc = _collect(run_ngrp, tmp_path, "--api", "responses", "--return-token-ids")
+    assert proc.returncode == 2 and "--api chat" in proc.stderr
+
+
+@pytest.fixture
+def silent_peer():
+    """A TCP server that accepts connections and never answers: a dead peer, not a fake inference server."""
+    import asyncio
+    import threading
+
+    loop = asyncio.new_event_loop()
+    held: list = []
+
+    async def hold(reader, writer):
+        held.append(writer)  # keep the connection open, say nothing
+        await asyncio.sleep(3600)
+
+    server = loop.run_until_complete(asyncio.start_server(hold, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/v1"
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+
+
+def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_peer):
+    _tasks(tmp_path, n=2)
+    proc = run_ngrp("collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "r.jsonl",
+                    "--base-url", silent_peer, "--model", "m", "--verifier", "math", "--timeout", "0.3",
+                    "--max-retries", "2", "--retry-base-delay", "0.01", "--json")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["failures_by_class"] == {"timeout": 2} and summary["completed"] == 0
+    rows = [json.loads(line) for line in (tmp_path / "r_failures.jsonl").read_text().splitlines()]
+    assert sorted(r["_ng_task_index"] for r in rows) == [0, 1]
+    assert all(r["_ngrp_retries"] == 2 and r["_ng_failure_type"] == "TimeoutError" for r in rows)
+    assert all(r["_ngrp_elapsed_s"] >= 0.9 for r in rows)  # three attempts of 0.3 s each

@@ -1,0 +1,119 @@
+"""`ngrp materialize` reproduces NeMo Gym 0.7.0's materialized files byte for byte."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ngrp_lib import jsonl
+from ngrp_lib.errors import InputError, UsageError
+from ngrp_lib.materialize import MaterializeOptions, expand, materialize, read_task_lines
+
+STACK = "gym-stack"
+
+
+@pytest.mark.parametrize(
+    ("raw", "golden_file", "args"),
+    [
+        ("raw_inputs.jsonl", "case_complete", ["--num-repeats", "4", "--agent", "math_simple_agent"]),
+        ("raw_inputs.jsonl", "case_partial", ["--num-repeats", "4", "--agent", "math_simple_agent"]),
+        (
+            "raw_inputs.jsonl",
+            "seed_interleave_demo",
+            ["--num-repeats", "2", "--agent", "math_simple_agent", "--seed-per-repeat", "--interleave"],
+        ),
+        (
+            "raw_inputs_with_duplicate_line.jsonl",
+            "dedup_demo",
+            ["--num-repeats", "2", "--agent", "math_simple_agent"],
+        ),
+    ],
+)
+def test_cli_matches_gym_bytes(run_ngrp, golden, tmp_path, raw, golden_file, args):
+    out = tmp_path / "out.jsonl"
+    proc = run_ngrp("materialize", "--input", golden / raw, "--output", out, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes() == (golden / golden_file / "rollouts_materialized_inputs.jsonl").read_bytes()
+
+
+def test_gym_stack_materialized_file(golden, tmp_path):
+    stack = golden.parent / STACK
+    out = tmp_path / "m.jsonl"
+    opts = MaterializeOptions(num_repeats=4, agent="string_match_simple_agent")
+    result = materialize(stack / "tasks.jsonl", out, opts)
+    assert out.read_bytes() == (stack / "rollouts_materialized_inputs.jsonl").read_bytes()
+    assert (result.input_rows, result.tasks, result.rows) == (24, 24, 96)
+
+
+def _rows(tmp_path, lines: list[str], **opts):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return expand(read_task_lines(path, opts.pop("limit", None)), MaterializeOptions(**opts), path)
+
+
+def test_existing_task_index_kept_and_not_deduped(tmp_path):
+    line = '{"responses_create_params": {"input": []}, "agent_ref": {"name": "a", "type": "x"}'
+    rows = _rows(tmp_path, [line + ', "_ng_task_index": 42}', line + ', "_ng_task_index": 99}', line + "}"],
+                 num_repeats=2)  # fmt: skip
+    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
+    assert keys == [(42, 0), (42, 1), (99, 0), (99, 1), (0, 0), (0, 1)]
+    assert rows[0]["agent_ref"] == {"name": "a", "type": "x"}  # kept byte for byte without --agent
+
+
+def test_agent_overrides_and_overrides_merge_shallow(tmp_path):
+    line = '{"responses_create_params": {"input": "hi", "temperature": 0.5}, "agent_ref": {"name": "a"}}'
+    rows = _rows(tmp_path, [line], agent="b", overrides={"temperature": 1.0, "top_p": 0.9})
+    assert rows[0]["agent_ref"] == {"name": "b"}
+    assert rows[0]["responses_create_params"] == {"input": "hi", "temperature": 1.0, "top_p": 0.9}
+
+
+def test_seed_merges_into_existing_extra_body(tmp_path):
+    line = '{"responses_create_params": {"input": "x", "metadata": {"extra_body": "{\\"top_k\\": 5}"}}}'
+    rows = _rows(tmp_path, [line], num_repeats=2, agent="a", seed_per_repeat=True)
+    bodies = [json.loads(r["responses_create_params"]["metadata"]["extra_body"]) for r in rows]
+    assert bodies == [{"top_k": 5, "seed": 0}, {"top_k": 5, "seed": 1}]
+
+
+def test_limit_counts_physical_lines(tmp_path):
+    rows = _rows(tmp_path, ['{"responses_create_params": {"input": "a"}}', "",
+                            '{"responses_create_params": {"input": "b"}}'], agent="a", limit=2)  # fmt: skip
+    assert [r["responses_create_params"]["input"] for r in rows] == ["a"]
+
+
+def test_no_agent_is_a_usage_error_naming_lines(tmp_path):
+    with pytest.raises(UsageError, match="lines 1, 2"):
+        _rows(tmp_path, ['{"responses_create_params": {"input": "a"}}'] * 2)
+    rows = _rows(tmp_path, ['{"responses_create_params": {"input": "a"}}'], default_agent="m")
+    assert rows[0]["agent_ref"] == {"name": "m"}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"responses_create_params": {"input": "a"}', "malformed task row"),
+        ('{"expected_answer": "4"}', "responses_create_params is missing"),
+        ('{"responses_create_params": "hi"}', "responses_create_params is a JSON str"),
+        ('{"responses_create_params": {}, "_ng_task_index": -1}', "_ng_task_index must be"),
+    ],
+)
+def test_malformed_rows_name_file_and_line(run_ngrp, tmp_path, line, message):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"responses_create_params": {"input": "ok"}}\n' + line + "\n")
+    proc = run_ngrp("materialize", "--input", path, "--output", tmp_path / "o.jsonl", "--agent", "a")
+    assert proc.returncode == 3
+    assert f"{path}:2:" in proc.stderr and message in proc.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+    with pytest.raises(InputError):
+        materialize(path, tmp_path / "o2.jsonl", MaterializeOptions(agent="a"))
+
+
+def test_refuses_existing_output(run_ngrp, golden, tmp_path):
+    out = tmp_path / "o.jsonl"
+    out.write_text("keep\n")
+    proc = run_ngrp("materialize", "--input", golden / "raw_inputs.jsonl", "--output", out, "--agent", "a")
+    assert proc.returncode == 2 and "--overwrite" in proc.stderr
+    assert out.read_text() == "keep\n"
+    proc = run_ngrp("materialize", "--input", golden / "raw_inputs.jsonl", "--output", out, "--agent", "a",
+                    "--overwrite", "--json")  # fmt: skip
+    assert proc.returncode == 0 and json.loads(proc.stdout)["rows"] == 3
+    assert len(list(jsonl.iter_rows(out))) == 3
