@@ -59,8 +59,8 @@ class GymTargets:
     def for_row(self, row: dict) -> RunTarget:
         name = agent_name(row)
         target = self.by_agent.get(name) if name else None
-        if target is None:
-            target = self.default
+        if target is None and (name is None or not self.by_agent):
+            target = self.default  # a row without an agent, or a single fixed /run URL
         if target is None:
             known = ", ".join(sorted(self.by_agent)) or "none"
             raise UsageError(
@@ -112,15 +112,19 @@ def _global_config(raw: Any) -> dict | None:
 def _targets_from_head(head: str, instances: list, config: dict | None) -> GymTargets:
     envs = [i for i in instances if isinstance(i, dict) and i.get("server_type") == ENVIRONMENT_SERVERS]
     agents = [i for i in instances if isinstance(i, dict) and i.get("server_type") == AGENTS]
+    env_targets = [RunTarget(e["url"] + "/run", e["process_name"], e.get("name")) for e in envs]
+    relayed = [_relayed_agent(config, env) for env in envs]
+    if len(envs) == 1 and relayed[0] is None:
+        # One environment server and no config to read (no PyYAML): it runs every row.
+        return GymTargets(default=env_targets[0], head_url=head)
+    # Agents with no environment server are posted to directly (Gym before 0.7.0 had no relays).
     by_agent = {a["process_name"]: RunTarget(a["url"] + "/run") for a in agents if a.get("url")}
+    by_agent.update(
+        {agent: target for agent, target in zip(relayed, env_targets, strict=True) if agent is not None}
+    )
     default = None
-    for env in envs:
-        target = RunTarget(env["url"] + "/run", env["process_name"], env.get("name"))
-        relayed = _relayed_agent(config, env)
-        if relayed is not None:
-            by_agent[relayed] = target
-        elif len(envs) == 1:
-            default = target  # one environment server and no config to read: it runs every row
+    if len(set(by_agent.values())) == 1:
+        default = next(iter(by_agent.values()))  # one place to run rows: rows without an agent go there too
     if not by_agent and default is None:
         raise UsageError(f"the Gym head server at {head} lists no agent or environment server")
     return GymTargets(by_agent=by_agent, default=default, head_url=head)

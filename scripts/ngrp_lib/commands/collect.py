@@ -103,6 +103,17 @@ or another collector holds the lock, 3 malformed input (file:line named).
     help="Stop admitting rows after this many attempts in a row got no reply.",
 )
 @click.option("--resume", is_flag=True, help="Continue an earlier run (checked against its manifest).")
+@click.option(
+    "--gym-url",
+    default=None,
+    help="NeMo Gym mode: post each row to this Gym head server (discovers the agents' /run) or /run URL.",
+)
+@click.option(
+    "--shard",
+    "shard_spec",
+    default=None,
+    help="Run only shard i/N (0-based, by task index) or `auto` (Slurm array); output gets -shard-i-of-N.",
+)
 @overwrite_option
 @json_option
 def command(
@@ -132,6 +143,8 @@ def command(
     max_attempts,
     abort_after,
     resume,
+    gym_url,
+    shard_spec,
     overwrite,
     as_json,
 ):
@@ -143,16 +156,22 @@ def command(
     from ..collect import CollectOptions, collect
     from ..collect.http import RetryPolicy
     from ..materialize import MaterializeOptions
+    from ..shards import parse_shard, shard_output_path
 
+    shard = parse_shard(shard_spec) if shard_spec else None
     options = CollectOptions(
-        output=output,
-        endpoints=tuple(_endpoints(base_urls, endpoints_file, model)),
+        output=shard_output_path(output, shard) if shard else output,
+        endpoints=()
+        if gym_url and not (base_urls or endpoints_file)
+        else tuple(_endpoints(base_urls, endpoints_file, model)),
+        gym_url=gym_url,
+        shard=shard,
         input=input_path,
         materialized=materialized,
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=_agent_default(model),
+            default_agent=_agent_default(model) if not gym_url else None,
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
