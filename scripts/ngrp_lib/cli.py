@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("ngrp_lib.commands.merge", "Merge rollout shards: dedupe identical keys, refuse conflicts."),
     "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
+    "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k, summary), strict or partial."),
 }
 
 EPILOG = """\b

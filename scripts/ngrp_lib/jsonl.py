@@ -73,8 +73,11 @@ def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row
     return Row(line, data, raw)
 
 
-def iter_records(path: Path | str) -> Iterator[Row | Problem]:
-    """Yield every non-blank line of a JSONL file as a Row or a Problem; blank lines as Problem(BLANK)."""
+def iter_records(path: Path | str, *, hasher: Any = None) -> Iterator[Row | Problem]:
+    """Yield every non-blank line of a JSONL file as a Row or a Problem; blank lines as Problem(BLANK).
+
+    `hasher` (a hashlib object), when given, is fed every byte read, so a caller gets the file's digest
+    from the same pass."""
     path = Path(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors mapped first
@@ -84,6 +87,8 @@ def iter_records(path: Path | str) -> Iterator[Row | Problem]:
         line_no = 0
         pending: bytes | None = None
         for chunk in handle:
+            if hasher is not None:
+                hasher.update(chunk)
             if pending is not None:
                 yield _record(pending, line_no, terminated=True)
             line_no += 1

@@ -1,0 +1,135 @@
+"""`ngrp profile`: a thin shell over `ngrp_lib.profile.run_profile` / `merge_profiles`."""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from ..errors import UsageError
+from ._common import emit, json_option, overwrite_option
+
+# Gym's Hydra spelling of our options, accepted as extra arguments: `++allow_partial_rollouts=True` etc.
+_GYM_TOKEN = re.compile(r"^\+{1,2}(allow_partial_rollouts|materialized_inputs_jsonl_fpath|rollouts_jsonl_fpath)=(.*)$")
+_TRUE, _FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
+
+
+def _gym_tokens(args: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    found, rest = {}, []
+    for arg in args:
+        match = _GYM_TOKEN.match(arg)
+        if match:
+            found[match.group(1)] = match.group(2)
+        else:
+            rest.append(arg)
+    return found, rest
+
+
+def _flag(value: str) -> bool:
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise UsageError(f"allow_partial_rollouts={value!r} is not a boolean", hint="write ++allow_partial_rollouts=True")
+
+
+@click.command("profile", context_settings={"ignore_unknown_options": True})
+@click.option("--inputs", type=click.Path(path_type=str), help="Materialized inputs JSONL (Gym: --inputs).")
+@click.option("--rollouts", type=click.Path(path_type=str), help="Rollouts JSONL; outputs are named from its stem.")
+@click.option("--output-dir", type=click.Path(path_type=str), help="Write outputs here instead of next to --rollouts.")
+@click.option("--allow-partial", is_flag=True, help="Profile completed rollouts when some are missing.")
+@overwrite_option
+@click.option("--gym-only", is_flag=True, help="Write exactly Gym's keys in Gym's files (no ngrp/* extras).")
+@click.option(
+    "--pass-threshold",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="A rollout passes when reward >= this (for ngrp/pass_rate, ngrp/pass@k, Wilson interval).",
+)
+@click.option(
+    "--null-reward",
+    type=click.Choice(["exclude", "zero", "error"]),
+    default="exclude",
+    show_default=True,
+    help="Null or absent rewards: leave out of the statistics (Gym), count as 0, or fail.",
+)
+@click.option("--save-state", is_flag=True, help="Also write <stem>_profile_state.jsonl, for a later --merge.")
+@click.option("--merge", is_flag=True, help="Merge shard profiles (ARGS) into the outputs named by --rollouts.")
+@json_option
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def command(
+    inputs: str | None,
+    rollouts: str | None,
+    output_dir: str | None,
+    allow_partial: bool,
+    overwrite: bool,
+    gym_only: bool,
+    pass_threshold: float,
+    null_reward: str,
+    save_state: bool,
+    merge: bool,
+    as_json: bool,
+    args: tuple[str, ...],
+) -> int:
+    """NeMo Gym-compatible reward profile of a run: writes <stem>_reward_profiling.jsonl,
+    <stem>_agent_metrics.json and <stem>_repeat_level_metrics.json with Gym 0.7.0's keys and
+    values, plus <stem>_profile_summary.json (completion accounting, input hashes, options,
+    warnings). Strict by default: missing rollouts fail unless --allow-partial (Gym's
+    ++allow_partial_rollouts=True is accepted too). Profile rows also get ngrp/* keys: pass rate
+    at --pass-threshold, unbiased pass@k (k = 1, 2, 4, ... and n) and its Wilson 95% interval.
+
+    \b
+    Example:
+      ngrp profile --inputs rollouts_materialized_inputs.jsonl --rollouts rollouts.jsonl
+      ngrp profile --inputs m.jsonl --rollouts r.jsonl ++allow_partial_rollouts=True
+      ngrp profile --inputs s0/m.jsonl --rollouts s0/r.jsonl --save-state   # one per shard
+      ngrp profile --merge --rollouts all/rollouts.jsonl s0/r_reward_profiling.jsonl s1/r_reward_profiling.jsonl
+
+    \b
+    Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys
+    (or a null reward with --null-reward error), 2 usage error or an output exists (use
+    --overwrite), 3 a file cannot be read or a line is not valid JSON.
+    """
+    from ..profile import ProfileOptions, merge_profiles, run_profile
+
+    tokens, rest = _gym_tokens(args)
+    inputs = inputs or tokens.get("materialized_inputs_jsonl_fpath")
+    rollouts = rollouts or tokens.get("rollouts_jsonl_fpath")
+    if "allow_partial_rollouts" in tokens:
+        allow_partial = allow_partial or _flag(tokens["allow_partial_rollouts"])
+    if rest and not merge:
+        raise UsageError(f"unexpected arguments: {' '.join(rest)}", hint="shard files go with --merge")
+    if not rollouts:
+        raise UsageError("--rollouts is required", hint="with --merge it names the merged outputs' stem")
+    options = ProfileOptions(
+        output_dir=output_dir,
+        allow_partial=allow_partial,
+        overwrite=overwrite,
+        gym_only=gym_only,
+        pass_threshold=pass_threshold,
+        null_reward=null_reward,
+        save_state=save_state and not merge,
+    )
+    if merge:
+        result = merge_profiles(rest, rollouts, options)
+    else:
+        if not inputs:
+            raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")
+        result = run_profile(inputs, rollouts, options)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    emit(result, as_json, render_text)
+    return 0
+
+
+def render_text(result) -> str:
+    from ..profile.summary import render_gym_text
+
+    text = render_gym_text(result.completion, result.counts["masked"], result.outputs)
+    lines = [text, f"Profile summary (ngrp): {result.outputs['profile_summary']}"]
+    if "profile_state" in result.outputs:
+        lines.append(f"Profile state for --merge (ngrp): {result.outputs['profile_state']}")
+    if result.counts["null_reward"]:
+        lines.append(f"Null or absent rewards: {result.counts['null_reward']} rollout rows (see warnings).")
+    return "\n".join(lines)

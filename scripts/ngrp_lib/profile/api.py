@@ -1,0 +1,233 @@
+"""`run_profile` and `merge_profiles`: read -> align -> accumulate -> write, returning a typed result."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..artifacts import profile_paths_for, sibling
+from ..errors import FindingsError, UsageError
+from ..jsonl import atomic_output, refuse_existing, write_json
+from .agents import agent_metrics, repeat_level
+from .align import check_alignment
+from .extras import DEFAULT_PASS_THRESHOLD
+from .group_rows import profile_lines
+from .reader import ReadStats, read_dataset
+from .records import NULL_POLICIES, Dataset
+from .summary import completion_summary, per_agent_counts
+from .table import build_table
+
+STATE_SUFFIX = "_profile_state"
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    output_dir: Path | None = None
+    allow_partial: bool = False
+    overwrite: bool = False
+    gym_only: bool = False
+    pass_threshold: float = DEFAULT_PASS_THRESHOLD
+    null_reward: str = "exclude"
+    save_state: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["output_dir"] = None if self.output_dir is None else str(self.output_dir)
+        return out
+
+
+@dataclass
+class ProfileResult:
+    outputs: dict[str, str]
+    completion: dict[str, Any]  # Gym's completion summary
+    counts: dict[str, int]
+    agents: list[dict[str, Any]]
+    profile_rows: int
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def output_paths(rollouts: Path, options: ProfileOptions) -> dict[str, Path]:
+    paths = profile_paths_for(rollouts, options.output_dir)
+    if options.save_state:
+        base = Path(rollouts) if options.output_dir is None else Path(options.output_dir) / Path(rollouts).name
+        paths["profile_state"] = sibling(base, STATE_SUFFIX, ".jsonl")
+    return paths
+
+
+def _check_options(options: ProfileOptions) -> None:
+    if options.null_reward not in NULL_POLICIES:
+        raise UsageError(f"--null-reward must be one of {', '.join(NULL_POLICIES)}, not {options.null_reward!r}")
+
+
+def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOptions) -> ProfileResult:
+    """Profile one run: Gym's three files plus our summary (and state, for a later merge)."""
+    _check_options(options)
+    inputs, rollouts = Path(inputs), Path(rollouts)
+    paths = output_paths(rollouts, options)
+    refuse_existing(list(paths.values()), options.overwrite)
+    data, stats = read_dataset(inputs, rollouts, options.null_reward)
+    sources = {
+        "materialized_inputs": _file_ref(inputs, stats, "inputs"),
+        "rollouts": _file_ref(rollouts, stats, "rollouts"),
+    }
+    return _profile(data, stats, options, paths, sources)
+
+
+def _file_ref(path: Path, stats: ReadStats, role: str) -> dict[str, Any]:
+    ref: dict[str, Any] = {"path": str(path), "sha256": stats.sha256[role].hexdigest(), "rows": stats.rows.get(role, 0)}
+    if stats.blank_lines.get(role):
+        ref["blank_lines"] = stats.blank_lines[role][:20]
+    return ref
+
+
+def _profile(
+    data: Dataset, stats: ReadStats, options: ProfileOptions, paths: dict[str, Path], sources: dict[str, Any]
+) -> ProfileResult:
+    alignment = check_alignment(data, stats, options.allow_partial)
+    _check_null_rewards(data, options)
+    table = build_table(data)
+    warnings = _read_warnings(stats, sources)
+    rewards_by_label: dict[Any, list[float]] = {}
+    n_rows = 0
+    with atomic_output(paths["reward_profiling"], overwrite=options.overwrite) as handle:
+        for line, record in profile_lines(data, table, extras=not options.gym_only, pass_threshold=options.pass_threshold):
+            handle.write(line)
+            n_rows += 1
+            if record["rewards"]:
+                mean = sum(record["rewards"]) / len(record["rewards"])
+                rewards_by_label.setdefault(record["label"], []).append(mean)
+    repeats, incomplete = repeat_level(table)
+    agents = agent_metrics(data, table, repeats)
+    write_json(paths["agent_metrics"], agents, overwrite=options.overwrite)
+    write_json(paths["repeat_level_metrics"], repeats, overwrite=options.overwrite)
+    if options.save_state:
+        write_state(paths["profile_state"], data, options, sources)
+    completion = completion_summary(data)
+    per_agent = per_agent_counts(data)
+    counts = _counts(completion, per_agent)
+    _add_agent_means(per_agent, agents, rewards_by_label, table)
+    warnings += _data_warnings(counts, completion, incomplete, table, options, alignment.missing)
+    outputs = {name: str(path) for name, path in paths.items()}
+    summary = {
+        "tool": {"name": "ngrp", "version": __version__},
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": sources,
+        "options": options.to_json(),
+        "counts": counts,
+        "tasks": {k: completion[v] for k, v in _TASK_KEYS.items()},
+        "gym_completion": completion,
+        "agents": per_agent,
+        "outputs": outputs,
+        "warnings": warnings,
+    }
+    outputs["profile_summary"] = str(paths["profile_summary"])
+    write_json(paths["profile_summary"], summary, overwrite=options.overwrite, indent=True)
+    return ProfileResult(outputs, completion, counts, per_agent, n_rows, warnings)
+
+
+_TASK_KEYS = {
+    "total": "total_input_rows",
+    "complete": "complete_input_rows",
+    "partial": "partial_input_rows",
+    "dropped": "missing_input_rows",
+}
+
+
+def _counts(completion: dict[str, Any], per_agent: list[dict[str, Any]]) -> dict[str, int]:
+    masked = sum(a["counts"]["masked"] for a in per_agent)
+    null = sum(a["counts"]["null_reward"] for a in per_agent)
+    return {
+        "expected": completion["expected_rollout_rows"],
+        "completed": completion["completed_rollout_rows"],
+        "missing": completion["missing_rollout_rows"],
+        "extra": completion["extra_rollout_rows"],
+        "masked": masked,
+        "measured": completion["completed_rollout_rows"] - masked,
+        "null_reward": null,
+    }
+
+
+def _add_agent_means(per_agent: list, agents: list, rewards_by_label: dict, table: Any) -> None:
+    """Next to Gym's rollout-weighted mean/reward, the task-weighted one (mean of per-task means)."""
+    pooled = {e["agent_ref"]["name"]: e.get("mean/reward") for e in agents}
+    for entry in per_agent:
+        task_means = rewards_by_label.get(entry["agent"])
+        entry["mean_reward_rollout_weighted"] = pooled.get(entry["agent"])
+        entry["mean_reward_task_weighted"] = sum(task_means) / len(task_means) if task_means else None
+
+
+def _check_null_rewards(data: Dataset, options: ProfileOptions) -> None:
+    if options.null_reward != "error":
+        return
+    bad = sorted(k for k, r in data.results.items() if not r.masked and r.reward_state != "ok")
+    if bad:
+        raise FindingsError(
+            f"{len(bad)} measured rollouts have a null or absent reward: {bad[:10]}",
+            hint="fix the verifier, or choose --null-reward exclude (Gym's behaviour) or --null-reward zero",
+        )
+
+
+def _read_warnings(stats: ReadStats, sources: dict[str, Any]) -> list[str]:
+    out = []
+    for role, lines in stats.blank_lines.items():
+        name = "materialized_inputs" if role == "inputs" else "rollouts"
+        out.append(
+            f"skipped {len(lines)} blank line(s) in {sources[name]['path']} (first at line {lines[0]}); "
+            "NeMo Gym's `gym eval profile` refuses such a file"
+        )
+    return out
+
+
+def _data_warnings(counts, completion, incomplete, table, options, missing) -> list[str]:
+    out = []
+    if counts["null_reward"]:
+        how = {
+            "exclude": "left out of mean/reward and the other reward statistics, as Gym does, so those tasks' "
+            "numbers stand on fewer rollouts; use --null-reward zero or error to decide otherwise",
+            "zero": "counted as reward 0 (--null-reward zero)",
+        }[options.null_reward]
+        out.append(f"{counts['null_reward']} measured rollout(s) have a null or absent reward: {how}")
+    if missing:
+        out.append(
+            f"partial profile: {len(missing)} rollout(s) missing (first {missing[:5]}); "
+            f"{completion['partial_input_rows']} partial and {completion['missing_input_rows']} dropped task group(s). "
+            "Agent-level mean/* pools rollouts, so tasks with more completed rollouts weigh more; see "
+            "mean_reward_task_weighted in the profile summary"
+        )
+    if incomplete:
+        first = incomplete[0]
+        out.append(
+            f"{len(incomplete)} repeat(s) are missing rollouts for some tasks (e.g. agent="
+            f"{first['agent_ref']['name']!r}, _ng_rollout_index={first['_ng_rollout_index']}, "
+            f"missing_count={first['missing_count']}): repeat-level statistics use unequal sample sizes"
+        )
+    if counts["masked"]:
+        out.append(f"{counts['masked']} masked rollout(s) (mask_sample) left out of the quality metrics")
+    if len(table.tasks) and all(label is None for label in table.labels):
+        out.append(
+            "no materialized row has an agent_ref (or _ng_environment_server): the agent and repeat-level "
+            "metric files are empty, as in Gym"
+        )
+    return out
+
+
+def write_state(path: Path, data: Dataset, options: ProfileOptions, sources: dict[str, Any]) -> None:
+    """The exact per-row state `merge_profiles` needs (Gym's profile rows do not hold enough)."""
+    header = {"ngrp_profile_state": 1, "null_reward": options.null_reward, "sources": sources}
+    with atomic_output(path, overwrite=options.overwrite) as handle:
+        handle.write(orjson.dumps(header) + b"\n")
+        for rec in data.inputs:
+            handle.write(orjson.dumps(["i", rec.task, rec.rollout, rec.run_key, rec.agent]) + b"\n")
+        for (task, rollout), res in data.results.items():
+            head = orjson.dumps(["r", task, rollout, res.masked, res.names, res.values, res.reward_state])
+            handle.write(head[:-1] + b"," + res.info + b"]\n")
+        for (task, run_key), (rollout, raw) in data.samples.items():
+            handle.write(orjson.dumps(["s", task, run_key, rollout])[:-1] + b"," + raw + b"]\n")

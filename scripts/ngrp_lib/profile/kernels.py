@@ -1,0 +1,110 @@
+"""Numeric kernels that reproduce pandas' NaN-skipping statistics (as Gym 0.7.0 calls them) with numpy.
+
+`describe_groups` is the vectorised per-group `mean/max/min/median/std` of Gym's `describe_dataframe`;
+`series_stats` is the 1-D `Series` arithmetic of its repeat-level metrics. Summation is numpy's pairwise
+sum over each contiguous slice, as in pandas, so results agree to the last bits in practice.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .tdist import t_ppf
+
+STATS = ("mean", "max", "min", "median", "std")
+CONFIDENCE = 0.95
+
+
+def describe_groups(matrix: Any, starts: Any) -> dict[str, Any]:
+    """Per-group stats of each column of `matrix` (rows sorted by group; group g is rows starts[g]:starts[g+1]).
+
+    NaN marks a missing value and is skipped. Returns (groups x columns) arrays keyed by stat, NaN where
+    pandas gives NaN, with Gym's rule applied: when every std of a group is NaN, columns without a
+    missing value in that group get std 0.
+    """
+    import numpy as np
+
+    n_rows, n_cols = matrix.shape
+    sizes = np.diff(np.append(starts, n_rows))
+    group_of_row = np.repeat(np.arange(len(starts)), sizes)
+    missing = np.isnan(matrix)
+    filled = np.where(missing, 0.0, matrix)
+    counts = np.add.reduceat(~missing, starts, axis=0) if n_rows else np.zeros((0, n_cols))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.add.reduceat(filled, starts, axis=0) / counts
+        dev = np.where(missing, 0.0, (mean[group_of_row] - matrix) ** 2)
+        var = np.add.reduceat(dev, starts, axis=0) / (counts - 1)
+    var[counts < 2] = np.nan
+    std = np.sqrt(var)
+    all_nan = np.isnan(std).all(axis=1)
+    complete = counts == sizes[:, None]
+    std[all_nan[:, None] & complete] = 0.0
+    return {
+        "mean": mean,
+        "max": np.fmax.reduceat(matrix, starts, axis=0),
+        "min": np.fmin.reduceat(matrix, starts, axis=0),
+        "median": _group_medians(matrix, starts, group_of_row, counts),
+        "std": std,
+    }
+
+
+def _group_medians(matrix: Any, starts: Any, group_of_row: Any, counts: Any) -> Any:
+    import numpy as np
+
+    out = np.full(counts.shape, np.nan)
+    for col in range(matrix.shape[1]):
+        order = np.lexsort((matrix[:, col], group_of_row))  # by group, then value; NaN last in each group
+        ordered = matrix[order, col]
+        k = counts[:, col]
+        has = k > 0
+        lo = starts + (k - 1) // 2
+        hi = starts + k // 2
+        lo_v = ordered[np.where(has, lo, 0)]
+        hi_v = ordered[np.where(has, hi, 0)]
+        out[:, col] = np.where(has, (lo_v + hi_v) / 2.0, np.nan)
+        odd = has & (k % 2 == 1)
+        out[odd, col] = lo_v[odd]
+    return out
+
+
+def series_stats(values: Any) -> dict[str, float] | None:
+    """pandas `Series.dropna()` then mean/median/std(ddof=1, 0 for n=1)/min/max/p25/p75, as Gym uses them."""
+    import numpy as np
+
+    x = values[~np.isnan(values)]
+    n = len(x)
+    if n == 0:
+        return None
+    mean = float(np.sum(x) / n)
+    std = float(np.sqrt(np.sum((mean - x) ** 2) / (n - 1))) if n > 1 else 0.0
+    p25, p75 = np.percentile(x, [25.0, 75.0])
+    return {
+        "n": n,
+        "mean": mean,
+        "median": float(np.median(x)),
+        "std": std,
+        "min": float(np.min(x)),
+        "max": float(np.max(x)),
+        "p25": float(p25),
+        "p75": float(p75),
+    }
+
+
+def t_interval(mean: float, sem: float, n: int) -> tuple[float, float] | None:
+    """Gym's `_confidence_interval`: None for n <= 1, a point when sem is 0, else scipy's `t.interval`."""
+    if n <= 1:
+        return None
+    if sem == 0:
+        return mean, mean
+    low = t_ppf((1.0 - CONFIDENCE) / 2.0, n - 1)
+    high = t_ppf((1.0 + CONFIDENCE) / 2.0, n - 1)
+    return mean + low * sem, mean + high * sem
+
+
+def sem_of(std: float, n: int) -> float:
+    return std / n**0.5
+
+
+def finite(value: float) -> bool:
+    return not math.isnan(value)

@@ -1,0 +1,104 @@
+"""Sharded profiling: profile each shard with `save_state`, then merge the states into the outputs one
+pass over all shards' files would give. Exact by construction: the merge rebuilds the same `Dataset`
+and runs the same pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import InputError, UsageError
+from ..jsonl import refuse_existing
+from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _profile, output_paths
+from .reader import ReadStats
+from .records import Dataset, InputRec, ResultRec
+
+REWARD_PROFILE_SUFFIX = "_reward_profiling"
+
+
+def state_path_for(shard: Path) -> Path:
+    """Accept a state file, or a shard's `<stem>_reward_profiling.jsonl` next to its state file."""
+    name = shard.name
+    if name.endswith(STATE_SUFFIX + ".jsonl"):
+        return shard
+    if name.endswith(REWARD_PROFILE_SUFFIX + ".jsonl"):
+        stem = name[: -len(REWARD_PROFILE_SUFFIX + ".jsonl")]
+        return shard.with_name(stem + STATE_SUFFIX + ".jsonl")
+    raise UsageError(
+        f"{shard}: not a profile state (`*{STATE_SUFFIX}.jsonl`) or reward profile (`*{REWARD_PROFILE_SUFFIX}.jsonl`)",
+        hint="profile each shard with `ngrp profile --save-state`, then merge their outputs",
+    )
+
+
+def _load_state(path: Path, data: Dataset, stats: ReadStats) -> dict[str, Any]:
+    header: dict[str, Any] | None = None
+    for row in _raw_lines(path):
+        if header is None:
+            if not isinstance(row, dict) or row.get("ngrp_profile_state") != 1:
+                raise InputError("not an ngrp profile state file (bad header)", path=path, line=1)
+            header = row
+            continue
+        kind = row[0]
+        if kind == "i":
+            data.inputs.append(InputRec(row[1], row[2], row[3], row[4]))
+        elif kind == "r":
+            key = (row[1], row[2])
+            if key in data.results:
+                stats.duplicate_results.append(key)
+                continue
+            data.results[key] = ResultRec(row[3], tuple(row[4]), tuple(row[5]), orjson.dumps(row[7]), row[6])
+        elif kind == "s":
+            group, best = (row[1], row[2]), data.samples.get((row[1], row[2]))
+            if best is None or row[3] < best[0]:
+                data.samples[group] = (row[3], orjson.dumps(row[4]))
+    if header is None:
+        raise InputError("empty profile state file", path=path)
+    return header
+
+
+def _raw_lines(path: Path):
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                yield orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"invalid JSON: {exc}", path=path, line=number) from exc
+
+
+def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: ProfileOptions) -> ProfileResult:
+    """Merge shard states into the profile of their union; outputs are named from `rollouts`' stem."""
+    if not shards:
+        raise UsageError("--merge needs at least one shard", hint="list the shards' *_reward_profiling.jsonl files")
+    paths = output_paths(Path(rollouts), ProfileOptions(**{**options.__dict__, "save_state": False}))
+    refuse_existing(list(paths.values()), options.overwrite)
+    data, stats = Dataset(), ReadStats()
+    input_keys: set = set()
+    sources: dict[str, Any] = {}
+    for number, shard in enumerate(shards):
+        path = state_path_for(Path(shard))
+        if not path.exists():
+            raise InputError("profile state not found", path=path, hint="profile the shard with --save-state")
+        before = len(data.inputs)
+        header = _load_state(path, data, stats)
+        if header["null_reward"] != options.null_reward:
+            raise UsageError(
+                f"{path} was profiled with --null-reward {header['null_reward']}, not {options.null_reward}",
+                hint=f"merge with --null-reward {header['null_reward']}, or re-profile the shard",
+            )
+        for rec in data.inputs[before:]:
+            key = (rec.task, rec.rollout)
+            if key in input_keys:
+                stats.duplicate_inputs.append(key)
+            input_keys.add(key)
+        sources[f"shard_{number}"] = {"path": str(path), "sources": header["sources"]}
+    if stats.duplicate_inputs:  # keep the first copy, as a single pass does, so the error path is identical
+        seen: set = set()
+        unique = []
+        for rec in data.inputs:
+            if (rec.task, rec.rollout) not in seen:
+                seen.add((rec.task, rec.rollout))
+                unique.append(rec)
+        data.inputs = unique
+    return _profile(data, stats, ProfileOptions(**{**options.__dict__, "save_state": False}), paths, sources)

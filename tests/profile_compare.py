@@ -1,0 +1,57 @@
+"""Compare our profile outputs with Gym's: same keys in the same order, same row order, equal values
+(floats to 1e-9 relative, with a 1e-12 absolute floor for values that are 0 up to rounding)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+GYM_FILES = ("_reward_profiling.jsonl", "_agent_metrics.json", "_repeat_level_metrics.json")
+REL, ABS = 1e-9, 1e-12
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    data = path.read_bytes()
+    if path.suffix == ".jsonl":
+        return [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    return orjson.loads(data)
+
+
+def same_value(ours: Any, theirs: Any, where: str, problems: list[str]) -> None:
+    if isinstance(theirs, float) and isinstance(ours, (int, float)) and not isinstance(ours, bool):
+        if not math.isclose(ours, theirs, rel_tol=REL, abs_tol=ABS):
+            problems.append(f"{where}: {ours!r} != {theirs!r}")
+    elif isinstance(theirs, dict) and isinstance(ours, dict):
+        if list(ours) != list(theirs):
+            problems.append(f"{where}: keys {list(ours)} != {list(theirs)}")
+            return
+        for key in theirs:
+            same_value(ours[key], theirs[key], f"{where}.{key}", problems)
+    elif isinstance(theirs, list) and isinstance(ours, list):
+        if len(ours) != len(theirs):
+            problems.append(f"{where}: length {len(ours)} != {len(theirs)}")
+            return
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            same_value(a, b, f"{where}[{i}]", problems)
+    elif type(ours) is not type(theirs) or ours != theirs:
+        problems.append(f"{where}: {ours!r} != {theirs!r}")
+
+
+def strip_extras(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if not k.startswith("ngrp/")} for row in rows]
+
+
+def compare_outputs(ours_base: Path, gym_base: Path, *, allow_extras: bool = False) -> list[str]:
+    """`*_base` is the rollouts path whose stem names the outputs."""
+    problems: list[str] = []
+    for suffix in GYM_FILES:
+        ours_path = ours_base.with_name(ours_base.stem + suffix)
+        gym_path = gym_base.with_name(gym_base.stem + suffix)
+        ours = load(ours_path)
+        if allow_extras:
+            ours = strip_extras(ours)
+        same_value(ours, load(gym_path), suffix, problems)
+    return problems

@@ -1,0 +1,132 @@
+"""Numeric kernels of the profiler against independent references: scipy (t quantiles), brute-force
+enumeration (pass@k), hand-worked values (Wilson, CI), and plain per-group numpy (grouped describe)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from ngrp_lib.profile.extras import ks_for, pass_at_k, task_extras, wilson_interval
+from ngrp_lib.profile.kernels import describe_groups, series_stats, t_interval
+from ngrp_lib.profile.tdist import betainc, t_ppf
+
+scipy_stats = pytest.importorskip("scipy.stats")
+scipy_special = pytest.importorskip("scipy.special")
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 7, 10, 29, 30, 99, 100, 101, 250, 1000, 12345, 1e5, 1e6])
+def test_t_ppf_matches_scipy(df):
+    for q in (0.51, 0.6, 0.75, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995, 0.999, 1e-4, 0.025, 0.3):
+        tol = 1e-11 if df < 1e5 else 1e-10  # the continued fraction converges slowly for huge df
+        assert math.isclose(t_ppf(q, df), scipy_stats.t.ppf(q, df), rel_tol=tol), (q, df)
+
+
+def test_t_ppf_hand_values():
+    # closed forms: df=1 is Cauchy, tan(pi * 0.475); df=2 is 2(q - 1/2) sqrt(2 / (4q(1-q)))
+    assert math.isclose(t_ppf(0.975, 1), math.tan(math.pi * 0.475), rel_tol=1e-13)
+    assert math.isclose(t_ppf(0.975, 2), 0.95 * math.sqrt(2 / (4 * 0.975 * 0.025)), rel_tol=1e-13)
+    assert math.isclose(t_ppf(0.975, 3), 3.182446305284263, rel_tol=1e-9)  # printed tables: 3.182446
+    assert t_ppf(0.025, 9) == -t_ppf(0.975, 9)
+    assert t_ppf(0.5, 4) == 0.0
+
+
+def test_betainc_matches_scipy():
+    for a, b, x in [(0.5, 0.5, 0.3), (2, 3, 0.4), (10, 0.5, 0.95), (0.5, 40, 0.01), (500, 0.5, 0.999)]:
+        assert math.isclose(betainc(a, b, x), scipy_special.betainc(a, b, x), rel_tol=1e-12)
+
+
+def test_t_interval_is_scipys_interval():
+    mean, sem, n = 0.4166666666666667, 0.3004626062886658, 3
+    low, high = t_interval(mean, sem, n)
+    ref = scipy_stats.t.interval(0.95, df=n - 1, loc=mean, scale=sem)
+    assert math.isclose(low, ref[0], rel_tol=1e-12) and math.isclose(high, ref[1], rel_tol=1e-12)
+    assert t_interval(1.0, 0.0, 4) == (1.0, 1.0)  # Gym collapses the interval when sem is 0
+    assert t_interval(1.0, 0.5, 1) is None
+
+
+def _brute_pass_at_k(n: int, c: int, k: int) -> float:
+    outcomes = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(outcomes[i] for i in s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", range(1, 10))
+def test_pass_at_k_matches_subset_enumeration(n):
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            assert math.isclose(pass_at_k(n, c, k), _brute_pass_at_k(n, c, k), rel_tol=1e-12, abs_tol=1e-15)
+
+
+def test_pass_at_k_large_n_is_stable():
+    # 1 - C(n-c, k)/C(n, k) with exact integers as the reference
+    n, c, k = 1000, 3, 64
+    exact = 1 - math.comb(n - c, k) / math.comb(n, k)
+    assert math.isclose(pass_at_k(n, c, k), exact, rel_tol=1e-12)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)
+
+
+def test_ks_for():
+    assert ks_for(1) == [1]
+    assert ks_for(4) == [1, 2, 4]
+    assert ks_for(6) == [1, 2, 4, 6]
+    assert ks_for(0) == []
+
+
+def test_wilson_hand_worked():
+    # 8 passes of 10: p = 0.8, z = 1.96: centre 0.716740, half-width 0.226578 (worked by hand)
+    low, high = wilson_interval(8, 10)
+    assert math.isclose(low, 0.490162, abs_tol=2e-6)
+    assert math.isclose(high, 0.943318, abs_tol=2e-6)
+    low, high = wilson_interval(0, 4)
+    assert low == 0.0 and math.isclose(high, 3.8414588 / (4 + 3.8414588), rel_tol=1e-7)  # z^2/(n+z^2)
+    assert wilson_interval(0, 0) is None
+
+
+def test_task_extras_threshold_and_nulls():
+    out = task_extras([0.0, 0.5, 1.0, 1.0], num_null=1, threshold=1.0)
+    assert out["ngrp/num_passed"] == 2 and out["ngrp/num_scored"] == 4 and out["ngrp/pass_rate"] == 0.5
+    assert out["ngrp/pass@1"] == 0.5 and math.isclose(out["ngrp/pass@2"], 1 - 1 / 6)
+    assert out["ngrp/pass@4"] == 1.0 and out["ngrp/num_null_reward"] == 1
+    assert task_extras([0.0, 0.5, 1.0, 1.0], 0, 0.5)["ngrp/num_passed"] == 3
+    empty = task_extras([], 2, 1.0)
+    assert empty["ngrp/pass_rate"] is None and "ngrp/pass@1" not in empty
+
+
+def test_describe_groups_matches_per_group_numpy():
+    rng = np.random.default_rng(7)
+    sizes = [1, 2, 3, 5, 8, 9, 17, 1, 4]
+    matrix = rng.normal(size=(sum(sizes), 4))
+    matrix[rng.random(matrix.shape) < 0.25] = np.nan
+    matrix[:, 3] = np.round(matrix[:, 3])  # ties
+    starts = np.cumsum([0, *sizes[:-1]])
+    got = describe_groups(matrix, starts)
+    for g, (lo, size) in enumerate(zip(starts, sizes)):
+        block = matrix[lo : lo + size]
+        for c in range(4):
+            x = block[:, c][~np.isnan(block[:, c])]
+            if len(x) == 0:
+                for stat in ("mean", "max", "min", "median"):
+                    assert np.isnan(got[stat][g, c])
+                continue
+            assert math.isclose(got["mean"][g, c], x.mean(), rel_tol=1e-12, abs_tol=1e-15)
+            assert got["max"][g, c] == x.max() and got["min"][g, c] == x.min()
+            assert math.isclose(got["median"][g, c], np.median(x), rel_tol=1e-12, abs_tol=1e-15)
+            all_std_nan = all(np.sum(~np.isnan(block[:, j])) < 2 for j in range(4))
+            if len(x) >= 2:
+                assert math.isclose(got["std"][g, c], x.std(ddof=1), rel_tol=1e-12)
+            elif all_std_nan and len(x) == size:
+                assert got["std"][g, c] == 0.0  # Gym: single rollout -> std 0 for complete columns
+            else:
+                assert np.isnan(got["std"][g, c])
+
+
+def test_series_stats_hand_values():
+    s = series_stats(np.array([4.0, 1.0, np.nan, 3.0, 2.0]))
+    assert s["n"] == 4 and s["mean"] == 2.5 and s["median"] == 2.5
+    assert s["p25"] == 1.75 and s["p75"] == 3.25  # linear interpolation, as pandas
+    assert math.isclose(s["std"], math.sqrt(5 / 3), rel_tol=1e-15)
+    assert series_stats(np.array([7.0]))["std"] == 0.0
+    assert series_stats(np.array([np.nan])) is None
