@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import orjson
@@ -167,3 +168,40 @@ def test_merge_streams_without_holding_rows(golden, tmp_path):
         copies.append(shutil.copy(shards[0], tmp_path / f"copy{i}.jsonl"))
     result = merge_shards(copies, tmp_path / "m.jsonl", inputs=[])
     assert result.rollouts.written == 12 and result.rollouts.duplicates_dropped == 12 * 19
+
+
+@pytest.mark.vllm
+def test_collect_shards_then_merge_equals_one_run(vllm_server, tmp_path, run_ngrp):
+    """`collect --shard i/N` on a real server, `ngrp merge`, then a strict profile of the merged run."""
+    tasks = tmp_path / "tasks.jsonl"
+    params = [{"input": f"Say {t}", "max_output_tokens": 8} for t in range(5)]
+    task_rows = [{"responses_create_params": p, "expected_answer": str(t)} for t, p in enumerate(params)]
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in task_rows))
+    common = ["--input", tasks, "--num-repeats", "3", "--base-url", vllm_server.base_url, "--model",
+              vllm_server.model, "--verifier", "exact", "--output", tmp_path / "out" / "rollouts.jsonl",
+              "--json"]  # fmt: skip
+    slurm = {**os.environ, "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "2"}
+    zero, one = (
+        run_ngrp("collect", "--shard", "0/2", *common),
+        run_ngrp("collect", "--shard", "auto", *common, env=slurm),
+    )
+    assert zero.returncode == 0 and one.returncode == 0, zero.stderr + one.stderr
+    shards = [tmp_path / "out" / f"rollouts-shard-{i}-of-2.jsonl" for i in range(2)]
+    assert [json.loads(p.stdout)["expected"] for p in (zero, one)] == [9, 6]  # tasks 0,2,4 and 1,3
+    for i, shard in enumerate(shards):
+        owned = {
+            r["_ng_task_index"] for r in rows_of(shard.with_name(shard.stem + "_materialized_inputs.jsonl"))
+        }
+        assert owned == {t for t in range(5) if t % 2 == i}
+    merged = tmp_path / "out" / "rollouts.jsonl"
+    proc = run_ngrp("merge", *shards, "--output", merged, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert run_ngrp("materialize", "--input", tasks, "--num-repeats", "3", "--agent", vllm_server.model,
+                    "--output", tmp_path / "whole.jsonl").returncode == 0  # fmt: skip
+    whole = rows_of(tmp_path / "whole.jsonl")
+    assert keyed(rows_of(tmp_path / "out" / "rollouts_materialized_inputs.jsonl")) == keyed(whole)
+    assert set(keyed(rows_of(merged))) == set(keyed(whole))
+    profile = run_ngrp("profile", "--inputs", tmp_path / "out" / "rollouts_materialized_inputs.jsonl",
+                       "--rollouts", merged)  # fmt: skip
+    assert profile.returncode == 0, profile.stderr
+    assert len(rows_of(tmp_path / "out" / "rollouts_reward_profiling.jsonl")) == 5
