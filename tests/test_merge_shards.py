@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
+import jsonschema
 import orjson
 import pytest
 from ngrp_lib import jsonl
@@ -112,6 +114,10 @@ def test_torn_shard_tail_reported(golden, tmp_path, run_ngrp):
     proc = run_ngrp("merge", *shards, "--output", tmp_path / "m.jsonl", "--allow-torn", "--json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
+    schema = json.loads(
+        (Path(__file__).resolve().parents[1] / "schemas" / "merge_result.schema.json").read_text()
+    )
+    jsonschema.Draft202012Validator(schema).validate(summary)
     assert summary["torn_tails"] == [f"{shards[1]}:{line}"] and summary["rollouts"]["written"] == 11
     lost_key = (lost["_ng_task_index"], lost["_ng_rollout_index"])
     assert set(keyed(rows_of(tmp_path / "m.jsonl"))) == set(keyed(rollouts)) - {lost_key}
