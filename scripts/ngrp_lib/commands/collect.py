@@ -19,6 +19,9 @@ Example:
       --base-url http://127.0.0.1:8000/v1 --model my-policy --verifier math --api chat
   ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
       --endpoints endpoints.json --verifier math --api chat --resume
+  ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
+      --agent my_simple_agent --gym-url http://127.0.0.1:11000      # NeMo Gym /run mode
+  ngrp collect ... --shard auto     # Slurm array task; then: ngrp merge results/rollouts-shard-*.jsonl ...
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
 (every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock while running.
