@@ -83,3 +83,16 @@ def test_outcome_classes():
     assert outcome({"reward": 1.0}) == "rollout"
     assert outcome({"_ng_failure_class": "timeout_exceeded"}) == "failure"
     assert outcome({"_ng_failure_class": "cancelled", "_ng_no_persist": True}) == "no_persist"
+
+
+def test_gym_mode_refuses_direct_mode_options(tmp_path):
+    from ngrp_lib.collect import CollectOptions, Endpoint
+
+    m = tmp_path / "m.jsonl"
+    m.write_text("{}\n")
+    ok = CollectOptions(output=tmp_path / "r.jsonl", endpoints=(), materialized=m, gym_url=HEAD)
+    assert ok.identity(None, "0" * 64)["api"] == "gym"
+    assert ok.runtime()["servers"] == [{"url": HEAD, "gym": True}]
+    with pytest.raises(UsageError, match="--base-url/--endpoints, --verifier"):
+        CollectOptions(output=tmp_path / "r.jsonl", endpoints=(Endpoint("http://h/v1", "m"),), materialized=m,
+                       gym_url=HEAD, verifier="math")  # fmt: skip
