@@ -84,14 +84,18 @@ def test_make_verifier_needs_exactly_one():
 
 def test_chat_request_from_responses_params():
     params = {
-        "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi "}, {"text": "there"}]},
-                  {"role": "developer", "content": "be brief", "type": "message"}],
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "hi "}, {"text": "there"}]},
+            {"role": "developer", "content": "be brief", "type": "message"},
+        ],
         "instructions": "You are terse.",
-        "max_output_tokens": 16, "temperature": 0.7, "top_p": None,
+        "max_output_tokens": 16,
+        "temperature": 0.7,
+        "top_p": None,
         "metadata": {"extra_body": '{"seed": 3, "top_k": 5}'},
         "tools": [{"type": "function", "name": "add", "parameters": {"type": "object"}, "description": None}],
         "tool_choice": "auto",
-    }  # fmt: skip
+    }
     body = convert.chat_request(params, "m", token_ids=True)
     assert body["messages"] == [
         {"role": "system", "content": "You are terse."},
@@ -126,14 +130,31 @@ def test_responses_request_lifts_extra_body():
 
 
 CHAT = {
-    "id": "chatcmpl-abc", "created": 1700000000, "model": "tiny", "prompt_token_ids": [1, 2, 3],
-    "choices": [{"index": 0, "finish_reason": "length", "token_ids": [7, 8],
-                 "message": {"role": "assistant", "content": "4", "reasoning_content": "hmm"},
-                 "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5},
-                                          {"token": "token_id:8", "logprob": -1.5}]}}],
-    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
-              "prompt_tokens_details": {"cached_tokens": 1}},
-}  # fmt: skip
+    "id": "chatcmpl-abc",
+    "created": 1700000000,
+    "model": "tiny",
+    "prompt_token_ids": [1, 2, 3],
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "length",
+            "token_ids": [7, 8],
+            "message": {"role": "assistant", "content": "4", "reasoning_content": "hmm"},
+            "logprobs": {
+                "content": [
+                    {"token": "token_id:7", "logprob": -0.5},
+                    {"token": "token_id:8", "logprob": -1.5},
+                ]
+            },
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "total_tokens": 5,
+        "prompt_tokens_details": {"cached_tokens": 1},
+    },
+}
 
 
 def test_response_from_chat_shape_and_tokens():
@@ -141,9 +162,12 @@ def test_response_from_chat_shape_and_tokens():
     assert response["status"] == "incomplete"
     assert response["incomplete_details"] == {"reason": "max_output_tokens"}
     assert response["usage"] == {
-        "input_tokens": 3, "input_tokens_details": {"cached_tokens": 1}, "output_tokens": 2,
-        "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 5,
-    }  # fmt: skip
+        "input_tokens": 3,
+        "input_tokens_details": {"cached_tokens": 1},
+        "output_tokens": 2,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 5,
+    }
     reasoning, message = response["output"]
     assert reasoning["type"] == "reasoning" and reasoning["summary"][0]["text"] == "hmm"
     assert message["content"] == [{"type": "output_text", "text": "4", "annotations": []}]
@@ -210,9 +234,25 @@ DEAD = "http://127.0.0.1:9/v1"  # port 9 (discard) is closed here: connection re
 
 
 def _collect(run_ngrp, tmp_path, *extra):
-    return run_ngrp("collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
-                    "--base-url", DEAD, "--model", "m", "--verifier", "math", "--max-retries", "0",
-                    "--abort-after", "2", "--json", *extra)  # fmt: skip
+    return run_ngrp(
+        "collect",
+        "--input",
+        tmp_path / "tasks.jsonl",
+        "--output",
+        tmp_path / "out" / "r.jsonl",
+        "--base-url",
+        DEAD,
+        "--model",
+        "m",
+        "--verifier",
+        "math",
+        "--max-retries",
+        "0",
+        "--abort-after",
+        "2",
+        "--json",
+        *extra,
+    )
 
 
 def test_connection_refused_is_recorded_and_stops_early(run_ngrp, tmp_path):
@@ -225,7 +265,9 @@ def test_connection_refused_is_recorded_and_stops_early(run_ngrp, tmp_path):
     assert "--resume" in proc.stderr
     rows = [json.loads(line) for line in (tmp_path / "out" / "r_failures.jsonl").read_text().splitlines()]
     assert [(r["_ng_task_index"], r["_ng_attempt_index"], r["_ng_failure_http_status"]) for r in rows] == [
-        (0, 0, None), (1, 0, None)]  # fmt: skip
+        (0, 0, None),
+        (1, 0, None),
+    ]
     from ngrp_lib import schemas
 
     for row in rows:
@@ -309,6 +351,10 @@ def test_usage_errors(run_ngrp, tmp_path):
     assert proc.returncode == 2 and "--api chat" in proc.stderr
 
 
+class _Peer:
+    held: list = []
+
+
 @pytest.fixture
 def silent_peer():
     """A TCP server that accepts connections and never answers: a dead peer, not a fake inference server."""
@@ -326,6 +372,7 @@ def silent_peer():
     port = server.sockets[0].getsockname()[1]
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
+    _Peer.held = held
     yield f"http://127.0.0.1:{port}/v1"
     loop.call_soon_threadsafe(loop.stop)
     thread.join(timeout=5)
@@ -333,9 +380,26 @@ def silent_peer():
 
 def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_peer):
     _tasks(tmp_path, n=2)
-    proc = run_ngrp("collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "r.jsonl",
-                    "--base-url", silent_peer, "--model", "m", "--verifier", "math", "--timeout", "0.3",
-                    "--max-retries", "2", "--retry-base-delay", "0.01", "--json")  # fmt: skip
+    proc = run_ngrp(
+        "collect",
+        "--input",
+        tmp_path / "tasks.jsonl",
+        "--output",
+        tmp_path / "r.jsonl",
+        "--base-url",
+        silent_peer,
+        "--model",
+        "m",
+        "--verifier",
+        "math",
+        "--timeout",
+        "0.3",
+        "--max-retries",
+        "2",
+        "--retry-base-delay",
+        "0.01",
+        "--json",
+    )
     assert proc.returncode == 1, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["failures_by_class"] == {"timeout": 2} and summary["completed"] == 0
@@ -343,3 +407,56 @@ def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_
     assert sorted(r["_ng_task_index"] for r in rows) == [0, 1]
     assert all(r["_ngrp_retries"] == 2 and r["_ng_failure_type"] == "TimeoutError" for r in rows)
     assert all(r["_ngrp_elapsed_s"] >= 0.9 for r in rows)  # three attempts of 0.3 s each
+
+
+def test_bounded_admission_keeps_at_most_concurrency_requests_open(tmp_path, silent_peer):
+    import subprocess
+    import sys
+    import time
+
+    from conftest import SCRIPT
+
+    _tasks(tmp_path, n=20)
+    args = [
+        "collect",
+        "--input",
+        tmp_path / "tasks.jsonl",
+        "--output",
+        tmp_path / "r.jsonl",
+        "--base-url",
+        silent_peer,
+        "--model",
+        "m",
+        "--verifier",
+        "math",
+        "--timeout",
+        "3",
+        "--max-retries",
+        "0",
+        "--concurrency",
+        "3",
+        "--abort-after",
+        "100",
+    ]
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_Peer.held) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert len(_Peer.held) == 3  # 20 rows, but only 3 admitted while the first 3 hang
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_progress_line_reports_rate_eta_reward_and_errors():
+    from ngrp_lib.collect.progress import ProgressBar, Tally
+
+    tally = Tally(total=10)
+    tally.add_result(1.0, 16)
+    tally.add_result(0.0, 16)
+    tally.add_failure("timeout")
+    line = ProgressBar(tally, enabled=False).line()
+    assert "3/10" in line and "rollouts/s" in line and "tok/s" in line and "ETA" in line
+    assert "reward 0.500" in line and "timeout=1" in line

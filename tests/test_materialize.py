@@ -116,4 +116,9 @@ def test_refuses_existing_output(run_ngrp, golden, tmp_path):
     proc = run_ngrp("materialize", "--input", golden / "raw_inputs.jsonl", "--output", out, "--agent", "a",
                     "--overwrite", "--json")  # fmt: skip
     assert proc.returncode == 0 and json.loads(proc.stdout)["rows"] == 3
+    from conftest import REPO
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads((REPO / "schemas" / "materialize_result.schema.json").read_text())
+    Draft202012Validator(schema).validate(json.loads(proc.stdout))
     assert len(list(jsonl.iter_rows(out))) == 3

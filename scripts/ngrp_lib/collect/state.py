@@ -40,8 +40,9 @@ class CollectorLock:
         return self
 
     def release(self) -> None:
+        # The file stays: unlinking it while another process waits on the same inode would let a
+        # third process lock a new file, and two collectors would write one output.
         if self._fd is not None:
-            self.path.unlink(missing_ok=True)
             os.close(self._fd)  # closing drops the flock
             self._fd = None
 

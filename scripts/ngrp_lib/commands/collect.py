@@ -24,7 +24,7 @@ Example:
   ngrp collect ... --shard auto     # Slurm array task; then: ngrp merge results/rollouts-shard-*.jsonl ...
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
-(every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock while running.
+(every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock (writer lock).
 The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
 \b
 Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),

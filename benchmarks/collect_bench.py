@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Throughput of `ngrp collect` against a floor, same server, same requests, in one run.
+
+The floor is a bare aiohttp loop at the same concurrency: the same chat bodies, POST, parse the JSON,
+nothing else (no verification, no conversion, no writing). `ngrp` runs its library entry point
+(`ngrp_lib.collect.collect`) in the same interpreter, so both pay the same client costs; rounds
+alternate floor / ngrp to spread the machine's noise over both. Goal: ngrp >= 90% of the floor.
+
+    NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh) python3 benchmarks/collect_bench.py   # starts a tiny server
+    python3 benchmarks/collect_bench.py --base-url http://127.0.0.1:8000/v1 --model NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
+
+from ngrp_lib.collect import CollectOptions, Endpoint, collect, normalize_base_url  # noqa: E402
+from ngrp_lib.collect.convert import chat_request  # noqa: E402
+from ngrp_lib.materialize import MaterializeOptions, materialize  # noqa: E402
+
+
+def write_tasks(path: Path, tasks: int, max_tokens: int) -> None:
+    with open(path, "w") as handle:
+        for i in range(tasks):
+            params = {
+                "input": [{"role": "user", "content": f"Question {i}: what is {i} + {i}? Box the answer."}],
+                "max_output_tokens": max_tokens,
+                "temperature": 1.0,
+                "ignore_eos": True,
+            }
+            handle.write(
+                json.dumps({"responses_create_params": params, "expected_answer": str(2 * i)}) + "\n"
+            )
+
+
+async def floor(bodies: list[bytes], url: str, concurrency: int) -> None:
+    """A bare aiohttp loop getting all answers (same bounded admission as ngrp)."""
+    import aiohttp
+    import orjson
+
+    it = iter(bodies)
+    headers = {"content-type": "application/json"}
+
+    async def worker(session):
+        for body in it:
+            async with session.post(url, data=body, headers=headers) as reply:
+                orjson.loads(await reply.read())
+                assert reply.status == 200
+
+    connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+
+
+def run_ngrp(materialized: Path, workdir: Path, endpoint: Endpoint, concurrency: int, round_: int) -> None:
+    options = CollectOptions(
+        output=workdir / f"rollouts_{round_}.jsonl",
+        endpoints=(endpoint,),
+        materialized=materialized,
+        verifier="math",
+        concurrency=concurrency,
+    )
+    result = collect(options)
+    assert result.complete, result
+
+
+def timed(function, *args) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process): CPU is the client's own cost, steadier under load."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    function(*args)
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--base-url")
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--tasks", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="collect-bench-") as tmp:
+        workdir, server = Path(tmp), None
+        base_url = args.base_url
+        if base_url is None:
+            server = start_server(workdir)
+            base_url = server.base_url
+        try:
+            figures = measure(args, workdir, Endpoint(normalize_base_url(base_url), args.model))
+        finally:
+            if server is not None:
+                server.stop()
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        n = figures["requests"]
+        print(
+            f"{n} requests ({args.tasks} tasks x {args.repeats}), {args.max_tokens} tokens each, "
+            f"concurrency {args.concurrency}, median of {args.rounds} alternating rounds"
+        )
+        print(f"floor (bare aiohttp): {figures['floor_rps']:.1f} req/s   rounds {figures['floor_s']}")
+        print(f"ngrp collect:         {figures['ngrp_rps']:.1f} req/s   rounds {figures['ngrp_s']}")
+        print(f"ratio ngrp/floor:     {figures['ratio']:.3f} median, {figures['ratio_best']:.3f} best round")
+        print(
+            f"client CPU per request: floor {figures['floor_client_cpu_ms_per_request']:.2f} ms, "
+            f"ngrp {figures['ngrp_client_cpu_ms_per_request']:.2f} ms"
+        )
+    return 0
+
+
+def measure(args, workdir: Path, endpoint: Endpoint) -> dict:
+    tasks = workdir / "tasks.jsonl"
+    write_tasks(tasks, args.tasks, args.max_tokens)
+    materialized = workdir / "materialized.jsonl"
+    materialize(tasks, materialized, MaterializeOptions(num_repeats=args.repeats, agent="bench"))
+    import orjson
+
+    rows = [orjson.loads(line) for line in materialized.read_bytes().splitlines()]
+    bodies = [orjson.dumps(chat_request(r["responses_create_params"], endpoint.model)) for r in rows]
+    url = endpoint.base_url + "/chat/completions"
+    asyncio.run(floor(bodies[: args.concurrency], url, args.concurrency))  # warm-up
+    floor_runs, ngrp_runs = [], []
+    for round_ in range(args.rounds):
+        floor_runs.append(timed(lambda: asyncio.run(floor(bodies, url, args.concurrency))))
+        ngrp_runs.append(timed(run_ngrp, materialized, workdir, endpoint, args.concurrency, round_))
+    n = len(bodies)
+    floor_rps = n / statistics.median(w for w, _ in floor_runs)
+    ngrp_rps = n / statistics.median(w for w, _ in ngrp_runs)
+    return {
+        "requests": n,
+        "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
+        "floor_s": [round(w, 3) for w, _ in floor_runs],
+        "ngrp_s": [round(w, 3) for w, _ in ngrp_runs],
+        "floor_rps": round(floor_rps, 2),
+        "ngrp_rps": round(ngrp_rps, 2),
+        "ratio": round(ngrp_rps / floor_rps, 4),
+        # Best of the rounds: the round least disturbed by other jobs on a shared machine.
+        "ratio_best": round(min(w for w, _ in floor_runs) / min(w for w, _ in ngrp_runs), 4),
+        "floor_client_cpu_ms_per_request": round(statistics.median(c for _, c in floor_runs) / n * 1000, 3),
+        "ngrp_client_cpu_ms_per_request": round(statistics.median(c for _, c in ngrp_runs) / n * 1000, 3),
+    }
+
+
+def start_server(workdir: Path):
+    from vllm_fixture import VLLMServer, build_model, vllm_python
+
+    python = vllm_python()
+    if python is None:
+        sys.exit("no server: pass --base-url, or set NGRP_VLLM_VENV (from .ci/install_vllm.sh) to start one")
+    model = build_model(python, workdir / "tiny-llama")
+    return VLLMServer(python, model, workdir / "server.log").start()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""`ngrp collect` against a real vLLM server on CPU: end to end, faults, kill -9 and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT
+from ngrp_lib import jsonl, schemas
+
+pytestmark = pytest.mark.vllm
+
+
+def write_tasks(path: Path, n: int, max_tokens: int = 8) -> Path:
+    rows = [
+        {
+            "responses_create_params": {
+                "input": [{"role": "user", "content": f"What is {i}+{i}? Box it."}],
+                "max_output_tokens": max_tokens,
+                "temperature": 1.0,
+            },
+            "expected_answer": str(2 * i),
+            "difficulty": "easy" if i % 2 else "hard",
+        }
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def ngrp(*args, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=kw.pop("timeout", 300),
+        **kw,
+    )
+
+
+def collect_args(tasks, out, base_url, *extra):
+    return [
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--base-url",
+        base_url,
+        "--model",
+        "tiny",
+        "--verifier",
+        "math",
+        "--api",
+        "chat",
+        *extra,
+    ]
+
+
+def keys_of(path: Path) -> Counter:
+    return Counter((r.data["_ng_task_index"], r.data["_ng_rollout_index"]) for r in jsonl.iter_rows(path))
+
+
+def assert_exactly_once(out: Path, tasks: int, repeats: int) -> None:
+    keys = keys_of(out)
+    assert set(keys) == {(t, r) for t in range(tasks) for r in range(repeats)}
+    assert max(keys.values()) == 1, [k for k, n in keys.items() if n > 1]
+
+
+def validate_rows(path: Path, schema: str) -> int:
+    validator = schemas.validator(schema)
+    count = 0
+    for row in jsonl.iter_rows(path):
+        validator.validate(row.data)
+        count += 1
+    return count
+
+
+def test_chat_end_to_end_with_endpoints_file_and_token_ids(vllm_server, tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 4)
+    endpoints = tmp_path / "endpoints.json"
+    endpoints.write_text(json.dumps({"endpoints": [{"base_url": vllm_server.base_url, "model": "tiny"}]}))
+    out = tmp_path / "run" / "rollouts.jsonl"
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "3",
+        "--endpoints",
+        endpoints,
+        "--model",
+        "tiny",
+        "--verifier",
+        "math",
+        "--api",
+        "chat",
+        "--seed-per-repeat",
+        "--return-token-ids",
+        "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert (summary["expected"], summary["completed"], summary["failed"]) == (12, 12, 0)
+    assert_exactly_once(out, 4, 3)
+    assert validate_rows(out, "rollout") == 12
+    assert validate_rows(tmp_path / "run" / "rollouts_materialized_inputs.jsonl", "materialized_input") == 12
+    schemas.validator("run_manifest").validate(
+        json.loads((tmp_path / "run" / "rollouts_run_manifest.json").read_text())
+    )
+    total_tokens = 0
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        usage, item = row["response"]["usage"], row["response"]["output"][-1]
+        assert (
+            len(item["generation_token_ids"]) == len(item["generation_log_probs"]) == usage["output_tokens"]
+        )
+        assert len(item["prompt_token_ids"]) == usage["input_tokens"] > 0
+        assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+        assert (row["response"]["status"] == "incomplete") == (usage["output_tokens"] == 8)
+        assert row["reward"] == float(row["is_correct"])  # the verifier's two fields agree
+        assert row["agent_ref"] == {"name": "tiny"} and "difficulty" in row
+        total_tokens += usage["output_tokens"]
+    assert summary["output_tokens"] == total_tokens
+    # Same seed, same prompt: vLLM's seeded sampling reproduces the tokens (a second run, same settings).
+    again = tmp_path / "again" / "rollouts.jsonl"
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        again,
+        "--num-repeats",
+        "3",
+        "--endpoints",
+        endpoints,
+        "--verifier",
+        "math",
+        "--seed-per-repeat",
+        "--return-token-ids",
+    )
+    assert proc.returncode == 0, proc.stderr
+
+    def tokens(path):
+        rows = (r.data for r in jsonl.iter_rows(path))
+        return {
+            (r["_ng_task_index"], r["_ng_rollout_index"]): r["response"]["output"][-1]["generation_token_ids"]
+            for r in rows
+        }
+
+    assert tokens(out) == tokens(again)
+
+
+def test_responses_api_with_a_user_verifier(vllm_server, tmp_path):
+    (tmp_path / "my_verifier.py").write_text(
+        "def score(row, response):\n"
+        "    items = [i for i in response['output'] if i['type'] == 'message']\n"
+        "    text = ''.join(p['text'] for i in items for p in i['content'])\n"
+        "    return {'reward': len(text) % 2, 'text_len': len(text)}\n"
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
+    out = tmp_path / "rollouts.jsonl"
+    base = vllm_server.base_url.removesuffix("/v1")  # the /v1 suffix is optional
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "2",
+        "--base-url",
+        base,
+        "--model",
+        "tiny",
+        "--api",
+        "responses",
+        "--verifier-fn",
+        "my_verifier:score",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert_exactly_once(out, 3, 2)
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        text = "".join(
+            p["text"] for i in row["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        assert (row["reward"], row["text_len"]) == (len(text) % 2, len(text))
+        assert row["response"]["object"] == "response" and row["response"]["usage"]["output_tokens"] > 0
+
+
+@pytest.mark.gym
+def test_gym_eval_profile_reads_our_rollouts(vllm_server, tmp_path):
+    venv = os.environ.get("NGRP_GYM_VENV")
+    if not venv or not (Path(venv) / "bin" / "gym").exists():
+        pytest.skip("no NeMo Gym venv: set NGRP_GYM_VENV")
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
+    out = tmp_path / "rollouts.jsonl"
+    assert ngrp(*collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4")).returncode == 0
+    proc = subprocess.run(
+        [
+            str(Path(venv) / "bin" / "gym"),
+            "eval",
+            "profile",
+            "--inputs",
+            "rollouts_materialized_inputs.jsonl",
+            "--rollouts",
+            "rollouts.jsonl",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    profile = [json.loads(x) for x in (tmp_path / "rollouts_reward_profiling.jsonl").read_text().splitlines()]
+    assert [(p["_ng_task_index"], p["num_rollouts"]) for p in profile] == [(0, 4), (1, 4), (2, 4)]
+    rewards = {}
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        rewards.setdefault(row["_ng_task_index"], []).append(row["reward"])
+    for p in profile:
+        assert p["mean/reward"] == pytest.approx(sum(rewards[p["_ng_task_index"]]) / 4)
+
+
+@pytest.mark.slow  # starts a private server (about 15-50 s) so it can kill it
+def test_server_killed_mid_run_then_resume_on_another_server(vllm_server_factory, vllm_server, tmp_path):
+    private = vllm_server_factory()
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 30)
+    out = tmp_path / "rollouts.jsonl"
+    args = collect_args(
+        tasks,
+        out,
+        private.base_url,
+        "--num-repeats",
+        "4",
+        "--concurrency",
+        "2",
+        "--retry-base-delay",
+        "0.05",
+        "--max-retries",
+        "1",
+        "--json",
+    )
+    collector = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or len(out.read_bytes().splitlines()) < 10):
+        time.sleep(0.05)
+    private.kill()
+    stdout, stderr = collector.communicate(timeout=120)
+    assert collector.returncode == 1, stderr
+    summary = json.loads(stdout)
+    assert 10 <= summary["completed"] < 120 and summary["stopped_early"], summary
+    failures = list(jsonl.iter_rows(tmp_path / "rollouts_failures.jsonl"))
+    assert failures and {f.data["_ng_failure_class"] for f in failures} <= {"agent_request_failed", "timeout"}
+    # A different server (new port): servers are not part of the run's identity, so resume is allowed.
+    # Runtime options (concurrency here) may change on resume too.
+    resume = [a if a != private.base_url else vllm_server.base_url for a in args]
+    proc = ngrp(*resume, "--resume", "--concurrency", "8")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["skipped_completed"] == summary["completed"]
+    assert_exactly_once(out, 30, 4)
+    failed_keys = {(f.data["_ng_task_index"], f.data["_ng_rollout_index"]) for f in failures}
+    retried = [
+        r.data
+        for r in jsonl.iter_rows(out)
+        if (r.data["_ng_task_index"], r.data["_ng_rollout_index"]) in failed_keys
+    ]
+    assert retried and all(r["_ng_attempt_index"] >= 1 for r in retried)
+
+
+def _rows_in(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+def test_kill_9_at_random_points_then_resume_exactly_once(vllm_server, tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 30)
+    out = tmp_path / "rollouts.jsonl"
+    base = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4", "--concurrency", "4")
+    rng = random.Random(7)
+    killed_mid_run = 0
+    for round_ in range(6):
+        extra = ["--resume"] if round_ else []
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), *map(str, base + extra)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        # Odd rounds: kill at a random moment (often while starting up); even rounds: after a random
+        # number of new rows, so the kill lands mid-stream (possibly mid-write).
+        before, target = _rows_in(out), rng.randint(1, 25)
+        deadline = time.monotonic() + (rng.uniform(0.05, 1.0) if round_ % 2 else 60)
+        while time.monotonic() < deadline and _rows_in(out) < before + target and proc.poll() is None:
+            time.sleep(rng.uniform(0, 0.02))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed_mid_run += _rows_in(out) > before
+    final = ngrp(*base, "--resume", "--json")
+    assert final.returncode == 0, final.stderr
+    assert_exactly_once(out, 30, 4)
+    assert killed_mid_run >= 2
+    assert json.loads(final.stdout)["completed"] == 120
+
+
+@pytest.fixture
+def verify_server():
+    """A minimal resources-server `/verify` (the verifier side only; the model is the real vLLM)."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    seen: list[dict] = []
+
+    async def verify(request):
+        body = await request.json()
+        seen.append(body)
+        text = "".join(
+            p["text"] for i in body["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        return web.json_response({**body, "reward": float(len(text) > 3), "judge_note": "len>3"})
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/verify", verify)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/verify", seen
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+
+
+def test_verify_url_and_api_key_never_written(vllm_server, verify_server, tmp_path):
+    url, seen = verify_server
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "rollouts.jsonl"
+    secret = "sk-test-never-write-me-123"
+    env = {**os.environ, "MY_KEY": secret}
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "2",
+        "--base-url",
+        vllm_server.base_url,
+        "--model",
+        "tiny",
+        "--verify-url",
+        url,
+        "--api-key-env",
+        "MY_KEY",
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(seen) == 4 and all("response" in body and "expected_answer" in body for body in seen)
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        text = "".join(
+            p["text"] for i in row["response"]["output"] if i["type"] == "message" for p in i["content"]
+        )
+        assert row["reward"] == float(len(text) > 3) and row["judge_note"] == "len>3"
+    leaked = [p.name for p in tmp_path.iterdir() if p.is_file() and secret in p.read_text(errors="replace")]
+    assert not leaked and secret not in proc.stdout + proc.stderr
+    manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
+    assert manifest["options"]["api_key_env"] == "MY_KEY"
