@@ -45,6 +45,10 @@ def test_home_server_is_task_affine_and_spills_when_full():
     assert r.pick(1).endpoint == C  # A and C tie at 1: C comes first after B
     r.servers[2].healthy = False
     assert r.pick(2).endpoint == A
+    r.servers[0].outstanding, r.servers[1].outstanding = 1, 0
+    assert r.pick(2).endpoint == A  # home out: the next server after it, though B is idler
+    r.servers[0].outstanding = 2
+    assert r.pick(2).endpoint == B  # ... unless that one is full
     assert r.pick(1, exclude={0}).endpoint == B  # full, but the only healthy one left: it waits its turn
     assert r.pick(1, exclude={0, 1}) is None
     assert make_router([A, B], concurrency=32).capacity == 16 and make_router([], 8) is None

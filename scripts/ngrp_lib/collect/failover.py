@@ -4,7 +4,8 @@
 - Saturation: a server with `capacity` requests in flight (default ceil(concurrency / n)) is full; a row
   whose home is full goes to the healthy server with the fewest requests in flight instead.
 - Failover: an attempt that got no reply (connection refused or reset, timeout) takes that server out
-  and the same attempt is re-sent to another healthy server, so a dying server costs no key.
+  and the same attempt is re-sent to another healthy server, so a dying server costs no key. The tasks
+  of a server that is out go to the next healthy server after it (all repeats still together).
 - Probing: a server that is out is probed with `GET <base_url>/models` after 2 s, then 4, 8... up to
   30 s; when it answers 200 it takes rows again.
 With a single server this is the plain behaviour: no failover, failures are recorded as attempts.
@@ -74,15 +75,18 @@ class FailoverRouter:
         return self.servers[task_index % len(self.servers)].endpoint
 
     def pick(self, task_index: int, exclude: set[int] = frozenset()) -> ServerState | None:
-        """Home when healthy and not full; else the least busy healthy server (ties: the next after home)."""
+        """Home when healthy and not full; when home is full, the least busy healthy server; when home is
+        out, the next healthy server after it that is not full, so a dead server's tasks move together."""
         n = len(self.servers)
         home = self.servers[task_index % n]
-        if home.healthy and home.index not in exclude and home.outstanding < self.capacity:
-            return home
         live = [s for s in self.servers if s.healthy and s.index not in exclude]
         if not live:
             return None
-        return min(live, key=lambda s: (s.outstanding, (s.index - task_index) % n))
+        ring = sorted(live, key=lambda s: (s.index - task_index) % n)  # home first, then the ones after it
+        least_busy = min(ring, key=lambda s: s.outstanding)  # min keeps the first of equals: ring order
+        if home in live:
+            return home if home.outstanding < self.capacity else least_busy
+        return next((s for s in ring if s.outstanding < self.capacity), least_busy)
 
     async def dispatch(self, task_index: int, call: Callable[[Endpoint], Awaitable[T]]) -> T:
         """Run `call(endpoint)` on the chosen server; on no reply, fail over to another one."""
