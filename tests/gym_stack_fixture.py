@@ -1,15 +1,15 @@
 """A real NeMo Gym 0.7.0 stack (`gym env start`) against a local vLLM on CPU, as a session fixture.
 
 Needs `NGRP_GYM_VENV` (from `.ci/install_gym.sh`) and `NGRP_VLLM_VENV` (from `.ci/install_vllm.sh`);
-tests that use `gym_stack` are skipped with the reason otherwise. `NGRP_TINY_MODEL` may name an existing
-model directory; by default the tiny model is built with `tests/support/tiny_model.py`.
+tests that use `gym_stack` are skipped with the reason otherwise.
 
-What it starts (recipe and measurements: `reference/gym-stack-on-cpu.md`): vLLM serving the tiny model as
-`tiny`, then `gym env start` with the string_match resources server, a simple_agent, the legacy_agent
-environment relay and the vllm_model adapter. Each Gym server's venv is pre-created as a symlink to the Gym
-venv, so Gym runs no `uv`. Everything runs in its own process group; teardown sends SIGTERM to the group
-(`gym env start` ignores SIGINT when started from a non-interactive shell), then kills any descendant that
-is still alive, Ray's raylet/GCS/dashboard included, so no orphans are left.
+What it starts (recipe and measurements: `reference/gym-stack-on-cpu.md`): `gym env start` with the
+string_match resources server, a simple_agent, the legacy_agent environment relay and the vllm_model
+adapter, pointed at the session's tiny-model vLLM server (`vllm_server` in `tests/vllm_fixture.py`).
+`start_vllm` starts a private vLLM the same way, for scripts outside pytest. Each Gym server's venv is
+pre-created as a symlink to the Gym venv, so Gym runs no `uv`. Everything runs in its own process group;
+teardown sends SIGTERM to the group (`gym env start` ignores SIGINT when started from a non-interactive
+shell), then kills any descendant still alive (Ray's idle workers outlive the SIGTERM), so no orphans.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-TINY_MODEL_BUILDER = REPO / "tests" / "support" / "tiny_model.py"
 AGENT = "string_match_simple_agent"
 ENV_SERVER = "string_match_environment_server"
 SERVER_DIRS = (
@@ -55,7 +54,6 @@ class GymStack:
     gym_venv: Path
     work: Path
     startup_seconds: float  # `gym env start` until every server is ready (vLLM excluded)
-    vllm_startup_seconds: float
 
     @property
     def gym_bin(self) -> Path:
@@ -168,18 +166,6 @@ def _gym_env(gym_venv: Path, extra: dict[str, str] | None = None) -> dict[str, s
     return env
 
 
-def build_tiny_model(vllm_venv: Path, out: Path) -> Path:
-    given = os.environ.get("NGRP_TINY_MODEL")
-    if given:
-        return Path(given)
-    if not TINY_MODEL_BUILDER.exists():
-        pytest.skip(f"{TINY_MODEL_BUILDER} is missing (set NGRP_TINY_MODEL to a model directory)")
-    subprocess.run(
-        [str(vllm_venv / "bin" / "python"), str(TINY_MODEL_BUILDER), str(out)], check=True, timeout=120
-    )
-    return out
-
-
 @contextlib.contextmanager
 def start_vllm(vllm_venv: Path, model_dir: Path, work: Path, *, port: int | None = None, name: str = "tiny"):
     """Start vLLM on CPU as in `reference/vllm-on-cpu.md`; yield (base_url, seconds to ready, Popen)."""
@@ -258,31 +244,24 @@ def start_gym(gym_venv: Path, vllm_base_url: str, model: str, work: Path) -> Ite
 
 
 @pytest.fixture(scope="session")
-def gym_stack(tmp_path_factory) -> Iterator[GymStack]:
-    """A running Gym stack; skipped unless NGRP_GYM_VENV and NGRP_VLLM_VENV are set."""
-    gym_venv, vllm_venv = os.environ.get("NGRP_GYM_VENV"), os.environ.get("NGRP_VLLM_VENV")
-    if not gym_venv or not vllm_venv:
+def gym_stack(request, tmp_path_factory) -> Iterator[GymStack]:
+    """A running Gym stack on the session's vLLM server; skipped without NGRP_GYM_VENV and NGRP_VLLM_VENV."""
+    gym_venv = os.environ.get("NGRP_GYM_VENV")
+    if not gym_venv or not os.environ.get("NGRP_VLLM_VENV"):
         pytest.skip("needs NGRP_GYM_VENV=$(.ci/install_gym.sh) and NGRP_VLLM_VENV=$(.ci/install_vllm.sh)")
-    gym_venv, vllm_venv = Path(gym_venv), Path(vllm_venv)
+    gym_venv = Path(gym_venv)
     if not (gym_venv / "bin" / "gym").exists():
         pytest.skip(f"NGRP_GYM_VENV={gym_venv} has no bin/gym (run .ci/install_gym.sh)")
+    vllm = request.getfixturevalue("vllm_server")  # shared with the direct-mode tests (tests/vllm_fixture.py)
     work = tmp_path_factory.mktemp("gym-stack")
-    model_dir = build_tiny_model(vllm_venv, work / "tiny-model")
-    with (
-        start_vllm(vllm_venv, model_dir, work) as (base_url, vllm_s, _),
-        start_gym(gym_venv, base_url, "tiny", work) as (
-            urls,
-            gym_s,
-        ),
-    ):
+    with start_gym(gym_venv, vllm.base_url, vllm.model, work) as (urls, gym_s):
         yield GymStack(
             head_url=urls["__head__"],
             env_run_url=urls[ENV_SERVER] + "/run",
             agent_run_url=urls[AGENT] + "/run",
-            vllm_base_url=base_url,
-            model="tiny",
+            vllm_base_url=vllm.base_url,
+            model=vllm.model,
             gym_venv=gym_venv,
             work=work,
             startup_seconds=gym_s,
-            vllm_startup_seconds=vllm_s,
         )
