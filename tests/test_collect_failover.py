@@ -148,14 +148,10 @@ def tasks_jsonl(path, n_tasks: int, max_tokens: int) -> None:
 
 @pytest.mark.vllm
 @pytest.mark.slow
-def test_two_real_servers_one_killed_mid_run(vllm_server_factory, tmp_path):
-    from concurrent.futures import ThreadPoolExecutor
-
+def test_two_real_servers_one_killed_mid_run(vllm_server, vllm_server_factory, tmp_path):
     started = time.monotonic()
-    first, second = vllm_server_factory(start=False), vllm_server_factory(start=False)
-    with ThreadPoolExecutor(2) as pool:  # start both at once: startup dominates this test
-        list(pool.map(lambda server: server.start(), (first, second)))
-    print(f"two vLLM servers ready in {time.monotonic() - started:.1f} s")
+    first, second = vllm_server, vllm_server_factory()  # the session's server, and a private one to kill
+    print(f"second vLLM server ready in {time.monotonic() - started:.1f} s")
     tasks_jsonl(tmp_path / "tasks.jsonl", 40, 32)
     out = tmp_path / "run" / "rollouts.jsonl"
     cmd = [sys.executable, str(SCRIPT), "collect", "--input", str(tmp_path / "tasks.jsonl"),
