@@ -115,7 +115,10 @@ def main() -> int:
         )
         print(f"floor (bare aiohttp): {figures['floor_rps']:.1f} req/s   rounds {figures['floor_s']}")
         print(f"ngrp collect:         {figures['ngrp_rps']:.1f} req/s   rounds {figures['ngrp_s']}")
-        print(f"ratio ngrp/floor:     {figures['ratio']:.3f} median, {figures['ratio_best']:.3f} best round")
+        print(
+            f"ratio ngrp/floor:     {figures['ratio']:.3f} median, {figures['ratio_best']:.3f} best round, "
+            f"{figures['ratio_paired_median']:.3f} median of paired rounds"
+        )
         print(
             f"client CPU per request: floor {figures['floor_client_cpu_ms_per_request']:.2f} ms, "
             f"ngrp {figures['ngrp_client_cpu_ms_per_request']:.2f} ms"
@@ -150,6 +153,11 @@ def measure(args, workdir: Path, endpoint: Endpoint) -> dict:
         "floor_rps": round(floor_rps, 2),
         "ngrp_rps": round(ngrp_rps, 2),
         "ratio": round(ngrp_rps / floor_rps, 4),
+        # Each floor round is paired with the ngrp round right after it: the median of the pair ratios
+        # cancels slow drifts in the machine's load.
+        "ratio_paired_median": round(
+            statistics.median(f / g for (f, _), (g, _) in zip(floor_runs, ngrp_runs, strict=True)), 4
+        ),
         # Best of the rounds: the round least disturbed by other jobs on a shared machine.
         "ratio_best": round(min(w for w, _ in floor_runs) / min(w for w, _ in ngrp_runs), 4),
         "floor_client_cpu_ms_per_request": round(statistics.median(c for _, c in floor_runs) / n * 1000, 3),

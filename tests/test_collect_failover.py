@@ -172,9 +172,12 @@ def test_two_real_servers_one_killed_mid_run(vllm_server, vllm_server_factory, t
     assert proc.returncode == 0, stderr
     summary = json.loads(stdout)
     assert summary["completed"] == summary["expected"] == 160 and summary["failed"] == 0
-    keys = [
-        (r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, out.read_text().splitlines())
-    ]
+    done = [json.loads(line) for line in out.read_text().splitlines()]
+    keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in done]
+    servers = [r["_ngrp_server"] for r in done]
+    assert set(servers) == {first.base_url, second.base_url}  # both served before the kill
+    last_on_second = max(i for i, s in enumerate(servers) if s == second.base_url)
+    assert len(servers) - last_on_second > 80  # ... and the first one finished the run alone
     assert len(keys) == len(set(keys)) == 160  # none lost, none twice
     assert set(keys) == {(t, r) for t in range(40) for r in range(4)}
     assert f"server {second.base_url} is out" in stderr

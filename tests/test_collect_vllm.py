@@ -383,3 +383,125 @@ def test_verify_url_and_api_key_never_written(vllm_server, verify_server, tmp_pa
     assert not leaked and secret not in proc.stdout + proc.stderr
     manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
     assert manifest["options"]["api_key_env"] == "MY_KEY"
+
+
+def test_bad_request_is_not_retried_and_records_gym_failure_fields(vllm_server, tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    too_long = {"input": "hi", "max_output_tokens": 100000}  # beyond --max-model-len: vLLM answers 400
+    tasks.write_text(json.dumps({"responses_create_params": too_long, "expected_answer": "1"}) + "\n")
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--json"))
+    assert proc.returncode == 1 and json.loads(proc.stdout)["failures_by_class"] == {"agent_run_error": 1}
+    (failure,) = [r.data for r in jsonl.iter_rows(tmp_path / "rollouts_failures.jsonl")]
+    assert failure["_ng_failure_http_status"] == 400 and failure["_ngrp_retries"] == 0
+    assert 0 < len(failure["_ng_failure_response_body"]) <= 2000 and "reward" not in failure
+    schemas.validator("failure").validate(failure)
+
+
+@pytest.fixture
+def flaky_proxy(vllm_server):
+    """A pass-through proxy in front of the real vLLM that answers 503 to every other request."""
+    import asyncio
+    import threading
+
+    import aiohttp
+    from aiohttp import web
+
+    calls = {"n": 0, "refused": 0}
+
+    async def forward(request):
+        calls["n"] += 1
+        if calls["n"] % 2:
+            calls["refused"] += 1
+            return web.Response(status=503, text="overloaded, try again")
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                vllm_server.base_url + "/chat/completions",
+                data=await request.read(),
+                headers={"content-type": "application/json"},
+            ) as reply,
+        ):
+            return web.Response(status=reply.status, body=await reply.read(), content_type="application/json")
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", forward)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}/v1", calls
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout=5)
+
+
+def test_503_is_retried_with_backoff_until_it_succeeds(flaky_proxy, tmp_path):
+    url, calls = flaky_proxy
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(
+        *collect_args(
+            tasks,
+            out,
+            url,
+            "--num-repeats",
+            "2",
+            "--concurrency",
+            "1",
+            "--max-retries",
+            "2",
+            "--retry-base-delay",
+            "0.01",
+            "--json",
+        )
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["completed"] == 6 and summary["failed"] == 0
+    assert calls["refused"] == 6 and calls["n"] == 12  # every rollout: one 503, then a success
+    assert_exactly_once(out, 3, 2)
+
+
+def test_several_endpoints_keep_each_task_on_one_server(vllm_server, tmp_path):
+    # Two spellings of the same real server stand in for two servers; routing is by task index.
+    second = vllm_server.base_url.replace("127.0.0.1", "localhost")
+    endpoints = tmp_path / "endpoints.json"
+    endpoints.write_text(
+        json.dumps(
+            {
+                "endpoints": [
+                    {"base_url": vllm_server.base_url, "model": "tiny"},
+                    {"base_url": second, "model": "tiny"},
+                ]
+            }
+        )
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 6)
+    out = tmp_path / "rollouts.jsonl"
+    proc = ngrp(
+        "collect",
+        "--input",
+        tasks,
+        "--output",
+        out,
+        "--num-repeats",
+        "3",
+        "--endpoints",
+        endpoints,
+        "--verifier",
+        "math",
+    )
+    assert proc.returncode == 0, proc.stderr
+    servers: dict[int, set] = {}
+    for row in (r.data for r in jsonl.iter_rows(out)):
+        servers.setdefault(row["_ng_task_index"], set()).add(row["_ngrp_server"])
+    assert all(len(s) == 1 for s in servers.values())
+    assert {t: s.pop() for t, s in servers.items()} == {
+        t: (vllm_server.base_url, second)[t % 2] for t in range(6)
+    }
+    manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
+    assert [s["url"] for s in manifest["servers"]] == [vllm_server.base_url, second]

@@ -22,6 +22,7 @@ from .. import jsonl
 from ..errors import UsageError
 from ..gym_run import FAILURE_CLASS_KEY, GymTargets, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, _post_once
+from .routing import Endpoint
 from .runner import _Run
 
 
@@ -100,7 +101,7 @@ class GymRun(_Run):
                 self.session, target.url, orjson.dumps(row), self.headers, self.options.retry
             )
         except AttemptFailed as failure:
-            self.record_failure(row, attempt, failure, time.monotonic() - started)
+            self.record_failure(row, attempt, failure, time.monotonic() - started, Endpoint(target.url, ""))
             return
         self.no_reply_streak = 0
         stamp(row, result, target, attempt)

@@ -29,7 +29,7 @@ from .options import CollectOptions
 from .progress import ProgressBar, Tally
 from .routing import Endpoint
 from .state import CollectorLock, build_manifest, check_manifest, scan_outputs
-from .verify import VerifyError, make_verifier
+from .verify import make_verifier
 
 IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
 # Transport failures with no reply: many in a row mean the server is gone, so stop admitting rows.
@@ -224,16 +224,22 @@ class _Run:
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()
+        endpoint = self.router.endpoint_for(row[TASK_KEY])
+
+        async def call(server: Endpoint) -> dict:
+            nonlocal endpoint  # the server that answered (or failed last), after any failover
+            endpoint = server
+            return await self.call_model(row, server)
+
         try:
-            response = await self.router.dispatch(
-                row[TASK_KEY], lambda endpoint: self.call_model(row, endpoint)
-            )
+            response = await self.router.dispatch(row[TASK_KEY], call)
             verdict = await self.verify(row, response)
         except AttemptFailed as failure:
-            self.record_failure(row, attempt, failure, time.monotonic() - started)
+            self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
             return
         self.no_reply_streak = 0
         out = result_row(row, response, verdict, attempt, time.monotonic() - started)
+        out["_ngrp_server"] = endpoint.public_url
         self.results.write(out)
         self.tally.add_result(out.get("reward"), (response.get("usage") or {}).get("output_tokens") or 0)
 
@@ -247,6 +253,8 @@ class _Run:
                 body, url = responses_request(params, endpoint.model), endpoint.base_url + "/responses"
             payload = await post_json(self.session, url, orjson.dumps(body), self.headers, self.options.retry)
             answer = orjson.loads(payload)
+            if not isinstance(answer, dict):
+                raise ConversionError(f"the server answered a JSON {type(answer).__name__}, not an object")
             if self.options.api == "chat":
                 return response_from_chat(answer, token_ids=self.options.return_token_ids)
             return answer
@@ -258,16 +266,19 @@ class _Run:
             return await self.verifier(row, response, self.session)
         except AttemptFailed:
             raise
-        except (VerifyError, Exception) as exc:  # a user verifier may raise anything; record, do not crash
+        except Exception as exc:  # VerifyError, or anything a user verifier raises: record it, do not crash
             raise AttemptFailed("verify_failed", type(exc).__name__, str(exc)[:2000]) from exc
 
-    def record_failure(self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float) -> None:
+    def record_failure(
+        self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float, endpoint: Endpoint
+    ) -> None:
         out = {
             **failure.fields(),
             **{k: row[k] for k in IDENTITY_KEYS if k in row},
             "_ng_attempt_index": attempt,
             "_ngrp_elapsed_s": round(elapsed, 4),
             "_ngrp_retries": failure.retries,
+            "_ngrp_server": endpoint.public_url,
         }
         self.failures.write(out)
         self.tally.add_failure(failure.failure_class)

@@ -25,6 +25,7 @@ Example:
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
 (every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock (writer lock).
+Rows without an agent_ref get {"name": MODEL}; --agent NAME re-routes every row (Gym's rule).
 The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
 \b
 Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),
@@ -162,11 +163,12 @@ def command(
     from ..shards import parse_shard, shard_output_path
 
     shard = parse_shard(shard_spec) if shard_spec else None
+    gym_only = gym_url and not (base_urls or endpoints_file)
+    endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoints_file, model))
+    # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
     options = CollectOptions(
         output=shard_output_path(output, shard) if shard else output,
-        endpoints=()
-        if gym_url and not (base_urls or endpoints_file)
-        else tuple(_endpoints(base_urls, endpoints_file, model)),
+        endpoints=endpoints,
         gym_url=gym_url,
         shard=shard,
         input=input_path,
@@ -174,7 +176,7 @@ def command(
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=_agent_default(model) if not gym_url else None,
+            default_agent=None if gym_only else (model or endpoints[0].model),
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
@@ -200,11 +202,6 @@ def command(
     if not result.complete:
         click.echo(_hint(result), err=True)
     return 0 if result.complete else 1
-
-
-def _agent_default(model: str | None) -> str:
-    # Rows without an agent_ref get one, so Gym's profiler writes agent-level metrics for them.
-    return model or "ngrp_direct"
 
 
 def _endpoints(base_urls, endpoints_file, model):
