@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gym_stack_fixture import gym_stack  # noqa: F401  (session fixture: a real NeMo Gym stack)
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import artifacts
 from ..errors import UsageError
 from ..materialize import MaterializeOptions
 from .http import RetryPolicy
-from .routing import Endpoint
+from .routing import Endpoint, public_url
+
+if TYPE_CHECKING:
+    from ..shards import Shard
 
 APIS = ("chat", "responses")
 
@@ -37,8 +40,14 @@ class CollectOptions:
     resume: bool = False
     overwrite: bool = False
     progress: bool = False
+    gym_url: str | None = None  # Gym /run mode (gym_backend.py)
+    shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
 
     def __post_init__(self) -> None:
+        if self.gym_url is not None:
+            from .gym_backend import check_gym_options
+
+            check_gym_options(self)
         if (self.input is None) == (self.materialized is None):
             raise UsageError("give exactly one of --input TASKS (raw tasks) or --materialized FILE")
         if self.api not in APIS:
@@ -89,7 +98,8 @@ class CollectOptions:
             "verifier_fn": self.verifier_fn,
             "return_token_ids": self.return_token_ids,
             "model": self.model,
-            "api": self.api,
+            "api": "gym" if self.gym_url else self.api,
+            "shard": None if self.shard is None else str(self.shard),
         }
 
     def runtime(self) -> dict[str, Any]:
@@ -102,5 +112,6 @@ class CollectOptions:
                 "max_attempts": self.max_attempts,
                 "api_key_env": self.api_key_env,
             },
-            "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints],
+            "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
+            + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),
         }

@@ -21,11 +21,13 @@ from .. import artifacts, jsonl
 from ..artifacts import ROLLOUT_KEY, TASK_KEY
 from ..errors import InputError, UsageError
 from ..materialize import RCP, materialize, sha256_file
+from ..shards import restrict_file
 from .convert import ConversionError, chat_request, response_from_chat, responses_request
+from .failover import make_router
 from .http import AttemptFailed, post_json
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
-from .routing import Endpoint, Router
+from .routing import Endpoint
 from .state import CollectorLock, build_manifest, check_manifest, scan_outputs
 from .verify import make_verifier
 
@@ -102,13 +104,17 @@ def scan_materialized(path: Path, needs_answer: str | None) -> tuple[Plan, set]:
 
 
 def collect(options: CollectOptions) -> CollectResult:
-    verifier = make_verifier(
-        options.verifier,
-        answer_key=options.answer_key,
-        pattern=options.verifier_pattern,
-        url=options.verify_url,
-        function=options.verifier_fn,
-        timeout=options.retry.timeout,
+    verifier = (
+        None
+        if options.gym_url
+        else make_verifier(
+            options.verifier,
+            answer_key=options.answer_key,
+            pattern=options.verifier_pattern,
+            url=options.verify_url,
+            function=options.verifier_fn,
+            timeout=options.retry.timeout,
+        )
     )
     with CollectorLock(options.output):
         if not options.resume:
@@ -124,6 +130,9 @@ def collect(options: CollectOptions) -> CollectResult:
             )
         needs_answer = options.answer_key if getattr(verifier, "needs_answer", False) else None
         plan, keys = scan_materialized(options.materialized_path, needs_answer)
+        if options.shard is not None:
+            keys = {k for k in keys if options.shard.owns(k[0])}
+            plan.rows = len(keys)
         input_sha = sha256_file(options.input) if options.input is not None else None
         identity = options.identity(input_sha, plan.sha256)
         if options.resume:
@@ -165,6 +174,8 @@ def _start_fresh(options: CollectOptions) -> None:
         path.unlink(missing_ok=True)
     if options.input is not None:
         materialize(options.input, options.materialized_path, options.materialize, overwrite=True)
+        if options.shard is not None:
+            restrict_file(options.materialized_path, options.shard)
 
 
 def _file_refs(options: CollectOptions, input_sha: str | None, plan: Plan) -> dict[str, Any]:
@@ -182,7 +193,7 @@ class _Run:
 
     def __init__(self, options: CollectOptions, verifier: Any, plan: Plan, disk: Any, session: Any) -> None:
         self.options, self.verifier, self.disk, self.session = options, verifier, disk, session
-        self.router = Router(list(options.endpoints))
+        self.router = make_router(list(options.endpoints), options.concurrency, session)
         self.tally = Tally(total=plan.to_run, done_before=len(disk.completed))
         self.bar = ProgressBar(self.tally, options.progress)
         self.results = jsonl.Appender(options.output)
@@ -200,6 +211,8 @@ class _Run:
             key = (row.data[TASK_KEY], row.data[ROLLOUT_KEY])
             if key in self.disk.completed or self.disk.attempts[key] >= self.options.max_attempts:
                 continue
+            if self.options.shard is not None and not self.options.shard.owns(key[0]):
+                continue
             yield row.data, self.disk.attempts[key]
 
     async def worker(self, rows: Iterator[tuple[dict, int]]) -> None:
@@ -212,8 +225,14 @@ class _Run:
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()
         endpoint = self.router.endpoint_for(row[TASK_KEY])
+
+        async def call(server: Endpoint) -> dict:
+            nonlocal endpoint  # the server that answered (or failed last), after any failover
+            endpoint = server
+            return await self.call_model(row, server)
+
         try:
-            response = await self.call_model(row, endpoint)
+            response = await self.router.dispatch(row[TASK_KEY], call)
             verdict = await self.verify(row, response)
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
@@ -302,13 +321,21 @@ async def _run(options: CollectOptions, verifier: Any, plan: Plan, disk: Any) ->
     async with aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=None)
     ) as session:
-        run = _Run(options, verifier, plan, disk, session)
+        run = _run_class(options)(options, verifier, plan, disk, session)
         try:
             rows = run.pending()
             await asyncio.gather(*(run.worker(rows) for _ in range(options.concurrency)))
         finally:
             run.close()
     return _result(options, plan, disk, run)
+
+
+def _run_class(options: CollectOptions) -> type[_Run]:
+    if options.gym_url:
+        from .gym_backend import GymRun
+
+        return GymRun
+    return _Run
 
 
 def _result(options: CollectOptions, plan: Plan, disk: Any, run: _Run) -> CollectResult:

@@ -19,6 +19,9 @@ Example:
       --base-url http://127.0.0.1:8000/v1 --model my-policy --verifier math --api chat
   ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
       --endpoints endpoints.json --verifier math --api chat --resume
+  ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
+      --agent my_simple_agent --gym-url http://127.0.0.1:11000      # NeMo Gym /run mode
+  ngrp collect ... --shard auto     # Slurm array task; then: ngrp merge results/rollouts-shard-*.jsonl ...
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
 (every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock (writer lock).
@@ -104,6 +107,17 @@ or another collector holds the lock, 3 malformed input (file:line named).
     help="Stop admitting rows after this many attempts in a row got no reply.",
 )
 @click.option("--resume", is_flag=True, help="Continue an earlier run (checked against its manifest).")
+@click.option(
+    "--gym-url",
+    default=None,
+    help="NeMo Gym mode: post each row to this Gym head server (discovers the agents' /run) or /run URL.",
+)
+@click.option(
+    "--shard",
+    "shard_spec",
+    default=None,
+    help="Run only shard i/N (0-based, by task index) or `auto` (Slurm array); output gets -shard-i-of-N.",
+)
 @overwrite_option
 @json_option
 def command(
@@ -133,6 +147,8 @@ def command(
     max_attempts,
     abort_after,
     resume,
+    gym_url,
+    shard_spec,
     overwrite,
     as_json,
 ):
@@ -144,18 +160,23 @@ def command(
     from ..collect import CollectOptions, collect
     from ..collect.http import RetryPolicy
     from ..materialize import MaterializeOptions
+    from ..shards import parse_shard, shard_output_path
 
-    endpoints = tuple(_endpoints(base_urls, endpoints_file, model))
+    shard = parse_shard(shard_spec) if shard_spec else None
+    gym_only = gym_url and not (base_urls or endpoints_file)
+    endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoints_file, model))
     # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
     options = CollectOptions(
-        output=output,
+        output=shard_output_path(output, shard) if shard else output,
         endpoints=endpoints,
+        gym_url=gym_url,
+        shard=shard,
         input=input_path,
         materialized=materialized,
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=model or endpoints[0].model,
+            default_agent=None if gym_only else (model or endpoints[0].model),
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,

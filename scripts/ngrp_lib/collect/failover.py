@@ -1,0 +1,169 @@
+"""Several servers in one run: task-affine routing, spill-over when saturated, failover when dead.
+
+- Home server: every repeat of task `t` goes to server `t % n`, so its prompt prefix is cached once.
+- Saturation: a server with `capacity` requests in flight (default ceil(concurrency / n)) is full; a row
+  whose home is full goes to the healthy server with the fewest requests in flight instead.
+- Failover: an attempt that got no reply (connection refused or reset, timeout) takes that server out
+  and the same attempt is re-sent to another healthy server, so a dying server costs no key. The tasks
+  of a server that is out go to the next healthy server after it (all repeats still together).
+- Probing: a server that is out is probed with `GET <base_url>/models` after 2 s, then 4, 8... up to
+  30 s; when it answers 200 it takes rows again.
+With a single server this is the plain behaviour: no failover, failures are recorded as attempts.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .http import AttemptFailed
+from .routing import Endpoint
+
+T = TypeVar("T")
+NO_REPLY_CLASSES = ("agent_request_failed", "timeout")
+
+
+@dataclass(eq=False)
+class ServerState:
+    endpoint: Endpoint
+    index: int
+    outstanding: int = 0
+    healthy: bool = True
+    next_probe: float = 0.0
+    backoff: float = 0.0
+    probing: bool = False
+    served: int = 0
+    went_down: int = 0
+
+
+def no_reply(failure: AttemptFailed) -> bool:
+    """The server did not answer at all (as opposed to answering with an error)."""
+    return failure.status is None and failure.failure_class in NO_REPLY_CLASSES
+
+
+class FailoverRouter:
+    def __init__(
+        self,
+        endpoints: list[Endpoint],
+        *,
+        capacity: int,
+        session: Any = None,
+        probe_after: float = 2.0,
+        max_probe_after: float = 30.0,
+        probe_timeout: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.servers = [ServerState(e, i) for i, e in enumerate(endpoints)]
+        self.endpoints = endpoints
+        self.capacity = max(1, capacity)
+        self.session = session
+        self.probe_after, self.max_probe_after, self.probe_timeout = (
+            probe_after,
+            max_probe_after,
+            probe_timeout,
+        )
+        self.clock = clock
+        self.log = log or (lambda text: print(f"ngrp collect: {text}", file=sys.stderr, flush=True))
+
+    def endpoint_for(self, task_index: int) -> Endpoint:
+        """The home server of a task (what a single-call caller would use)."""
+        return self.servers[task_index % len(self.servers)].endpoint
+
+    def pick(self, task_index: int, exclude: set[int] = frozenset()) -> ServerState | None:
+        """Home when healthy and not full; when home is full, the least busy healthy server; when home is
+        out, the next healthy server after it that is not full, so a dead server's tasks move together."""
+        n = len(self.servers)
+        home = self.servers[task_index % n]
+        live = [s for s in self.servers if s.healthy and s.index not in exclude]
+        if not live:
+            return None
+        ring = sorted(live, key=lambda s: (s.index - task_index) % n)  # home first, then the ones after it
+        least_busy = min(ring, key=lambda s: s.outstanding)  # min keeps the first of equals: ring order
+        if home in live:
+            return home if home.outstanding < self.capacity else least_busy
+        return next((s for s in ring if s.outstanding < self.capacity), least_busy)
+
+    async def dispatch(self, task_index: int, call: Callable[[Endpoint], Awaitable[T]]) -> T:
+        """Run `call(endpoint)` on the chosen server; on no reply, fail over to another one."""
+        tried: set[int] = set()
+        last: AttemptFailed | None = None
+        while True:
+            await self.probe_due()
+            state = self.pick(task_index, tried)
+            if state is None:
+                raise last or AttemptFailed(
+                    "agent_request_failed", "NoHealthyServer", "every server is out (no reply); probing them"
+                )
+            state.outstanding += 1
+            try:
+                result = await call(state.endpoint)
+            except AttemptFailed as failure:
+                if len(self.servers) == 1 or not no_reply(failure):
+                    raise
+                self.mark_down(state, failure.message)
+                tried.add(state.index)
+                last = failure
+                continue
+            finally:
+                state.outstanding -= 1
+            state.served += 1
+            return result
+
+    def mark_down(self, state: ServerState, reason: str) -> None:
+        if not state.healthy:
+            return
+        state.healthy = False
+        state.went_down += 1
+        state.backoff = self.probe_after
+        state.next_probe = self.clock() + state.backoff
+        self.log(f"server {state.endpoint.public_url} is out ({reason}); probing it every few seconds")
+
+    async def probe_due(self) -> None:
+        """Probe the out-of-service servers whose time has come (one prober per server)."""
+        if self.session is None:
+            return
+        now = self.clock()
+        for state in self.servers:
+            if state.healthy or state.probing or now < state.next_probe:
+                continue
+            state.probing = True
+            try:
+                alive = await self._probe(state.endpoint)
+            finally:
+                state.probing = False
+            if alive:
+                state.healthy = True
+                self.log(f"server {state.endpoint.public_url} answers again; sending it rows")
+            else:
+                state.backoff = min(self.max_probe_after, state.backoff * 2)
+                state.next_probe = self.clock() + state.backoff
+
+    async def _probe(self, endpoint: Endpoint) -> bool:
+        import asyncio
+
+        import aiohttp
+
+        try:
+            timeout = aiohttp.ClientTimeout(total=self.probe_timeout)
+            async with self.session.get(endpoint.base_url + "/models", timeout=timeout) as reply:
+                return reply.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            return False
+
+    def summary(self) -> list[dict[str, Any]]:
+        return [
+            {"url": s.endpoint.public_url, "served": s.served, "went_down": s.went_down, "healthy": s.healthy}
+            for s in self.servers
+        ]
+
+
+def make_router(endpoints: list[Endpoint], concurrency: int, session: Any = None) -> FailoverRouter | None:
+    """The router for a run; None in Gym mode (no model endpoints)."""
+    if not endpoints:
+        return None
+    return FailoverRouter(endpoints, capacity=math.ceil(concurrency / len(endpoints)), session=session)

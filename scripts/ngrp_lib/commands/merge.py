@@ -1,0 +1,77 @@
+"""`ngrp merge`: merge rollout shards into one run (thin shell over `ngrp_lib.merge`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..merge import MergeResult, merge_shards
+from ._common import emit, json_option, overwrite_option
+
+
+@click.command(name="merge")
+@click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--output", "-o", required=True, type=click.Path(path_type=Path), help="Merged rollouts file.")
+@click.option(
+    "--inputs",
+    "inputs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Materialized inputs to merge (repeatable). Default: each shard's"
+    " <stem>_materialized_inputs.jsonl, if present.",
+)
+@click.option(
+    "--allow-torn",
+    is_flag=True,
+    help="Drop a shard's cut-off last line (listed in the summary) instead of refusing.",
+)
+@overwrite_option
+@json_option
+def command(
+    shards: tuple[Path, ...],
+    output: Path,
+    inputs: tuple[Path, ...],
+    allow_torn: bool,
+    overwrite: bool,
+    as_json: bool,
+) -> int:
+    """Merge rollout shards (e.g. from a Slurm array run with --shard i/N) into one rollouts file.
+
+    Writes OUTPUT, plus <stem>_failures.jsonl when any shard has a failures sidecar and
+    <stem>_materialized_inputs.jsonl when inputs are given or found next to the shards. Rows are keyed by
+    (_ng_task_index, _ng_rollout_index): identical duplicates are kept once, conflicting duplicates are
+    refused naming both file:line, and rollouts with no materialized input row are refused. Nothing is
+    written unless everything merged; an existing output is never replaced without --overwrite.
+
+    \b
+    Example:
+      ngrp merge out/rollouts-shard-*-of-8.jsonl --output out/rollouts.jsonl
+      ngrp profile --inputs out/rollouts_materialized_inputs.jsonl --rollouts out/rollouts.jsonl
+
+    \b
+    Exit codes: 0 merged; 1 conflicting duplicates or rollouts without inputs; 2 usage or refused
+    overwrite; 3 unreadable or malformed shard (names file:line).
+    """
+    result = merge_shards(
+        list(shards), output, inputs=list(inputs) or None, overwrite=overwrite, allow_torn=allow_torn
+    )
+    emit(result, as_json, _render)
+    return 0
+
+
+def _render(result: MergeResult) -> str:
+    lines = [
+        f"merged {len(result.rollouts.files)} shard(s): {result.rollouts.written} rollouts -> {result.output}"
+        f" ({result.rollouts.duplicates_dropped} identical duplicate(s) dropped)"
+    ]
+    if result.inputs_output:
+        lines.append(
+            f"materialized inputs: {result.inputs.written} rows from {len(result.inputs.files)} file(s) -> "
+            f"{result.inputs_output} ({result.inputs.duplicates_dropped} duplicate(s) dropped)"
+        )
+    if result.failures_output:
+        lines.append(f"failures: {result.failures.written} attempt(s) -> {result.failures_output}")
+    for where in result.torn_tails:
+        lines.append(f"warning: dropped a cut-off last line at {where}")
+    return "\n".join(lines)

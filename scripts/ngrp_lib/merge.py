@@ -1,0 +1,220 @@
+"""Merge rollout shards (and their failures sidecars and materialized inputs) into one run.
+
+Rules, per (`_ng_task_index`, `_ng_rollout_index`) key:
+- the same key with the same content (equal after canonical JSON: sorted keys, orjson) is kept once;
+- the same key with different content is a conflict: refused, naming both file:line, nothing written;
+- every row needs both identity keys as non-negative integers;
+- a rollout whose key is not among the merged materialized inputs (when inputs are merged) is refused,
+  as NeMo Gym's profiler refuses it.
+Failures sidecar rows are attempts (a key may have several): only byte-identical (canonical) rows are
+dropped. Streams: memory holds one key, a 16-byte digest and an origin per row, never the rows.
+All outputs are written through temp files and moved into place only when everything succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from . import jsonl
+from .artifacts import ROLLOUT_KEY, TASK_KEY, RolloutKey, failures_path_for, is_index, materialized_path_for
+from .errors import FindingsError, InputError, UsageError
+
+MAX_LISTED = 10
+
+
+@dataclass
+class PartCounts:
+    """What one kind of file (rollouts, failures or inputs) contributed."""
+
+    files: list[str] = field(default_factory=list)
+    read: int = 0
+    written: int = 0
+    duplicates_dropped: int = 0
+
+
+@dataclass
+class MergeResult:
+    output: str
+    failures_output: str | None
+    inputs_output: str | None
+    rollouts: PartCounts
+    failures: PartCounts
+    inputs: PartCounts
+    torn_tails: list[str]
+
+    def to_json(self) -> dict:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class _Seen:
+    digest: bytes
+    path: str
+    line: int
+
+
+def canonical_digest(row: dict) -> bytes:
+    """A digest of the row's canonical JSON (sorted keys), so key order and spacing do not matter."""
+    return hashlib.blake2b(orjson.dumps(row, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+
+
+def merge_shards(
+    shards: list[Path | str],
+    output: Path | str,
+    *,
+    inputs: list[Path | str] | None = None,
+    overwrite: bool = False,
+    allow_torn: bool = False,
+) -> MergeResult:
+    """Merge shard rollouts files into `output`, with sidecars next to it under Gym's names."""
+    shard_paths = [Path(p) for p in shards]
+    output = Path(output)
+    input_paths = _resolve_inputs(shard_paths, inputs)
+    failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
+    targets = _targets(output, bool(input_paths), bool(failure_paths))
+    _check_paths(shard_paths + input_paths + failure_paths, targets, overwrite)
+    torn: list[str] = []
+    result = MergeResult(str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn)
+    with contextlib.ExitStack() as stack:
+        known: dict[RolloutKey, _Seen] | None = None
+        if input_paths:
+            handle = stack.enter_context(jsonl.atomic_output(targets["inputs"], overwrite=overwrite))
+            known = _merge_keyed(input_paths, handle, result.inputs, torn, allow_torn)
+            result.inputs_output = str(targets["inputs"])
+        handle = stack.enter_context(jsonl.atomic_output(output, overwrite=overwrite))
+        _merge_keyed(shard_paths, handle, result.rollouts, torn, allow_torn, known=known)
+        if failure_paths:
+            handle = stack.enter_context(jsonl.atomic_output(targets["failures"], overwrite=overwrite))
+            _merge_attempts(failure_paths, handle, result.failures, torn, allow_torn)
+            result.failures_output = str(targets["failures"])
+    return result
+
+
+def _resolve_inputs(shards: list[Path], inputs: list[Path | str] | None) -> list[Path]:
+    if inputs is not None:
+        return [Path(p) for p in inputs]
+    return [materialized_path_for(p) for p in shards if materialized_path_for(p).exists()]
+
+
+def _targets(output: Path, with_inputs: bool, with_failures: bool) -> dict[str, Path]:
+    targets = {"rollouts": output}
+    if with_inputs:
+        targets["inputs"] = materialized_path_for(output)
+    if with_failures:
+        targets["failures"] = failures_path_for(output)
+    return targets
+
+
+def _check_paths(sources: list[Path], targets: dict[str, Path], overwrite: bool) -> None:
+    if not sources:
+        raise UsageError("no shard files given", hint="ngrp merge SHARD... --output OUT")
+    for path in sources:
+        if not path.exists():
+            raise InputError(
+                "no such file", path=path, hint="check the shard paths (a glob that matched nothing?)"
+            )
+    resolved = {p.resolve() for p in sources}
+    for target in targets.values():
+        if target.resolve() in resolved:
+            raise UsageError(f"{target} is both an input and an output", hint="write the merge to a new path")
+    jsonl.refuse_existing(list(targets.values()), overwrite)
+
+
+def _rows(path: Path, torn: list[str], allow_torn: bool):
+    """Rows of one file; blank lines skipped; a torn last line refused unless allowed (then listed)."""
+    for record in jsonl.iter_records(path):
+        if isinstance(record, jsonl.Row):
+            yield record
+        elif record.kind == jsonl.BLANK:
+            continue
+        elif record.kind == jsonl.TORN and allow_torn:
+            torn.append(f"{path}:{record.line}")
+        else:
+            hint = None
+            if record.kind == jsonl.TORN:
+                hint = (
+                    "the shard's writer was interrupted: resume that shard (ngrp collect --resume),"
+                    " or pass --allow-torn to drop the cut-off line"
+                )
+            raise InputError(record.message, path=path, line=record.line, hint=hint)
+
+
+def _key(row: jsonl.Row, path: Path) -> RolloutKey:
+    for name in (TASK_KEY, ROLLOUT_KEY):
+        value = row.data.get(name)
+        if not is_index(value):
+            problem = "is missing" if name not in row.data else f"is {value!r}, not a non-negative integer"
+            raise InputError(f"{name} {problem}", path=path, line=row.line, pointer=f"/{name}")
+    return row.data[TASK_KEY], row.data[ROLLOUT_KEY]
+
+
+def _merge_keyed(
+    paths: list[Path],
+    handle: IO[bytes],
+    counts: PartCounts,
+    torn: list[str],
+    allow_torn: bool,
+    *,
+    known: dict[RolloutKey, _Seen] | None = None,
+) -> dict[RolloutKey, _Seen]:
+    seen: dict[RolloutKey, _Seen] = {}
+    extra: list[str] = []
+    for path in paths:
+        counts.files.append(str(path))
+        for row in _rows(path, torn, allow_torn):
+            counts.read += 1
+            key = _key(row, path)
+            digest = canonical_digest(row.data)
+            first = seen.get(key)
+            if first is not None:
+                _same_or_conflict(first, digest, key, path, row.line)
+                counts.duplicates_dropped += 1
+                continue
+            if known is not None and key not in known:
+                extra.append(f"{key} at {path}:{row.line}")
+            seen[key] = _Seen(digest, str(path), row.line)
+            handle.write(row.raw + b"\n")
+            counts.written += 1
+    if extra:
+        raise FindingsError(
+            f"{len(extra)} rollout row(s) have no matching materialized input row: "
+            + ", ".join(extra[:MAX_LISTED]),
+            hint="pass the materialized inputs of every shard with --inputs (or merge the right shards)",
+        )
+    return seen
+
+
+def _same_or_conflict(first: _Seen, digest: bytes, key: RolloutKey, path: Path, line: int) -> None:
+    if first.digest != digest:
+        raise FindingsError(
+            f"conflicting rows for key (task {key[0]}, rollout {key[1]}): "
+            f"{first.path}:{first.line} and {path}:{line} differ",
+            hint="two shards ran the same key with different results; shard with --shard i/N so shards are"
+            " disjoint, or drop one of the files",
+        )
+
+
+def _merge_attempts(
+    paths: list[Path], handle: IO[bytes], counts: PartCounts, torn: list[str], allow_torn: bool
+) -> None:
+    seen: set[bytes] = set()
+    for path in paths:
+        counts.files.append(str(path))
+        for row in _rows(path, torn, allow_torn):
+            counts.read += 1
+            _key(row, path)
+            digest = canonical_digest(row.data)
+            if digest in seen:
+                counts.duplicates_dropped += 1
+                continue
+            seen.add(digest)
+            handle.write(row.raw + b"\n")
+            counts.written += 1

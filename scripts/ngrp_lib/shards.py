@@ -1,0 +1,115 @@
+"""Deterministic shards for Slurm job arrays: shard `i` of `N` owns the tasks with `task_index % N == i`.
+
+Shards are 0-based (`--shard 0/4` .. `--shard 3/4`), so they line up with `--array=0-3`. Selection is by
+`_ng_task_index`, never by line position, so all repeats of a task land in the same shard (one prefix
+cache, one complete profile row) and a shard's rows are the same whatever order the file is in.
+`--shard auto` reads Slurm's `SLURM_ARRAY_TASK_ID` and `SLURM_ARRAY_TASK_COUNT` (offset by
+`SLURM_ARRAY_TASK_MIN`, so `--array=1-8` works as well as `--array=0-7`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .artifacts import TASK_KEY, is_index
+from .errors import InputError, UsageError
+
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def owns(self, task_index: int) -> bool:
+        return select_shard(task_index, self.index, self.count)
+
+
+def select_shard(task_index: int, i: int, n: int) -> bool:
+    """True when task `task_index` belongs to shard `i` of `n` (0-based)."""
+    return task_index % n == i
+
+
+def parse_shard(spec: str, environ: Mapping[str, str] | None = None) -> Shard:
+    """Parse `i/N` (0 <= i < N) or `auto` (from the Slurm array environment)."""
+    if spec.strip().lower() == "auto":
+        return shard_from_slurm(os.environ if environ is None else environ)
+    match = _SPEC.match(spec)
+    if not match:
+        raise UsageError(
+            f"bad --shard {spec!r}", hint="write i/N with 0 <= i < N (0-based), e.g. 0/4, or auto"
+        )
+    return _checked(int(match.group(1)), int(match.group(2)), spec)
+
+
+def shard_from_slurm(environ: Mapping[str, str]) -> Shard:
+    task_id, count = environ.get("SLURM_ARRAY_TASK_ID"), environ.get("SLURM_ARRAY_TASK_COUNT")
+    if task_id is None or count is None:
+        raise UsageError(
+            "--shard auto needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT",
+            hint="run inside `sbatch --array=0-(N-1)`, or pass --shard i/N explicitly",
+        )
+    try:
+        index = int(task_id) - int(environ.get("SLURM_ARRAY_TASK_MIN", "0"))
+        total = int(count)
+    except ValueError:
+        raise UsageError(f"non-integer Slurm array variables: id={task_id!r} count={count!r}") from None
+    return _checked(index, total, f"SLURM_ARRAY_TASK_ID={task_id}")
+
+
+def _checked(index: int, count: int, spec: str) -> Shard:
+    if count < 1 or not 0 <= index < count:
+        raise UsageError(
+            f"shard {spec!r} is out of range: need 0 <= i < N and N >= 1",
+            hint="shards are 0-based: the last of 4 shards is 3/4; with a Slurm array use --array=0-(N-1)",
+        )
+    return Shard(index, count)
+
+
+def filter_rows(rows: Iterable[dict], shard: Shard | None, *, source: str = "input") -> Iterator[dict]:
+    """Keep the rows of one shard (all rows when `shard` is None). Rows need an integer task index."""
+    for number, row in enumerate(rows, 1):
+        if shard is None:
+            yield row
+            continue
+        task = row.get(TASK_KEY)
+        if not is_index(task):
+            raise InputError(
+                f"row has no valid {TASK_KEY} ({task!r}); shards select by task index",
+                path=source,
+                line=number,
+            )
+        if shard.owns(task):
+            yield row
+
+
+def shard_output_path(path: Path | str, shard: Shard) -> Path:
+    """`out/rollouts.jsonl` + 2/8 -> `out/rollouts-shard-2-of-8.jsonl` (zero-padded to N's width)."""
+    path = Path(path)
+    width = len(str(shard.count - 1))
+    return path.with_name(f"{path.stem}-shard-{shard.index:0{width}d}-of-{shard.count}{path.suffix}")
+
+
+def restrict_file(path: Path | str, shard: Shard) -> int:
+    """Rewrite a materialized file (atomically) to hold only the shard's rows; return how many."""
+    from . import jsonl
+
+    path = Path(path)
+    rows = [row.data for row in jsonl.iter_rows(path) if shard.owns(_task_of(row, path))]
+    return jsonl.write_jsonl(path, rows, overwrite=True)
+
+
+def _task_of(row, path: Path) -> int:
+    task = row.data.get(TASK_KEY)
+    if not is_index(task):
+        raise InputError(f"row has no valid {TASK_KEY} ({task!r}); shards select by task index", path=path,
+                         line=row.line)  # fmt: skip
+    return task
