@@ -19,6 +19,7 @@ from .errors import NgrpError
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("ngrp_lib.commands.validate", "Check artifacts against their schemas, line by line."),
     "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
+    "ledger": ("ngrp_lib.commands.ledger", "Research ledger (TSV): record runs, check stop rules."),
 }
 
 EPILOG = """\b
