@@ -55,12 +55,19 @@ class LedgerPaths:
         return self.dir / CAMPAIGN_NAME
 
 
+def check_name(campaign: str) -> str:
+    """Campaign names become folder names: keep them plain."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-]*", campaign or ""):
+        raise UsageError(f"campaign name {campaign!r} must be letters, digits, '.', '_' or '-'")
+    return campaign
+
+
 def resolve_dir(directory: Path | None, campaign: str | None) -> LedgerPaths:
     """`--dir` wins; else `reports/auto_research/<campaign>`; one of them is needed."""
     if directory is not None:
         return LedgerPaths(Path(directory))
     if campaign:
-        return LedgerPaths(DEFAULT_ROOT / campaign)
+        return LedgerPaths(DEFAULT_ROOT / check_name(campaign))
     raise UsageError("say which ledger: pass --dir DIR or --campaign NAME")
 
 
@@ -121,6 +128,7 @@ def init_campaign(
 ) -> Campaign:
     """Create the campaign file and an empty ledger; refuse if either exists."""
     now = now or now_utc()
+    check_name(campaign)
     if direction not in ("max", "min"):
         raise UsageError(f"--direction must be max or min, not {direction!r}")
     if max_experiments is not None and max_experiments < 1:
