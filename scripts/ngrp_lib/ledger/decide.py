@@ -75,7 +75,14 @@ def suggest(
     ref_profile = Path(ref.fields["profile_path"]) if ref.fields["profile_path"] else None
     if profile is not None and ref_profile is not None and ref_profile.exists():
         return _paired(campaign.direction, ref, ref_profile, profile, compare_metric)
-    return _unpaired(campaign.direction, ref, reading)
+    result = _unpaired(campaign.direction, ref, reading)
+    if profile is not None and ref_profile is not None:  # the reference's profile was moved or deleted
+        return Suggestion(
+            result.status,
+            f"{result.reason}; #{ref.index}'s profile {ref_profile} is gone",
+            result.compared_to,
+        )
+    return result
 
 
 def _paired(direction: str, ref: LedgerRow, ref_profile: Path, profile: Path, metric: str) -> Suggestion:
