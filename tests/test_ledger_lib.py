@@ -10,6 +10,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ledger_helpers import git, make_repo, profile_with_means, write_profile
 from ngrp_lib.errors import InputError, UsageError
 from ngrp_lib.ledger import (
@@ -440,3 +442,35 @@ def test_record_leaves_git_state_alone(tmp_path):
     assert after == before and all(p.stat().st_mtime_ns == m for p, m in mtimes.items())
     row = read_ledger(paths.ledger)[0].fields
     assert row["branch"] == "exp/a" and row["parent_commit"] == git(repo, "rev-parse", "main")
+
+
+# --- properties and failure safety --------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_escape_round_trip_property(text):
+    escaped = table.escape(text)
+    assert table.unescape(escaped) == text and not set(escaped) & {"\t", "\n", "\r"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80))
+def test_scrub_is_idempotent(text):
+    once = scrub(text)
+    assert scrub(once) == once
+
+
+def test_failed_append_leaves_ledger_intact(tmp_path, monkeypatch):
+    paths = _campaign(tmp_path, direction="max")
+    _record(paths, tmp_path, status="crash")
+    before = paths.ledger.read_bytes()
+
+    def boom(fields):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(table, "format_row", boom)
+    with pytest.raises(OSError):
+        _record(paths, tmp_path, status="crash")
+    assert paths.ledger.read_bytes() == before
+    assert sorted(p.name for p in paths.dir.iterdir()) == ["campaign.json", "results.tsv", "results.tsv.lock"]
