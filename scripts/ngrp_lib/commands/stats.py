@@ -1,0 +1,102 @@
+"""`ngrp stats`: pass@k, clustered intervals, variance decomposition, difficulty, reward vs length."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import emit, json_option
+
+
+@click.command("stats")
+@click.argument("profile", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--rollouts",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="rollouts.jsonl the profile came from: adds answers (majority@k) and truncation.",
+)
+@click.option(
+    "--group-by",
+    metavar="agent|FIELD",
+    help="Also report per agent, or per value of a dataset field in `sample` (e.g. difficulty).",
+)
+@click.option(
+    "--pass-threshold",
+    type=float,
+    metavar="X",
+    help="Success means reward >= X (needed for pass metrics when rewards are not 0/1).",
+)
+@click.option("--answer-key", metavar="K", help="Rollout field holding the final answer, for majority@k.")
+@click.option("--k", "k_list", metavar="LIST", help="k values such as 1,2,4,8 (default: every k up to n).")
+@click.option(
+    "--bootstrap",
+    "n_bootstrap",
+    type=int,
+    default=2000,
+    show_default=True,
+    help="Cluster-bootstrap replicates (tasks resampled whole); 0 turns it off.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@click.option(
+    "--target-width",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Per-task 95%% interval width used for 'repeats needed'.",
+)
+@click.option(
+    "--group-size",
+    "group_sizes",
+    type=int,
+    multiple=True,
+    metavar="G",
+    help="GRPO group size for P(informative); repeatable (default: powers of two up to n).",
+)
+@json_option
+def command(
+    profile: Path,
+    rollouts: Path | None,
+    group_by: str | None,
+    pass_threshold: float | None,
+    answer_key: str | None,
+    k_list: str | None,
+    n_bootstrap: int,
+    seed: int,
+    target_width: float,
+    group_sizes: tuple[int, ...],
+    as_json: bool,
+) -> int:
+    """Statistics of a reward profile (*_reward_profiling.jsonl), each number with its n.
+
+    Task-weighted and rollout-weighted mean reward; pass rate; unbiased pass@k and pass^k for every k
+    (NaN where a task has fewer than k rollouts); exact majority@k (--answer-key); expected best/worst
+    of k for continuous rewards; task-clustered t and bootstrap intervals; conditional (these tasks)
+    and population (new tasks) SE; within/between-task variance, ICC, design effect, effective n,
+    repeats needed; difficulty bands and P(GRPO group informative); reward vs length.
+
+    \b
+    Example:
+      ngrp stats results/rollouts_reward_profiling.jsonl
+      ngrp stats results/rollouts_reward_profiling.jsonl --rollouts results/rollouts.jsonl \\
+          --answer-key extracted_answer --group-by difficulty --json > stats.json
+
+    \b
+    Exit codes: 0 ok, 2 bad options, 3 unreadable or malformed input.
+    """
+    from ..stats.render import render_stats
+    from ..stats.summary import StatsSettings, compute_stats, parse_int_list
+
+    settings = StatsSettings(
+        pass_threshold=pass_threshold,
+        answer_key=answer_key,
+        ks=parse_int_list(k_list, "--k"),
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        target_width=target_width,
+        group_sizes=list(group_sizes) or None,
+        group_by=group_by,
+    )
+    result = compute_stats(profile, rollouts, settings)
+    emit(result, as_json, render_stats)
+    return 0

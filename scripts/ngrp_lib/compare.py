@@ -1,0 +1,263 @@
+"""Paired comparison of two reward profiles on the same tasks (B - A).
+
+Tasks are matched by (task index, agent). Each task contributes one difference d_i = mean_B,i - mean_A,i,
+so shared task difficulty cancels. Reported: the paired t interval, a paired (task) bootstrap interval,
+a sign-flip permutation p-value, McNemar when each run has one binary rollout per task, per-task flips
+by Fisher's exact test with Benjamini-Hochberg, and the minimum detectable effect at 80% power.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, norm_ppf, t_two_sided_p
+from .errors import FindingsError, UsageError
+from .stats.estimators import counts, row_means, successes
+from .stats.load import ProfileData, load_profile
+from .stats.uncertainty import bootstrap_interval, t_interval
+
+EXACT_PERMUTATION_MAX_TASKS = 20
+MONTE_CARLO_PERMUTATIONS = 20000
+
+
+@dataclass
+class TaskDiff:
+    task: int
+    agent: str | None
+    mean_a: float | None
+    n_a: int
+    mean_b: float | None
+    n_b: int
+    diff: float | None
+    successes_a: int | None = None
+    successes_b: int | None = None
+    p_value: float | None = None
+    q_value: float | None = None
+
+
+@dataclass
+class CompareResult:
+    path_a: str
+    path_b: str
+    metric: str
+    n_tasks: int  # tasks in both runs with a defined metric in each (the paired n)
+    n_dropped: int  # tasks in only one run, dropped by --intersect
+    n_only_a: int
+    n_only_b: int
+    n_undefined: int  # matched tasks where a run has no defined value (all null), excluded
+    mean_a: float
+    mean_b: float
+    mean_diff: float
+    se_diff: float
+    t_stat: float
+    p_value_t: float
+    ci_low: float
+    ci_high: float
+    boot_ci_low: float
+    boot_ci_high: float
+    n_bootstrap: int
+    seed: int
+    p_value_permutation: float
+    permutation_method: str
+    n_permutations: int
+    mde_80: float
+    binary: bool
+    mcnemar: dict | None
+    alpha: float
+    n_flips: int  # tasks whose BH-adjusted Fisher q-value is below alpha
+    flips: list[dict] = field(default_factory=list)
+    per_task: list[TaskDiff] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable(asdict(self))
+
+
+def _jsonable(value: Any) -> Any:
+    # NaN and infinities are undefined: null in JSON (the n next to them says why).
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _index(data: ProfileData) -> dict:
+    return {key: i for i, key in enumerate(data.keys)}
+
+
+def _match(a: ProfileData, b: ProfileData, intersect: bool) -> tuple[list, int, int]:
+    ia, ib = _index(a), _index(b)
+    only_a = sorted(set(ia) - set(ib), key=str)
+    only_b = sorted(set(ib) - set(ia), key=str)
+    if (only_a or only_b) and not intersect:
+        sample = ", ".join(f"task {t} agent {g!r}" for t, g in (only_a + only_b)[:5])
+        raise FindingsError(
+            f"the runs cover different tasks: {len(only_a)} only in A ({a.path}), {len(only_b)} only in B "
+            f"({b.path}); for example {sample}",
+            hint="compare runs on the same task set, or pass --intersect to compare the shared tasks only",
+        )
+    shared = sorted(set(ia) & set(ib), key=lambda k: (k[0], str(k[1])))
+    return [(key, ia[key], ib[key]) for key in shared], len(only_a), len(only_b)
+
+
+def sign_flip_p_value(diffs, seed: int) -> tuple[float, str, int]:
+    """Two-sided sign-flip permutation p-value for mean(d) = 0. Exact for small n, seeded Monte Carlo else."""
+    import numpy as np
+
+    d = np.asarray(diffs, dtype=float)
+    n = d.size
+    if n == 0:
+        return math.nan, "none", 0
+    observed = abs(d.sum()) * (1 - 1e-12) - 1e-12  # tolerance for float ties
+    if n <= EXACT_PERMUTATION_MAX_TASKS:
+        total = 1 << n
+        extreme = 0
+        bits = np.arange(n)
+        for start in range(0, total, 1 << 16):
+            codes = np.arange(start, min(total, start + (1 << 16)))
+            signs = 1 - 2 * ((codes[:, None] >> bits) & 1)
+            extreme += int((np.abs(signs @ d) >= observed).sum())
+        return extreme / total, "exact", total
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for start in range(0, MONTE_CARLO_PERMUTATIONS, 2000):
+        size = min(2000, MONTE_CARLO_PERMUTATIONS - start)
+        signs = rng.choice((-1.0, 1.0), size=(size, n))
+        extreme += int((np.abs(signs @ d) >= observed).sum())
+    return (1 + extreme) / (1 + MONTE_CARLO_PERMUTATIONS), "monte_carlo", MONTE_CARLO_PERMUTATIONS
+
+
+def _mcnemar(na, ca, nb, cb) -> dict | None:
+    import numpy as np
+
+    if not (np.all(na == 1) and np.all(nb == 1)):
+        return None
+    only_a = int(((ca == 1) & (cb == 0)).sum())
+    only_b = int(((ca == 0) & (cb == 1)).sum())
+    return {
+        "a_only_success": only_a,
+        "b_only_success": only_b,
+        "n": int(na.size),
+        "p_value": mcnemar_exact(only_a, only_b),
+        "method": "exact binomial on discordant pairs",
+    }
+
+
+def _flips(rows: list[TaskDiff], alpha: float) -> list[dict]:
+    for row in rows:
+        ca, cb = row.successes_a, row.successes_b
+        row.p_value = fisher_exact_two_sided(cb, row.n_b - cb, ca, row.n_a - ca)
+    for row, q in zip(rows, benjamini_hochberg([r.p_value for r in rows]), strict=False):
+        row.q_value = q
+    flagged = [r for r in rows if r.q_value is not None and r.q_value < alpha]
+    return [
+        {
+            "task": r.task,
+            "agent": r.agent,
+            "direction": "better_in_b" if r.diff > 0 else "worse_in_b",
+            "a": f"{r.successes_a}/{r.n_a}",
+            "b": f"{r.successes_b}/{r.n_b}",
+            "p_value": r.p_value,
+            "q_value": r.q_value,
+        }
+        for r in sorted(flagged, key=lambda r: r.q_value)
+    ]
+
+
+def compare_profiles(
+    a: Path,
+    b: Path,
+    *,
+    intersect: bool = False,
+    metric: str = "reward",
+    seed: int = 0,
+    n_bootstrap: int = 2000,
+    pass_threshold: float | None = None,
+    alpha: float = 0.05,
+) -> CompareResult:
+    """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
+    import numpy as np
+
+    if n_bootstrap < 0:
+        raise UsageError("--bootstrap must be >= 0")
+    da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
+    pairs, only_a, only_b = _match(da, db, intersect)
+    ia = np.array([p[1] for p in pairs], dtype=int)
+    ib = np.array([p[2] for p in pairs], dtype=int)
+    va, vb = da.values[metric][ia], db.values[metric][ib]
+    na, _ = counts(va)
+    nb, _ = counts(vb)
+    ma, mb = row_means(va), row_means(vb)
+    diffs = mb - ma
+    defined = ~np.isnan(diffs)
+    rows = [
+        TaskDiff(key[0], key[1], _f(ma[i]), int(na[i]), _f(mb[i]), int(nb[i]), _f(diffs[i]))
+        for i, (key, _, _) in enumerate(pairs)
+    ]
+    d = diffs[defined]
+    interval = t_interval(d)
+    boot = bootstrap_interval(d, n_bootstrap, seed) if n_bootstrap else (math.nan, math.nan)
+    p_perm, method, n_perm = sign_flip_p_value(d, seed)
+    sa = successes(va[defined], pass_threshold) if len(pairs) else None
+    sb = successes(vb[defined], pass_threshold) if len(pairs) else None
+    binary = sa is not None and sb is not None
+    notes: list[str] = []
+    mcnemar, flips = None, []
+    used = [r for r, ok in zip(rows, defined, strict=False) if ok]
+    if binary and used:
+        nsa, csa = counts(sa)
+        nsb, csb = counts(sb)
+        for r, x, y in zip(used, csa, csb, strict=False):
+            r.successes_a, r.successes_b = int(x), int(y)
+        mcnemar = _mcnemar(nsa, csa, nsb, csb)
+        flips = _flips(used, alpha)
+    elif not binary:
+        notes.append(f"'{metric}' is not binary: McNemar and per-task flips need --pass-threshold")
+    t_stat = interval.value / interval.se if interval.se and interval.se > 0 else math.nan
+    return CompareResult(
+        path_a=str(a),
+        path_b=str(b),
+        metric=metric,
+        n_tasks=int(defined.sum()),
+        n_dropped=only_a + only_b,
+        n_only_a=only_a,
+        n_only_b=only_b,
+        n_undefined=int((~defined).sum()),
+        mean_a=_mean(ma[defined]),
+        mean_b=_mean(mb[defined]),
+        mean_diff=interval.value,
+        se_diff=interval.se,
+        t_stat=t_stat,
+        p_value_t=t_two_sided_p(t_stat, interval.n - 1),
+        ci_low=interval.ci_low,
+        ci_high=interval.ci_high,
+        boot_ci_low=boot[0],
+        boot_ci_high=boot[1],
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        p_value_permutation=p_perm,
+        permutation_method=method,
+        n_permutations=n_perm,
+        mde_80=(norm_ppf(1 - alpha / 2) + norm_ppf(0.8)) * interval.se,
+        binary=binary,
+        mcnemar=mcnemar,
+        alpha=alpha,
+        n_flips=len(flips),
+        flips=flips,
+        per_task=rows,
+        notes=notes,
+    )
+
+
+def _f(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def _mean(values) -> float:
+    return float(values.mean()) if values.size else math.nan

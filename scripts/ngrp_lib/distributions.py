@@ -1,0 +1,181 @@
+"""Quantiles and exact tests we need, written out so scipy stays a test-only dependency.
+
+Pure Python (math only): each function works on scalars. Tests compare every one against scipy.
+"""
+
+from __future__ import annotations
+
+import math
+
+_EPS = 1e-15
+
+
+def norm_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+def norm_ppf(p: float) -> float:
+    """Standard normal quantile: Acklam's rational approximation, polished by two Newton steps."""
+    if not 0.0 < p < 1.0:
+        if p == 0.0:
+            return -math.inf
+        if p == 1.0:
+            return math.inf
+        return math.nan
+    x = _acklam(p)
+    for _ in range(2):
+        err = norm_cdf(x) - p
+        x -= err / (math.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
+    return x
+
+
+def _acklam(p: float) -> float:
+    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+         -3.066479806614716e01, 2.506628277459239e00)  # fmt: skip
+    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+         -1.328068155288572e01)  # fmt: skip
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
+         4.374664141464968e00, 2.938163982698783e00)  # fmt: skip
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+    low = 0.02425
+    if p < low:
+        q = math.sqrt(-2 * math.log(p))
+        num = ((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]
+        return num / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+    if p > 1 - low:
+        return -_acklam(1 - p)
+    q = p - 0.5
+    r = q * q
+    num = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q
+    return num / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    # Continued fraction for the incomplete beta (modified Lentz), as in Numerical Recipes.
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10000):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < _EPS:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    if math.isnan(t) or df <= 0:
+        return math.nan
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_ppf(p: float, df: float) -> float:
+    """Student-t quantile by bracketing and bisection on t_cdf (monotone), then Newton polish."""
+    if df <= 0 or math.isnan(df) or not 0.0 < p < 1.0:
+        return {0.0: -math.inf, 1.0: math.inf}.get(p, math.nan) if df > 0 else math.nan
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_ppf(1.0 - p, df)
+    lo, hi = 0.0, max(1.0, norm_ppf(p))
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-13 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    if math.isnan(t) or df <= 0:
+        return math.nan
+    return min(1.0, 2.0 * t_cdf(-abs(t), df))
+
+
+def log_comb(n: int, k: int) -> float:
+    if k < 0 or k > n:
+        return -math.inf
+    return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+
+
+def binom_pmf(k: int, n: int, p: float) -> float:
+    if k < 0 or k > n:
+        return 0.0
+    if p in (0.0, 1.0):
+        return float(k == (n if p == 1.0 else 0))
+    return math.exp(log_comb(n, k) + k * math.log(p) + (n - k) * math.log1p(-p))
+
+
+def binom_test_two_sided(k: int, n: int, p: float = 0.5) -> float:
+    """Exact two-sided binomial test: sum of the probabilities no larger than the observed one."""
+    if n == 0:
+        return 1.0
+    observed = binom_pmf(k, n, p)
+    total = sum(q for q in (binom_pmf(i, n, p) for i in range(n + 1)) if q <= observed * (1 + 1e-7))
+    return min(1.0, total)
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Exact McNemar p-value: a two-sided binomial test on the discordant pairs b (A only) and c (B only)."""
+    return binom_test_two_sided(min(b, c), b + c, 0.5)
+
+
+def fisher_exact_two_sided(a: int, b: int, c: int, d: int) -> float:
+    """Fisher's exact test on [[a, b], [c, d]]: sum of the tables no more likely than the observed."""
+    row1, col1, n = a + b, a + c, a + b + c + d
+    lo, hi = max(0, col1 - (n - row1)), min(row1, col1)
+    denom = log_comb(n, col1)
+
+    def pmf(x: int) -> float:
+        return math.exp(log_comb(row1, x) + log_comb(n - row1, col1 - x) - denom)
+
+    observed = pmf(a)
+    total = sum(q for q in (pmf(x) for x in range(lo, hi + 1)) if q <= observed * (1 + 1e-7))
+    return min(1.0, total)
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """BH adjusted p-values (q-values), NaN entries passed through and not counted in m."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    m = len(order)
+    adjusted = [math.nan] * len(p_values)
+    running = 1.0
+    for rank in range(m, 0, -1):
+        p, i = order[rank - 1]
+        running = min(running, p * m / rank)
+        adjusted[i] = running
+    return adjusted

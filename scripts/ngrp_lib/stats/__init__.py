@@ -1,0 +1,1 @@
+"""Statistics over reward profiles: loading, estimators, uncertainty, variance, reward vs length."""

@@ -1,0 +1,139 @@
+"""Per-task estimators over counts and arrays. Undefined is NaN (for example pass@k when n < k).
+
+Notation: a task has n measured rollouts (null rewards excluded) and c successes.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+
+def successes(rewards, threshold: float | None):
+    """Binary outcome matrix (NaN kept) or None when rewards are not binary and no threshold is given.
+
+    Without a threshold, rewards must be exactly 0 or 1; with one, success means reward >= threshold.
+    """
+    import numpy as np
+
+    r = np.asarray(rewards, dtype=float)
+    defined = ~np.isnan(r)
+    if threshold is None:
+        if not np.isin(r[defined], (0.0, 1.0)).all():
+            return None
+        return r.copy()
+    out = np.where(r >= threshold, 1.0, 0.0)
+    out[~defined] = np.nan
+    return out
+
+
+def counts(matrix):
+    """(n, c): defined entries and their sum, per task row."""
+    import numpy as np
+
+    m = np.asarray(matrix, dtype=float)
+    return (~np.isnan(m)).sum(axis=1), np.nansum(m, axis=1)
+
+
+def _falling_ratio(a, n, k: int):
+    """prod_{i<k} (a - i) / (n - i) = C(a, k) / C(n, k), vectorised; 0 when a < k. Requires n >= k."""
+    import numpy as np
+
+    a = np.asarray(a, dtype=float)
+    n = np.asarray(n, dtype=float)
+    out = np.ones(np.broadcast(a, n).shape)
+    for i in range(k):
+        out = out * np.clip(a - i, 0, None) / np.where(n - i > 0, n - i, 1)
+    return out
+
+
+def pass_at_k(n, c, k: int):
+    """Unbiased pass@k = 1 - C(n-c, k)/C(n, k) (Chen et al. 2021); NaN where n < k."""
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    c = np.asarray(c, dtype=float)
+    value = 1.0 - _falling_ratio(n - c, n, k)
+    return np.where(n >= k, value, np.nan)
+
+
+def pass_hat_k(n, c, k: int):
+    """Unbiased pass^k = C(c, k)/C(n, k): probability that k draws without replacement all succeed."""
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    value = _falling_ratio(c, n, k)
+    return np.where(n >= k, value, np.nan)
+
+
+def p_informative(n, c, group: int):
+    """Unbiased P(a GRPO group of `group` rollouts has both a success and a failure).
+
+    1 - [C(c, G) + C(n-c, G)] / C(n, G), from the observed n >= G rollouts (hypergeometric); NaN if n < G.
+    """
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    c = np.asarray(c, dtype=float)
+    return 1.0 - pass_hat_k(n, c, group) - pass_hat_k(n, n - c, group)
+
+
+@lru_cache(maxsize=256)
+def _order_weights(n: int, k: int, best: bool) -> tuple[float, ...]:
+    # Weight of the m-th smallest value (1-based) in E[max of a random k-subset]: C(m-1, k-1)/C(n, k).
+    total = math.comb(n, k)
+    if best:
+        return tuple(math.comb(m - 1, k - 1) / total for m in range(1, n + 1))
+    return tuple(math.comb(n - m, k - 1) / total for m in range(1, n + 1))
+
+
+def expected_extreme_of_k(rewards, k: int, best: bool = True):
+    """E[max] (or E[min]) of k rewards drawn without replacement from each task's n defined rewards.
+
+    Exact order-statistic form, independent of rollout order; NaN where n < k.
+    """
+    import numpy as np
+
+    r = np.asarray(rewards, dtype=float)
+    n = (~np.isnan(r)).sum(axis=1)
+    ordered = np.sort(r, axis=1)  # NaN sorts last, so the first n entries are the defined values
+    out = np.full(r.shape[0], np.nan)
+    for size in np.unique(n):
+        if size < k or size == 0:
+            continue
+        rows = n == size
+        weights = np.asarray(_order_weights(int(size), k, best))
+        out[rows] = ordered[rows, :size] @ weights
+    return out
+
+
+def wilson_interval(c, n, z: float = 1.959963984540054):
+    """Wilson score interval for c successes of n; NaN where n == 0."""
+    import numpy as np
+
+    c = np.asarray(c, dtype=float)
+    n = np.asarray(n, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = c / n
+        denom = 1 + z * z / n
+        centre = (p + z * z / (2 * n)) / denom
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return centre - half, centre + half
+
+
+def difficulty_band(n, c):
+    """'all_fail' (c = 0), 'all_pass' (c = n), 'mixed', or 'none' (no defined rollout), per task."""
+    import numpy as np
+
+    n = np.asarray(n)
+    c = np.asarray(c)
+    return np.where(n == 0, "none", np.where(c == 0, "all_fail", np.where(c == n, "all_pass", "mixed")))
+
+
+def row_means(matrix):
+    """Mean of the defined entries per row; NaN for a row with none (without numpy's empty-slice warning)."""
+    import numpy as np
+
+    n, total = counts(matrix)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)

@@ -1,0 +1,163 @@
+"""Read a `*_reward_profiling.jsonl` into padded per-task matrices (and optional per-rollout extras).
+
+A profile row is one task (or one task+agent in fan-out). Its `rollout_infos` hold one dict per measured
+rollout. We keep a (tasks x max rollouts) float matrix per requested field, NaN-padded: a null or absent
+value is NaN and is excluded (and counted) by every estimator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
+from ..errors import InputError
+from ..jsonl import iter_rows
+
+TaskKey = tuple[int, "str | None"]
+
+
+@dataclass
+class ProfileData:
+    path: Path
+    keys: list[TaskKey]
+    samples: list[dict]
+    rollout_index: Any  # int matrix (T, K), -1 where padded
+    values: dict[str, Any]  # field -> float matrix (T, K), NaN where padded, null or absent
+    n_rows_measured: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)  # per-rollout data joined from --rollouts
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.keys)
+
+    def subset(self, mask: Any) -> ProfileData:
+        """The tasks where the boolean mask is true (for per-group statistics)."""
+        import numpy as np
+
+        idx = np.flatnonzero(mask)
+        return ProfileData(
+            path=self.path,
+            keys=[self.keys[i] for i in idx],
+            samples=[self.samples[i] for i in idx],
+            rollout_index=self.rollout_index[idx],
+            values={k: v[idx] for k, v in self.values.items()},
+            n_rows_measured=int((self.rollout_index[idx] >= 0).sum()),
+            extras={
+                k: (v[idx] if hasattr(v, "shape") else [v[i] for i in idx]) for k, v in self.extras.items()
+            },
+        )
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return float("nan")
+
+
+def _row_key(row: dict, path: Path, line: int) -> TaskKey:
+    task = row.get(TASK_KEY)
+    if not is_index(task):
+        raise InputError(
+            f"{TASK_KEY} is missing or not a non-negative integer",
+            path=path,
+            line=line,
+            hint="is this a *_reward_profiling.jsonl written by `gym eval profile` or `ngrp profile`?",
+        )
+    return task, agent_name(row)
+
+
+def _infos(row: dict, path: Path, line: int) -> list[dict]:
+    infos = row.get("rollout_infos")
+    if not isinstance(infos, list) or not all(isinstance(info, dict) for info in infos):
+        raise InputError(
+            "rollout_infos is missing or not a list of objects",
+            path=path,
+            line=line,
+            pointer="/rollout_infos",
+            hint="stats need the per-rollout rewards in rollout_infos",
+        )
+    return infos
+
+
+def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_tokens")) -> ProfileData:
+    """Load a profile file. Raises InputError (exit 3) on malformed rows or duplicate (task, agent) keys."""
+    import numpy as np
+
+    path = Path(path)
+    keys: list[TaskKey] = []
+    samples: list[dict] = []
+    per_task: list[list[dict]] = []
+    seen: dict[TaskKey, int] = {}
+    for row in iter_rows(path):
+        key = _row_key(row.data, path, row.line)
+        if key in seen:
+            raise InputError(
+                f"duplicate profile row for task {key[0]} agent {key[1]!r} (first at line {seen[key]})",
+                path=path,
+                line=row.line,
+            )
+        seen[key] = row.line
+        keys.append(key)
+        samples.append(row.data.get("sample") if isinstance(row.data.get("sample"), dict) else {})
+        per_task.append(_infos(row.data, path, row.line))
+    width = max((len(infos) for infos in per_task), default=0)
+    rollout_index = np.full((len(keys), width), -1, dtype=np.int64)
+    values = {name: np.full((len(keys), width), np.nan) for name in fields}
+    for i, infos in enumerate(per_task):
+        for j, info in enumerate(infos):
+            r = info.get(ROLLOUT_KEY)
+            rollout_index[i, j] = r if is_index(r) else j
+            for name in fields:
+                values[name][i, j] = _number(info.get(name))
+    return ProfileData(path, keys, samples, rollout_index, values, int((rollout_index >= 0).sum()))
+
+
+def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | None) -> dict[str, int]:
+    """Join per-rollout extras from a rollouts file by (task, rollout): answers and truncation flags.
+
+    Adds `extras["answer"]` (object matrix, None = no answer) and `extras["truncated"]` (float matrix,
+    NaN where the rollout is not in the file). Returns counts for the report's denominators.
+    """
+    import numpy as np
+
+    position = {}
+    for i, (task, _agent) in enumerate(data.keys):
+        for j, r in enumerate(data.rollout_index[i]):
+            if r >= 0:
+                position[(task, int(r))] = (i, j)
+    answers = np.full(data.rollout_index.shape, None, dtype=object)
+    truncated = np.full(data.rollout_index.shape, np.nan)
+    matched = unmatched = 0
+    for row in iter_rows(rollouts):
+        key = (row.data.get(TASK_KEY), row.data.get(ROLLOUT_KEY))
+        where = position.get(key)
+        if where is None:
+            unmatched += 1
+            continue
+        matched += 1
+        truncated[where] = float(_is_truncated(row.data))
+        if answer_key is not None:
+            answers[where] = _answer(row.data.get(answer_key))
+    data.extras["truncated"] = truncated
+    if answer_key is not None:
+        data.extras["answer"] = answers
+    return {"matched": matched, "not_in_profile": unmatched}
+
+
+def _is_truncated(row: dict) -> bool:
+    response = row.get("response")
+    if not isinstance(response, dict):
+        return False
+    return response.get("status") == "incomplete" or bool(response.get("incomplete_details"))
+
+
+def _answer(value: Any) -> str | None:
+    # Answers compare as strings; empty or missing means "no answer", its own class.
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else repr(value)
+    return text if text.strip() else None

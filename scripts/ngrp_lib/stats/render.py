@@ -1,0 +1,193 @@
+"""Compact, bounded text tables for `ngrp stats` and `ngrp compare` (the JSON has everything)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+MAX_K_ROWS = 8
+MAX_GROUPS = 20
+MAX_FLIPS = 15
+
+
+def num(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def ci(entry: dict, low: str = "ci_low", high: str = "ci_high") -> str:
+    return f"[{num(entry.get(low), 3)}, {num(entry.get(high), 3)}]"
+
+
+def shown_ks(curve: list[dict]) -> list[dict]:
+    """At most MAX_K_ROWS rows: powers of two and the largest k."""
+    if len(curve) <= MAX_K_ROWS:
+        return curve
+    picked = [e for e in curve if e["k"] & (e["k"] - 1) == 0][: MAX_K_ROWS - 1]
+    return picked + [curve[-1]] if curve[-1] not in picked else picked
+
+
+def _row(label: str, entry: dict | None) -> str:
+    if not entry:
+        return f"  {label:<28} n/a"
+    return (
+        f"  {label:<28} {num(entry['value']):>8}  t {ci(entry):<17} "
+        f"boot {ci(entry, 'boot_ci_low', 'boot_ci_high'):<17}"
+        f" se {num(entry['se'], 4):>7}  n={entry['n_tasks']} tasks"
+    )
+
+
+def render_scope(scope: dict) -> list[str]:
+    lines = []
+    tw, rw = scope["mean_reward"]["task_weighted"], scope["mean_reward"]["rollout_weighted"]
+    per = scope["rollouts_per_task"]
+    lines.append(
+        f"[{scope['scope']}] {scope['n_tasks']} tasks, {scope['n_rollouts']} scored rollouts "
+        f"({per['min']}-{per['max']} per task), {scope['n_null_rewards']} null rewards excluded"
+    )
+    lines.append(_row("mean reward (task-weighted)", tw))
+    lines.append(
+        f"  {'mean reward (rollout-wtd)':<28} {num(rw['value']):>8}  clustered se {num(rw['se_clustered'])}"
+        f", naive iid se {num(rw['se_naive_iid'])}  n={rw['n_rollouts']} rollouts"
+    )
+    lines.append(
+        f"  {'SE population (new tasks)':<28} {num(tw['se_population']):>8}  n={tw['n_tasks']} tasks; "
+        f"SE conditional (these tasks) {num(tw['se_conditional'])}  n={tw['n_tasks_conditional']}"
+    )
+    if scope["pass_rate"]:
+        lines.append(_row("pass rate", scope["pass_rate"]))
+    for name, label in (
+        ("pass_at_k", "pass@{k}"),
+        ("pass_hat_k", "pass^{k}"),
+        ("majority_at_k", "maj@{k}"),
+        ("best_of_k", "E[best of {k}]"),
+        ("worst_of_k", "E[worst of {k}]"),
+    ):
+        for entry in shown_ks(scope.get(name) or []):
+            lines.append(_row(label.format(k=entry["k"]), entry))
+    lines.extend(_variance_lines(scope))
+    lines.extend(_difficulty_lines(scope))
+    lines.extend(_length_lines(scope.get("reward_length")))
+    return lines
+
+
+def _variance_lines(scope: dict) -> list[str]:
+    v, need = scope["variance"], scope["repeats_needed"]
+    return [
+        f"  variance: within {num(v['sigma2_within'])} (n={v['n_tasks_within']} tasks), between "
+        f"{num(v['sigma2_between'])}, ICC {num(v['icc'], 3)}, design effect {num(v['design_effect'], 2)}, "
+        f"effective n {num(v['n_effective'], 1)} of {v['n_rollouts']} rollouts",
+        f"  repeats per task for a {num(need['target_width'], 2)}-wide {int(need['level'] * 100)}% per-task "
+        f"interval: {need['typical'] or 'n/a'} (pooled within-task variance), "
+        f"{need['worst_case_binary']} (p=0.5)",
+    ]
+
+
+def _difficulty_lines(scope: dict) -> list[str]:
+    d = scope.get("difficulty")
+    if not d:
+        return []
+    lines = [
+        f"  difficulty: all fail {d['all_fail']['n_tasks']} ({num(d['all_fail']['share'] * 100, 1)}%), "
+        f"mixed {d['mixed']['n_tasks']} ({num(d['mixed']['share'] * 100, 1)}%), all pass "
+        f"{d['all_pass']['n_tasks']} ({num(d['all_pass']['share'] * 100, 1)}%) of {d['n_tasks']} tasks"
+    ]
+    grpo = ", ".join(
+        f"G={g['group_size']}: {num(g['value'], 3)} (n={g['n_tasks']})" for g in scope["grpo_informative"]
+    )
+    if grpo:
+        lines.append(f"  P(GRPO group informative): {grpo}")
+    return lines
+
+
+def _length_lines(rl: dict | None) -> list[str]:
+    if not rl:
+        return []
+    w, p, fe = rl["within_task_correlation"], rl["pooled_correlation"], rl["fixed_effects_slope"]
+    lines = [
+        f"  reward vs {rl['length_field']}: within-task r {num(w['value'], 3)} (n={w['n_tasks']} tasks), "
+        f"pooled r {num(p['value'], 3)} (n={p['n_rollouts']}; confounded by difficulty)",
+        f"    fixed-effects slope per 1k tokens {num(_k(fe['slope']), 4)} "
+        f"(clustered se {num(_k(fe['se']), 4)}, n={fe['n_tasks']} tasks)",
+    ]
+    gap, trunc, tps = rl["correct_minus_incorrect_length"], rl["truncation"], rl["tokens_per_success"]
+    extra = []
+    if gap:
+        extra.append(f"correct - incorrect length {num(gap['value'], 1)} {ci(gap)} (n={gap['n']} tasks)")
+    if tps:
+        extra.append(f"tokens per success {num(tps['value'], 1)} (n={tps['successes']} successes)")
+    if trunc:
+        extra.append(
+            f"truncated {num(trunc['rate'] * 100 if trunc['n_rollouts'] else None, 1)}% of "
+            f"{trunc['n_rollouts']} (mean reward {num(trunc['mean_reward_truncated'], 3)} vs "
+            f"{num(trunc['mean_reward_complete'], 3)})"
+        )
+    if extra:
+        lines.extend("    " + item for item in extra)
+    return lines
+
+
+def _k(value: float | None) -> float | None:
+    return None if value is None else value * 1000
+
+
+def render_stats(result: Any) -> str:
+    data = result.to_json()
+    lines = [f"profile: {data['profile']}" + (f"  rollouts: {data['rollouts']}" if data["rollouts"] else "")]
+    lines += render_scope(data["overall"])
+    groups = data["groups"]
+    if groups:
+        lines.append(
+            f"by {data['settings']['group_by']} ({len(groups)} groups"
+            + (f", first {MAX_GROUPS} shown" if len(groups) > MAX_GROUPS else "")
+            + "):"
+        )
+        for g in groups[:MAX_GROUPS]:
+            tw = g["mean_reward"]["task_weighted"]
+            pass1 = (g["pass_at_k"] or [{}])[0].get("value")
+            lines.append(
+                f"  {str(g['scope'])[:24]:<24} mean {num(tw['value'])} {ci(tw)} pass@1 {num(pass1)} "
+                f"n={g['n_tasks']} tasks / {g['n_rollouts']} rollouts"
+            )
+    lines += [f"note: {n}" for n in data["notes"]]
+    lines.append("(--json for every k, every group and the per-task table)")
+    return "\n".join(lines)
+
+
+def render_compare(result: Any) -> str:
+    r = result.to_json()
+    lines = [
+        f"A: {r['path_a']}",
+        f"B: {r['path_b']}",
+        f"metric '{r['metric']}', B - A over {r['n_tasks']} paired tasks"
+        + (
+            f" ({r['n_dropped']} dropped by --intersect: {r['n_only_a']} only in A, "
+            f"{r['n_only_b']} only in B)"
+            if r["n_dropped"]
+            else ""
+        )
+        + (f"; {r['n_undefined']} tasks without a value excluded" if r["n_undefined"] else ""),
+        f"  mean A {num(r['mean_a'])}  mean B {num(r['mean_b'])}  diff {num(r['mean_diff'])}  "
+        f"se {num(r['se_diff'])}",
+        f"  95% paired t {ci(r)}  p={num(r['p_value_t'], 4)};  95% paired bootstrap "
+        f"{ci(r, 'boot_ci_low', 'boot_ci_high')} (B={r['n_bootstrap']}, seed {r['seed']})",
+        f"  sign-flip permutation p={num(r['p_value_permutation'], 4)} ({r['permutation_method']}, "
+        f"{r['n_permutations']} sign patterns)",
+        f"  minimum detectable effect (80% power, alpha {r['alpha']}): {num(r['mde_80'])}",
+    ]
+    if r["mcnemar"]:
+        m = r["mcnemar"]
+        lines.append(
+            f"  McNemar (one rollout per task): A only {m['a_only_success']}, B only {m['b_only_success']},"
+            f" exact p={num(m['p_value'], 4)}"
+        )
+    if r["binary"]:
+        lines.append(f"  tasks that flipped (Fisher exact per task, BH q < {r['alpha']}): {r['n_flips']}")
+        for f in r["flips"][:MAX_FLIPS]:
+            agent = f" agent {f['agent']}" if f["agent"] else ""
+            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={num(f['q_value'], 4)}")
+    lines += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(lines)

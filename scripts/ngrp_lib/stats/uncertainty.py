@@ -1,0 +1,97 @@
+"""Task-clustered uncertainty: t intervals over per-task values and a seeded cluster bootstrap.
+
+Each task contributes one number (its mean reward, its pass@k...), so the task is the resampling unit:
+resampling rollouts iid would ignore the clustering and give intervals that are too narrow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..distributions import t_ppf
+
+
+@dataclass
+class Interval:
+    """A task-weighted estimate with its t interval. `n` is the number of tasks with a defined value."""
+
+    value: float
+    se: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+
+def t_interval(values, level: float = 0.95) -> Interval:
+    """Mean of the defined values, SE = sd/sqrt(n) (ddof=1), and a Student-t interval with n-1 df."""
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    n = int(v.size)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0)
+    mean = float(v.mean())
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, math.nan, n)
+    se = float(v.std(ddof=1) / math.sqrt(n))
+    half = t_ppf(0.5 + level / 2, n - 1) * se
+    return Interval(mean, se, mean - half, mean + half, n)
+
+
+def _resample_counts(rng, n_tasks: int, size: int):
+    import numpy as np
+
+    draws = rng.integers(0, n_tasks, size=(size, n_tasks))
+    offsets = draws + (np.arange(size)[:, None] * n_tasks)
+    return np.bincount(offsets.ravel(), minlength=size * n_tasks).reshape(size, n_tasks).astype(float)
+
+
+def bootstrap_means(values, n_boot: int, seed: int):
+    """Replicate means of each column of `values` (tasks x columns, NaN = undefined) under task resampling.
+
+    Returns a (n_boot, columns) array; a replicate with no defined task in a column is NaN.
+    """
+    import numpy as np
+
+    v = np.asarray(values, dtype=float)
+    if v.ndim == 1:
+        v = v[:, None]
+    n_tasks = v.shape[0]
+    out = np.full((n_boot, v.shape[1]), np.nan)
+    if n_tasks == 0 or n_boot <= 0:
+        return out
+    defined = (~np.isnan(v)).astype(float)
+    filled = np.nan_to_num(v)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_boot, 4_000_000 // max(n_tasks, 1)))
+    for start in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - start)
+        weights = _resample_counts(rng, n_tasks, size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + size] = (weights @ filled) / (weights @ defined)
+    return out
+
+
+def percentile_interval(replicates, level: float = 0.95):
+    """Percentile interval per column, ignoring NaN replicates. Returns (low, high) arrays."""
+    import numpy as np
+
+    reps = np.asarray(replicates, dtype=float)
+    if reps.ndim == 1:
+        reps = reps[:, None]
+    alpha = (1 - level) / 2
+    low = np.full(reps.shape[1], np.nan)
+    high = np.full(reps.shape[1], np.nan)
+    for j in range(reps.shape[1]):
+        col = reps[:, j][~np.isnan(reps[:, j])]
+        if col.size:
+            low[j], high[j] = np.quantile(col, [alpha, 1 - alpha])
+    return low, high
+
+
+def bootstrap_interval(values, n_boot: int, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Cluster-bootstrap percentile interval for the mean of one vector of per-task values."""
+    low, high = percentile_interval(bootstrap_means(values, n_boot, seed), level)
+    return float(low[0]), float(high[0])

@@ -1,0 +1,193 @@
+"""`ngrp stats` / `ngrp compare`: library results on golden and synthetic profiles, CLI wiring, exit codes."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import jsonschema
+import numpy as np
+import pytest
+from conftest import REPO
+from ngrp_lib.stats.summary import StatsSettings, compute_stats
+from stats_helpers import profile_row, rollout, write_profile, write_rollouts
+
+SCHEMAS = REPO / "schemas"
+
+
+def validate(payload: dict, name: str) -> None:
+    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(payload)
+
+
+def test_golden_case_complete_numbers(golden):
+    prof = golden / "case_complete" / "rollouts_reward_profiling.jsonl"
+    r = compute_stats(
+        prof,
+        golden / "case_complete" / "rollouts.jsonl",
+        StatsSettings(pass_threshold=0.5, answer_key="extracted_answer", n_bootstrap=200),
+    )
+    o = r.to_json()["overall"]
+    # rewards t0=[1,0,1,1], t1=[.25,.5,.75,1], t2=[0,0,1,0]
+    assert o["mean_reward"]["task_weighted"]["value"] == pytest.approx((0.75 + 0.625 + 0.25) / 3)
+    assert o["mean_reward"]["rollout_weighted"]["value"] == pytest.approx(6.5 / 12)
+    # threshold 0.5: successes 3, 3, 1 of 4
+    assert o["pass_rate"]["value"] == pytest.approx(7 / 12)
+    assert [e["value"] for e in o["pass_at_k"]] == pytest.approx([7 / 12, 5 / 6, 11 / 12, 1.0])
+    assert o["difficulty"]["mixed"]["n_tasks"] == 3
+    assert r.inputs["rollouts"] == {"matched": 12, "not_in_profile": 0}
+    validate(r.to_json(), "stats_result")
+
+
+def test_masked_golden_null_reward_excluded_and_counted(golden):
+    r = compute_stats(
+        golden / "case_masked" / "rollouts_reward_profiling.jsonl", None, StatsSettings(n_bootstrap=0)
+    )
+    o = r.to_json()["overall"]
+    assert o["n_null_rewards"] == 1 and o["n_rollouts"] == 10
+    # task 1 is [.25, null, .75, 1]: mean over 3, as Gym's mean/reward
+    assert r.per_task[1]["mean_reward"] == pytest.approx(2 / 3) and r.per_task[1]["n"] == 3
+    assert o["binary"] is False and o["pass_rate"] is None and o["best_of_k"]
+    # k = 4: only task 1... no: task 0 has 3 rollouts, task 1 has 3 scored, task 2 has 4
+    assert o["best_of_k"][3]["n_tasks"] == 1
+    validate(r.to_json(), "stats_result")
+
+
+def test_pass_at_k_nan_when_fewer_rollouts(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0, 0, 1], [1, 1]])
+    o = compute_stats(prof, settings=StatsSettings(n_bootstrap=0)).to_json()["overall"]
+    assert o["pass_at_k"][2]["n_tasks"] == 1 and o["pass_at_k"][2]["value"] == pytest.approx(1 - 0 / 4)
+    assert o["pass_at_k"][0]["n_tasks"] == 2
+    assert r_per_task_pass1_equals_mean(prof)
+
+
+def r_per_task_pass1_equals_mean(prof) -> bool:
+    r = compute_stats(prof, settings=StatsSettings(n_bootstrap=0)).to_json()
+    rates = [t["pass_rate"] for t in r["per_task"]]
+    return r["overall"]["pass_at_k"][0]["value"] == pytest.approx(np.mean(rates))
+
+
+def test_stats_invariant_to_rollout_order_and_seeded(tmp_path):
+    rng = np.random.default_rng(0)
+    tasks = rng.integers(0, 2, (20, 6)).tolist()
+    lengths = rng.integers(10, 300, (20, 6)).tolist()
+    a = write_profile(tmp_path / "a.jsonl", tasks, lengths=lengths)
+    rows = [json.loads(line) for line in a.read_text().splitlines()]
+    for row in rows:
+        random.Random(row["_ng_task_index"]).shuffle(row["rollout_infos"])
+    b = tmp_path / "b.jsonl"
+    b.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ja = compute_stats(a, settings=StatsSettings(n_bootstrap=300, seed=4)).to_json()
+    jb = compute_stats(b, settings=StatsSettings(n_bootstrap=300, seed=4)).to_json()
+    ja.pop("profile"), jb.pop("profile")
+    assert flatten(ja).keys() == flatten(jb).keys()
+    for key, value in flatten(ja).items():
+        assert flatten(jb)[key] == (pytest.approx(value, abs=1e-12) if isinstance(value, float) else value), key
+
+
+def flatten(value, prefix=""):
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in flatten(item, f"{prefix}/{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in flatten(item, f"{prefix}/{i}").items()}
+    return {prefix: value}
+
+
+def test_group_by_agent_on_fan_out_golden(golden):
+    r = compute_stats(
+        golden / "case_fan_out" / "rollouts_reward_profiling.jsonl",
+        None,
+        StatsSettings(group_by="agent", n_bootstrap=0),
+    )
+    labels = [g["scope"] for g in r.groups]
+    assert labels == ["agent_a", "agent_b"]
+    assert sum(g["n_tasks"] for g in r.groups) == r.overall["n_tasks"]
+
+
+def test_majority_and_truncation_from_rollouts(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 1, 0], [0, 0, 1]], lengths=[[10, 20, 300], [5, 6, 7]])
+    rows = [
+        rollout(0, 0, 1, answer="4"),
+        rollout(0, 1, 1, answer="4"),
+        rollout(0, 2, 0, incomplete=True),
+        rollout(1, 0, 0, answer="7"),
+        rollout(1, 1, 0, answer="7"),
+        rollout(1, 2, 1, answer="6"),
+    ]
+    roll = write_rollouts(tmp_path / "rollouts.jsonl", rows)
+    o = compute_stats(prof, roll, StatsSettings(answer_key="extracted_answer", n_bootstrap=0)).to_json()[
+        "overall"
+    ]
+    # task 0: answers 4,4,None (None scores 0): maj@3 = 1; task 1: 7,7,6: maj@3 = 0
+    assert o["majority_at_k"][2]["value"] == pytest.approx(0.5)
+    trunc = o["reward_length"]["truncation"]
+    assert trunc["n_truncated"] == 1 and trunc["rate"] == pytest.approx(1 / 6)
+    assert trunc["mean_reward_truncated"] == 0.0
+
+
+def test_cli_stats_json_validates_and_text_is_bounded(run_ngrp, tmp_path):
+    rng = np.random.default_rng(1)
+    tasks = rng.integers(0, 2, (40, 32)).tolist()
+    prof = write_profile(
+        tmp_path / "p.jsonl", tasks, sample=[{"difficulty": "hard" if i % 2 else "easy"} for i in range(40)]
+    )
+    res = run_ngrp(
+        "stats", prof, "--json", "--group-by", "difficulty", "--bootstrap", "100", "--group-size", "8"
+    )
+    assert res.returncode == 0, res.stderr
+    payload = json.loads(res.stdout)
+    validate(payload, "stats_result")
+    assert len(payload["overall"]["pass_at_k"]) == 32 and len(payload["groups"]) == 2
+    assert payload["overall"]["grpo_informative"][0]["group_size"] == 8
+    text = run_ngrp("stats", prof, "--k", "1,4,16", "--bootstrap", "50")
+    assert text.returncode == 0 and "pass@16" in text.stdout and "pass@2 " not in text.stdout
+    assert len(text.stdout.splitlines()) < 40
+    full = run_ngrp("stats", prof, "--bootstrap", "0")
+    assert len(full.stdout.splitlines()) < 45  # 32 k values, but the table shows at most 8 per curve
+
+
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (["--k", "one"], 2, "--k takes"),
+        (["--group-size", "1"], 2, "group-size"),
+        (["--answer-key", "extracted_answer"], 2, "--rollouts"),
+        (["--bootstrap", "-1"], 2, "--bootstrap"),
+    ],
+)
+def test_cli_stats_usage_errors(run_ngrp, tmp_path, args, code, needle):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0]])
+    res = run_ngrp("stats", prof, *args)
+    assert res.returncode == code and needle in res.stderr
+
+
+def test_cli_stats_bad_input_exit_3(run_ngrp, tmp_path):
+    assert run_ngrp("stats", tmp_path / "missing.jsonl").returncode == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"_ng_task_index": 0, "rollout_infos": 5}\n')
+    res = run_ngrp("stats", bad)
+    assert res.returncode == 3 and "rollout_infos" in res.stderr
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text((json.dumps(profile_row(0, [1])) + "\n") * 2)
+    assert run_ngrp("stats", dup).returncode == 3
+
+
+def test_cli_compare(run_ngrp, tmp_path):
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 0], [1, 1]])
+    b = write_profile(tmp_path / "b.jsonl", [[1, 1], [0, 1]])
+    res = run_ngrp("compare", a, b)
+    assert res.returncode == 1 and "--intersect" in res.stderr
+    res = run_ngrp("compare", a, b, "--intersect", "--json")
+    assert res.returncode == 0, res.stderr
+    payload = json.loads(res.stdout)
+    validate(payload, "compare_result")
+    assert payload["n_dropped"] == 1 and payload["mean_diff"] == pytest.approx(0.5)
+    text = run_ngrp("compare", a, b, "--intersect")
+    assert "1 dropped by --intersect" in text.stdout and "sign-flip" in text.stdout
+    assert run_ngrp("compare", a, tmp_path / "nope.jsonl").returncode == 3
+
+
+def test_help_has_examples(run_ngrp):
+    for name in ("stats", "compare"):
+        res = run_ngrp(name, "--help")
+        assert res.returncode == 0 and "Example:" in res.stdout and "Exit codes" in res.stdout

@@ -1,0 +1,139 @@
+"""`compare_profiles`: paired statistics against hand-worked values, scipy and brute force."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from ngrp_lib.compare import compare_profiles, sign_flip_p_value
+from ngrp_lib.errors import FindingsError
+from stats_helpers import profile_row, write_profile
+
+A = [[1, 0], [0, 0], [1, 1]]
+B = [[1, 1], [0, 1], [1, 1]]
+
+
+def test_paired_difference_hand_worked(tmp_path):
+    a, b = write_profile(tmp_path / "a.jsonl", A), write_profile(tmp_path / "b.jsonl", B)
+    r = compare_profiles(a, b)
+    # d = [0.5, 0.5, 0]: mean 1/3, sd = sqrt(1/12), SE = 1/6, t_{0.975,2} = 4.302653
+    assert (r.n_tasks, r.n_dropped) == (3, 0)
+    assert r.mean_a == pytest.approx(0.5) and r.mean_b == pytest.approx(5 / 6)
+    assert r.mean_diff == pytest.approx(1 / 3)
+    assert r.se_diff == pytest.approx(1 / 6)
+    assert r.ci_low == pytest.approx(1 / 3 - 4.302653 / 6, abs=1e-6)
+    assert r.ci_high == pytest.approx(1 / 3 + 4.302653 / 6, abs=1e-6)
+    # sign flips of [0.5, 0.5, 0]: |sum| >= 1 in 4 of 8 patterns
+    assert r.p_value_permutation == pytest.approx(0.5)
+    assert r.binary and r.mcnemar is None  # two rollouts per task: no McNemar
+    assert r.mde_80 == pytest.approx((1.959964 + 0.841621) / 6, abs=1e-5)
+
+
+def test_t_test_matches_scipy(tmp_path):
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    ta = rng.random((12, 5)).round(3).tolist()
+    tb = rng.random((12, 5)).round(3).tolist()
+    r = compare_profiles(write_profile(tmp_path / "a.jsonl", ta), write_profile(tmp_path / "b.jsonl", tb))
+    ma, mb = np.mean(ta, axis=1), np.mean(tb, axis=1)
+    ref = stats.ttest_rel(mb, ma)
+    assert r.t_stat == pytest.approx(ref.statistic)
+    assert r.p_value_t == pytest.approx(ref.pvalue, rel=1e-7)
+    assert not r.binary and r.flips == []
+
+
+def test_sign_flip_exact_equals_brute_force():
+    d = np.array([0.3, -0.1, 0.25, 0.0, 0.7, -0.4, 0.15])
+    obs = abs(d.sum())
+    brute = sum(abs(np.dot(s, d)) >= obs - 1e-12 for s in itertools.product((-1, 1), repeat=d.size))
+    p, method, n = sign_flip_p_value(d, seed=0)
+    assert method == "exact" and n == 128
+    assert p == pytest.approx(brute / 128)
+
+
+def test_sign_flip_monte_carlo_is_seeded():
+    d = np.random.default_rng(1).normal(0.1, 1, 40)
+    p1, method, _ = sign_flip_p_value(d, seed=5)
+    p2, _, _ = sign_flip_p_value(d, seed=5)
+    assert method == "monte_carlo" and p1 == p2 and 0 < p1 <= 1
+
+
+def test_bootstrap_reproducible_with_seed(tmp_path):
+    rng = np.random.default_rng(0)
+    a = write_profile(tmp_path / "a.jsonl", rng.integers(0, 2, (30, 4)).tolist())
+    b = write_profile(tmp_path / "b.jsonl", rng.integers(0, 2, (30, 4)).tolist())
+    r1, r2 = compare_profiles(a, b, seed=7), compare_profiles(a, b, seed=7)
+    r3 = compare_profiles(a, b, seed=8)
+    assert (r1.boot_ci_low, r1.boot_ci_high) == (r2.boot_ci_low, r2.boot_ci_high)
+    assert (r1.boot_ci_low, r1.boot_ci_high) != (r3.boot_ci_low, r3.boot_ci_high)
+    assert r1.boot_ci_low < r1.mean_diff < r1.boot_ci_high
+
+
+def test_mismatched_tasks_refused_unless_intersect(tmp_path):
+    a = write_profile(tmp_path / "a.jsonl", A)
+    b = write_profile(tmp_path / "b.jsonl", B[:2])
+    with pytest.raises(FindingsError, match="1 only in A"):
+        compare_profiles(a, b)
+    r = compare_profiles(a, b, intersect=True)
+    assert (r.n_tasks, r.n_dropped, r.n_only_a, r.n_only_b) == (2, 1, 1, 0)
+
+
+def test_match_by_task_and_agent_not_line_order(tmp_path):
+    rows_a = [profile_row(0, [1, 0], agent="x"), profile_row(0, [0, 0], agent="y")]
+    rows_b = [profile_row(0, [0, 0], agent="y"), profile_row(0, [1, 1], agent="x")]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_a))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows_b))
+    r = compare_profiles(tmp_path / "a.jsonl", tmp_path / "b.jsonl")
+    diffs = {(t.task, t.agent): t.diff for t in r.per_task}
+    assert diffs == {(0, "x"): 0.5, (0, "y"): 0.0}
+
+
+def test_mcnemar_with_one_binary_rollout_per_task(tmp_path):
+    ta = [[1]] * 3 + [[0]] * 7
+    tb = [[1]] * 2 + [[0]] + [[1]] * 6 + [[0]]
+    r = compare_profiles(write_profile(tmp_path / "a.jsonl", ta), write_profile(tmp_path / "b.jsonl", tb))
+    # A-only success: task 2 (b=1); B-only: tasks 3..8 (c=6): exact p = 2 * 8/128
+    assert r.mcnemar["a_only_success"] == 1 and r.mcnemar["b_only_success"] == 6
+    assert r.mcnemar["p_value"] == pytest.approx(0.125)
+
+
+def test_flips_use_fisher_and_bh(tmp_path):
+    stats = pytest.importorskip("scipy.stats")
+    ta = [[0] * 16, [1] * 8 + [0] * 8, [1] * 16]
+    tb = [[1] * 16, [1] * 8 + [0] * 8, [1] * 15 + [0]]
+    r = compare_profiles(write_profile(tmp_path / "a.jsonl", ta), write_profile(tmp_path / "b.jsonl", tb))
+    p0 = stats.fisher_exact([[16, 0], [0, 16]])[1]
+    assert r.per_task[0].p_value == pytest.approx(p0)
+    assert r.per_task[0].q_value == pytest.approx(min(1, p0 * 3))
+    assert r.n_flips == 1 and r.flips[0]["task"] == 0 and r.flips[0]["direction"] == "better_in_b"
+
+
+def test_null_rewards_excluded_with_count(tmp_path):
+    a = write_profile(tmp_path / "a.jsonl", [[1, None], [None, None]])
+    b = write_profile(tmp_path / "b.jsonl", [[0, 0], [1, 1]])
+    r = compare_profiles(a, b)
+    assert (r.n_tasks, r.n_undefined) == (1, 1)
+    assert r.per_task[0].n_a == 1 and r.mean_diff == pytest.approx(-1.0)
+    assert math.isnan(r.se_diff) and r.to_json()["se_diff"] is None
+
+
+@pytest.mark.slow
+def test_t_interval_coverage_on_simulated_runs(tmp_path):
+    """B has a known true gain of 0.1 in per-task success probability; the 95% t interval covers it ~95%."""
+    rng = np.random.default_rng(2024)
+    sims, covered_t, covered_boot, tasks, k, delta = 200, 0, 0, 60, 4, 0.1
+    for s in range(sims):
+        p = rng.uniform(0.1, 0.8, tasks)
+        a = (rng.random((tasks, k)) < p[:, None]).astype(int)
+        b = (rng.random((tasks, k)) < (p + delta)[:, None]).astype(int)
+        pa = write_profile(tmp_path / "a.jsonl", a.tolist())
+        pb = write_profile(tmp_path / "b.jsonl", b.tolist())
+        r = compare_profiles(pa, pb, seed=s, n_bootstrap=400)
+        covered_t += r.ci_low <= delta <= r.ci_high
+        covered_boot += r.boot_ci_low <= delta <= r.boot_ci_high
+    # 200 sims: binomial sd of the coverage is about 1.5 points; allow 3 sd.
+    assert 0.90 <= covered_t / sims <= 0.995
+    assert 0.88 <= covered_boot / sims <= 0.995
