@@ -474,3 +474,20 @@ def test_failed_append_leaves_ledger_intact(tmp_path, monkeypatch):
         _record(paths, tmp_path, status="crash")
     assert paths.ledger.read_bytes() == before
     assert sorted(p.name for p in paths.dir.iterdir()) == ["campaign.json", "results.tsv", "results.tsv.lock"]
+
+
+def test_compare_adapter_agrees_with_fallback(tmp_path):
+    pytest.importorskip("ngrp_lib.compare")
+    from ngrp_lib.ledger.paired import compare
+
+    a = write_profile(
+        tmp_path / "a.jsonl", {0: [1, 0, 1], 1: [0, 0, 0], 2: [1, 1, 0], 3: [0, 1, 0], 9: [1, 1, 1]}
+    )
+    b = write_profile(
+        tmp_path / "b.jsonl", {0: [1, 1, 1], 1: [0, 1, 0], 2: [1, 1, 1], 3: [0, 1, 1], 8: [0, 0, 0]}
+    )
+    ours, theirs = paired_t(a, b), compare(a, b)
+    assert theirs.method == "paired-t (ngrp compare)"
+    assert (theirs.n_tasks, theirs.n_dropped) == (ours.n_tasks, ours.n_dropped) == (4, 2)
+    for field in ("mean_a", "mean_b", "mean_diff", "ci_low", "ci_high"):
+        assert getattr(theirs, field) == pytest.approx(getattr(ours, field), rel=1e-9)
