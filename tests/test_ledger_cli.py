@@ -288,3 +288,39 @@ def test_two_processes_appending_at_once(run_ngrp, tmp_path):
         mine = [int(r.fields["description"].split("-")[1]) for r in rows if r.fields["branch"] == tag]
         assert mine == list(range(count))
     check(run_ngrp("ledger", "status", "--dir", "L"), 1)  # default rule: 4 attempted -> stop
+
+
+def test_record_from_real_stats_json(run_ngrp, repo, golden):
+    if "stats" not in check(run_ngrp("--help"), 0).stdout:
+        pytest.skip("the stats command is not on this branch")
+    profile = golden / "case_complete" / "rollouts_reward_profiling.jsonl"
+    stats = json.loads(check(run_ngrp("stats", "--json", profile), 0).stdout)
+    stats_path = repo / "stats.json"
+    stats_path.write_text(json.dumps(stats))
+    init(run_ngrp, repo, "--direction", "max")
+    key = "overall.mean_reward.task_weighted"
+    out = check(
+        run_ngrp(
+            "ledger",
+            "record",
+            "--campaign",
+            "c1",
+            "--from-json",
+            stats_path,
+            "--metric-key",
+            key,
+            "--profile",
+            profile,
+            "--json",
+            cwd=repo,
+        ),
+        0,
+    )
+    row = json.loads(out.stdout)["row"]
+    expected = stats["overall"]["mean_reward"]["task_weighted"]
+    assert (row["metric_value"], row["ci_low"], row["ci_high"], row["n_tasks"]) == (
+        expected["value"],
+        expected["ci_low"],
+        expected["ci_high"],
+        expected["n_tasks"],
+    )

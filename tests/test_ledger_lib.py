@@ -206,6 +206,10 @@ def test_lookup_paths():
     assert lookup(data, "pass@1.0") == (True, 3)
     assert lookup(data, "l.0.x") == (True, 1)
     assert lookup(data, "/a~1b") == (True, 2)
+    ks = {"pass_at_k": [{"k": 1, "value": 0.3}, {"k": 4, "value": 0.6}], "bands": [{"name": "hard", "n": 2}]}
+    assert lookup(ks, "pass_at_k.k=4.value") == (True, 0.6)
+    assert lookup(ks, "bands.name=hard.n") == (True, 2)
+    assert lookup(ks, "pass_at_k.k=3")[0] is False
     assert lookup(data, "overall.nope")[0] is False
 
 

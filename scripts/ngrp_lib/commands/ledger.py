@@ -109,7 +109,10 @@ def _rules_text(c) -> str:
     type=click.Path(dir_okay=False, path_type=Path),
     help="A stats JSON (`ngrp stats --json`) or profile summary JSON holding the metric.",
 )
-@click.option("--metric-key", help="Key path in --from-json: a.b.0.c or a JSON pointer /a/b.")
+@click.option(
+    "--metric-key",
+    help="Key path in --from-json: a.b.0.c, a list item by field (pass_at_k.k=4), or a JSON pointer /a/b.",
+)
 @click.option(
     "--ci-key", help="Key path of the metric's [low, high] interval (found next to the value if omitted)."
 )

@@ -38,12 +38,26 @@ def _step(node: Any, part: str) -> tuple[bool, Any]:
         return True, node[part]
     if isinstance(node, list) and re.fullmatch(r"-?\d+", part) and -len(node) <= int(part) < len(node):
         return True, node[int(part)]
+    if isinstance(node, list) and "=" in part:  # select a list item by a field: pass_at_k.k=4
+        name, _, wanted = part.partition("=")
+        for item in node:
+            if isinstance(item, dict) and name in item and _same(item[name], wanted):
+                return True, item
     return False, None
 
 
+def _same(value: Any, text: str) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(text) == value
+        except ValueError:
+            return False
+    return str(value) == text
+
+
 def lookup(data: Any, key: str) -> tuple[bool, Any]:
-    """Follow a key path: `a.b.0.c` (a key that itself holds dots is matched whole first), or a
-    JSON pointer `/a/b~1c`. Returns (found, value)."""
+    """Follow a key path: `a.b.0.c` (a key that itself holds dots is matched whole first; `k=4`
+    picks the list item whose `k` is 4), or a JSON pointer `/a/b~1c`. Returns (found, value)."""
     if key.startswith("/"):
         node = data
         for part in key[1:].split("/"):
