@@ -384,6 +384,24 @@ def test_min_direction_keeps_decreases(tmp_path):
     assert _record(paths, tmp_path, [0.5, 0.55, 0.7]).status == "discard"
 
 
+def test_loss_campaign_compares_rewards_upward(tmp_path):
+    paths = LedgerPaths(tmp_path / "ledger")
+    init_campaign(paths, campaign="c", metric="val_loss", direction="min", compare_direction="max", now=T0)
+
+    def run(loss, means):
+        stats = tmp_path / f"loss{loss}.json"
+        stats.write_text(json.dumps({"val_loss": loss}))
+        profile = profile_with_means(tmp_path / f"p{loss}.jsonl", means)
+        source = MetricSource(json_path=stats, metric_key="val_loss", profile=profile)
+        return record_run(paths, RunInfo(repo=tmp_path), source)
+
+    assert run(2.0, [0.2, 0.4, 0.6]).status == "keep"  # baseline
+    better = run(1.8, [0.3, 0.55, 0.7])  # lower loss is best; its rewards rose on every task
+    assert better.status == "keep" and better.row["compared_to"].startswith("#1")
+    worse = run(1.9, [0.25, 0.5, 0.6])  # compared with #2 (lowest loss): rewards fell
+    assert worse.status == "discard" and worse.row["compared_to"].startswith("#2")
+
+
 def test_unpaired_and_no_interval(tmp_path):
     paths = _campaign(tmp_path, direction="max")
     stats = tmp_path / "s.json"

@@ -47,10 +47,31 @@ def command() -> None:
 @click.option("--max-experiments", type=int, help="Stop after this many attempted runs (crashes count).")
 @click.option("--deadline", help="ISO 8601 instant (no offset = UTC), or a budget from now such as 10h.")
 @click.option("--per-run-timeout", help="Longest a run may take, e.g. 90m, 2h; overruns count as failures.")
+@click.option(
+    "--compare-metric",
+    default="reward",
+    show_default=True,
+    help="rollout_infos field compared between two runs' profiles for the keep/discard suggestion.",
+)
+@click.option(
+    "--compare-direction",
+    type=click.Choice(["max", "min"]),
+    help="Which way --compare-metric improves. Default: --direction (set it when the metric is a loss).",
+)
 @dir_option
 @json_option
 def init_cmd(
-    campaign, metric, direction, target, max_experiments, deadline, per_run_timeout, directory, as_json
+    campaign,
+    metric,
+    direction,
+    target,
+    max_experiments,
+    deadline,
+    per_run_timeout,
+    compare_metric,
+    compare_direction,
+    directory,
+    as_json,
 ):
     """Create a campaign: an empty ledger and its stop rules. Never overwrites.
 
@@ -75,6 +96,8 @@ def init_cmd(
         max_experiments=max_experiments,
         deadline=deadline,
         per_run_timeout=per_run_timeout,
+        compare_metric=compare_metric,
+        compare_direction=compare_direction,
     )
     payload = {
         "ledger": str(paths.ledger),
@@ -125,9 +148,7 @@ def _rules_text(c) -> str:
 )
 @click.option(
     "--compare-metric",
-    default="reward",
-    show_default=True,
-    help="rollout_infos field compared between profiles.",
+    help="rollout_infos field compared between profiles (default: the campaign's, usually reward).",
 )
 @click.option("--compare-to", default="best", show_default=True, help="best, baseline, or a ledger index.")
 @click.option(

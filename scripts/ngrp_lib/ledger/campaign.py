@@ -33,6 +33,10 @@ class Campaign:
     deadline: str | None = None
     per_run_timeout_min: float | None = None
     default_rule: bool = False
+    # The paired comparison of profiles: which rollout_infos field, and which way is better. The
+    # campaign metric may be a loss from a log (min) while the profiles hold rewards (max).
+    compare_metric: str = "reward"
+    compare_direction: str = "max"
     schema: str = SCHEMA_ID
 
     def deadline_at(self) -> datetime | None:
@@ -124,13 +128,16 @@ def init_campaign(
     max_experiments: int | None = None,
     deadline: str | None = None,
     per_run_timeout: str | None = None,
+    compare_metric: str = "reward",
+    compare_direction: str | None = None,
     now: datetime | None = None,
 ) -> Campaign:
     """Create the campaign file and an empty ledger; refuse if either exists."""
     now = now or now_utc()
     check_name(campaign)
-    if direction not in ("max", "min"):
-        raise UsageError(f"--direction must be max or min, not {direction!r}")
+    for name, value in (("--direction", direction), ("--compare-direction", compare_direction or direction)):
+        if value not in ("max", "min"):
+            raise UsageError(f"{name} must be max or min, not {value!r}")
     if max_experiments is not None and max_experiments < 1:
         raise UsageError("--max-experiments must be at least 1")
     default_rule = target is None and max_experiments is None and deadline is None
@@ -144,6 +151,8 @@ def init_campaign(
         deadline=None if deadline is None else parse_deadline(deadline, now),
         per_run_timeout_min=None if per_run_timeout is None else parse_duration_min(per_run_timeout),
         default_rule=default_rule,
+        compare_metric=compare_metric,
+        compare_direction=compare_direction or direction,
     )
     with table.locked(paths.ledger):
         for existing in (paths.ledger, paths.campaign):
@@ -167,8 +176,9 @@ def load_campaign(paths: LedgerPaths) -> Campaign:
         raise InputError(f"not a ledger campaign file (schema {SCHEMA_ID} expected)", path=paths.campaign)
     try:
         campaign = Campaign(**{k: v for k, v in data.items() if k in Campaign.__dataclass_fields__})
-        if campaign.direction not in ("max", "min"):
-            raise ValueError(f"direction {campaign.direction!r}")
+        for value in (campaign.direction, campaign.compare_direction):
+            if value not in ("max", "min"):
+                raise ValueError(f"direction {value!r} is not max or min")
         campaign.deadline_at()
     except (TypeError, ValueError, UsageError) as exc:
         raise InputError(f"malformed campaign file: {exc}", path=paths.campaign) from None

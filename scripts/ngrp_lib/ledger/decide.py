@@ -63,7 +63,7 @@ def suggest(
     *,
     profile: Path | None,
     compare_to: str = "best",
-    compare_metric: str = "reward",
+    compare_metric: str | None = None,
     elapsed_min: float | None = None,
 ) -> Suggestion:
     timeout = campaign.per_run_timeout_min
@@ -74,7 +74,8 @@ def suggest(
         return Suggestion("keep", "first scored run: it is the baseline", "")
     ref_profile = Path(ref.fields["profile_path"]) if ref.fields["profile_path"] else None
     if profile is not None and ref_profile is not None and ref_profile.exists():
-        return _paired(campaign.direction, ref, ref_profile, profile, compare_metric)
+        metric = compare_metric or campaign.compare_metric
+        return _paired(campaign.compare_direction, ref, ref_profile, profile, metric)
     result = _unpaired(campaign.direction, ref, reading)
     if profile is not None and ref_profile is not None:  # the reference's profile was moved or deleted
         return Suggestion(

@@ -26,7 +26,7 @@ class MetricSource:
     log_path: Path | None = None
     metric_regex: str | None = None
     profile: Path | None = None
-    compare_metric: str = "reward"
+    compare_metric: str | None = None  # default: the campaign's
 
     def given(self) -> bool:
         return any(x is not None for x in (self.json_path, self.metric_regex, self.profile))
@@ -77,7 +77,7 @@ def read_metric(source: MetricSource) -> Reading:
             raise UsageError("--metric-regex needs --log PATH")
         return from_log(source.log_path, source.metric_regex)
     if source.profile is not None:
-        return from_profile(source.profile, source.compare_metric)
+        return from_profile(source.profile, source.compare_metric or "reward")
     raise UsageError(
         "no metric source: pass --from-json with --metric-key, --log with --metric-regex, or --profile",
         hint="if the run produced no metric, record it with --status crash",
