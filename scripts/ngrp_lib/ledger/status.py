@@ -73,9 +73,11 @@ def _rules(campaign: Campaign, attempted: int, best: table.LedgerRow | None, now
         else:
             met = value >= campaign.target if campaign.direction == "max" else value <= campaign.target
             word = "reached" if met else "not reached"
-            rules.append(
-                Rule("target", met, f"target {campaign.target:g} {word}: best #{best.index} = {value:.6g}")
-            )
+            detail = f"target {campaign.target:g} {word}: best #{best.index} = {value:.6g}"
+            low, high = best.number("ci_low"), best.number("ci_high")
+            if low is not None and high is not None:
+                detail += f" (95% CI [{low:.6g}, {high:.6g}])"
+            rules.append(Rule("target", met, detail))
     if campaign.max_experiments is not None:
         met = attempted >= campaign.max_experiments
         rules.append(Rule("max_experiments", met, f"{attempted}/{campaign.max_experiments} attempted"))
