@@ -84,7 +84,7 @@ def read_metric(source: MetricSource) -> Reading:
     )
 
 
-def _check_options(run: RunInfo, source: MetricSource) -> None:
+def _check_options(run: RunInfo) -> None:
     if run.status not in ("keep", "discard", "crash", "auto"):
         raise UsageError(f"--status must be keep, discard, crash or auto, not {run.status!r}")
     if run.launcher not in LAUNCHERS:
@@ -97,14 +97,18 @@ def _check_options(run: RunInfo, source: MetricSource) -> None:
 
 def record_run(paths: LedgerPaths, run: RunInfo, source: MetricSource) -> RecordResult:
     """Append one row; everything is read and decided under the ledger lock."""
-    _check_options(run, source)
+    _check_options(run)
     campaign = load_campaign(paths)
     git = read_git(run.repo, run.parent_ref)
     if run.parent_ref and git.commit != NONE and git.parent_commit == NONE:
         raise UsageError(f"--parent-ref {run.parent_ref!r} has no common ancestor with HEAD in {run.repo}")
-    warnings = [
-        "the working tree has uncommitted changes: the commit does not fully describe this run"
-    ] * bool(git.dirty)
+    warnings = []
+    if git.dirty:
+        warnings.append(
+            "the working tree has uncommitted changes: the commit does not fully describe this run"
+        )
+    if run.status == "crash" and source.given():
+        warnings.append("a crash row has no metric: the metric options were ignored")
     reading = None if run.status == "crash" else read_metric(source)
     profile = None if source.profile is None else source.profile.resolve()
     with table.locked(paths.ledger):
