@@ -34,6 +34,10 @@ def command() -> None:
       ngrp ledger record --campaign dapo-qwen --profile runs/base/rollouts_reward_profiling.jsonl \\
           --command "uv run examples/run_grpo.py ..." --log runs/base/run.log --description baseline
       ngrp ledger status --campaign dapo-qwen --json   # exit 1 = stop
+
+    \b
+    Exit codes: 0 ok (status: continue), 1 status: a stop rule is met, 2 bad option or existing
+    ledger, 3 missing or malformed ledger, campaign file or metric input.
     """
 
 
@@ -164,7 +168,9 @@ def _rules_text(c) -> str:
     help="Git checkout of the run (read only).  [default: .]",
 )
 @click.option(
-    "--parent-ref", help="Branch or commit the experiment forked from (parent_commit = merge-base)."
+    "--parent-ref",
+    help="Branch or commit the experiment forked from (parent_commit = merge-base; "
+    "default: HEAD's first parent).",
 )
 @click.option("--branch", help="Override the branch read from git.")
 @click.option("--commit", help="Override the commit read from git.")
@@ -208,7 +214,7 @@ def record_cmd(
 
     The suggestion compares this run with the best kept run (or --compare-to): with both profiles,
     a paired 95% t interval of the per-task difference; keep only when it excludes zero in the
-    campaign's direction. Without profiles, only non-overlapping intervals count; without any
+    campaign's compare direction. Without profiles, only non-overlapping intervals count; without any
     interval the suggestion is discard. A --status that disagrees is recorded with a note.
     Crash rows carry metric 0.000000, memory 0.0 and no interval.
 
