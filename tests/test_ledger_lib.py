@@ -513,3 +513,24 @@ def test_compare_adapter_agrees_with_fallback(tmp_path):
     assert (theirs.n_tasks, theirs.n_dropped) == (ours.n_tasks, ours.n_dropped) == (4, 2)
     for field in ("mean_a", "mean_b", "mean_diff", "ci_low", "ci_high"):
         assert getattr(theirs, field) == pytest.approx(getattr(ours, field), rel=1e-9)
+
+
+def test_compare_to_index_checks(tmp_path):
+    paths = _campaign(tmp_path, direction="max")
+    _record(paths, tmp_path, [0.2, 0.4, 0.6])
+    _record(paths, tmp_path, status="crash")
+    with pytest.raises(UsageError, match="crashed"):
+        _record(paths, tmp_path, [0.3, 0.5, 0.7], compare_to="2")
+    with pytest.raises(UsageError, match="no such index"):
+        _record(paths, tmp_path, [0.3, 0.5, 0.7], compare_to="9")
+    with pytest.raises(UsageError, match="--compare-to"):
+        _record(paths, tmp_path, [0.3, 0.5, 0.7], compare_to="latest")
+    assert len(read_ledger(paths.ledger)) == 2  # nothing written by the refused records
+    ok = _record(paths, tmp_path, [0.3, 0.5, 0.7], compare_to="1")
+    assert ok.row["compared_to"].startswith("#1")
+
+
+def test_crash_with_metric_options_warns(tmp_path):
+    paths = _campaign(tmp_path, direction="max")
+    result = _record(paths, tmp_path, [0.5, 0.5], status="crash")
+    assert result.status == "crash" and any("ignored" in w for w in result.warnings)
