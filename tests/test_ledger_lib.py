@@ -336,7 +336,8 @@ def test_max_experiments_counts_crashes(tmp_path):
 
 def test_deadline_and_not_enough_time_for_a_run(tmp_path):
     paths = _campaign(tmp_path, direction="max", deadline="10h", per_run_timeout="90m")
-    assert not ledger_status(paths, now=T0 + timedelta(hours=8)).stop
+    early = ledger_status(paths, now=T0 + timedelta(hours=8))
+    assert not early.stop and early.runs_that_fit == 1 and early.time_left_min == 120
     status = ledger_status(paths, now=T0 + timedelta(hours=9))  # 60 min left < 90 min per run
     assert status.stop and "less than one run" in _rule(status, "deadline").detail
     status = ledger_status(paths, now=T0 + timedelta(hours=11))
@@ -528,6 +529,16 @@ def test_compare_to_index_checks(tmp_path):
     assert len(read_ledger(paths.ledger)) == 2  # nothing written by the refused records
     ok = _record(paths, tmp_path, [0.3, 0.5, 0.7], compare_to="1")
     assert ok.row["compared_to"].startswith("#1")
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    paths = _campaign(tmp_path, direction="max")
+    _record(paths, tmp_path, [0.2, 0.4, 0.6])
+    before = paths.ledger.read_bytes()
+    source = MetricSource(profile=profile_with_means(tmp_path / "dry.jsonl", [0.3, 0.5, 0.7]))
+    result = record_run(paths, RunInfo(repo=tmp_path), source, dry_run=True)
+    assert not result.written and result.index == 2 and result.status == "keep"
+    assert paths.ledger.read_bytes() == before
 
 
 def test_crash_with_metric_options_warns(tmp_path):

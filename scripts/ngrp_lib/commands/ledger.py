@@ -183,6 +183,7 @@ def _rules_text(c) -> str:
     "--launcher", default="local", show_default=True, type=click.Choice(["local", "slurm", "nrl-k8s"])
 )
 @click.option("--job-id", default="none", show_default=True, help="Slurm or Ray job id.")
+@click.option("--dry-run", is_flag=True, help="Show the row and the suggestion; write nothing.")
 @json_option
 def record_cmd(
     campaign,
@@ -208,6 +209,7 @@ def record_cmd(
     elapsed_min,
     launcher,
     job_id,
+    dry_run,
     as_json,
 ):
     """Append one run to the ledger, with a suggested keep/discard from a paired comparison.
@@ -256,7 +258,7 @@ def record_cmd(
         branch=branch,
         commit=commit,
     )
-    result = record_run(paths, run, source)
+    result = record_run(paths, run, source, dry_run=dry_run)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     emit(result, as_json, _render_record)
@@ -264,7 +266,8 @@ def record_cmd(
 
 def _render_record(result) -> str:
     row = result.row
-    text = f"recorded #{result.index} {row['branch']} {result.status}"
+    verb = "recorded" if result.written else "would record (dry run)"
+    text = f"{verb} #{result.index} {row['branch']} {result.status}"
     if result.status != "crash":
         text += f": {row['metric_name']} = {row['metric_value']:.6g}"
         if row["ci_low"] is not None and row["ci_high"] is not None:

@@ -60,6 +60,7 @@ class RecordResult:
     row: dict
     ledger: str
     warnings: list[str] = field(default_factory=list)
+    written: bool = True  # False for --dry-run
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -95,8 +96,10 @@ def _check_options(run: RunInfo) -> None:
         refuse_env_dump(name, getattr(run, name))
 
 
-def record_run(paths: LedgerPaths, run: RunInfo, source: MetricSource) -> RecordResult:
-    """Append one row; everything is read and decided under the ledger lock."""
+def record_run(
+    paths: LedgerPaths, run: RunInfo, source: MetricSource, *, dry_run: bool = False
+) -> RecordResult:
+    """Append one row (unless `dry_run`); everything is read and decided under the ledger lock."""
     _check_options(run)
     campaign = load_campaign(paths)
     git = read_git(run.repo, run.parent_ref)
@@ -127,7 +130,8 @@ def record_run(paths: LedgerPaths, run: RunInfo, source: MetricSource) -> Record
         status, note = _final_status(run.status, suggestion)
         index = max((r.index for r in rows), default=0) + 1
         fields = _fields(index, campaign.metric, run, git, reading, profile, status, note, suggestion)
-        table.rewrite_with(paths.ledger, fields)
+        if not dry_run:
+            table.rewrite_with(paths.ledger, fields)
     return RecordResult(
         index=index,
         status=status,
@@ -137,6 +141,7 @@ def record_run(paths: LedgerPaths, run: RunInfo, source: MetricSource) -> Record
         row=table.LedgerRow(0, fields).to_json() | {"line": len(rows) + 2},
         ledger=str(paths.ledger),
         warnings=warnings,
+        written=not dry_run,
     )
 
 

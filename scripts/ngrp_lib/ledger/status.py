@@ -30,6 +30,7 @@ class LedgerStatus:
     counts: dict[str, int]
     remaining: int | None
     time_left_min: float | None
+    runs_that_fit: int | None  # whole per-run timeouts left before the deadline
     per_run_timeout_min: float | None
     overruns: int
     best: dict | None
@@ -95,6 +96,12 @@ def _rules(campaign: Campaign, attempted: int, best: table.LedgerRow | None, now
     return rules
 
 
+def _runs_that_fit(deadline: datetime | None, timeout: float | None, now: datetime) -> int | None:
+    if deadline is None or timeout is None:
+        return None
+    return max(0, int((deadline - now).total_seconds() / 60.0 // timeout))
+
+
 def format_minutes(minutes: float) -> str:
     total = max(0, int(round(minutes)))
     days, rest = divmod(total, 1440)
@@ -125,6 +132,7 @@ def ledger_status(paths: LedgerPaths, now: datetime | None = None) -> LedgerStat
         counts=counts,
         remaining=None if campaign.max_experiments is None else max(0, campaign.max_experiments - attempted),
         time_left_min=None if deadline is None else round((deadline - now).total_seconds() / 60.0, 2),
+        runs_that_fit=_runs_that_fit(deadline, timeout, now),
         per_run_timeout_min=timeout,
         overruns=overruns,
         best=_brief(best),
@@ -144,6 +152,8 @@ def render(status: LedgerStatus) -> str:
         budget += f", {status.remaining} remaining"
     if status.time_left_min is not None:
         budget += f", {format_minutes(status.time_left_min)} left"
+    if status.runs_that_fit is not None:
+        budget += f" (room for {status.runs_that_fit} more run(s))"
     lines.append(budget)
     for label, row in (("best", status.best), ("latest", status.latest)):
         if row is not None:
