@@ -132,6 +132,8 @@ SECRETS = [
         ("++policy.generation.api_key=tok-9f8e7d6c5b", "tok-9f8e7d6c5b"),
         ('{"client_secret": "s3cr3tv4lue"}', "s3cr3tv4lue"),
         ("aws AKIAABCDEFGHIJKLMNOP", "AKIAABCDEFGHIJKLMNOP"),
+        ("curl -H 'Authorization: token 9f8e7d6c5b4a'", "9f8e7d6c5b4a"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
         ("WANDB_API_KEY=s3cr3tv4lue\tNEXT=1", "s3cr3tv4lue"),
     ],
 )
@@ -146,6 +148,8 @@ def test_scrub_removes_secret(text, secret):
         "python train.py --max-tokens 512 max_new_tokens=64 --metric-key overall.mean_reward",
         "sort_key=task tokenizer=qwen --seed 3 http://localhost:8000/v1",
         "the password policy is unchanged",
+        "ngrp stats p.jsonl --pass-threshold 0.5 --answer-key extracted_answer",
+        "shorter token budget, basic reward shaping, Bearer of bad news",
     ],
 )
 def test_scrub_leaves_ordinary_text(text):

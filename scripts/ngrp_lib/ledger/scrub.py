@@ -27,8 +27,12 @@ _TOKEN_PATTERNS = [
 ]
 _TOKENS = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
 
-# `Bearer <token>` / `Basic <token>` (HTTP Authorization schemes).
-_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic|token)(\s+)([A-Za-z0-9_\-\.~\+/=]{6,})")
+# `Bearer <token>` / `Basic <token>` / `token <token>` (HTTP Authorization schemes). "basic" and
+# "token" are common words, so their value must look like a credential: a digit in it, or long.
+_BEARER = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9_\-\.~\+/=]{6,})")
+_AUTH_WORD = re.compile(
+    r"(?i)\b(basic|token)(\s+)((?=[A-Za-z_\-\.~\+/=]*\d)[A-Za-z0-9_\-\.~\+/=]{8,}|[A-Za-z0-9_\-\.~\+/=]{20,})"
+)
 
 # scheme://user:password@host -> scheme://user:***@host
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s/:@'\"]*):([^\s/@'\"]+)@")
@@ -36,7 +40,7 @@ _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s/:@'\"]*):([^\s/@
 # Name segments that make an assignment secret-looking. `key` alone is too common (sort_key,
 # --metric-key), so it only counts with a qualifier or as the whole name.
 _SECRET_SEGMENTS = {
-    "token", "secret", "secrets", "password", "passwd", "pwd", "pass", "credential", "credentials",
+    "token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
     "auth", "authorization", "apikey", "bearer", "cookie", "passphrase",
 }  # fmt: skip
 _KEY_QUALIFIERS = {
@@ -84,7 +88,8 @@ def scrub(text: str) -> str:
     if not text:
         return text
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
-    text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    for scheme in (_BEARER, _AUTH_WORD):
+        text = scheme.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _FLAG.sub(_mask, text)
     text = _ASSIGN.sub(_mask, text)
     return _TOKENS.sub(MASK, text)
