@@ -35,7 +35,7 @@ def test_golden_case_complete_numbers(golden):
     assert o["pass_rate"]["value"] == pytest.approx(7 / 12)
     assert [e["value"] for e in o["pass_at_k"]] == pytest.approx([7 / 12, 5 / 6, 11 / 12, 1.0])
     assert o["difficulty"]["mixed"]["n_tasks"] == 3
-    assert r.inputs["rollouts"] == {"matched": 12, "not_in_profile": 0}
+    assert r.inputs["rollouts"] == {"matched": 12, "not_in_profile": 0, "profile_rollouts_not_in_file": 0}
     validate(r.to_json(), "stats_result")
 
 
@@ -82,7 +82,9 @@ def test_stats_invariant_to_rollout_order_and_seeded(tmp_path):
     ja.pop("profile"), jb.pop("profile")
     assert flatten(ja).keys() == flatten(jb).keys()
     for key, value in flatten(ja).items():
-        assert flatten(jb)[key] == (pytest.approx(value, abs=1e-12) if isinstance(value, float) else value), key
+        assert flatten(jb)[key] == (pytest.approx(value, abs=1e-12) if isinstance(value, float) else value), (
+            key
+        )
 
 
 def flatten(value, prefix=""):
@@ -191,3 +193,66 @@ def test_help_has_examples(run_ngrp):
     for name in ("stats", "compare"):
         res = run_ngrp(name, "--help")
         assert res.returncode == 0 and "Example:" in res.stdout and "Exit codes" in res.stdout
+
+
+def test_rollouts_missing_from_file_are_left_out_of_majority(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 1, 0]])
+    roll = write_rollouts(tmp_path / "r.jsonl", [rollout(0, 0, 1, answer="4"), rollout(0, 2, 0, answer="5")])
+    r = compute_stats(prof, roll, StatsSettings(answer_key="extracted_answer", n_bootstrap=0))
+    assert r.inputs["rollouts"]["profile_rollouts_not_in_file"] == 1
+    # Only answers 4 (right) and 5 (wrong) are known: maj@2 is a tie -> (1 + 0) / 2; maj@3 undefined.
+    maj = r.to_json()["overall"]["majority_at_k"]
+    assert maj[1]["value"] == pytest.approx(0.5) and maj[2]["value"] is None
+    assert any("not in the rollouts file" in note for note in r.notes)
+
+
+def test_empty_profile_is_a_finding(run_ngrp, tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    res = run_ngrp("stats", tmp_path / "empty.jsonl")
+    assert res.returncode == 1 and "no rows" in res.stderr
+
+
+def test_all_null_rewards_render_without_numbers(run_ngrp, tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[None, None]])
+    res = run_ngrp("stats", prof, "--json")
+    payload = json.loads(res.stdout)
+    assert res.returncode == 0 and payload["overall"]["n_tasks_unscored"] == 1
+    assert payload["overall"]["mean_reward"]["task_weighted"]["value"] is None
+    assert run_ngrp("stats", prof).returncode == 0
+
+
+def test_bootstrap_se_close_to_t_se(tmp_path):
+    rng = np.random.default_rng(9)
+    prof = write_profile(tmp_path / "p.jsonl", rng.integers(0, 2, (200, 4)).tolist())
+    o = compute_stats(prof, settings=StatsSettings(n_bootstrap=3000, seed=1)).to_json()["overall"]
+    tw = o["mean_reward"]["task_weighted"]
+    # The bootstrap SE of a mean is sd * sqrt((n-1)/n) / sqrt(n): within Monte Carlo error of the t SE.
+    assert tw["boot_se"] == pytest.approx(tw["se"], rel=0.06)
+
+
+def test_group_by_missing_field_is_noted(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0], [0, 0]])
+    r = compute_stats(prof, settings=StatsSettings(group_by="difficulty", n_bootstrap=0))
+    assert [g["scope"] for g in r.groups] == ["(missing)"]
+    assert any("'difficulty'" in note for note in r.notes)
+
+
+@pytest.mark.parametrize(
+    "profile",
+    [
+        "gym-0.7.0/case_complete/rollouts_reward_profiling.jsonl",
+        "gym-0.7.0/case_masked/rollouts_reward_profiling.jsonl",
+        "gym-0.7.0/case_fan_out/rollouts_reward_profiling.jsonl",
+        "gym-stack/profile_reward_profiling_2rows.jsonl",
+    ],
+)
+def test_per_task_means_match_gym_mean_reward(profile):
+    path = REPO / "tests" / "golden" / profile
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    r = compute_stats(path, settings=StatsSettings(n_bootstrap=0))
+    assert len(r.per_task) == len(rows)
+    for ours, gym in zip(r.per_task, rows, strict=True):
+        assert ours["task"] == gym["_ng_task_index"]
+        assert ours["mean_reward"] == pytest.approx(gym["mean/reward"])
+        scored = sum(info.get("reward") is not None for info in gym["rollout_infos"])
+        assert ours["n"] == scored

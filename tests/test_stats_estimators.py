@@ -242,3 +242,21 @@ def test_length_gap_truncation_tokens_per_success():
     assert trunc["mean_reward_truncated"] == 0.0 and trunc["mean_reward_complete"] == 1.0
     tps = L.tokens_per_success(success, lengths)
     assert tps["value"] == pytest.approx(75 / 5)
+
+
+def test_repeats_needed_undefined_without_within_task_variance():
+    assert repeats_for_width(0.0, 0.2)["typical"] is None
+    assert repeats_for_width(float("nan"), 0.2)["typical"] is None
+
+
+def test_beta_binomial_shrinkage_hand_worked():
+    n = np.array([4, 4, 4, 0])
+    c = np.array([0, 2, 4, 0])
+    # rates 0, .5, 1: m = .5; with v_b = 0.125: a + b = .25/.125 - 1 = 1, a = b = .5
+    a, b, shrunk = E.beta_binomial_shrinkage(n, c, 0.125)
+    assert (a, b) == pytest.approx((0.5, 0.5))
+    assert shrunk[:3] == pytest.approx([0.5 / 5, 2.5 / 5, 4.5 / 5]) and math.isnan(shrunk[3])
+    _, _, pooled = E.beta_binomial_shrinkage(n, c, 0.0)  # no between-task variance: all shrink to m
+    assert pooled[:3] == pytest.approx([0.5, 0.5, 0.5])
+    a, _, raw = E.beta_binomial_shrinkage(n, c, 0.3)  # moments admit no prior: raw rates
+    assert math.isnan(a) and raw[:3] == pytest.approx([0, 0.5, 1])

@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ledger": ("ngrp_lib.commands.ledger", "Research ledger (TSV): record runs, check stop rules."),
     "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),
     "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
+    "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
+    "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
 }
 
 EPILOG = """\b

@@ -6,6 +6,7 @@ Pure Python (math only): each function works on scalars. Tests compare every one
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 _EPS = 1e-15
 
@@ -98,6 +99,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@lru_cache(maxsize=1024)
 def t_ppf(p: float, df: float) -> float:
     """Student-t quantile by bracketing and bisection on t_cdf (monotone), then Newton polish."""
     if df <= 0 or math.isnan(df) or not 0.0 < p < 1.0:

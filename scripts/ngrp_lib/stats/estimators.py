@@ -137,3 +137,28 @@ def row_means(matrix):
     n, total = counts(matrix)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n > 0, total / np.where(n > 0, n, 1), np.nan)
+
+
+def beta_binomial_shrinkage(n, c, between_variance: float):
+    """Empirical-Bayes pass rates for ranking with small n: (c + a) / (n + a + b).
+
+    Beta(a, b) is fitted across tasks by the method of moments: mean m of the per-task rates and the
+    between-task variance v_b give a + b = m(1 - m)/v_b - 1. With no between-task variance every task
+    shrinks to m; when the moments admit no prior (a + b <= 0) the raw rates are returned.
+    Returns (a, b, shrunk rates); a and b are NaN when undefined.
+    """
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    c = np.asarray(c, dtype=float)
+    scored = n > 0
+    if not scored.any() or math.isnan(between_variance):
+        return math.nan, math.nan, np.where(scored, c / np.where(scored, n, 1), np.nan)
+    m = float((c[scored] / n[scored]).mean())
+    if between_variance <= 0:
+        return math.inf, math.inf, np.where(scored, m, np.nan)
+    total = m * (1 - m) / between_variance - 1
+    if total <= 0:
+        return math.nan, math.nan, np.where(scored, c / np.where(scored, n, 1), np.nan)
+    a, b = m * total, (1 - m) * total
+    return a, b, np.where(scored, (c + a) / (n + a + b), np.nan)

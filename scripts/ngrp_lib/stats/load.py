@@ -50,14 +50,6 @@ class ProfileData:
         )
 
 
-def _number(value: Any) -> float:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    return float("nan")
-
-
 def _row_key(row: dict, path: Path, line: int) -> TaskKey:
     task = row.get(TASK_KEY)
     if not is_index(task):
@@ -107,12 +99,15 @@ def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_
     width = max((len(infos) for infos in per_task), default=0)
     rollout_index = np.full((len(keys), width), -1, dtype=np.int64)
     values = {name: np.full((len(keys), width), np.nan) for name in fields}
+    nan = float("nan")
     for i, infos in enumerate(per_task):
-        for j, info in enumerate(infos):
-            r = info.get(ROLLOUT_KEY)
-            rollout_index[i, j] = r if is_index(r) else j
-            for name in fields:
-                values[name][i, j] = _number(info.get(name))
+        m = len(infos)
+        indices = [info.get(ROLLOUT_KEY) for info in infos]
+        rollout_index[i, :m] = [r if is_index(r) else j for j, r in enumerate(indices)]
+        for name in fields:
+            # bool is an int here (True -> 1.0), as Gym counts bools; null, strings and absent values are NaN.
+            raw = [info.get(name) for info in infos]
+            values[name][i, :m] = [float(v) if isinstance(v, (int, float)) else nan for v in raw]
     return ProfileData(path, keys, samples, rollout_index, values, int((rollout_index >= 0).sum()))
 
 
@@ -120,7 +115,8 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     """Join per-rollout extras from a rollouts file by (task, rollout): answers and truncation flags.
 
     Adds `extras["answer"]` (object matrix, None = no answer) and `extras["truncated"]` (float matrix,
-    NaN where the rollout is not in the file). Returns counts for the report's denominators.
+    NaN where the rollout is not in the file, so such rollouts are left out of majority@k and truncation
+    rather than counted as "no answer"). Returns counts for the report's denominators.
     """
     import numpy as np
 
@@ -145,7 +141,8 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     data.extras["truncated"] = truncated
     if answer_key is not None:
         data.extras["answer"] = answers
-    return {"matched": matched, "not_in_profile": unmatched}
+    missing = int((data.rollout_index >= 0).sum()) - matched
+    return {"matched": matched, "not_in_profile": unmatched, "profile_rollouts_not_in_file": missing}
 
 
 def _is_truncated(row: dict) -> bool:

@@ -18,6 +18,17 @@ def num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
+def pval(value: Any) -> str:
+    """p-values: 4 decimals, or scientific notation when tiny (never a bare 0.0000)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.1e}" if 0 < value < 1e-4 else f"{value:.4f}"
+
+
+def pct(share: Any) -> str:
+    return "n/a" if share is None else f"{share * 100:.1f}%"
+
+
 def ci(entry: dict, low: str = "ci_low", high: str = "ci_high") -> str:
     return f"[{num(entry.get(low), 3)}, {num(entry.get(high), 3)}]"
 
@@ -46,7 +57,7 @@ def render_scope(scope: dict) -> list[str]:
     per = scope["rollouts_per_task"]
     lines.append(
         f"[{scope['scope']}] {scope['n_tasks']} tasks, {scope['n_rollouts']} scored rollouts "
-        f"({per['min']}-{per['max']} per task), {scope['n_null_rewards']} null rewards excluded"
+        f"({num(per['min'])}-{per['max']} per task), {scope['n_null_rewards']} null rewards excluded"
     )
     lines.append(_row("mean reward (task-weighted)", tw))
     lines.append(
@@ -91,10 +102,15 @@ def _difficulty_lines(scope: dict) -> list[str]:
     if not d:
         return []
     lines = [
-        f"  difficulty: all fail {d['all_fail']['n_tasks']} ({num(d['all_fail']['share'] * 100, 1)}%), "
-        f"mixed {d['mixed']['n_tasks']} ({num(d['mixed']['share'] * 100, 1)}%), all pass "
-        f"{d['all_pass']['n_tasks']} ({num(d['all_pass']['share'] * 100, 1)}%) of {d['n_tasks']} tasks"
+        f"  difficulty: all fail {d['all_fail']['n_tasks']} ({pct(d['all_fail']['share'])}), "
+        f"mixed {d['mixed']['n_tasks']} ({pct(d['mixed']['share'])}), all pass "
+        f"{d['all_pass']['n_tasks']} ({pct(d['all_pass']['share'])}) of {d['n_tasks']} tasks"
     ]
+    if d["all_fail"]["n_tasks"]:
+        lines.append(
+            f"  0 of n solved is not unsolvable: 95% upper bound on those tasks' pass rate ~ 3/n = "
+            f"{num(d['all_fail_upper_bound_95_median'], 3)} (median; rule of three)"
+        )
     grpo = ", ".join(
         f"G={g['group_size']}: {num(g['value'], 3)} (n={g['n_tasks']})" for g in scope["grpo_informative"]
     )
@@ -121,7 +137,7 @@ def _length_lines(rl: dict | None) -> list[str]:
         extra.append(f"tokens per success {num(tps['value'], 1)} (n={tps['successes']} successes)")
     if trunc:
         extra.append(
-            f"truncated {num(trunc['rate'] * 100 if trunc['n_rollouts'] else None, 1)}% of "
+            f"truncated {pct(trunc['rate'])} of "
             f"{trunc['n_rollouts']} (mean reward {num(trunc['mean_reward_truncated'], 3)} vs "
             f"{num(trunc['mean_reward_complete'], 3)})"
         )
@@ -172,9 +188,9 @@ def render_compare(result: Any) -> str:
         + (f"; {r['n_undefined']} tasks without a value excluded" if r["n_undefined"] else ""),
         f"  mean A {num(r['mean_a'])}  mean B {num(r['mean_b'])}  diff {num(r['mean_diff'])}  "
         f"se {num(r['se_diff'])}",
-        f"  95% paired t {ci(r)}  p={num(r['p_value_t'], 4)};  95% paired bootstrap "
+        f"  95% paired t {ci(r)}  p={pval(r['p_value_t'])};  95% paired bootstrap "
         f"{ci(r, 'boot_ci_low', 'boot_ci_high')} (B={r['n_bootstrap']}, seed {r['seed']})",
-        f"  sign-flip permutation p={num(r['p_value_permutation'], 4)} ({r['permutation_method']}, "
+        f"  sign-flip permutation p={pval(r['p_value_permutation'])} ({r['permutation_method']}, "
         f"{r['n_permutations']} sign patterns)",
         f"  minimum detectable effect (80% power, alpha {r['alpha']}): {num(r['mde_80'])}",
     ]
@@ -182,12 +198,12 @@ def render_compare(result: Any) -> str:
         m = r["mcnemar"]
         lines.append(
             f"  McNemar (one rollout per task): A only {m['a_only_success']}, B only {m['b_only_success']},"
-            f" exact p={num(m['p_value'], 4)}"
+            f" exact p={pval(m['p_value'])}"
         )
     if r["binary"]:
         lines.append(f"  tasks that flipped (Fisher exact per task, BH q < {r['alpha']}): {r['n_flips']}")
         for f in r["flips"][:MAX_FLIPS]:
             agent = f" agent {f['agent']}" if f["agent"] else ""
-            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={num(f['q_value'], 4)}")
+            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={pval(f['q_value'])}")
     lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines)

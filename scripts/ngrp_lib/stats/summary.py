@@ -7,11 +7,11 @@ columns at once (uncertainty) -> JSON-ready dicts. The task (profile row) is the
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import FindingsError, UsageError
 from . import estimators as E
 from . import length as L
 from .load import ProfileData, attach_rollouts, load_profile
@@ -57,7 +57,8 @@ class StatsResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return jsonable(asdict(self))
+        # Shallow: the fields already hold plain dicts and lists (asdict would deep-copy 10^5 values).
+        return jsonable({f.name: getattr(self, f.name) for f in fields(self)})
 
 
 def jsonable(value: Any) -> Any:
@@ -90,10 +91,11 @@ class _Columns:
         if not self.vectors:
             return {}
         matrix = np.column_stack(self.vectors)
-        low = high = np.full(matrix.shape[1], np.nan)
+        low = high = boot_se = np.full(matrix.shape[1], np.nan)
         if settings.n_bootstrap:
             reps = bootstrap_means(matrix, settings.n_bootstrap, settings.seed)
             low, high = percentile_interval(reps, settings.level)
+            boot_se = _replicate_sd(reps)
         out = {}
         for j, key in enumerate(self.names):
             iv = t_interval(matrix[:, j], settings.level)
@@ -104,9 +106,22 @@ class _Columns:
                 "ci_high": iv.ci_high,
                 "boot_ci_low": low[j],
                 "boot_ci_high": high[j],
+                "boot_se": boot_se[j],
                 "n_tasks": iv.n,
             }
         return out
+
+
+def _replicate_sd(reps):
+    """SD of the bootstrap replicates per column (the bootstrap SE), ignoring undefined replicates."""
+    import numpy as np
+
+    out = np.full(reps.shape[1], np.nan)
+    for j in range(reps.shape[1]):
+        col = reps[:, j][~np.isnan(reps[:, j])]
+        if col.size >= 2:
+            out[j] = col.std(ddof=1)
+    return out
 
 
 def _rollout_weighted(rewards) -> dict:
@@ -193,12 +208,21 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
             cols.add("best_of_k", k, E.expected_extreme_of_k(rewards, k, best=True))
             cols.add("worst_of_k", k, E.expected_extreme_of_k(rewards, k, best=False))
     if "answer" in data.extras:
-        answers = data.extras["answer"]
-        maj = majority_at_k(answers.tolist(), rewards.tolist(), ks)
+        import numpy as np
+
+        # Rollouts missing from the rollouts file have no known answer: leave them out, not "no answer".
+        known = np.where(np.isnan(data.extras["truncated"]), np.nan, rewards)
+        maj = majority_at_k(data.extras["answer"].tolist(), known.tolist(), ks)
         for col, k in enumerate(ks):
             cols.add("majority_at_k", k, maj[:, col])
     summary = cols.summarise(settings)
     variance = decompose(rewards)
+    prior = None
+    if success is not None:
+        a, b, per_task["pass_rate_shrunk"] = E.beta_binomial_shrinkage(
+            ns, cs, decompose(success).sigma2_between
+        )
+        prior = {"alpha": a, "beta": b, "method": "method of moments on per-task pass rates"}
     out: dict[str, Any] = {
         "scope": label,
         "n_tasks": int((n > 0).sum()),
@@ -229,6 +253,7 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
         "variance": asdict(variance),
         "repeats_needed": repeats_for_width(variance.sigma2_within, settings.target_width, settings.level),
         "difficulty": _difficulty(*E.counts(success)) if success is not None else None,
+        "shrinkage_prior": prior,
         "grpo_informative": [{"group_size": g, **summary[("p_informative", g)]} for g in sizes]
         if success is not None
         else [],
@@ -292,6 +317,7 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
                 pass_rate=cols["pass_rate"][i],
                 wilson_low=low[i],
                 wilson_high=high[i],
+                pass_rate_shrunk=cols["pass_rate_shrunk"][i],
                 band=str(cols["band"][i]),
                 p_informative={str(g): cols[f"p_informative_{g}"][i] for g in sizes},
             )
@@ -315,6 +341,11 @@ def compute_stats(
             hint="pass the rollouts.jsonl the profile was made from",
         )
     data = load_profile(profile, ("reward", LENGTH_FIELD))
+    if data.n_tasks == 0:
+        raise FindingsError(
+            f"{profile} has no rows: nothing to compute",
+            hint="was profiling run on an empty or fully masked rollouts file?",
+        )
     inputs: dict[str, Any] = {"profile_rows": data.n_tasks, "profile_rollouts": data.n_rows_measured}
     notes: list[str] = []
     if rollouts is not None:
@@ -322,9 +353,21 @@ def compute_stats(
     overall, cols = scope_stats(data, settings, "all")
     if not overall["binary"]:
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
+    if len({task for task, _ in data.keys}) < data.n_tasks:
+        notes.append(
+            "fan-out profile: each (task, agent) row is one cluster; "
+            "use --group-by agent for per-agent numbers"
+        )
+    if rollouts is not None and inputs["rollouts"]["profile_rollouts_not_in_file"]:
+        notes.append(
+            f"{inputs['rollouts']['profile_rollouts_not_in_file']} profiled rollouts are not in the "
+            "rollouts file: left out of majority@k and truncation"
+        )
     if overall["majority_at_k"] is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
     labels = _group_labels(data, settings.group_by) if settings.group_by else None
+    if labels is not None and settings.group_by != "agent" and set(labels) == {"(missing)"}:
+        notes.append(f"no profile row has '{settings.group_by}' in its sample: one group '(missing)'")
     groups = []
     if labels is not None:
         array = np.array(labels, dtype=object)

@@ -65,8 +65,8 @@ def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -
     z = norm_ppf(0.5 + level / 2)
 
     def need(var: float) -> int | None:
-        if math.isnan(var) or width <= 0:
-            return None
+        if math.isnan(var) or var <= 0 or width <= 0:
+            return None  # no within-task variance observed: no basis for a number
         return max(1, math.ceil((2 * z * math.sqrt(var) / width) ** 2))
 
     return {

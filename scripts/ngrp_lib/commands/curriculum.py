@@ -1,0 +1,136 @@
+"""`ngrp curriculum`: select tasks by pass-rate band or GRPO learnability; write original task rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import emit, json_option, overwrite_option
+
+
+def _render(result) -> str:
+    s = result.selection
+    rule = (
+        f"{s['min_rate'] or 0.0} <= pass rate <= {1.0 if s['max_rate'] is None else s['max_rate']}"
+        if s["mode"] == "band"
+        else f"P(group of {s['group_size']} informative) >= {s['min_informative']}"
+    )
+    lines = [
+        f"selected {result.n_selected} of {result.n_profiled} profiled tasks ({rule}); "
+        f"wrote {result.n_written_lines} original rows to {result.output}",
+        f"  bands: all fail {result.bands['all_fail']}, mixed {result.bands['mixed']}, "
+        f"all pass {result.bands['all_pass']}; pass rate written as '{result.key}' and '{result.key}_n'",
+        f"  tasks file: {result.n_task_lines} rows, {result.n_tasks_in_file} tasks, "
+        f"{result.n_duplicate_lines} duplicate lines; {result.n_not_profiled} tasks not in the profile",
+    ]
+    if result.n_undetermined:
+        lines.append(f"  {result.n_undetermined} tasks have fewer rollouts than the group size: not selected")
+    if result.n_unscored:
+        lines.append(f"  {result.n_unscored} tasks have no scored rollout (all rewards null): not selected")
+    if result.n_key_replaced:
+        lines.append(f"  note: {result.n_key_replaced} rows already had '{result.key}'; replaced")
+    return "\n".join(lines)
+
+
+@click.command("curriculum")
+@click.argument("profile", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--tasks",
+    "tasks",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="The ORIGINAL tasks JSONL the run was materialized from.",
+)
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Where to write the selected task rows (JSONL).",
+)
+@click.option("--min", "min_rate", type=float, help="Band mode: keep tasks with pass rate >= this.")
+@click.option("--max", "max_rate", type=float, help="Band mode: keep tasks with pass rate <= this.")
+@click.option(
+    "--learnable-for",
+    "group_size",
+    type=int,
+    metavar="G",
+    help="Learnability mode: keep tasks where a GRPO group of G rollouts is likely informative.",
+)
+@click.option(
+    "--min-informative",
+    type=float,
+    default=0.5,
+    show_default=True,
+    metavar="P",
+    help="Learnability mode: minimum unbiased P(group has a success and a failure).",
+)
+@click.option(
+    "--key",
+    default="pass_rate",
+    show_default=True,
+    help="Field name for the pass rate written into each row ('<key>_n' holds its n).",
+)
+@click.option(
+    "--pass-threshold", type=float, metavar="X", help="Success means reward >= X (non-binary rewards)."
+)
+@click.option("--agent", help="With fan-out profiles (several agents per task): whose pass rates to use.")
+@overwrite_option
+@json_option
+def command(
+    profile: Path,
+    tasks: Path,
+    output: Path,
+    min_rate: float | None,
+    max_rate: float | None,
+    group_size: int | None,
+    min_informative: float,
+    key: str,
+    pass_threshold: float | None,
+    agent: str | None,
+    overwrite: bool,
+    as_json: bool,
+) -> int:
+    """Select training tasks from a profile; write their original rows with the pass rate added.
+
+    Band mode (--min/--max, inclusive) filters on the raw binary outcome, not a shaped reward. Learnability
+    mode (--learnable-for G) keeps tasks whose unbiased probability that a group of G rollouts has both a
+    success and a failure is at least --min-informative. Profile rows map to task lines as NeMo Gym
+    numbers them (an existing _ng_task_index is kept, byte-identical lines share an index); ambiguous
+    files are refused.
+
+    \b
+    Example:
+      ngrp curriculum results/rollouts_reward_profiling.jsonl --tasks data/train.jsonl \\
+          --output data/train_band.jsonl --min 0.1 --max 0.9
+      ngrp curriculum profile.jsonl --tasks train.jsonl -o learnable.jsonl --learnable-for 8
+
+    \b
+    Exit codes: 0 ok, 1 tasks file does not match the profile or the mapping is ambiguous,
+    2 bad options or output exists (use --overwrite), 3 unreadable or malformed input.
+    """
+    from ..curriculum import Selection, export_curriculum
+    from ..errors import UsageError
+
+    if group_size is not None and (min_rate is not None or max_rate is not None):
+        raise UsageError("choose one mode: --min/--max (band) or --learnable-for (learnability)")
+    if group_size is None and min_rate is None and max_rate is None:
+        raise UsageError(
+            "choose a selection: --min/--max (for example --min 0.1 --max 0.9) or --learnable-for G"
+        )
+    selection = Selection(
+        "learnable" if group_size else "band", min_rate, max_rate, group_size, min_informative
+    )
+    result = export_curriculum(
+        profile,
+        tasks,
+        output,
+        selection,
+        key=key,
+        pass_threshold=pass_threshold,
+        agent=agent,
+        overwrite=overwrite,
+    )
+    emit(result, as_json, _render)
+    return 0

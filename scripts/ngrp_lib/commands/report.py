@@ -1,0 +1,83 @@
+"""`ngrp report`: one self-contained HTML page with the headline numbers and plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import emit, json_option, overwrite_option
+
+
+@click.command("report")
+@click.argument("profile", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--rollouts",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="rollouts.jsonl: adds truncation, majority@k (--answer-key) and the failures sidecar next to it.",
+)
+@click.option(
+    "--compare",
+    "other",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Another profile on the same tasks: adds a paired comparison, per-task scatter and flips.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="HTML file to write (default: <profile stem>_report.html next to the profile).",
+)
+@click.option(
+    "--pass-threshold", type=float, metavar="X", help="Success means reward >= X (non-binary rewards)."
+)
+@click.option("--answer-key", metavar="K", help="Rollout field holding the final answer, for majority@k.")
+@click.option(
+    "--bootstrap", "n_bootstrap", type=int, default=2000, show_default=True, help="Bootstrap replicates."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@overwrite_option
+@json_option
+def command(
+    profile: Path,
+    rollouts: Path | None,
+    other: Path | None,
+    output: Path | None,
+    pass_threshold: float | None,
+    answer_key: str | None,
+    n_bootstrap: int,
+    seed: int,
+    overwrite: bool,
+    as_json: bool,
+) -> int:
+    """Write one self-contained HTML report (inline SVG plots, no external URLs, works offline).
+
+    Headline table with task-clustered intervals and denominators, pass@k curve with bootstrap bands,
+    per-task pass-rate histogram, difficulty bands, reward vs length, failures by class, and with
+    --compare a paired comparison, per-task scatter and the list of tasks that flipped.
+    Needs matplotlib: pip install 'nemo-gym-reward-profiling[report]'.
+
+    \b
+    Example:
+      ngrp report results/rollouts_reward_profiling.jsonl --rollouts results/rollouts.jsonl \\
+          --output report.html
+      ngrp report tuned_profile.jsonl --compare base_profile.jsonl -o compare.html --overwrite
+
+    \b
+    Exit codes: 0 ok, 1 --compare runs share no tasks, 2 bad options, output exists (use
+    --overwrite) or matplotlib missing, 3 unreadable or malformed input.
+    """
+    from ..report import build_report
+    from ..stats.summary import StatsSettings
+
+    output = output or profile.with_name(profile.stem + "_report.html")
+    settings = StatsSettings(
+        pass_threshold=pass_threshold, answer_key=answer_key, n_bootstrap=n_bootstrap, seed=seed
+    )
+    result = build_report(
+        profile, output, rollouts=rollouts, compare=other, settings=settings, overwrite=overwrite
+    )
+    emit(
+        result, as_json, lambda r: f"wrote {r.output} ({r.bytes} bytes, {r.n_plots} plots, {r.n_tasks} tasks)"
+    )
+    return 0

@@ -1,0 +1,231 @@
+"""Select tasks for training by pass-rate band or GRPO learnability; write the ORIGINAL task rows back.
+
+Profile rows are keyed by `_ng_task_index`. Original task lines get their index the way NeMo Gym 0.7.0
+assigns it (`_preprocess_rows_from_config`): a row that already has `_ng_task_index` keeps it; otherwise
+byte-identical raw lines share one index, numbered by first appearance in file order. Anything that
+makes that mapping ambiguous is refused rather than guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .artifacts import TASK_KEY, is_index
+from .errors import FindingsError, InputError, UsageError
+from .jsonl import Row, atomic_output, dumps, iter_rows, tail_state
+from .stats import estimators as E
+from .stats.load import load_profile
+
+# Dataset fields that Gym rewrites while materializing, so they may differ from the original line.
+REWRITTEN_FIELDS = {"responses_create_params", "agent_ref", TASK_KEY}
+
+
+@dataclass
+class TaskLines:
+    rows: dict[int, list[Row]]  # task index -> its original lines, in file order
+    n_lines: int
+    n_duplicate_lines: int  # lines byte-identical to an earlier one (same task, as in Gym)
+
+
+def map_task_lines(path: Path | str) -> TaskLines:
+    """Replicate Gym's task numbering over an original tasks file; refuse ambiguous files."""
+    path = Path(path)
+    unterminated_last = tail_state(path) == "unterminated" if path.exists() else False
+    rows = list(iter_rows(path))
+    auto: dict[bytes, int] = {}
+    explicit: dict[int, Row] = {}
+    mapping: dict[int, list[Row]] = {}
+    duplicates = 0
+    for pos, row in enumerate(rows):
+        if TASK_KEY in row.data:
+            index = row.data[TASK_KEY]
+            if not is_index(index):
+                raise InputError(f"{TASK_KEY} is not a non-negative integer", path=path, line=row.line)
+            if index in explicit and explicit[index].raw != row.raw:
+                raise FindingsError(
+                    f"{path}: lines {explicit[index].line} and {row.line} are different tasks with "
+                    f"the same {TASK_KEY} {index}; Gym would merge them, so the mapping is ambiguous",
+                    hint="give every distinct task its own index",
+                )
+            explicit[index] = row
+        else:
+            # Gym keys on the line as read in text mode: the last line differs if it lacks its newline.
+            key = row.raw + (b"" if unterminated_last and pos == len(rows) - 1 else b"\n")
+            duplicates += key in auto
+            index = auto.setdefault(key, len(auto))
+        mapping.setdefault(index, []).append(row)
+    _refuse_mixed(path, mapping, explicit, auto)
+    return TaskLines(mapping, len(rows), duplicates)
+
+
+def _refuse_mixed(path: Path, mapping: dict, explicit: dict, auto: dict) -> None:
+    clash = sorted(set(explicit) & set(auto.values()))
+    if clash:
+        lines = [r.line for r in mapping[clash[0]]]
+        raise FindingsError(
+            f"{path}: task index {clash[0]} is both written in a row and assigned by position "
+            f"(lines {lines}); {len(clash)} such indices, so the mapping is ambiguous",
+            hint=f"stamp {TASK_KEY} on every row, or on none",
+        )
+
+
+@dataclass
+class Selection:
+    mode: str  # "band" or "learnable"
+    min_rate: float | None = None
+    max_rate: float | None = None
+    group_size: int | None = None
+    min_informative: float = 0.5
+
+    def check(self) -> None:
+        if self.mode == "band":
+            lo, hi = self.min_rate or 0.0, 1.0 if self.max_rate is None else self.max_rate
+            if not 0.0 <= lo <= hi <= 1.0:
+                raise UsageError(f"need 0 <= --min <= --max <= 1; got {lo} and {hi}")
+        elif self.group_size is None or self.group_size < 2:
+            raise UsageError("--learnable-for needs a group size of at least 2")
+        elif not 0.0 <= self.min_informative <= 1.0:
+            raise UsageError("--min-informative must be between 0 and 1")
+
+
+@dataclass
+class CurriculumResult:
+    profile: str
+    tasks: str
+    output: str
+    selection: dict
+    key: str
+    pass_threshold: float | None
+    agent: str | None
+    n_task_lines: int
+    n_tasks_in_file: int
+    n_duplicate_lines: int
+    n_profiled: int  # profiled tasks with at least one scored rollout
+    n_unscored: int  # profiled tasks whose rewards are all null
+    n_undetermined: int  # learnable mode: fewer rollouts than the group size
+    n_not_profiled: int  # tasks in the file with no profile row (never selected)
+    n_selected: int
+    n_written_lines: int
+    n_key_replaced: int
+    bands: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _pick_agent(keys: list, agent: str | None) -> list[int]:
+    agents = sorted({str(a) for _, a in keys if a is not None})
+    tasks = [t for t, _ in keys]
+    if agent is not None:
+        picked = [i for i, (_, a) in enumerate(keys) if a == agent]
+        if not picked:
+            raise UsageError(f"no profile rows for agent {agent!r}; agents present: {agents}")
+        return picked
+    if len(set(tasks)) != len(tasks):
+        raise UsageError(f"the profile has several agents per task ({agents}); choose one with --agent")
+    return list(range(len(keys)))
+
+
+def _check_same_rows(tasks: Path, rows: list[Row], sample: dict, task: int) -> None:
+    # A profile made from a different tasks file would map rows silently wrong: compare dataset fields.
+    if not sample:
+        return
+    for name, value in rows[0].data.items():
+        if name not in REWRITTEN_FIELDS and name in sample and sample[name] != value:
+            raise FindingsError(
+                f"{tasks}:{rows[0].line}: field {name!r} differs from the profile's task {task}; "
+                "is this the tasks file the run was made from?",
+                hint="pass the original tasks file given to materialize / gym eval run",
+            )
+
+
+def _keep(selection: Selection, rate: float, n: int, c: int) -> bool | None:
+    if selection.mode == "band":
+        lo = selection.min_rate or 0.0
+        hi = 1.0 if selection.max_rate is None else selection.max_rate
+        return lo <= rate <= hi
+    value = float(E.p_informative(n, c, selection.group_size))
+    return None if math.isnan(value) else value >= selection.min_informative
+
+
+def export_curriculum(
+    profile: Path | str,
+    tasks: Path | str,
+    output: Path | str,
+    selection: Selection,
+    *,
+    key: str = "pass_rate",
+    pass_threshold: float | None = None,
+    agent: str | None = None,
+    overwrite: bool = False,
+) -> CurriculumResult:
+    """Write the selected original task rows with `key` (pass rate) and `key_n` (its n) added."""
+    selection.check()
+    data = load_profile(profile, ("reward",))
+    picked = _pick_agent(data.keys, agent)
+    success = E.successes(data.values["reward"][picked], pass_threshold)
+    if success is None:
+        raise UsageError(
+            "rewards are not all 0 or 1; the pass rate needs a threshold",
+            hint="pass --pass-threshold X (success means reward >= X)",
+        )
+    n, c = E.counts(success)
+    lines = map_task_lines(tasks)
+    missing = [data.keys[i][0] for i in picked if data.keys[i][0] not in lines.rows]
+    if missing:
+        raise FindingsError(
+            f"{len(missing)} profiled tasks have no line in {tasks} (for example task {missing[0]})",
+            hint="pass the original tasks file the run was made from",
+        )
+    chosen: dict[int, tuple[float, int]] = {}
+    undetermined = unscored = 0
+    for row_i, i in enumerate(picked):
+        task = data.keys[i][0]
+        _check_same_rows(Path(tasks), lines.rows[task], data.samples[i], task)
+        if n[row_i] == 0:
+            unscored += 1
+            continue
+        rate = float(c[row_i] / n[row_i])
+        keep = _keep(selection, rate, int(n[row_i]), int(c[row_i]))
+        undetermined += keep is None
+        if keep:
+            chosen[task] = (rate, int(n[row_i]))
+    written, replaced = _write(output, lines, chosen, key, overwrite)
+    bands = E.difficulty_band(n, c)
+    profiled = {data.keys[i][0] for i in picked}
+    return CurriculumResult(
+        profile=str(profile),
+        tasks=str(tasks),
+        output=str(output),
+        selection=asdict(selection),
+        key=key,
+        pass_threshold=pass_threshold,
+        agent=agent,
+        n_task_lines=lines.n_lines,
+        n_tasks_in_file=len(lines.rows),
+        n_duplicate_lines=lines.n_duplicate_lines,
+        n_profiled=int((n > 0).sum()),
+        n_unscored=unscored,
+        n_undetermined=undetermined,
+        n_not_profiled=len(set(lines.rows) - profiled),
+        n_selected=len(chosen),
+        n_written_lines=written,
+        n_key_replaced=replaced,
+        bands={b: int((bands == b).sum()) for b in ("all_fail", "mixed", "all_pass")},
+    )
+
+
+def _write(output: Path | str, lines: TaskLines, chosen: dict, key: str, overwrite: bool) -> tuple[int, int]:
+    ordered = sorted(
+        (row.line, task, row) for task, rows in lines.rows.items() if task in chosen for row in rows
+    )
+    replaced = 0
+    with atomic_output(output, overwrite=overwrite) as handle:
+        for _, task, row in ordered:
+            rate, n = chosen[task]
+            replaced += key in row.data
+            handle.write(dumps({**row.data, key: rate, f"{key}_n": n}))
+    return len(ordered), replaced

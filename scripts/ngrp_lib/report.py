@@ -1,0 +1,308 @@
+"""`build_report`: one self-contained HTML page (inline CSS and SVG, no external URLs) from a profile.
+
+It reuses `compute_stats` and `compare_profiles`; this module only lays numbers and plots out.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import plots
+from .artifacts import failures_path_for
+from .jsonl import atomic_output, iter_rows
+from .stats.render import num, pval
+from .stats.summary import StatsSettings, compute_stats
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
+max-width:1100px;color:#222;background:#fff}h1{font-size:22px}
+h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
+h3{font-size:14px}th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}.note{color:#555;font-size:12px}
+.grid{display:flex;flex-wrap:wrap;gap:12px}.grid>div{flex:1 1 480px}svg{max-width:100%;height:auto}
+"""
+MAX_FLIP_ROWS = 50
+
+
+@dataclass
+class ReportResult:
+    output: str
+    profile: str
+    compare: str | None
+    n_tasks: int
+    n_rollouts: int
+    n_plots: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _ci(e: dict, low: str = "ci_low", high: str = "ci_high") -> str:
+    return f"[{num(e.get(low), 3)}, {num(e.get(high), 3)}]"
+
+
+def _estimate_row(label: str, e: dict | None, n_label: str = "tasks") -> list[Any]:
+    if not e:
+        return [label, "n/a", "", "", "", ""]
+    return [
+        label,
+        num(e["value"]),
+        _ci(e),
+        _ci(e, "boot_ci_low", "boot_ci_high"),
+        num(e["se"]),
+        f"{e['n_tasks']} {n_label}",
+    ]
+
+
+def _headline(o: dict) -> str:
+    tw, rw = o["mean_reward"]["task_weighted"], o["mean_reward"]["rollout_weighted"]
+    rows = [
+        _estimate_row("mean reward (task-weighted)", tw),
+        [
+            "mean reward (rollout-weighted)",
+            num(rw["value"]),
+            "",
+            "",
+            f"{num(rw['se_clustered'])} (clustered)",
+            f"{rw['n_rollouts']} rollouts",
+        ],
+        [
+            "SE conditional (these tasks)",
+            num(tw["se_conditional"]),
+            "",
+            "",
+            "",
+            f"{tw['n_tasks_conditional']} tasks",
+        ],
+    ]
+    if o["pass_rate"]:
+        rows.append(_estimate_row("pass rate", o["pass_rate"]))
+    for name, label in (
+        ("pass_at_k", "pass@{k}"),
+        ("pass_hat_k", "pass^{k}"),
+        ("majority_at_k", "maj@{k}"),
+        ("best_of_k", "E[best of {k}]"),
+        ("worst_of_k", "E[worst of {k}]"),
+    ):
+        entry = _largest_full_k(o.get(name) or [], o["n_tasks"])
+        if entry:
+            rows.append(_estimate_row(label.format(k=entry["k"]), entry))
+    for g in o["grpo_informative"]:
+        rows.append(_estimate_row(f"P(GRPO group of {g['group_size']} informative)", g))
+    v = o["variance"]
+    rows.append(
+        [
+            "ICC / design effect / effective n",
+            f"{num(v['icc'], 3)} / {num(v['design_effect'], 2)} / {num(v['n_effective'], 1)}",
+            "",
+            "",
+            "",
+            f"{v['n_rollouts']} rollouts",
+        ]
+    )
+    table = _table(["metric", "value", "95% CI (t)", "95% CI (task bootstrap)", "SE", "n"], rows)
+    note = (
+        f"<p class='note'>{o['n_tasks']} tasks, {o['n_rollouts']} scored rollouts, "
+        f"{o['n_null_rewards']} null rewards excluded. Intervals are task-clustered: t with n-1 df, "
+        "and a percentile bootstrap resampling tasks whole. Task-weighted means weight every task "
+        "equally.</p>"
+    )
+    return table + note
+
+
+def _largest_full_k(curve: list[dict], n_tasks: int) -> dict | None:
+    """The largest k that every scored task supports (so the headline compares like with like)."""
+    full = [e for e in curve if e["n_tasks"] == n_tasks]
+    return (full or curve or [None])[-1]
+
+
+def _curves(o: dict) -> tuple[str, str]:
+    if o["binary"]:
+        curves = {"pass@k": o["pass_at_k"], "pass^k": o["pass_hat_k"]}
+        if o.get("majority_at_k"):
+            curves["maj@k"] = o["majority_at_k"]
+        return "pass@k, pass^k" + (" and maj@k" if o.get("majority_at_k") else ""), plots.curve_plot(
+            curves, "rate"
+        )
+    curves = {"E[best of k]": o["best_of_k"], "E[worst of k]": o["worst_of_k"]}
+    return "expected best / worst of k", plots.curve_plot(curves, "reward")
+
+
+def _failures(rollouts: Path | None) -> str:
+    if rollouts is None:
+        return "<p class='note'>No --rollouts given, so no failures sidecar was read.</p>"
+    path = failures_path_for(rollouts)
+    if not path.exists():
+        return (
+            f"<p class='note'>No failures sidecar ({_esc(path.name)}): no failed attempts were recorded.</p>"
+        )
+    classes: Counter = Counter()
+    keys: set = set()
+    for row in iter_rows(path):
+        classes[str(row.data.get("_ng_failure_class") or row.data.get("failure_class") or "unknown")] += 1
+        keys.add((row.data.get("_ng_task_index"), row.data.get("_ng_rollout_index")))
+    rows = [[name, count] for name, count in classes.most_common()]
+    return (
+        _table(["failure class", "attempts"], rows)
+        + f"<p class='note'>{sum(classes.values())} failed attempts on {len(keys)} rollout keys "
+        f"({_esc(path.name)}).</p>"
+    )
+
+
+def _length_section(o: dict) -> str:
+    rl = o.get("reward_length")
+    if not rl:
+        return "<p class='note'>No length field in the profile's rollout_infos.</p>"
+    w, fe, p = rl["within_task_correlation"], rl["fixed_effects_slope"], rl["pooled_correlation"]
+    rows = [
+        ["within-task correlation", num(w["value"], 3), f"{w['n_tasks']} tasks"],
+        [
+            "fixed-effects slope per 1k tokens (clustered SE)",
+            f"{num(_k(fe['slope']), 4)} ({num(_k(fe['se']), 4)})",
+            f"{fe['n_tasks']} tasks",
+        ],
+        ["pooled correlation (confounded by difficulty)", num(p["value"], 3), f"{p['n_rollouts']} rollouts"],
+    ]
+    gap, tps, trunc = rl["correct_minus_incorrect_length"], rl["tokens_per_success"], rl["truncation"]
+    if gap:
+        rows.append(["correct - incorrect length", f"{num(gap['value'], 1)} {_ci(gap)}", f"{gap['n']} tasks"])
+    if tps:
+        rows.append(["tokens per success", num(tps["value"], 1), f"{tps['successes']} successes"])
+    if trunc:
+        rows.append(
+            [
+                "truncated share (reward truncated vs complete)",
+                f"{num(trunc['rate'], 3)} "
+                f"({num(trunc['mean_reward_truncated'], 3)} vs {num(trunc['mean_reward_complete'], 3)})",
+                f"{trunc['n_rollouts']} rollouts",
+            ]
+        )
+    plot = plots.length_bins(rl["reward_by_length_decile"], rl["length_field"])
+    return f"<div class='grid'><div>{_table(['measure', 'value', 'n'], rows)}</div><div>{plot}</div></div>"
+
+
+def _k(value: float | None) -> float | None:
+    return None if value is None else value * 1000
+
+
+def _difficulty(o: dict, per_task: list[dict]) -> tuple[str, int]:
+    d = o.get("difficulty")
+    rates = [t.get("pass_rate", t["mean_reward"]) for t in per_task]
+    hist = plots.histogram(
+        [r for r in rates if r is not None], "per-task pass rate" if d else "per-task mean reward"
+    )
+    if not d:
+        return f"<div>{hist}</div>", 1
+    labels = ["all fail", "mixed", "all pass"]
+    counts = [d["all_fail"]["n_tasks"], d["mixed"]["n_tasks"], d["all_pass"]["n_tasks"]]
+    band = plots.bars(labels, counts, "tasks", ["#d62728", "#1f77b4", "#2ca02c"])
+    return f"<div class='grid'><div>{hist}</div><div>{band}</div></div>", 2
+
+
+def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str:
+    from .compare import compare_profiles
+
+    r = compare_profiles(
+        other,
+        profile,
+        intersect=True,
+        seed=settings.seed,
+        n_bootstrap=settings.n_bootstrap,
+        pass_threshold=settings.pass_threshold,
+    ).to_json()
+    rows = [
+        [
+            "mean difference (this - other)",
+            num(r["mean_diff"]),
+            _ci(r),
+            _ci(r, "boot_ci_low", "boot_ci_high"),
+            f"{r['n_tasks']} tasks",
+        ],
+        ["sign-flip permutation p", pval(r["p_value_permutation"]), r["permutation_method"], "", ""],
+        ["minimum detectable effect (80% power)", num(r["mde_80"]), "", "", ""],
+    ]
+    table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
+    pairs = [(t["mean_a"], t["mean_b"]) for t in r["per_task"] if t["diff"] is not None]
+    scatter = plots.paired_scatter([a for a, _ in pairs], [b for _, b in pairs], "A (other)", "B (this)")
+    flips = _table(
+        ["task", "agent", "other", "this", "q (BH)", "direction"],
+        [
+            [f["task"], f["agent"] or "", f["a"], f["b"], pval(f["q_value"]), f["direction"]]
+            for f in r["flips"][:MAX_FLIP_ROWS]
+        ],
+    )
+    dropped = f" {r['n_dropped']} tasks in only one run were left out." if r["n_dropped"] else ""
+    if not r["binary"]:
+        flips = "<p class='note'>" + _esc("; ".join(r["notes"])) + "</p>"
+    return (
+        f"<h2>Comparison with {_esc(other)}</h2>{table}<p class='note'>Paired by (task, agent); B is this "
+        f"profile.{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
+        f"({r['n_flips']}, Fisher exact per task, BH q &lt; {r['alpha']})</h3>{flips}</div></div>"
+    )
+
+
+def build_report(
+    profile: Path | str,
+    output: Path | str,
+    *,
+    rollouts: Path | str | None = None,
+    compare: Path | str | None = None,
+    settings: StatsSettings | None = None,
+    overwrite: bool = False,
+) -> ReportResult:
+    """Render the report for a profile (and optional rollouts / second profile) into one HTML file."""
+    from .jsonl import refuse_existing
+
+    settings = settings or StatsSettings()
+    refuse_existing([Path(output)], overwrite)
+    plots.pyplot()  # fail early with the install hint when matplotlib is missing
+    stats = compute_stats(profile, rollouts, settings).to_json()
+    o = stats["overall"]
+    title, curve_svg = _curves(o)
+    difficulty_html, n_diff = _difficulty(o, stats["per_task"])
+    parts = [
+        f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
+        + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
+        + "</p>",
+        f"<h2>Headline</h2>{_headline(o)}",
+        f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
+        "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
+        f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
+        f"<h2>Reward vs length</h2>{_length_section(o)}",
+        f"<h2>Failures</h2>{_failures(Path(rollouts) if rollouts else None)}",
+    ]
+    if compare is not None:
+        parts.append(_compare_section(Path(profile), Path(compare), settings))
+    notes = "".join(f"<li>{_esc(n)}</li>" for n in stats["notes"])
+    page = (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ngrp report</title>"
+        f"<style>{CSS}</style></head><body>{''.join(parts)}<ul class='note'>{notes}</ul></body></html>"
+    )
+    data = page.encode()
+    with atomic_output(output, overwrite=overwrite) as handle:
+        handle.write(data)
+    return ReportResult(
+        str(output),
+        str(profile),
+        None if compare is None else str(compare),
+        o["n_tasks"],
+        o["n_rollouts"],
+        page.count("<svg"),
+        len(data),
+    )

@@ -1,0 +1,132 @@
+"""`ngrp curriculum`: Gym's task numbering of original lines, selection rules, refusals, exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import jsonschema
+import pytest
+from conftest import REPO
+from ngrp_lib.curriculum import Selection, export_curriculum, map_task_lines
+from ngrp_lib.errors import FindingsError, UsageError
+from stats_helpers import profile_row, write_profile
+
+
+def read(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_mapping_matches_gym_dedup_demo(golden):
+    # Gym's own materialization (dedup_demo): lines 1 and 3 are byte-identical -> task 0; line 2 -> task 1;
+    # line 4 is the same JSON formatted differently -> task 2.
+    lines = map_task_lines(golden / "raw_inputs_with_duplicate_line.jsonl")
+    assert {t: [r.line for r in rows] for t, rows in lines.rows.items()} == {0: [1, 3], 1: [2], 2: [4]}
+    assert lines.n_duplicate_lines == 1
+    materialized = read(golden / "dedup_demo" / "rollouts_materialized_inputs.jsonl")
+    for row in materialized:
+        original = lines.rows[row["_ng_task_index"]][0].data
+        assert row["expected_answer"] == original["expected_answer"]
+        assert row["responses_create_params"] == original["responses_create_params"]
+
+
+def test_unterminated_last_line_is_a_different_task(tmp_path):
+    line = b'{"q": 1}'
+    (tmp_path / "t.jsonl").write_bytes(line + b"\n" + line)
+    assert sorted(map_task_lines(tmp_path / "t.jsonl").rows) == [0, 1]
+
+
+def test_explicit_indices_kept_and_ambiguity_refused(tmp_path):
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text('{"q": 1, "_ng_task_index": 42}\n{"q": 1, "_ng_task_index": 99}\n')
+    assert sorted(map_task_lines(ok).rows) == [42, 99]
+    clash = tmp_path / "clash.jsonl"
+    clash.write_text('{"q": 1, "_ng_task_index": 7}\n{"q": 2, "_ng_task_index": 7}\n')
+    with pytest.raises(FindingsError, match="same _ng_task_index 7"):
+        map_task_lines(clash)
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"q": 1}\n{"q": 2, "_ng_task_index": 0}\n')
+    with pytest.raises(FindingsError, match="both written in a row and assigned by position"):
+        map_task_lines(mixed)
+
+
+def tasks_file(tmp_path, n):
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(
+        "".join(json.dumps({"q": f"question {i}", "expected_answer": str(i)}) + "\n" for i in range(n))
+    )
+    return path
+
+
+def test_band_selection_writes_original_rows_with_rate(tmp_path):
+    tasks = tasks_file(tmp_path, 4)
+    prof = write_profile(
+        tmp_path / "p.jsonl",
+        [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]],
+        sample=[{"q": f"question {i}", "expected_answer": str(i)} for i in range(4)],
+    )
+    out = tmp_path / "out.jsonl"
+    r = export_curriculum(prof, tasks, out, Selection("band", 0.1, 0.9), key="pr")
+    assert r.n_selected == 2 and r.bands == {"all_fail": 1, "mixed": 2, "all_pass": 1}
+    assert read(out) == [
+        {"q": "question 1", "expected_answer": "1", "pr": 0.25, "pr_n": 4},
+        {"q": "question 2", "expected_answer": "2", "pr": 0.75, "pr_n": 4},
+    ]
+
+
+def test_learnable_selection_and_undetermined(tmp_path):
+    tasks = tasks_file(tmp_path, 3)
+    # task 0: 2/4 -> P(informative | G=2) = 1 - (1 + 1)/6 = 2/3; task 1: 1/4 -> 1 - 3/6 = 1/2; task 2: n=1 < G
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 1, 0, 0], [1, 0, 0, 0], [1]])
+    r = export_curriculum(
+        prof, tasks, tmp_path / "o.jsonl", Selection("learnable", group_size=2, min_informative=0.6)
+    )
+    assert r.n_selected == 1 and r.n_undetermined == 1
+    assert read(tmp_path / "o.jsonl")[0]["q"] == "question 0"
+
+
+def test_refusals(tmp_path):
+    tasks = tasks_file(tmp_path, 2)
+    out = tmp_path / "o.jsonl"
+    wrong = write_profile(
+        tmp_path / "w.jsonl", [[1, 0], [0, 1]], sample=[{"q": "other"}, {"q": "question 1"}]
+    )
+    with pytest.raises(FindingsError, match="differs"):
+        export_curriculum(wrong, tasks, out, Selection("band", 0.0, 1.0))
+    extra = write_profile(tmp_path / "x.jsonl", [[1, 0], [0, 1], [1, 1]])
+    with pytest.raises(FindingsError, match="no line"):
+        export_curriculum(extra, tasks, out, Selection("band", 0.0, 1.0))
+    shaped = write_profile(tmp_path / "s.jsonl", [[0.2, 0.9], [0.0, 1.0]])
+    with pytest.raises(UsageError, match="threshold"):
+        export_curriculum(shaped, tasks, out, Selection("band", 0.0, 1.0))
+    r = export_curriculum(shaped, tasks, out, Selection("band", 0.4, 0.6), pass_threshold=0.5)
+    assert r.n_selected == 2
+    fan = tmp_path / "fan.jsonl"
+    fan.write_text("".join(json.dumps(profile_row(0, [1, 0], agent=a)) + "\n" for a in ("a", "b")))
+    with pytest.raises(UsageError, match="--agent"):
+        export_curriculum(fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0))
+    r = export_curriculum(fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0), agent="b")
+    assert r.n_selected == 1 and r.n_not_profiled == 1
+
+
+def test_cli_curriculum_exit_codes(run_ngrp, tmp_path, golden):
+    shutil.copy(golden / "raw_inputs.jsonl", tmp_path / "raw.jsonl")
+    prof = golden / "case_complete" / "rollouts_reward_profiling.jsonl"
+    args = ["curriculum", prof, "--tasks", tmp_path / "raw.jsonl", "-o", tmp_path / "o.jsonl"]
+    res = run_ngrp(*args, "--min", "0.5", "--pass-threshold", "0.5", "--json")
+    assert res.returncode == 0, res.stderr
+    payload = json.loads(res.stdout)
+    schema = json.loads((REPO / "schemas" / "curriculum_result.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(payload)
+    assert payload["n_selected"] == 2 and payload["n_written_lines"] == 2
+    again = run_ngrp(*args, "--min", "0.5", "--pass-threshold", "0.5")
+    assert again.returncode == 2 and "--overwrite" in again.stderr
+    assert run_ngrp(*args, "--min", "0.5", "--pass-threshold", "0.5", "--overwrite").returncode == 0
+    assert run_ngrp(*args, "--overwrite").returncode == 2  # no selection given
+    assert run_ngrp(*args, "--min", "0.1", "--learnable-for", "4", "--overwrite").returncode == 2
+    assert run_ngrp(*args, "--min", "0.1", "--overwrite").returncode == 2  # rewards not binary
+    (tmp_path / "bad.jsonl").write_text('{"q": 1}\n{"q": 2, "_ng_task_index": 0}\n')
+    bad = ["curriculum", prof, "--tasks", tmp_path / "bad.jsonl", "-o", tmp_path / "b.jsonl"]
+    res = run_ngrp(*bad, "--min", "0.1", "--pass-threshold", "0.5")
+    assert res.returncode == 1 and "ambiguous" in res.stderr
+    assert run_ngrp("curriculum", "--help").stdout.count("Example:") == 1
