@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
     "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
     "merge": ("ngrp_lib.commands.merge", "Merge rollout shards: dedupe identical keys, refuse conflicts."),
+    "ledger": ("ngrp_lib.commands.ledger", "Research ledger: init a campaign, record runs, check stop rules."),
 }
 
 EPILOG = """\b

@@ -1,0 +1,185 @@
+"""The campaign file: metric, direction and stop rules, fixed when the ledger is created."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from ..errors import InputError, UsageError
+from ..jsonl import read_json, write_json
+from . import table
+
+SCHEMA_ID = "ngrp.ledger_campaign.v1"
+LEDGER_NAME = "results.tsv"
+CAMPAIGN_NAME = "campaign.json"
+DEFAULT_ROOT = Path("reports") / "auto_research"
+# With no stop rule at all: the baseline plus up to 3 experiments, then summarise and ask.
+DEFAULT_MAX_EXPERIMENTS = 4
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|min|s)")
+_UNIT_MIN = {"d": 1440.0, "h": 60.0, "m": 1.0, "min": 1.0, "s": 1 / 60}
+
+
+@dataclass
+class Campaign:
+    campaign: str
+    metric: str
+    direction: str
+    created_at: str
+    target: float | None = None
+    max_experiments: int | None = None
+    deadline: str | None = None
+    per_run_timeout_min: float | None = None
+    default_rule: bool = False
+    # The paired comparison of profiles: which rollout_infos field, and which way is better. The
+    # campaign metric may be a loss from a log (min) while the profiles hold rewards (max).
+    compare_metric: str = "reward"
+    compare_direction: str = "max"
+    schema: str = SCHEMA_ID
+
+    def deadline_at(self) -> datetime | None:
+        return None if self.deadline is None else parse_instant(self.deadline)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LedgerPaths:
+    dir: Path
+
+    @property
+    def ledger(self) -> Path:
+        return self.dir / LEDGER_NAME
+
+    @property
+    def campaign(self) -> Path:
+        return self.dir / CAMPAIGN_NAME
+
+
+def check_name(campaign: str) -> str:
+    """Campaign names become folder names: keep them plain."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-]*", campaign or ""):
+        raise UsageError(f"campaign name {campaign!r} must be letters, digits, '.', '_' or '-'")
+    return campaign
+
+
+def resolve_dir(directory: Path | None, campaign: str | None) -> LedgerPaths:
+    """`--dir` wins; else `reports/auto_research/<campaign>`; one of them is needed."""
+    if directory is not None:
+        return LedgerPaths(Path(directory))
+    if campaign:
+        return LedgerPaths(DEFAULT_ROOT / check_name(campaign))
+    raise UsageError("say which ledger: pass --dir DIR or --campaign NAME")
+
+
+def parse_duration_min(text: str) -> float:
+    """'90m', '2h', '1h30m', '1.5h', '45s', '1d' (or a bare number of minutes) -> minutes."""
+    stripped = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", stripped):
+        return float(stripped)
+    parts = _DURATION.findall(stripped)
+    if not parts or _DURATION.sub("", stripped).strip():
+        raise UsageError(f"cannot read duration {text!r}", hint="write it like 90m, 2h, 1h30m or 1d")
+    return sum(float(number) * _UNIT_MIN[unit] for number, unit in parts)
+
+
+def parse_instant(text: str) -> datetime:
+    """ISO 8601 instant; no offset means UTC. 'Z' is accepted on every Python version."""
+    raw = text.strip()
+    try:
+        value = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith(("Z", "z")) else raw)
+    except ValueError:
+        raise UsageError(
+            f"cannot read time {text!r}",
+            hint="use ISO 8601, e.g. 2026-03-24T18:00:00Z, or a duration like 10h",
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def parse_deadline(text: str, now: datetime) -> str:
+    """A deadline is an ISO instant, or a duration from now (a budget fixed at campaign start)."""
+    try:
+        instant = parse_instant(text)
+    except UsageError:
+        try:
+            instant = now + timedelta(minutes=parse_duration_min(text))
+        except UsageError:
+            raise UsageError(
+                f"cannot read --deadline {text!r}",
+                hint="use ISO 8601 (2026-03-24T18:00:00Z) or a budget from now (10h, 90m)",
+            ) from None
+    return instant.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def init_campaign(
+    paths: LedgerPaths,
+    *,
+    campaign: str,
+    metric: str,
+    direction: str,
+    target: float | None = None,
+    max_experiments: int | None = None,
+    deadline: str | None = None,
+    per_run_timeout: str | None = None,
+    compare_metric: str = "reward",
+    compare_direction: str | None = None,
+    now: datetime | None = None,
+) -> Campaign:
+    """Create the campaign file and an empty ledger; refuse if either exists."""
+    now = now or now_utc()
+    check_name(campaign)
+    for name, value in (("--direction", direction), ("--compare-direction", compare_direction or direction)):
+        if value not in ("max", "min"):
+            raise UsageError(f"{name} must be max or min, not {value!r}")
+    if max_experiments is not None and max_experiments < 1:
+        raise UsageError("--max-experiments must be at least 1")
+    default_rule = target is None and max_experiments is None and deadline is None
+    record = Campaign(
+        campaign=campaign,
+        metric=metric,
+        direction=direction,
+        created_at=now.isoformat(timespec="seconds"),
+        target=target,
+        max_experiments=DEFAULT_MAX_EXPERIMENTS if default_rule else max_experiments,
+        deadline=None if deadline is None else parse_deadline(deadline, now),
+        per_run_timeout_min=None if per_run_timeout is None else parse_duration_min(per_run_timeout),
+        default_rule=default_rule,
+        compare_metric=compare_metric,
+        compare_direction=compare_direction or direction,
+    )
+    with table.locked(paths.ledger):
+        for existing in (paths.ledger, paths.campaign):
+            if existing.exists():
+                raise UsageError(
+                    f"{existing} already exists; refusing to overwrite a ledger",
+                    hint="use another --dir (or --campaign), or move the old ledger away yourself",
+                )
+        write_json(paths.campaign, record.to_json(), indent=True)
+        table.create(paths.ledger)
+    return record
+
+
+def load_campaign(paths: LedgerPaths) -> Campaign:
+    if not paths.campaign.exists():
+        raise InputError(
+            "no campaign file here", path=paths.campaign, hint="create one with `ngrp ledger init`"
+        )
+    data = read_json(paths.campaign)
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        raise InputError(f"not a ledger campaign file (schema {SCHEMA_ID} expected)", path=paths.campaign)
+    try:
+        campaign = Campaign(**{k: v for k, v in data.items() if k in Campaign.__dataclass_fields__})
+        for value in (campaign.direction, campaign.compare_direction):
+            if value not in ("max", "min"):
+                raise ValueError(f"direction {value!r} is not max or min")
+        campaign.deadline_at()
+    except (TypeError, ValueError, UsageError) as exc:
+        raise InputError(f"malformed campaign file: {exc}", path=paths.campaign) from None
+    return campaign

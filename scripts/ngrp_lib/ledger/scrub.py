@@ -1,0 +1,108 @@
+"""Remove secrets from free text before it is written to the ledger.
+
+The ledger is a plain file that gets pasted into reports and chats, so anything that looks like a
+credential is replaced by `***` (the name stays, so the command is still readable). Patterns err on the
+side of redacting: a lost value in a logged command is cheap, a leaked key is not.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import UsageError
+
+MASK = "***"
+
+# Well-known token shapes, redacted wherever they appear.
+_TOKEN_PATTERNS = [
+    r"sk-[A-Za-z0-9_\-]{8,}",  # OpenAI / Anthropic style (sk-..., sk-proj-..., sk-ant-...)
+    r"nvapi-[A-Za-z0-9_\-]{8,}",  # NVIDIA API catalog
+    r"hf_[A-Za-z0-9]{8,}",  # Hugging Face
+    r"gh[pousr]_[A-Za-z0-9]{16,}",  # GitHub tokens
+    r"github_pat_[A-Za-z0-9_]{16,}",
+    r"glpat-[A-Za-z0-9_\-]{16,}",  # GitLab
+    r"xox[abprs]-[A-Za-z0-9\-]{8,}",  # Slack
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
+    r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWTs
+]
+_TOKENS = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
+
+# `Bearer <token>` / `Basic <token>` / `token <token>` (HTTP Authorization schemes). "basic" and
+# "token" are common words, so their value must look like a credential: a digit in it, or long.
+_BEARER = re.compile(r"(?i)\b(bearer)(\s+)([A-Za-z0-9_\-\.~\+/=]{6,})")
+_AUTH_WORD = re.compile(
+    r"(?i)\b(basic|token)(\s+)((?=[A-Za-z_\-\.~\+/=]*\d)[A-Za-z0-9_\-\.~\+/=]{8,}|[A-Za-z0-9_\-\.~\+/=]{20,})"
+)
+
+# scheme://user:password@host -> scheme://user:***@host
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s/:@'\"]*):([^\s/@'\"]+)@")
+
+# Name segments that make an assignment secret-looking. `key` alone is too common (sort_key,
+# --metric-key), so it only counts with a qualifier or as the whole name.
+_SECRET_SEGMENTS = {
+    "token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
+    "auth", "authorization", "apikey", "bearer", "cookie", "passphrase",
+}  # fmt: skip
+_KEY_QUALIFIERS = {
+    "api",
+    "access",
+    "secret",
+    "private",
+    "client",
+    "auth",
+    "signing",
+    "encryption",
+    "master",
+    "ngc",
+}
+
+# --name value / --name=value (a flag starts a word; a spaced value is not another flag).
+_NAME = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+_VALUE = r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"',;&|]+)"
+_FLAG = re.compile(rf"(?:(?<=[\s\"'])|^)(?P<lead>--?)(?P<name>{_NAME})(?P<sep>=|\s+(?=[^\s\-]))" + _VALUE)
+# NAME=value, NAME: value, ++hydra.name=value, "name": "value".
+_ASSIGN = re.compile(rf"(?P<lead>\+{{0,2}}[\"']?)(?P<name>{_NAME})(?P<sep>[\"']?[ \t]*[=:][ \t]*)" + _VALUE)
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable/option name looks like it holds a credential."""
+    parts = [p for p in re.split(r"[_.\-]+", name.lower()) if p]
+    if any(p in _SECRET_SEGMENTS for p in parts) or parts == ["key"]:
+        return True
+    if any(p == "key" and i > 0 and parts[i - 1] in _KEY_QUALIFIERS for i, p in enumerate(parts)):
+        return True
+    # Glued names: HFTOKEN, OPENAIAPIKEY, accesstoken.
+    return any(p.endswith(("apikey", "token", "secret", "password")) for p in parts)
+
+
+def _mask(match: re.Match[str]) -> str:
+    if not secret_name(match.group("name")):
+        return match.group(0)
+    value = match.group("value")
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{match.group('lead')}{match.group('name')}{match.group('sep')}{quote}{MASK}{quote}"
+
+
+def scrub(text: str) -> str:
+    """Return `text` with credentials replaced by `***`."""
+    if not text:
+        return text
+    text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
+    for scheme in (_BEARER, _AUTH_WORD):
+        text = scheme.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _FLAG.sub(_mask, text)
+    text = _ASSIGN.sub(_mask, text)
+    return _TOKENS.sub(MASK, text)
+
+
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Z_][A-Z0-9_]*=")
+
+
+def refuse_env_dump(field: str, text: str, *, limit: int = 5) -> None:
+    """Refuse text that looks like `env` / `printenv` output: it has no place in a ledger."""
+    lines = text.splitlines()
+    if len(lines) >= limit and sum(bool(_ENV_LINE.match(line)) for line in lines) >= limit:
+        raise UsageError(
+            f"--{field} looks like an environment dump ({len(lines)} lines of NAME=value)",
+            hint="record the command you ran, not the environment; put settings in the recipe or the branch",
+        )
