@@ -1,0 +1,61 @@
+"""Docs that must follow the code: output-format.md vs schemas/, commands.md vs every --help."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import gen_command_reference
+import pytest
+from skill_lint import schema_property_names
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUT_FORMAT = REPO / "references" / "output-format.md"
+SCHEMAS = sorted((REPO / "schemas").glob("*.schema.json"))
+
+
+def missing_from_doc(doc: str, schema_file: str, schema: dict) -> list[str]:
+    """Schema file name and top-level property names that the document never mentions."""
+    missing = [] if schema_file in doc else [schema_file]
+    missing += sorted(name for name in schema_property_names(schema) if name not in doc)
+    return missing
+
+
+@pytest.mark.parametrize("schema_path", SCHEMAS, ids=lambda p: p.name)
+def test_output_format_mentions_schema_and_its_keys(schema_path):
+    doc = OUTPUT_FORMAT.read_text(encoding="utf-8")
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    assert not missing_from_doc(doc, schema_path.name, schema), (
+        "document these in references/output-format.md"
+    )
+
+
+def test_schema_key_collector_and_check(tmp_path):
+    schema = {
+        "type": "array",
+        "items": {
+            "allOf": [{"$ref": "#/$defs/base"}, {"properties": {"extra_key": {}}}],
+            "properties": {"agent_ref": {}},
+        },
+        "$defs": {"base": {"properties": {"_ng_task_index": {}, "nested": {"properties": {"deep": {}}}}}},
+    }
+    assert schema_property_names(schema) == {"agent_ref", "extra_key", "_ng_task_index", "nested"}
+    doc = "x.schema.json documents `agent_ref`, `_ng_task_index` and `nested`"
+    assert missing_from_doc(doc, "x.schema.json", schema) == ["extra_key"]
+    assert missing_from_doc("", "y.schema.json", {"properties": {}}) == ["y.schema.json"]
+
+
+def test_commands_reference_is_current():
+    committed = (REPO / "references" / "commands.md").read_text(encoding="utf-8")
+    assert committed == gen_command_reference.render(), (
+        "references/commands.md is stale: run python3 scripts/gen_command_reference.py"
+    )
+
+
+def test_commands_reference_covers_every_command():
+    from ngrp_lib.cli import COMMANDS
+
+    text = (REPO / "references" / "commands.md").read_text(encoding="utf-8")
+    for name in COMMANDS:
+        assert re.search(rf"^## ngrp {re.escape(name)}$", text, re.M), name
