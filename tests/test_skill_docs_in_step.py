@@ -16,9 +16,9 @@ SCHEMAS = sorted((REPO / "schemas").glob("*.schema.json"))
 
 
 def missing_from_doc(doc: str, schema_file: str, schema: dict) -> list[str]:
-    """Schema file name and top-level property names that the document never mentions."""
-    missing = [] if schema_file in doc else [schema_file]
-    missing += sorted(name for name in schema_property_names(schema) if name not in doc)
+    """Schema file name and top-level property names that the document never mentions in backticks."""
+    missing = [] if f"`{schema_file}`" in doc else [schema_file]
+    missing += sorted(name for name in schema_property_names(schema) if f"`{name}`" not in doc)
     return missing
 
 
@@ -41,7 +41,7 @@ def test_schema_key_collector_and_check(tmp_path):
         "$defs": {"base": {"properties": {"_ng_task_index": {}, "nested": {"properties": {"deep": {}}}}}},
     }
     assert schema_property_names(schema) == {"agent_ref", "extra_key", "_ng_task_index", "nested"}
-    doc = "x.schema.json documents `agent_ref`, `_ng_task_index` and `nested`"
+    doc = "`x.schema.json` documents `agent_ref`, `_ng_task_index`, extra_key and `nested`"
     assert missing_from_doc(doc, "x.schema.json", schema) == ["extra_key"]
     assert missing_from_doc("", "y.schema.json", {"properties": {}}) == ["y.schema.json"]
 
