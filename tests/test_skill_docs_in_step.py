@@ -59,3 +59,26 @@ def test_commands_reference_covers_every_command():
     text = (REPO / "references" / "commands.md").read_text(encoding="utf-8")
     for name in COMMANDS:
         assert re.search(rf"^## ngrp {re.escape(name)}$", text, re.M), name
+
+
+def command_paths() -> list[list[str]]:
+    """Every available command and subcommand, as argv prefixes (modules not yet merged are left out)."""
+    from ngrp_lib.cli import COMMANDS
+
+    paths = [[]]
+    for name in sorted(COMMANDS):
+        if gen_command_reference._module_missing(COMMANDS[name][0]):
+            continue
+        paths.append([name])
+        paths += [[name, sub] for sub in gen_command_reference._subcommands(name)]
+    return paths
+
+
+def test_every_help_has_an_example_and_exit_codes():
+    """Agents learn a command from --help: each one shows an example and its exit codes."""
+    lacking = []
+    for args in command_paths():
+        text = gen_command_reference._help_text(args)
+        if "Example" not in text or "Exit codes" not in text:
+            lacking.append(" ".join(["ngrp", *args]))
+    assert not lacking, f"--help without 'Example' or 'Exit codes': {lacking}"
