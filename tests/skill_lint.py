@@ -180,3 +180,35 @@ def schema_property_names(schema: dict) -> set[str]:
         return out
 
     return names(schema)
+
+
+INVOCATION_RE = re.compile(
+    r"(?:python3\s+\S*scripts/ngrp\.py|(?<![\w/.-])ngrp|\$NGRP)\s+([a-z][a-z-]*)([^`#|;&]*)"
+)
+
+
+def cli_invocations(markdown: str) -> list[tuple[str, list[str], list[str]]]:
+    """(line, words after the command name, --options) for each ngrp call in code blocks and inline code.
+
+    Continuation lines (ending in a backslash) are joined; options after a bare `--` are not ngrp's.
+    """
+    chunks, in_code, pending = [], False, ""
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_code, pending = not in_code, ""
+        elif in_code:
+            pending += line.rstrip("\\").rstrip() + " "
+            if not line.rstrip().endswith("\\"):
+                chunks.append(pending)
+                pending = ""
+        else:
+            chunks += re.findall(r"`([^`]+)`", line)
+    calls = []
+    for chunk in chunks:
+        for match in INVOCATION_RE.finditer(chunk):
+            words = match.group(2).split()
+            if "--" in words:
+                words = words[: words.index("--")]
+            options = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+            calls.append((chunk.strip(), [match.group(1), *words], options))
+    return calls
