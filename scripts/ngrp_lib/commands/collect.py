@@ -22,11 +22,13 @@ Example:
   ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
       --agent my_simple_agent --gym-url http://127.0.0.1:11000      # NeMo Gym /run mode
   ngrp collect ... --shard auto     # Slurm array task; then: ngrp merge results/rollouts-shard-*.jsonl ...
+
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
 (every failed attempt), <stem>_run_manifest.json (checked by --resume), OUTPUT.lock (writer lock).
 Rows without an agent_ref get {"name": MODEL}; --agent NAME re-routes every row (Gym's rule).
 The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
+
 \b
 Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),
 2 bad options, outputs exist without --resume/--overwrite, changed configuration on --resume,

@@ -27,6 +27,7 @@ def materialize_options(f):
 Example:
   ngrp materialize --input tasks.jsonl --output rollouts_materialized_inputs.jsonl \\
       --num-repeats 8 --agent math_simple_agent --seed-per-repeat
+
 \b
 Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
 """

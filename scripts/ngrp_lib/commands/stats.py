@@ -43,7 +43,7 @@ from ._common import emit, json_option
     type=float,
     default=0.2,
     show_default=True,
-    help="Per-task 95%% interval width used for 'repeats needed'.",
+    help="Per-task 95% interval width used for 'repeats needed'.",
 )
 @click.option(
     "--group-size",
