@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from ngrp_lib.collect import convert, verify
 from ngrp_lib.collect.routing import Endpoint, Router, load_endpoints, normalize_base_url, public_url
 from ngrp_lib.collect.state import CollectorLock

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SCRIPT
+
 from ngrp_lib import jsonl, schemas
 
 pytestmark = pytest.mark.vllm

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ngrp_lib import jsonl
 from ngrp_lib.errors import InputError, UsageError
 from ngrp_lib.materialize import MaterializeOptions, expand, materialize, read_task_lines
