@@ -61,6 +61,16 @@ def test_existing_task_index_kept_and_not_deduped(tmp_path):
     assert rows[0]["agent_ref"] == {"name": "a", "type": "x"}  # kept byte for byte without --agent
 
 
+def test_unterminated_last_line_is_a_new_task_as_in_gym(tmp_path):
+    # Gym keys on the line as read in text mode: the last line without its newline is not identical.
+    line = b'{"responses_create_params": {"input": "a"}}'
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line + b"\n" + line + b"\n" + line)
+    rows = expand(read_task_lines(path), MaterializeOptions(agent="a"), path)
+    assert [r["_ng_task_index"] for r in rows] == [0, 0, 1]
+    assert [r["_ng_rollout_index"] for r in rows] == [0, 1, 0]
+
+
 def test_agent_overrides_and_overrides_merge_shallow(tmp_path):
     line = '{"responses_create_params": {"input": "hi", "temperature": 0.5}, "agent_ref": {"name": "a"}}'
     rows = _rows(tmp_path, [line], agent="b", overrides={"temperature": 1.0, "top_p": 0.9})
