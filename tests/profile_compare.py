@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,16 @@ import orjson
 
 GYM_FILES = ("_reward_profiling.jsonl", "_agent_metrics.json", "_repeat_level_metrics.json")
 REL, ABS = 1e-9, 1e-12
+# The arguments both `gym eval profile` and `ngrp profile` take for a run folder.
+PROFILE_ARGS = ("--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+
+
+def gym_profile(gym: Path, folder: Path, partial: bool = False) -> subprocess.CompletedProcess:
+    """Run NeMo Gym's `gym eval profile` on a run folder (Hydra writes outputs/ into the cwd: the folder)."""
+    args = [str(gym), "eval", "profile", *PROFILE_ARGS]
+    if partial:
+        args.append("++allow_partial_rollouts=True")
+    return subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=300)
 
 
 def load(path: Path) -> list[dict[str, Any]]:

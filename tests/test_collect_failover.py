@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from ngrp_lib.collect.failover import FailoverRouter, make_router
 from ngrp_lib.collect.http import AttemptFailed
 from ngrp_lib.collect.routing import Endpoint

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+
 from ngrp_lib.collect import convert, verify
 from ngrp_lib.collect.routing import Endpoint, Router, load_endpoints, normalize_base_url, public_url
 from ngrp_lib.collect.state import CollectorLock
@@ -233,19 +234,15 @@ def _tasks(tmp_path, n=2, extra=""):
 DEAD = "http://127.0.0.1:9/v1"  # port 9 (discard) is closed here: connection refused at once
 
 
+def _collect_argv(tmp_path, base_url: str, output: str = "r.jsonl") -> list:
+    """`ngrp collect` over tmp_path/tasks.jsonl with model `m` and the math verifier."""
+    return ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / output,
+            "--base-url", base_url, "--model", "m", "--verifier", "math"]  # fmt: skip
+
+
 def _collect(run_ngrp, tmp_path, *extra):
     return run_ngrp(
-        "collect",
-        "--input",
-        tmp_path / "tasks.jsonl",
-        "--output",
-        tmp_path / "out" / "r.jsonl",
-        "--base-url",
-        DEAD,
-        "--model",
-        "m",
-        "--verifier",
-        "math",
+        *_collect_argv(tmp_path, DEAD, "out/r.jsonl"),
         "--max-retries",
         "0",
         "--abort-after",
@@ -381,17 +378,7 @@ def silent_peer():
 def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_peer):
     _tasks(tmp_path, n=2)
     proc = run_ngrp(
-        "collect",
-        "--input",
-        tmp_path / "tasks.jsonl",
-        "--output",
-        tmp_path / "r.jsonl",
-        "--base-url",
-        silent_peer,
-        "--model",
-        "m",
-        "--verifier",
-        "math",
+        *_collect_argv(tmp_path, silent_peer),
         "--timeout",
         "0.3",
         "--max-retries",
@@ -418,17 +405,7 @@ def test_bounded_admission_keeps_at_most_concurrency_requests_open(tmp_path, sil
 
     _tasks(tmp_path, n=20)
     args = [
-        "collect",
-        "--input",
-        tmp_path / "tasks.jsonl",
-        "--output",
-        tmp_path / "r.jsonl",
-        "--base-url",
-        silent_peer,
-        "--model",
-        "m",
-        "--verifier",
-        "math",
+        *_collect_argv(tmp_path, silent_peer),
         "--timeout",
         "3",
         "--max-retries",

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import SCRIPT
+from http_helpers import serve_app
+from profile_compare import gym_profile
+
 from ngrp_lib import jsonl, schemas
 
 pytestmark = pytest.mark.vllm
@@ -206,21 +209,7 @@ def test_gym_eval_profile_reads_our_rollouts(vllm_server, tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)
     out = tmp_path / "rollouts.jsonl"
     assert ngrp(*collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4")).returncode == 0
-    proc = subprocess.run(
-        [
-            str(Path(venv) / "bin" / "gym"),
-            "eval",
-            "profile",
-            "--inputs",
-            "rollouts_materialized_inputs.jsonl",
-            "--rollouts",
-            "rollouts.jsonl",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = gym_profile(Path(venv) / "bin" / "gym", tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     profile = [json.loads(x) for x in (tmp_path / "rollouts_reward_profiling.jsonl").read_text().splitlines()]
     assert [(p["_ng_task_index"], p["num_rollouts"]) for p in profile] == [(0, 4), (1, 4), (2, 4)]
@@ -318,9 +307,6 @@ def test_kill_9_at_random_points_then_resume_exactly_once(vllm_server, tmp_path)
 @pytest.fixture
 def verify_server():
     """A minimal resources-server `/verify` (the verifier side only; the model is the real vLLM)."""
-    import asyncio
-    import threading
-
     from aiohttp import web
 
     seen: list[dict] = []
@@ -333,19 +319,10 @@ def verify_server():
         )
         return web.json_response({**body, "reward": float(len(text) > 3), "judge_note": "len>3"})
 
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app.router.add_post("/verify", verify)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}/verify", seen
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=5)
+    with serve_app(app) as url:
+        yield url + "/verify", seen
 
 
 def test_verify_url_and_api_key_never_written(vllm_server, verify_server, tmp_path):
@@ -401,9 +378,6 @@ def test_bad_request_is_not_retried_and_records_gym_failure_fields(vllm_server, 
 @pytest.fixture
 def flaky_proxy(vllm_server):
     """A pass-through proxy in front of the real vLLM that answers 503 to every other request."""
-    import asyncio
-    import threading
-
     import aiohttp
     from aiohttp import web
 
@@ -424,19 +398,10 @@ def flaky_proxy(vllm_server):
         ):
             return web.Response(status=reply.status, body=await reply.read(), content_type="application/json")
 
-    loop = asyncio.new_event_loop()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", forward)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}/v1", calls
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout=5)
+    with serve_app(app) as url:
+        yield url + "/v1", calls
 
 
 def test_503_is_retried_with_backoff_until_it_succeeds(flaky_proxy, tmp_path):

@@ -52,11 +52,12 @@ def test_one_missing_dependency_is_named(tmp_path):
     assert "missing Python packages: orjson\n" in out.stderr and "pip install orjson" in out.stderr
 
 
-def test_validate_and_check_do_not_import_heavy_modules(tmp_path):
+def test_help_validate_and_check_do_not_import_heavy_modules(tmp_path):
     rollouts, inputs = str(GOLDEN / "rollouts.jsonl"), str(GOLDEN / "rollouts_materialized_inputs.jsonl")
     code = (
         f"import sys; sys.path.insert(0, {str(REPO / 'scripts')!r})\n"
         "from ngrp_lib.cli import main\n"
+        "main(['--help'])\n"
         f"main(['validate', {rollouts!r}])\n"
         f"main(['check', '--inputs', {inputs!r}, '--rollouts', {rollouts!r}])\n"
         "heavy = ('numpy', 'aiohttp', 'matplotlib', 'scipy', 'pandas')\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ngrp_lib.errors import UsageError
 from ngrp_lib.gym_run import RunTarget, outcome, resolve_gym_url, stamp
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from ledger_helpers import make_repo, profile_with_means
+
 from ngrp_lib.ledger import read_ledger
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledger_helpers import git, make_repo, profile_with_means, write_profile
+
 from ngrp_lib.errors import InputError, UsageError
 from ngrp_lib.ledger import (
     MetricSource,
@@ -27,8 +28,7 @@ from ngrp_lib.ledger import (
 from ngrp_lib.ledger.campaign import LedgerPaths, parse_deadline, parse_duration_min
 from ngrp_lib.ledger.gitinfo import read_git
 from ngrp_lib.ledger.metric import from_json, from_log, from_profile, lookup
-from ngrp_lib.ledger.paired import paired_t
-from ngrp_lib.ledger.tdist import mean_t_interval, t_quantile
+from ngrp_lib.ledger.paired import compare
 
 T0 = datetime(2026, 3, 24, 8, 0, tzinfo=timezone.utc)
 
@@ -159,24 +159,11 @@ def test_scrub_leaves_ordinary_text(text):
 # --- statistics ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("df", "expected"), sorted(T975.items()))
-def test_t_quantile_matches_printed_table(df, expected):
-    assert t_quantile(0.975, df) == pytest.approx(expected, abs=6e-4)
-    assert t_quantile(0.025, df) == pytest.approx(-expected, abs=6e-4)
-
-
-def test_t_quantile_matches_scipy_closely():
-    stats = pytest.importorskip("scipy.stats")
-    for df in (1, 2, 4, 7, 19, 63, 250, 5000):
-        for p in (0.9, 0.975, 0.995):
-            assert t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-9)
-
-
-def test_paired_t_by_hand(tmp_path):
+def test_paired_compare_by_hand(tmp_path):
     # Per-task means A and B; differences 0.1, 0.2, 0.3, 0.0: mean 0.15, sd sqrt(0.05/3).
     a = profile_with_means(tmp_path / "a.jsonl", [0.5, 0.25, 0.0, 1.0])
     b = profile_with_means(tmp_path / "b.jsonl", [0.6, 0.45, 0.3, 1.0])
-    result = paired_t(a, b)
+    result = compare(a, b)
     half = 3.182446305284263 * math.sqrt(0.05 / 3) / 2.0
     assert result.n_tasks == 4 and result.n_dropped == 0
     assert result.mean_diff == pytest.approx(0.15)
@@ -184,21 +171,23 @@ def test_paired_t_by_hand(tmp_path):
     assert result.mean_a == pytest.approx(0.4375) and result.mean_b == pytest.approx(0.5875)
 
 
-def test_paired_t_uses_shared_tasks_only(tmp_path):
+def test_paired_compare_uses_shared_tasks_only(tmp_path):
     a = write_profile(tmp_path / "a.jsonl", {0: [1, 0], 1: [0, 0], 2: [1, 1]})
     b = write_profile(tmp_path / "b.jsonl", {1: [1, 0], 2: [1, 0], 7: [1, 1]})
-    result = paired_t(a, b)
+    result = compare(a, b)
     assert result.n_tasks == 2 and result.n_dropped == 2
     assert result.mean_diff == pytest.approx(((0.5 - 0.0) + (0.5 - 1.0)) / 2)
 
 
-def test_mean_t_interval_against_statistics_module():
+def test_from_profile_interval_against_statistics_module(tmp_path):
     values = [0.2, 0.9, 0.4, 0.4, 0.75, 0.1]
-    mean, low, high = mean_t_interval(values)
+    got = from_profile(profile_with_means(tmp_path / "p.jsonl", values))
     half = T975[5] * statistics.stdev(values) / math.sqrt(len(values))
-    assert mean == pytest.approx(statistics.fmean(values))
-    assert low == pytest.approx(mean - half, abs=1e-3) and high == pytest.approx(mean + half, abs=1e-3)
-    assert mean_t_interval([0.3]) == (0.3, None, None)
+    assert got.value == pytest.approx(statistics.fmean(values))
+    assert got.ci_low == pytest.approx(got.value - half, abs=1e-3)
+    assert got.ci_high == pytest.approx(got.value + half, abs=1e-3)
+    single = from_profile(profile_with_means(tmp_path / "one.jsonl", [0.3]))
+    assert (single.value, single.ci_low, single.ci_high) == (pytest.approx(0.3), None, None)
 
 
 # --- metric readers -----------------------------------------------------------------------------
@@ -503,21 +492,22 @@ def test_failed_append_leaves_ledger_intact(tmp_path, monkeypatch):
     assert sorted(p.name for p in paths.dir.iterdir()) == ["campaign.json", "results.tsv", "results.tsv.lock"]
 
 
-def test_compare_adapter_agrees_with_fallback(tmp_path):
-    pytest.importorskip("ngrp_lib.compare")
-    from ngrp_lib.ledger.paired import compare
-
+def test_paired_compare_is_scipys_paired_interval(tmp_path):
+    stats = pytest.importorskip("scipy.stats")
     a = write_profile(
         tmp_path / "a.jsonl", {0: [1, 0, 1], 1: [0, 0, 0], 2: [1, 1, 0], 3: [0, 1, 0], 9: [1, 1, 1]}
     )
     b = write_profile(
-        tmp_path / "b.jsonl", {0: [1, 1, 1], 1: [0, 1, 0], 2: [1, 1, 1], 3: [0, 1, 1], 8: [0, 0, 0]}
+        tmp_path / "b.jsonl", {0: [1, 1, 1], 1: [0, 1, 0], 2: [1, 1, 1], 3: [1, 1, 1], 8: [0, 0, 0]}
     )
-    ours, theirs = paired_t(a, b), compare(a, b)
-    assert theirs.method == "paired-t (ngrp compare)"
-    assert (theirs.n_tasks, theirs.n_dropped) == (ours.n_tasks, ours.n_dropped) == (4, 2)
-    for field in ("mean_a", "mean_b", "mean_diff", "ci_low", "ci_high"):
-        assert getattr(theirs, field) == pytest.approx(getattr(ours, field), rel=1e-9)
+    result = compare(a, b)
+    assert result.method == "paired-t (ngrp compare)"
+    assert (result.n_tasks, result.n_dropped) == (4, 2)
+    diffs = [1 / 3, 1 / 3, 1 / 3, 1 / 3 + 1 / 3]  # per-task mean B - A on tasks 0..3
+    low, high = stats.ttest_1samp(diffs, 0.0).confidence_interval(0.95)
+    assert result.mean_diff == pytest.approx(statistics.fmean(diffs), rel=1e-12)
+    assert (result.ci_low, result.ci_high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
+    assert result.mean_a == pytest.approx((2 / 3 + 0 + 2 / 3 + 1 / 3) / 4)
 
 
 def test_compare_to_index_checks(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ngrp_lib import jsonl
 from ngrp_lib.errors import InputError, UsageError
 from ngrp_lib.materialize import MaterializeOptions, expand, materialize, read_task_lines
@@ -58,6 +59,16 @@ def test_existing_task_index_kept_and_not_deduped(tmp_path):
     keys = [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows]
     assert keys == [(42, 0), (42, 1), (99, 0), (99, 1), (0, 0), (0, 1)]
     assert rows[0]["agent_ref"] == {"name": "a", "type": "x"}  # kept byte for byte without --agent
+
+
+def test_unterminated_last_line_is_a_new_task_as_in_gym(tmp_path):
+    # Gym keys on the line as read in text mode: the last line without its newline is not identical.
+    line = b'{"responses_create_params": {"input": "a"}}'
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(line + b"\n" + line + b"\n" + line)
+    rows = expand(read_task_lines(path), MaterializeOptions(agent="a"), path)
+    assert [r["_ng_task_index"] for r in rows] == [0, 0, 1]
+    assert [r["_ng_rollout_index"] for r in rows] == [0, 1, 0]
 
 
 def test_agent_overrides_and_overrides_merge_shallow(tmp_path):

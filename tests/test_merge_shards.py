@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import orjson
 import pytest
+
 from ngrp_lib import jsonl
 from ngrp_lib.errors import FindingsError, InputError, OutputExistsError, UsageError
 from ngrp_lib.merge import canonical_digest, merge_shards

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from profile_compare import compare_outputs
+from profile_compare import PROFILE_ARGS, compare_outputs, gym_profile
 from profile_data import make_run, write_run
 
 pytestmark = pytest.mark.gym
@@ -38,22 +37,6 @@ def gym_bin() -> Path:
     return gym
 
 
-def _gym_profile(gym: Path, folder: Path, partial: bool) -> subprocess.CompletedProcess:
-    args = [
-        str(gym),
-        "eval",
-        "profile",
-        "--inputs",
-        "rollouts_materialized_inputs.jsonl",
-        "--rollouts",
-        "rollouts.jsonl",
-    ]
-    if partial:
-        args.append("++allow_partial_rollouts=True")
-    # Hydra writes outputs/ into the cwd: run inside the case folder (a tmp dir)
-    return subprocess.run(args, cwd=folder, capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.parametrize(("seed", "shape", "tasks", "repeats", "p_missing"), CASES)
 def test_gym_and_ngrp_write_the_same_files(
     gym_bin, tmp_path, run_ngrp, seed, shape, tasks, repeats, p_missing
@@ -62,18 +45,10 @@ def test_gym_and_ngrp_write_the_same_files(
     gym_dir, ours_dir = tmp_path / "gym", tmp_path / "ours"
     write_run(run, gym_dir)
     shutil.copytree(gym_dir, ours_dir)
-    gym = _gym_profile(gym_bin, gym_dir, run.partial)
+    gym = gym_profile(gym_bin, gym_dir, run.partial)
     assert gym.returncode == 0, gym.stderr[-3000:]
     flags = ["--allow-partial"] if run.partial else []
-    ours = run_ngrp(
-        "profile",
-        "--inputs",
-        "rollouts_materialized_inputs.jsonl",
-        "--rollouts",
-        "rollouts.jsonl",
-        *flags,
-        cwd=ours_dir,
-    )
+    ours = run_ngrp("profile", *PROFILE_ARGS, *flags, cwd=ours_dir)
     assert ours.returncode == 0, ours.stderr
     assert compare_outputs(ours_dir / "rollouts.jsonl", gym_dir / "rollouts.jsonl", allow_extras=True) == []
     # the printed summary's Gym lines agree too (paths are relative in both)
@@ -86,15 +61,8 @@ def test_gym_strict_failure_matches(gym_bin, tmp_path, run_ngrp):
     gym_dir, ours_dir = tmp_path / "gym", tmp_path / "ours"
     write_run(run, gym_dir)
     shutil.copytree(gym_dir, ours_dir)
-    gym = _gym_profile(gym_bin, gym_dir, partial=False)
-    ours = run_ngrp(
-        "profile",
-        "--inputs",
-        "rollouts_materialized_inputs.jsonl",
-        "--rollouts",
-        "rollouts.jsonl",
-        cwd=ours_dir,
-    )
+    gym = gym_profile(gym_bin, gym_dir, partial=False)
+    ours = run_ngrp("profile", *PROFILE_ARGS, cwd=ours_dir)
     assert gym.returncode == ours.returncode == 1
     gym_message = gym.stderr.strip().splitlines()[-3].removeprefix("ValueError: ")
     assert gym_message.split(". Missing rollout keys")[0] in ours.stderr

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ngrp_lib.profile import ProfileOptions, merge_profiles, run_profile
 from profile_data import SHAPES, make_run, write_jsonl, write_run
+
+from ngrp_lib.profile import ProfileOptions, merge_profiles, run_profile
 
 GYM = ("_reward_profiling.jsonl", "_agent_metrics.json", "_repeat_level_metrics.json")
 runs = st.builds(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+
 from ngrp_lib.profile.records import InputRec, result_record, run_labels
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from vllm_fixture import build_model
 
 from ngrp_lib import serve_run
 
@@ -34,10 +35,9 @@ SCHEMA = json.loads((REPO / "schemas" / "endpoints.schema.json").read_text())
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("serve-model") / "tiny-serve"
+    # Its own directory (not the session's shared model): the tests look for processes that mention it.
     python = Path(os.environ["NGRP_VLLM_VENV"]) / "bin" / "python"
-    subprocess.run([str(python), str(REPO / "tests" / "support" / "serve_model.py"), str(out)], check=True)
-    return out
+    return build_model(python, tmp_path_factory.mktemp("serve-model") / "tiny-serve")
 
 
 def get_json(url: str) -> dict:

@@ -9,8 +9,9 @@ import jsonschema
 import numpy as np
 import pytest
 from conftest import REPO
-from ngrp_lib.stats.summary import StatsSettings, compute_stats
 from stats_helpers import profile_row, rollout, write_profile, write_rollouts
+
+from ngrp_lib.stats.summary import StatsSettings, compute_stats
 
 SCHEMAS = REPO / "schemas"
 

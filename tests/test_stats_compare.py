@@ -8,9 +8,10 @@ import math
 
 import numpy as np
 import pytest
+from stats_helpers import profile_row, write_profile
+
 from ngrp_lib.compare import compare_profiles, sign_flip_p_value
 from ngrp_lib.errors import FindingsError
-from stats_helpers import profile_row, write_profile
 
 A = [[1, 0], [0, 0], [1, 1]]
 B = [[1, 1], [0, 1], [1, 1]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from ngrp_lib import distributions as D
 
 stats = pytest.importorskip("scipy.stats")
@@ -15,18 +16,66 @@ def test_norm_ppf_matches_scipy(p):
     assert D.norm_ppf(p) == pytest.approx(stats.norm.ppf(p), abs=1e-9)
 
 
-@pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 29, 100, 5000])
+DFS = [1, 2, 3, 4, 5, 7, 9, 10, 29, 30, 99, 100, 101, 250, 1000, 5000, 12345, 1e5, 1e6]
+TAILS = [1e-12, 1e-8, 1e-4, 0.005, 0.025, 0.1, 0.3, 0.45]
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 10: 2.228, 30: 2.042, 100: 1.984}  # printed tables
+
+
+@pytest.mark.parametrize("df", DFS)
+def test_t_ppf_matches_scipy_in_both_tails(df):
+    tol = 1e-11 if df < 1e5 else 1e-10  # the continued fraction converges slowly for huge df
+    for tail in TAILS:
+        for p in (tail, 1.0 - tail):
+            assert math.isclose(D.t_ppf(p, df), stats.t.ppf(p, df), rel_tol=tol), (p, df)
+    for p in (0.51, 0.6, 0.75, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995, 0.999):
+        assert math.isclose(D.t_ppf(p, df), stats.t.ppf(p, df), rel_tol=tol), (p, df)
+
+
+def test_t_ppf_tails_beyond_doubles_near_one():
+    # Reflection through 1 - p would round 1e-12 away; the lower tail is solved as given.
+    assert math.isclose(D.t_ppf(1e-12, 1), -1.0 / math.tan(math.pi * 1e-12), rel_tol=1e-12)
+    assert math.isclose(D.t_ppf(1e-300, 1), -1.0 / math.tan(math.pi * 1e-300), rel_tol=1e-12)
+    # t with 3 df: P(T < t) ~ 2 sqrt(3) / (pi |t|^3) far out (scipy returns inf here).
+    t = D.t_ppf(1e-200, 3)
+    assert math.isclose(2 * math.sqrt(3) / (math.pi * abs(t) ** 3), 1e-200, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("df", [3, 4, 10, 1e6])
+def test_t_ppf_near_the_centre(df):
+    # p = 1/2 - d: t = -d / pdf(0) + O(d^3); scipy itself loses ~1e-9 here for df=4 (checked with mpmath).
+    p = 0.5 - 1e-7
+    assert math.isclose(D.t_ppf(p, df), -(0.5 - p) / stats.t.pdf(0.0, df), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 9, 29, 100, 5000, 1e6])
 @pytest.mark.parametrize("p", [0.005, 0.025, 0.1, 0.6, 0.975, 0.995])
-def test_t_ppf_and_cdf_match_scipy(df, p):
-    assert D.t_ppf(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-8, abs=1e-10)
+def test_t_cdf_inverts_scipys_quantile(df, p):
     x = stats.t.ppf(p, df)
     assert D.t_cdf(x, df) == pytest.approx(p, abs=1e-11)
+    assert D.t_two_sided_p(x, df) == pytest.approx(2 * min(p, 1 - p), rel=1e-9)
 
 
-def test_t_quantile_hand_value():
-    # Printed tables: t_{0.975, 2} = 4.303, t_{0.975, 10} = 2.228.
-    assert D.t_ppf(0.975, 2) == pytest.approx(4.30265, abs=1e-5)
-    assert D.t_ppf(0.975, 10) == pytest.approx(2.22814, abs=1e-5)
+def test_t_quantile_hand_values():
+    # closed forms: df=1 is Cauchy, tan(pi * 0.475); df=2 is 2(q - 1/2) sqrt(2 / (4q(1-q)))
+    assert math.isclose(D.t_ppf(0.975, 1), math.tan(math.pi * 0.475), rel_tol=1e-13)
+    assert math.isclose(D.t_ppf(0.975, 2), 0.95 * math.sqrt(2 / (4 * 0.975 * 0.025)), rel_tol=1e-13)
+    assert math.isclose(D.t_ppf(0.975, 3), 3.182446305284263, rel_tol=1e-9)
+    assert math.isclose(D.t_ppf(0.025, 9), -D.t_ppf(0.975, 9), rel_tol=1e-14)  # 1 - 0.975 != 0.025
+    assert D.t_ppf(0.5, 4) == 0.0
+    assert (D.t_ppf(0.0, 3), D.t_ppf(1.0, 3)) == (-math.inf, math.inf)
+    assert math.isnan(D.t_ppf(0.5, 0)) and math.isnan(D.t_ppf(1.5, 3))
+
+
+@pytest.mark.parametrize(("df", "expected"), sorted(T975.items()))
+def test_t_quantile_matches_printed_table(df, expected):
+    assert D.t_ppf(0.975, df) == pytest.approx(expected, abs=6e-4)
+    assert D.t_ppf(0.025, df) == pytest.approx(-expected, abs=6e-4)
+
+
+def test_betainc_matches_scipy():
+    special = pytest.importorskip("scipy.special")
+    for a, b, x in [(0.5, 0.5, 0.3), (2, 3, 0.4), (10, 0.5, 0.95), (0.5, 40, 0.01), (500, 0.5, 0.999)]:
+        assert math.isclose(D.betainc(a, b, x), special.betainc(a, b, x), rel_tol=1e-12)
 
 
 @pytest.mark.parametrize("table", [(3, 1, 1, 3), (0, 5, 5, 0), (2, 2, 2, 2), (10, 0, 3, 7), (1, 15, 9, 7)])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ngrp_lib.stats import estimators as E
 from ngrp_lib.stats import length as L
 from ngrp_lib.stats.majority import answer_classes, majority_at_k, majority_curve

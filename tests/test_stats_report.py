@@ -10,9 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stats_helpers import rollout, write_profile, write_rollouts
+
 from ngrp_lib.report import build_report
 from ngrp_lib.stats.summary import StatsSettings
-from stats_helpers import rollout, write_profile, write_rollouts
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 

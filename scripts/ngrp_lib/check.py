@@ -8,6 +8,7 @@ command that fixes them. Errors make the exit code 1; warnings and notes do not.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,18 +134,27 @@ def _label(row: dict[str, Any]) -> str | None:
     return name
 
 
-def _read_inputs(path: Path, agents: _Agents) -> tuple[FileStats, dict[Any, int]]:
-    stats = FileStats(str(path))
-    expected: dict[Any, int] = {}
+def _first_keys(
+    path: Path, stats: FileStats, seen: dict[Any, int], first_line: Callable[[int], int] = int
+) -> Iterator[tuple[int, dict[str, Any], Any, Any]]:
+    """(line, row, key, packed key) of the rows whose key is not in `seen` yet; rows without a key and
+    repeats of a key (`first_line(seen[packed])` gives where it was first) are counted in `stats`."""
     for line, row in _scan(path, stats):
         key = rollout_key(row)
         if key is None:
             stats.rows_without_key += 1
             continue
         packed = pack_key(key)
-        if packed in expected:
-            stats.note_duplicate(key, expected[packed] >> _AGENT_BITS, line)
+        if packed in seen:
+            stats.note_duplicate(key, first_line(seen[packed]), line)
             continue
+        yield line, row, key, packed
+
+
+def _read_inputs(path: Path, agents: _Agents) -> tuple[FileStats, dict[Any, int]]:
+    stats = FileStats(str(path))
+    expected: dict[Any, int] = {}  # packed key -> first line and agent id, packed in one int
+    for line, row, _key, packed in _first_keys(path, stats, expected, lambda slot: slot >> _AGENT_BITS):
         expected[packed] = (line << _AGENT_BITS) | agents.id(_label(row))
     return stats, expected
 
@@ -165,15 +175,7 @@ def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tup
     stats, tally = FileStats(str(path)), _RolloutTally()
     completed, last = tally.completed, (-1, -1)
     mask = (1 << _AGENT_BITS) - 1
-    for line, row in _scan(path, stats):
-        key = rollout_key(row)
-        if key is None:
-            stats.rows_without_key += 1
-            continue
-        packed = pack_key(key)
-        if packed in completed:
-            stats.note_duplicate(key, completed[packed], line)
-            continue
+    for line, row, key, packed in _first_keys(path, stats, completed):
         completed[packed] = line
         if key < last:
             tally.sorted_by_key = False

@@ -22,13 +22,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("ngrp_lib.commands.serve", "Start or stop local vLLM servers; write an endpoints file."),
     "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
-    "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k, summary), strict or partial."),
+    "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k), strict or partial."),
     "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),
     "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
     "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
     "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
     "merge": ("ngrp_lib.commands.merge", "Merge rollout shards: dedupe identical keys, refuse conflicts."),
-    "ledger": ("ngrp_lib.commands.ledger", "Research ledger: init a campaign, record runs, check stop rules."),
+    "ledger": ("ngrp_lib.commands.ledger", "Research ledger: init campaigns, record runs, check stop rules."),
 }
 
 EPILOG = """\b

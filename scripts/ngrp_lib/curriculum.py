@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifacts import TASK_KEY, is_index
-from .errors import FindingsError, InputError, UsageError
-from .jsonl import Row, atomic_output, dumps, iter_rows, tail_state
+from .artifacts import TASK_KEY
+from .errors import FindingsError, UsageError
+from .jsonl import Row, atomic_output, dumps, iter_rows
+from .materialize import TaskNumbering
 from .stats import estimators as E
 from .stats.load import load_profile
 
@@ -33,17 +34,15 @@ class TaskLines:
 def map_task_lines(path: Path | str) -> TaskLines:
     """Replicate Gym's task numbering over an original tasks file; refuse ambiguous files."""
     path = Path(path)
-    unterminated_last = tail_state(path) == "unterminated" if path.exists() else False
+    numbering = TaskNumbering.for_source(path)
     rows = list(iter_rows(path))
-    auto: dict[bytes, int] = {}
     explicit: dict[int, Row] = {}
     mapping: dict[int, list[Row]] = {}
     duplicates = 0
-    for pos, row in enumerate(rows):
+    for row in rows:
+        seen = len(numbering.auto)
+        index = numbering.index(row, path)
         if TASK_KEY in row.data:
-            index = row.data[TASK_KEY]
-            if not is_index(index):
-                raise InputError(f"{TASK_KEY} is not a non-negative integer", path=path, line=row.line)
             if index in explicit and explicit[index].raw != row.raw:
                 raise FindingsError(
                     f"{path}: lines {explicit[index].line} and {row.line} are different tasks with "
@@ -52,12 +51,9 @@ def map_task_lines(path: Path | str) -> TaskLines:
                 )
             explicit[index] = row
         else:
-            # Gym keys on the line as read in text mode: the last line differs if it lacks its newline.
-            key = row.raw + (b"" if unterminated_last and pos == len(rows) - 1 else b"\n")
-            duplicates += key in auto
-            index = auto.setdefault(key, len(auto))
+            duplicates += len(numbering.auto) == seen  # no new index: a byte-identical earlier line
         mapping.setdefault(index, []).append(row)
-    _refuse_mixed(path, mapping, explicit, auto)
+    _refuse_mixed(path, mapping, explicit, numbering.auto)
     return TaskLines(mapping, len(rows), duplicates)
 
 

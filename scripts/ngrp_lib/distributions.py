@@ -5,10 +5,11 @@ Pure Python (math only): each function works on scalars. Tests compare every one
 
 from __future__ import annotations
 
+import functools
 import math
-from functools import lru_cache
 
-_EPS = 1e-15
+_EPS = 1e-16
+_TINY = 1e-300
 
 
 def norm_cdf(x: float) -> float:
@@ -51,81 +52,148 @@ def _acklam(p: float) -> float:
     return num / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    # Continued fraction for the incomplete beta (modified Lentz), as in Numerical Recipes.
-    tiny = 1e-300
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """Continued fraction for the incomplete beta (modified Lentz; Numerical Recipes `betacf`)."""
     qab, qap, qam = a + b, a + 1.0, a - 1.0
     c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
+    d = 1.0 / (d if abs(d) > _TINY else _TINY)
     h = d
-    for m in range(1, 10000):
+    for m in range(1, 100_000):
         m2 = 2 * m
         aa = m * (b - m) * x / ((qam + m2) * (a + m2))
         d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
         c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
+        c = c if abs(c) > _TINY else _TINY
         h *= d * c
         aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
         d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
         c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
+        c = c if abs(c) > _TINY else _TINY
         delta = d * c
         h *= delta
         if abs(delta - 1.0) < _EPS:
-            break
-    return h
+            return h
+    raise ArithmeticError(f"incomplete beta did not converge (a={a}, b={b}, x={x})")
+
+
+def _stirling_tail(z: float) -> float:
+    return 1.0 / (12 * z) - 1.0 / (360 * z**3) + 1.0 / (1260 * z**5)
+
+
+def lgamma_ratio(a: float, b: float) -> float:
+    """lgamma(a + b) - lgamma(a), without the cancellation of two huge lgammas when a is large."""
+    if a < 100.0:
+        return math.lgamma(a + b) - math.lgamma(a)
+    return b * math.log(a) + (a + b - 0.5) * math.log1p(b / a) - b + _stirling_tail(a + b) - _stirling_tail(a)
+
+
+def log_beta(a: float, b: float) -> float:
+    big, small = max(a, b), min(a, b)
+    return math.lgamma(small) - lgamma_ratio(big, small)
 
 
 def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b)."""
+    """Regularized incomplete beta I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
     if x <= 0.0:
         return 0.0
     if x >= 1.0:
         return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    return _betainc(a, b, x, 1.0 - x, math.log(x), math.log1p(-x))
+
+
+def _betainc(a: float, b: float, x: float, y: float, log_x: float, log_y: float) -> float:
+    """I_x(a, b) given y = 1 - x and both logs, each computed precisely by the caller."""
+    front = math.exp(-log_beta(a, b) + a * log_x + b * log_y)
     if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+        return front * _beta_cf(a, b, x) / a
+    return 1.0 - front * _beta_cf(b, a, y) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """Upper tail P(T > t) of Student's t with `df` degrees of freedom, for t >= 0."""
+    if t <= 0.0:
+        return 0.5
+    u = t * t / df
+    x, y = 1.0 / (1.0 + u), u / (1.0 + u)
+    return 0.5 * _betainc(df / 2.0, 0.5, x, y, -math.log1p(u), math.log(u) - math.log1p(u))
 
 
 def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) of Student's t with `df` degrees of freedom."""
     if math.isnan(t) or df <= 0:
         return math.nan
     if math.isinf(t):
         return 1.0 if t > 0 else 0.0
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
+    return 1.0 - t_sf(t, df) if t > 0 else t_sf(-t, df)
 
 
-@lru_cache(maxsize=1024)
-def t_ppf(p: float, df: float) -> float:
-    """Student-t quantile by bracketing and bisection on t_cdf (monotone), then Newton polish."""
-    if df <= 0 or math.isnan(df) or not 0.0 < p < 1.0:
-        return {0.0: -math.inf, 1.0: math.inf}.get(p, math.nan) if df > 0 else math.nan
-    if p == 0.5:
+def t_pdf(t: float, df: float) -> float:
+    log_norm = lgamma_ratio(df / 2, 0.5) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+
+
+@functools.lru_cache(maxsize=4096)
+def t_ppf(q: float, df: float) -> float:
+    """Quantile (inverse CDF) of Student's t: the t with P(T <= t) = q."""
+    if not 0.0 < q < 1.0 or df <= 0 or math.isnan(df):
+        if q in (0.0, 1.0) and df > 0:
+            return math.copysign(math.inf, q - 0.5)
+        return math.nan
+    if q == 0.5:
         return 0.0
-    if p < 0.5:
-        return -t_ppf(1.0 - p, df)
-    lo, hi = 0.0, max(1.0, norm_ppf(p))
-    while t_cdf(hi, df) < p:
+    # Work on the smaller tail as given: q itself below 1/2, 1 - q (exact there) above.
+    tail, sign = (q, -1.0) if q < 0.5 else (1.0 - q, 1.0)
+    if df == 1:
+        return sign / math.tan(math.pi * tail)
+    if df == 2:
+        return sign * (1.0 - 2.0 * tail) * math.sqrt(2.0 / (4.0 * tail * (1.0 - tail)))
+    return sign * _newton_upper(tail, df)
+
+
+def t_central(t: float, df: float) -> float:
+    """P(|T| < t) for t >= 0: precise near the centre, where 1 - 2 * sf would cancel."""
+    if t <= 0.0:
+        return 0.0
+    u = t * t / df
+    x, y = u / (1.0 + u), 1.0 / (1.0 + u)
+    return _betainc(0.5, df / 2.0, x, y, math.log(u) - math.log1p(u), -math.log1p(u))
+
+
+def _newton_upper(tail: float, df: float) -> float:
+    """Solve P(T > t) = tail for t > 0: bracket, then Newton with bisection as the safeguard."""
+    if tail >= 0.25:
+        target = 1.0 - 2.0 * tail  # exact in floating point for tail in [0.25, 0.5]
+        excess = lambda t: target - t_central(t, df)  # noqa: E731 - decreasing in t
+        slope = 2.0
+    else:
+        excess = lambda t: t_sf(t, df) - tail  # noqa: E731
+        slope = 1.0
+    lo, hi = 0.0, 1.0
+    while excess(hi) > 0:
         lo, hi = hi, hi * 2.0
+    t = (lo + hi) / 2.0
     for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
+        f = excess(t)
+        if f > 0:
+            lo = t
         else:
-            hi = mid
-        if hi - lo < 1e-13 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+            hi = t
+        pdf = t_pdf(t, df)
+        candidate = t + f / (slope * pdf) if pdf > 0 else math.nan  # nan: bisect instead
+        if not lo < candidate < hi:
+            candidate = (lo + hi) / 2.0
+        if abs(candidate - t) <= 1e-15 * max(1.0, abs(t)):
+            return candidate
+        t = candidate
+    return t
 
 
 def t_two_sided_p(t: float, df: float) -> float:
     if math.isnan(t) or df <= 0:
         return math.nan
-    return min(1.0, 2.0 * t_cdf(-abs(t), df))
+    return min(1.0, 2.0 * t_sf(abs(t), df))
 
 
 def log_comb(n: int, k: int) -> float:

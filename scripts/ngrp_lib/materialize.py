@@ -83,11 +83,47 @@ def read_task_lines(path: Path | str, limit: int | None = None) -> Iterator[json
             raise InputError(f"malformed task row: {record.message}", path=path, line=record.line)
 
 
+class TaskNumbering:
+    """Gym's task numbering: a row's own `_ng_task_index` is kept; otherwise byte-identical input lines
+    share one index, numbered in order of first appearance.
+
+    Gym keys on the line as read in text mode, newline included, so an unterminated last line is a
+    different task from the same text earlier in the file. `unterminated_line` is that line's number.
+    """
+
+    def __init__(self, unterminated_line: int | None = None) -> None:
+        self.unterminated_line = unterminated_line
+        self.auto: dict[bytes, int] = {}  # line as Gym reads it -> assigned index
+
+    @classmethod
+    def for_source(cls, source: Path | str) -> TaskNumbering:
+        return cls(unterminated_last_line(source) if Path(source).is_file() else None)
+
+    def index(self, record: jsonl.Row, source: Path | str) -> int:
+        if TASK_KEY in record.data:
+            index = record.data[TASK_KEY]
+            if not is_index(index):
+                raise InputError(
+                    f"{TASK_KEY} must be a non-negative integer, got {index!r}", path=source, line=record.line
+                )
+            return index
+        key = record.raw + (b"" if record.line == self.unterminated_line else b"\n")
+        return self.auto.setdefault(key, len(self.auto))
+
+
+def unterminated_last_line(path: Path | str) -> int | None:
+    """The number of the file's last line when it is a complete row without its newline, else None."""
+    if jsonl.tail_state(path) != "unterminated":
+        return None
+    with open(path, "rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b"")) + 1
+
+
 def expand(
     rows: Iterable[jsonl.Row], options: MaterializeOptions, source: Path | str = "<tasks>"
 ) -> list[dict]:
     """Gym's expansion of task rows into materialized rows, in dispatch order."""
-    task_of_line: dict[bytes, int] = {}
+    numbering = TaskNumbering.for_source(source)
     next_rollout: Counter[int] = Counter()
     missing_agent: list[int] = []
     out: list[dict] = []
@@ -97,14 +133,7 @@ def expand(
             missing_agent.append(record.line)
             continue
         _merge_overrides(row, options.overrides, source, record.line)
-        if TASK_KEY not in row:
-            row[TASK_KEY] = task_of_line.setdefault(record.raw, len(task_of_line))
-        elif not is_index(row[TASK_KEY]):
-            raise InputError(
-                f"{TASK_KEY} must be a non-negative integer, got {row[TASK_KEY]!r}",
-                path=source,
-                line=record.line,
-            )
+        row[TASK_KEY] = numbering.index(record, source)
         for _ in range(options.num_repeats):
             copy = dict(row)
             copy[ROLLOUT_KEY] = next_rollout[row[TASK_KEY]]

@@ -14,7 +14,7 @@ from typing import Any
 from . import plots
 from .artifacts import failures_path_for
 from .jsonl import atomic_output, iter_rows
-from .stats.render import num, pval
+from .stats.render import K_METRICS, num, pval
 from .stats.summary import StatsSettings, compute_stats
 
 CSS = """
@@ -93,13 +93,7 @@ def _headline(o: dict) -> str:
     ]
     if o["pass_rate"]:
         rows.append(_estimate_row("pass rate", o["pass_rate"]))
-    for name, label in (
-        ("pass_at_k", "pass@{k}"),
-        ("pass_hat_k", "pass^{k}"),
-        ("majority_at_k", "maj@{k}"),
-        ("best_of_k", "E[best of {k}]"),
-        ("worst_of_k", "E[worst of {k}]"),
-    ):
+    for name, label in K_METRICS:
         entry = _largest_full_k(o.get(name) or [], o["n_tasks"])
         if entry:
             rows.append(_estimate_row(label.format(k=entry["k"]), entry))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,6 +14,25 @@ json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print a JSON summary on stdout instead of text."
 )
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace existing output files.")
+
+# Options of the commands that read a reward profile (stats, report, compare, curriculum).
+PROFILE_PATH = click.Path(path_type=Path, dir_okay=False)
+profile_argument = click.argument("profile", type=PROFILE_PATH)
+answer_key_option = click.option(
+    "--answer-key", metavar="K", help="Rollout field holding the final answer, for majority@k."
+)
+
+
+def pass_threshold_option(help: str = "Success means reward >= X (non-binary rewards).") -> Callable:
+    return click.option("--pass-threshold", type=float, metavar="X", help=help)
+
+
+def bootstrap_option(help: str = "Bootstrap replicates.") -> Callable:
+    return click.option("--bootstrap", "n_bootstrap", type=int, default=2000, show_default=True, help=help)
+
+
+def seed_option(help: str = "Bootstrap seed.") -> Callable:
+    return click.option("--seed", type=int, default=0, show_default=True, help=help)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -6,36 +6,22 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option
+from ._common import PROFILE_PATH, bootstrap_option, emit, json_option, pass_threshold_option, seed_option
 
 
 @click.command("compare")
-@click.argument("profile_a", type=click.Path(path_type=Path, dir_okay=False))
-@click.argument("profile_b", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("profile_a", type=PROFILE_PATH)
+@click.argument("profile_b", type=PROFILE_PATH)
 @click.option(
     "--intersect", is_flag=True, help="Compare only the tasks both runs have; report how many were dropped."
 )
 @click.option("--metric", default="reward", show_default=True, help="Per-rollout field to compare.")
-@click.option(
-    "--pass-threshold",
-    type=float,
-    metavar="X",
-    help="Success means value >= X (for McNemar and flips when the metric is not 0/1).",
-)
+@pass_threshold_option("Success means value >= X (for McNemar and flips when the metric is not 0/1).")
 @click.option(
     "--alpha", type=float, default=0.05, show_default=True, help="Level for flips (BH) and the MDE."
 )
-@click.option(
-    "--bootstrap",
-    "n_bootstrap",
-    type=int,
-    default=2000,
-    show_default=True,
-    help="Paired bootstrap replicates (tasks resampled).",
-)
-@click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed for the bootstrap and permutations."
-)
+@bootstrap_option("Paired bootstrap replicates (tasks resampled).")
+@seed_option("Seed for the bootstrap and permutations.")
 @json_option
 def command(
     profile_a: Path,

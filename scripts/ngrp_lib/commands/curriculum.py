@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option, overwrite_option
+from ._common import emit, json_option, overwrite_option, pass_threshold_option, profile_argument
 
 
 def _render(result) -> str:
@@ -34,7 +34,7 @@ def _render(result) -> str:
 
 
 @click.command("curriculum")
-@click.argument("profile", type=click.Path(path_type=Path, dir_okay=False))
+@profile_argument
 @click.option(
     "--tasks",
     "tasks",
@@ -72,9 +72,7 @@ def _render(result) -> str:
     show_default=True,
     help="Field name for the pass rate written into each row ('<key>_n' holds its n).",
 )
-@click.option(
-    "--pass-threshold", type=float, metavar="X", help="Success means reward >= X (non-binary rewards)."
-)
+@pass_threshold_option()
 @click.option("--agent", help="With fan-out profiles (several agents per task): whose pass rates to use.")
 @overwrite_option
 @json_option

@@ -6,11 +6,20 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option, overwrite_option
+from ._common import (
+    answer_key_option,
+    bootstrap_option,
+    emit,
+    json_option,
+    overwrite_option,
+    pass_threshold_option,
+    profile_argument,
+    seed_option,
+)
 
 
 @click.command("report")
-@click.argument("profile", type=click.Path(path_type=Path, dir_okay=False))
+@profile_argument
 @click.option(
     "--rollouts",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -28,14 +37,10 @@ from ._common import emit, json_option, overwrite_option
     type=click.Path(path_type=Path, dir_okay=False),
     help="HTML file to write (default: <profile stem>_report.html next to the profile).",
 )
-@click.option(
-    "--pass-threshold", type=float, metavar="X", help="Success means reward >= X (non-binary rewards)."
-)
-@click.option("--answer-key", metavar="K", help="Rollout field holding the final answer, for majority@k.")
-@click.option(
-    "--bootstrap", "n_bootstrap", type=int, default=2000, show_default=True, help="Bootstrap replicates."
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@pass_threshold_option()
+@answer_key_option
+@bootstrap_option()
+@seed_option()
 @overwrite_option
 @json_option
 def command(

@@ -6,11 +6,19 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option
+from ._common import (
+    answer_key_option,
+    bootstrap_option,
+    emit,
+    json_option,
+    pass_threshold_option,
+    profile_argument,
+    seed_option,
+)
 
 
 @click.command("stats")
-@click.argument("profile", type=click.Path(path_type=Path, dir_okay=False))
+@profile_argument
 @click.option(
     "--rollouts",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -21,23 +29,11 @@ from ._common import emit, json_option
     metavar="agent|FIELD",
     help="Also report per agent, or per value of a dataset field in `sample` (e.g. difficulty).",
 )
-@click.option(
-    "--pass-threshold",
-    type=float,
-    metavar="X",
-    help="Success means reward >= X (needed for pass metrics when rewards are not 0/1).",
-)
-@click.option("--answer-key", metavar="K", help="Rollout field holding the final answer, for majority@k.")
+@pass_threshold_option("Success means reward >= X (needed for pass metrics when rewards are not 0/1).")
+@answer_key_option
 @click.option("--k", "k_list", metavar="LIST", help="k values such as 1,2,4,8 (default: every k up to n).")
-@click.option(
-    "--bootstrap",
-    "n_bootstrap",
-    type=int,
-    default=2000,
-    show_default=True,
-    help="Cluster-bootstrap replicates (tasks resampled whole); 0 turns it off.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@bootstrap_option("Cluster-bootstrap replicates (tasks resampled whole); 0 turns it off.")
+@seed_option()
 @click.option(
     "--target-width",
     type=float,

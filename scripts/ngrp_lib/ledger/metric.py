@@ -10,8 +10,8 @@ from typing import Any
 
 from ..errors import InputError, UsageError
 from ..jsonl import read_json
+from ..stats.uncertainty import t_interval
 from .paired import task_means
-from .tdist import mean_t_interval
 
 _VALUE_KEYS = ("value", "mean", "estimate", "point")
 _LOW_KEYS = ("ci_low", "low", "lower", "ci_lower")
@@ -158,8 +158,9 @@ def _keys_hint(data: Any) -> str:
 def from_profile(path: Path, metric: str = "reward") -> Reading:
     """Task-weighted mean of per-task means, with a 95% t interval over tasks."""
     means = list(task_means(path, metric).values())
-    value, low, high = mean_t_interval(means)
-    return Reading(value, low, high, len(means), f"{path}:{metric}")
+    interval = t_interval(means)
+    low, high = (interval.ci_low, interval.ci_high) if interval.n >= 2 else (None, None)
+    return Reading(interval.value, low, high, len(means), f"{path}:{metric}")
 
 
 def from_log(path: Path, pattern: str) -> Reading:

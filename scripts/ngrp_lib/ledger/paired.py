@@ -1,9 +1,4 @@
-"""Paired comparison of two reward profiles, for the keep/discard suggestion.
-
-Uses the `stats` toolkit's `compare_profiles` when it is present; otherwise a small paired t interval
-over per-task means computed here (same definition: per-task mean of `rollout_infos[*].<metric>`,
-difference B − A on the tasks both profiles hold).
-"""
+"""Paired comparison of two reward profiles, for the keep/discard suggestion (via `ngrp compare`)."""
 
 from __future__ import annotations
 
@@ -12,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifacts import TASK_KEY
+from ..compare import compare_profiles
 from ..errors import InputError
 from ..jsonl import iter_rows
-from .tdist import mean_t_interval
 
 
 @dataclass(frozen=True)
@@ -53,26 +48,8 @@ def task_means(path: Path, metric: str = "reward") -> dict[int, float]:
     return means
 
 
-def paired_t(a: Path, b: Path, metric: str = "reward") -> Paired:
-    """Paired t interval of B − A over the tasks present in both profiles."""
-    means_a, means_b = task_means(a, metric), task_means(b, metric)
-    shared = sorted(means_a.keys() & means_b.keys())
-    if not shared:
-        raise InputError(f"{a} and {b} share no task ({TASK_KEY}); they cannot be paired")
-    dropped = len(means_a.keys() | means_b.keys()) - len(shared)
-    diffs = [means_b[t] - means_a[t] for t in shared]
-    mean_diff, low, high = mean_t_interval(diffs)
-    mean_a = math.fsum(means_a[t] for t in shared) / len(shared)
-    mean_b = math.fsum(means_b[t] for t in shared) / len(shared)
-    return Paired(len(shared), dropped, mean_a, mean_b, mean_diff, low, high, "paired-t (ledger)")
-
-
 def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
-    """B − A with a 95% paired interval, from the stats toolkit if available."""
-    try:
-        from ..compare import compare_profiles  # provided by the stats work; optional here
-    except ImportError:
-        return paired_t(a, b, metric)
+    """B − A with a 95% paired t interval over the tasks both profiles hold."""
     # Only the paired t interval is used here; the bootstrap would cost time for nothing.
     result = compare_profiles(a, b, intersect=True, metric=metric, n_bootstrap=0)
     return Paired(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tdist import t_ppf
+from ..distributions import t_ppf
 
 STATS = ("mean", "max", "min", "median", "std")
 CONFIDENCE = 0.95

@@ -5,6 +5,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+# The per-k estimators of a stats scope, with their display labels ({k} filled in).
+K_METRICS = (
+    ("pass_at_k", "pass@{k}"),
+    ("pass_hat_k", "pass^{k}"),
+    ("majority_at_k", "maj@{k}"),
+    ("best_of_k", "E[best of {k}]"),
+    ("worst_of_k", "E[worst of {k}]"),
+)
+
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
 MAX_FLIPS = 15
@@ -70,13 +79,7 @@ def render_scope(scope: dict) -> list[str]:
     )
     if scope["pass_rate"]:
         lines.append(_row("pass rate", scope["pass_rate"]))
-    for name, label in (
-        ("pass_at_k", "pass@{k}"),
-        ("pass_hat_k", "pass^{k}"),
-        ("majority_at_k", "maj@{k}"),
-        ("best_of_k", "E[best of {k}]"),
-        ("worst_of_k", "E[worst of {k}]"),
-    ):
+    for name, label in K_METRICS:
         for entry in shown_ks(scope.get(name) or []):
             lines.append(_row(label.format(k=entry["k"]), entry))
     lines.extend(_variance_lines(scope))

@@ -1,0 +1,30 @@
+"""A small aiohttp app run in a background thread, for tests that need a real HTTP peer."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve an `aiohttp.web.Application` on a free local port; yields `http://127.0.0.1:PORT`."""
+    import asyncio
+    import threading
+
+    from aiohttp import web
+
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
