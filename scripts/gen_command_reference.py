@@ -38,6 +38,7 @@ overwrite, 3 unreadable or malformed input.
 def _help_text(args: list[str]) -> str:
     """Run `ngrp ARGS --help` through the real click group and return what it prints."""
     from click.testing import CliRunner
+
     from ngrp_lib.cli import cli
 
     result = CliRunner().invoke(cli, [*args, "--help"], prog_name="ngrp", env={"COLUMNS": WIDTH})
@@ -60,6 +61,7 @@ def _module_missing(module: str) -> bool:
 def _subcommands(name: str) -> list[str]:
     """Names of the subcommands when the command is a click group (for example `ledger init`)."""
     import click
+
     from ngrp_lib.cli import COMMANDS
 
     command = importlib.import_module(COMMANDS[name][0]).command

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from skill_lint import broken_links, invisible_characters, relative_targets, split_frontmatter
+from skill_lint import broken_links, invisible_characters, split_frontmatter
 
 REPO = Path(__file__).resolve().parents[1]
 SKILL = REPO / "SKILL.md"
@@ -105,7 +105,6 @@ def test_every_reference_exists_and_is_pointed_to():
 def test_links_resolve(doc):
     problems = broken_links(doc, REPO, FOREIGN)
     assert not problems, problems
-
 
 
 def test_link_checker_catches_a_broken_link(tmp_path):
