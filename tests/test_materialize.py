@@ -28,6 +28,11 @@ STACK = "gym-stack"
             "dedup_demo",
             ["--num-repeats", "2", "--agent", "math_simple_agent"],
         ),
+        (
+            "raw_inputs.jsonl",
+            "case_fan_out",
+            ["--num-repeats", "2", "--agent", "math_source", "--fan-out", "math_source=agent_a,agent_b"],
+        ),
     ],
 )
 def test_cli_matches_gym_bytes(run_ngrp, golden, tmp_path, raw, golden_file, args):
@@ -133,3 +138,28 @@ def test_refuses_existing_output(run_ngrp, golden, tmp_path):
     schema = json.loads((REPO / "schemas" / "materialize_result.schema.json").read_text())
     Draft202012Validator(schema).validate(json.loads(proc.stdout))
     assert len(list(jsonl.iter_rows(out))) == 3
+
+
+def test_fan_out_by_task_source_keeps_counting_rollouts(tmp_path):
+    lines = [
+        '{"responses_create_params": {"input": "q"}, "task_source": "math"}',
+        '{"responses_create_params": {"input": "r"}, "agent_ref": {"name": "solo"}}',
+    ]
+    rows = _rows(tmp_path, lines, num_repeats=2, fan_out={"math": ("a", "b", "c")})
+    got = [(r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]) for r in rows]
+    assert got == [
+        (0, 0, "a"), (0, 1, "a"), (0, 2, "b"), (0, 3, "b"), (0, 4, "c"), (0, 5, "c"),
+        (1, 0, "solo"), (1, 1, "solo"),
+    ]  # fmt: skip
+    # agent_ref comes before the identity stamps, as in Gym's rows
+    assert list(rows[0]) == ["responses_create_params", "task_source", "agent_ref", "_ng_task_index",
+                             "_ng_rollout_index"]  # fmt: skip
+
+
+@pytest.mark.parametrize("spec", ["nokey", "=a,b", "k=", "k=,,", "k=a k=b"])
+def test_fan_out_spec_errors_are_usage_errors(run_ngrp, golden, tmp_path, spec):
+    args = [arg for part in spec.split(" ") for arg in ("--fan-out", part)]
+    proc = run_ngrp("materialize", "--input", golden / "raw_inputs.jsonl", "--output", tmp_path / "o.jsonl",
+                    "--agent", "k", *args)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "--fan-out" in proc.stderr and "Traceback" not in proc.stderr

@@ -8,10 +8,13 @@
 - `_ng_rollout_index` is a per-task counter that keeps going across duplicate lines.
 - `seed_per_repeat` sets `responses_create_params.metadata.extra_body` to the JSON string
   `{"seed": <rollout index>}` (merged into an existing `extra_body` string).
+- `fan_out` ({routing key: [agent, ...]}) runs each row whose routing key (its agent name after routing, else
+  its `task_source`) is listed once per agent, with that agent's `agent_ref`; the rollout counter keeps going
+  across the agents, so with 2 agents x 2 repeats agent_a gets rollouts 0,1 and agent_b 2,3.
 - Order is "aabbcc"; `interleave` stable-sorts by rollout index ("abcabc").
 - `limit` counts physical input lines, as Gym's does.
 
-Not supported (Gym-only): fan-out, per-agent `num_repeats` dicts, prompt configs, skills, task sources
+Not supported (Gym-only): per-agent `num_repeats` dicts, prompt configs, skills, task sources
 resolved through a Gym config (such rows are kept as they are, without an `agent_ref`).
 """
 
@@ -42,6 +45,7 @@ class MaterializeOptions:
     interleave: bool = False
     limit: int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    fan_out: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.num_repeats < 1:
@@ -58,6 +62,7 @@ class MaterializeOptions:
             "interleave": self.interleave,
             "limit": self.limit,
             "overrides": self.overrides,
+            "fan_out": {key: list(agents) for key, agents in self.fan_out.items()},
         }
 
 
@@ -133,14 +138,16 @@ def expand(
             missing_agent.append(record.line)
             continue
         _merge_overrides(row, options.overrides, source, record.line)
-        row[TASK_KEY] = numbering.index(record, source)
-        for _ in range(options.num_repeats):
-            copy = dict(row)
-            copy[ROLLOUT_KEY] = next_rollout[row[TASK_KEY]]
-            next_rollout[row[TASK_KEY]] += 1
-            if options.seed_per_repeat:
-                _add_seed(copy, source, record.line)
-            out.append(copy)
+        task = numbering.index(record, source)
+        for agent_row in _fan_out(row, options.fan_out):
+            agent_row[TASK_KEY] = task
+            for _ in range(options.num_repeats):
+                copy = dict(agent_row)
+                copy[ROLLOUT_KEY] = next_rollout[task]
+                next_rollout[task] += 1
+                if options.seed_per_repeat:
+                    _add_seed(copy, source, record.line)
+                out.append(copy)
     if missing_agent:
         raise UsageError(
             f"{source}: no agent for rows on lines {_short(missing_agent)}",
@@ -163,6 +170,16 @@ def _route(row: dict, options: MaterializeOptions) -> bool:
         row[AGENT_REF] = {"name": options.default_agent}
         return True
     return row.get("task_source") is not None
+
+
+def _fan_out(row: dict, fan_out: dict[str, tuple[str, ...]]) -> list[dict]:
+    """One copy of the row per agent listed for its routing key, or the row itself."""
+    ref = row.get(AGENT_REF)
+    key = ref.get("name") if isinstance(ref, dict) else None
+    agents = fan_out.get(key or row.get("task_source") or "")
+    if not agents:
+        return [row]
+    return [row | {AGENT_REF: {"name": agent}} for agent in agents]
 
 
 def _merge_overrides(row: dict, overrides: dict, source: Path | str, line: int) -> None:

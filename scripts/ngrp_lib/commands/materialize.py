@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
 from ..materialize import MaterializeOptions, MaterializeResult, materialize
 from ._common import emit, json_option, overwrite_option
 
@@ -27,6 +28,8 @@ def materialize_options(f):
 Example:
   ngrp materialize --input tasks.jsonl --output rollouts_materialized_inputs.jsonl \\
       --num-repeats 8 --agent math_simple_agent --seed-per-repeat
+  ngrp materialize --input tasks.jsonl --output m.jsonl --num-repeats 2 \\
+      --agent math_source --fan-out math_source=agent_a,agent_b
 
 \b
 Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
@@ -39,10 +42,18 @@ Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (fil
     "--output", "output_path", required=True, type=click.Path(dir_okay=False), help="Materialized file."
 )
 @materialize_options
+@click.option(
+    "--fan-out",
+    "fan_out",
+    multiple=True,
+    metavar="KEY=AGENT,AGENT...",
+    help="Run rows whose routing key (agent name, else task_source) is KEY once per listed agent "
+    "(Gym's fan_out). Repeatable.",
+)
 @overwrite_option
 @json_option
 def command(
-    input_path, output_path, num_repeats, agent, seed_per_repeat, interleave, limit, overwrite, as_json
+    input_path, output_path, num_repeats, agent, seed_per_repeat, interleave, limit, fan_out, overwrite, as_json
 ):
     """Expand tasks into materialized inputs with NeMo Gym 0.7.0's rules.
 
@@ -55,9 +66,24 @@ def command(
         seed_per_repeat=seed_per_repeat,
         interleave=interleave,
         limit=limit,
+        fan_out=parse_fan_out(fan_out),
     )
     result = materialize(input_path, output_path, options, overwrite=overwrite)
     emit(result, as_json, _render)
+
+
+def parse_fan_out(specs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """`KEY=a,b` strings to {KEY: (a, b)}; a malformed or repeated KEY is a usage error (exit 2)."""
+    fan_out: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        key, sep, names = spec.partition("=")
+        agents = tuple(name.strip() for name in names.split(",") if name.strip())
+        if not sep or not key.strip() or not agents:
+            raise UsageError(f"--fan-out {spec!r}: expected KEY=AGENT[,AGENT...]")
+        if key.strip() in fan_out:
+            raise UsageError(f"--fan-out names {key.strip()!r} twice")
+        fan_out[key.strip()] = agents
+    return fan_out
 
 
 def _render(result: MaterializeResult) -> str:
