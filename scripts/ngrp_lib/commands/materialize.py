@@ -53,7 +53,16 @@ Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (fil
 @overwrite_option
 @json_option
 def command(
-    input_path, output_path, num_repeats, agent, seed_per_repeat, interleave, limit, fan_out, overwrite, as_json
+    input_path,
+    output_path,
+    num_repeats,
+    agent,
+    seed_per_repeat,
+    interleave,
+    limit,
+    fan_out,
+    overwrite,
+    as_json,
 ):
     """Expand tasks into materialized inputs with NeMo Gym 0.7.0's rules.
 
