@@ -15,7 +15,7 @@ import orjson
 from ..artifacts import ROLLOUT_KEY, TASK_KEY, is_index
 from ..errors import FindingsError, InputError
 from ..jsonl import BLANK, Problem, _hint_for, iter_records
-from .records import Dataset, Key, input_record, result_record, sample_bytes
+from .records import ENV_SERVER_KEY, Dataset, InputRec, Key, result_record, sample_bytes
 
 
 @dataclass
@@ -98,26 +98,38 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
     data, stats = Dataset(), ReadStats()
     results = data.results
     for line, row in _rows(rollouts, "rollouts", stats):
-        key = _key(row, line, rollouts, "rollout")
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
+            task, rollout = _key(row, line, rollouts, "rollout")
+        key = (task, rollout)
         if key in results:
             stats.duplicate_results.append(key)
             continue
-        results[key] = result_record(row, key[0], key[1], null_policy)
+        results[key] = result_record(row, task, rollout, null_policy)
     seen: set[Key] = set()
     samples = data.samples
     append = data.inputs.append
     for line, row in _rows(inputs, "inputs", stats):
-        key = _key(row, line, inputs, "materialized input")
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
+            task, rollout = _key(row, line, inputs, "materialized input")
+        key = (task, rollout)
         if key in seen:
             stats.duplicate_inputs.append(key)
             continue
         seen.add(key)
         result = results.get(key)
-        rec = input_record(row, key[0], key[1], result)
-        append(rec)
+        # inline input_record: agent_ref.name, and the run key (the environment server stamp, else the agent)
+        ref = row.get("agent_ref")
+        agent = ref.get("name") if isinstance(ref, dict) else None
+        if not isinstance(agent, str):
+            agent = None
+        server = row.get(ENV_SERVER_KEY)
+        run_key = server if isinstance(server, str) else agent
+        append(InputRec(task, rollout, run_key, agent, result))
         if result is not None and not result.masked:
-            group = (key[0], rec.run_key)
+            group = (task, run_key)
             best = samples.get(group)
-            if best is None or key[1] < best[0]:
-                samples[group] = (key[1], sample_bytes(row))
+            if best is None or rollout < best[0]:
+                samples[group] = (rollout, sample_bytes(row))
     return data, stats

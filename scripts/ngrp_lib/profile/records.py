@@ -96,6 +96,7 @@ class _Layout:
     get_usage: Callable[[Mapping[str, Any]], tuple]
     stats: tuple[tuple[str, int], ...]  # (name, position in values), in `result | usage` order
     info: tuple[tuple[str, int], ...]  # (name, position), usage keys first, then result fields
+    reward_pos: int | None  # position of the result's `reward` in values (None: no reward key)
     plans: dict[tuple[type, ...], _Plan]
 
 
@@ -103,9 +104,11 @@ class _Layout:
 class _Plan:
     stats_names: tuple[str, ...]
     stats_values: Callable[[tuple], tuple]
-    info_names: tuple[str, ...]
-    info_values: Callable[[tuple], tuple]
-    info_has_bool: bool
+    info_keys: tuple[str, ...]  # rollout_info keys: the identity, `reward` when present, then the numbers
+    info_values: Callable[[tuple], tuple]  # the reward (when present) and the numbers, from `values`
+    info_has_bool: bool  # some number is a bool: Gym writes it as 0/1 (the reward itself stays as is)
+    has_reward: bool
+    reward_state: str
 
 
 _LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}
@@ -131,7 +134,7 @@ def _layout(result_keys: tuple[str, ...], usage_keys: tuple[str, ...]) -> _Layou
     info = tuple((name, upos[name]) for name in usage_keys) + tuple(
         (name, pos[name]) for name in candidates if name not in skip_info
     )
-    layout = _Layout(_getter(candidates), _getter(usage_keys), stats, info, {})
+    layout = _Layout(_getter(candidates), _getter(usage_keys), stats, info, pos.get("reward"), {})
     if len(_LAYOUTS) > 10_000:  # pathological input: every row its own layout
         _LAYOUTS.clear()
     _LAYOUTS[(result_keys, usage_keys)] = layout
@@ -144,44 +147,53 @@ def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
     for name, i in layout.info:  # later (result) numbers overwrite earlier (usage) ones, keeping the position
         if types[i] in _NUMERIC_TYPES:
             info[name] = i
+    reward_pos = layout.reward_pos
+    if reward_pos is None:
+        state, head = "absent", ()
+    else:
+        state, head = ("ok" if types[reward_pos] in _NUMERIC_TYPES else "null"), (reward_pos,)
     plan = _Plan(
         tuple(n for n, _ in stats),
         _getter(tuple(i for _, i in stats)),  # type: ignore[arg-type]
-        tuple(info),
-        _getter(tuple(info.values())),  # type: ignore[arg-type]
+        (*_IDENTITY, *(("reward",) if head else ()), *info),
+        _getter((*head, *info.values())),  # type: ignore[arg-type]
         any(types[i] is bool for i in info.values()),
+        bool(head),
+        state,
     )
     layout.plans[types] = plan
     return plan
 
 
+_IDENTITY = ("rollout_id", TASK_KEY, ROLLOUT_KEY)
+_NO_USAGE: dict[str, Any] = {}
+
+
 def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: str) -> ResultRec:
+    """Per row: two key tuples find the cached layout, the value types find the cached plan; the rest is
+    C-level getters, one dict and one orjson call."""
     if result.get(MASK_FIELD):
         return ResultRec(masked=True)
-    usage = _usage(result)
-    layout = _LAYOUTS.get((tuple(result), tuple(usage))) or _layout(tuple(result), tuple(usage))
+    response = result.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        usage = _NO_USAGE
+    keys = (tuple(result), tuple(usage))
+    layout = _LAYOUTS.get(keys) or _layout(*keys)
     values = layout.get_result(result) + layout.get_usage(usage)
     types = tuple(map(type, values))
     plan = layout.plans.get(types) or _plan(layout, types)
     names, numbers = plan.stats_names, plan.stats_values(values)  # bools stay bools: numpy reads them as 0/1
-    reward = result.get("reward", _ABSENT)
-    kind = type(reward)
-    state = (
-        "ok" if kind is float or kind is int or kind is bool else ("absent" if reward is _ABSENT else "null")
-    )
+    state = plan.reward_state
     if state != "ok" and null_policy == "zero" and "reward" not in names:
         names, numbers = (*names, "reward"), (*numbers, 0.0)
-    info: dict[str, Any] = {"rollout_id": f"{task}:{rollout}", TASK_KEY: task, ROLLOUT_KEY: rollout}
-    if reward is not _ABSENT:
-        info["reward"] = reward
     info_values = plan.info_values(values)
     if plan.info_has_bool:
-        info_values = tuple(int(v) if type(v) is bool else v for v in info_values)
-    info.update(zip(plan.info_names, info_values, strict=False))
+        skip = 1 if plan.has_reward else 0
+        info_values = info_values[:skip] + tuple(int(v) if type(v) is bool else v for v in info_values[skip:])
+    # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
+    info = dict(zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False))
     return ResultRec(False, names, numbers, orjson.dumps(info), state)
-
-
-_ABSENT = object()
 
 
 def sample_bytes(row: Mapping[str, Any]) -> bytes:

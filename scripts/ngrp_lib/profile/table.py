@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from .records import Dataset, InputRec, run_labels
@@ -24,7 +26,7 @@ class Table:
 
 
 def measured_inputs(data: Dataset) -> list[InputRec]:
-    if not any(rec.masked for rec in data.results.values()):
+    if not any(map(attrgetter("masked"), data.results.values())):
         return data.inputs
     return [rec for rec in data.inputs if rec.result is None or not rec.result.masked]
 
@@ -34,41 +36,46 @@ def build_table(data: Dataset) -> Table:
 
     measured = measured_inputs(data)
     labels = run_labels(measured)
-
-    def label_of(rec: InputRec) -> str | None:
-        return None if rec.run_key is None else labels.get(rec.run_key)
-
-    label_by_task: dict[int, str | None] = {}
+    # a None run key has no label (run_labels skips it), so one dict lookup gives each row's label
+    row_labels = list(map(labels.get, map(attrgetter("run_key"), measured)))
     per_agent = False
-    for rec in measured:  # fan-out: some task runs under two labels
-        label = label_of(rec)
-        if label_by_task.setdefault(rec.task, label) != label:
+    label_by_task: dict[int, str | None] = {}
+    for task, label in zip(map(attrgetter("task"), measured), row_labels, strict=True):
+        if label_by_task.setdefault(task, label) != label:  # fan-out: some task runs under two labels
             per_agent = True
             break
-    expected: dict[Any, int] = {}
-    for rec in measured:
-        group = (rec.task, label_of(rec)) if per_agent else rec.task
-        expected[group] = expected.get(group, 0) + 1
-    matched = [rec for rec in measured if rec.result is not None]
-    matched.sort(key=_rec_key)
-    results = [rec.result for rec in matched]
+    if per_agent:
+        groups: Any = zip(map(attrgetter("task"), measured), row_labels, strict=True)
+    else:
+        groups = map(attrgetter("task"), measured)
+    expected: dict[Any, int] = dict(Counter(groups))
+    keep = [i for i, rec in enumerate(measured) if rec.result is not None]
+    matched = [measured[i] for i in keep]
+    tasks = np.fromiter(map(attrgetter("task"), matched), dtype=np.int64, count=len(matched))
+    rollouts = np.fromiter(map(attrgetter("rollout"), matched), dtype=np.int64, count=len(matched))
+    order = None
+    if len(matched) > 1:  # inputs usually come sorted by key already: sort only when they do not
+        step_task, step_rollout = np.diff(tasks), np.diff(rollouts)
+        if not ((step_task > 0) | ((step_task == 0) & (step_rollout > 0))).all():
+            order = np.lexsort((rollouts, tasks))  # keys are unique, so the order is total
+            tasks, rollouts = tasks[order], rollouts[order]
+            pick = order.tolist()
+            matched = [matched[i] for i in pick]
+            keep = [keep[i] for i in pick]
+    results = list(map(attrgetter("result"), matched))
     columns, matrix = _dense(results)
     return Table(
-        tasks=np.fromiter((rec.task for rec in matched), dtype=np.int64, count=len(matched)),
-        rollouts=np.fromiter((rec.rollout for rec in matched), dtype=np.int64, count=len(matched)),
-        labels=[label_of(rec) for rec in matched],
+        tasks=tasks,
+        rollouts=rollouts,
+        labels=[row_labels[i] for i in keep],
         columns=columns,
         matrix=matrix,
-        infos=[res.info for res in results],
-        reward_states=[res.reward_state for res in results],
+        infos=list(map(attrgetter("info"), results)),
+        reward_states=list(map(attrgetter("reward_state"), results)),
         per_agent=per_agent,
         expected=expected,
         group_label={label: key for key, label in labels.items()},
     )
-
-
-def _rec_key(rec: InputRec) -> tuple[int, int]:
-    return rec.task, rec.rollout
 
 
 def _dense(results: list) -> tuple[list[str], Any]:
