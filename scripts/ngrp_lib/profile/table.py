@@ -79,24 +79,41 @@ def build_table(data: Dataset) -> Table:
 
 
 def _dense(results: list) -> tuple[list[str], Any]:
-    """Columns in first-appearance order; rows sharing a field layout are filled in one numpy assignment."""
+    """Columns in first-appearance order; rows sharing a field layout are filled in one numpy assignment.
+
+    Rows are grouped by the identity of their `names` tuple (rows of one extraction plan share it), which
+    needs no per-row Python loop; equal tuples that are distinct objects just form separate groups."""
     import numpy as np
 
+    n = len(results)
+    if n == 0:
+        return [], np.full((0, 0), np.nan)
+    names_of = list(map(attrgetter("names"), results))
+    ids = np.fromiter(map(id, names_of), dtype=np.uint64, count=n)
+    uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     col_index: dict[str, int] = {}
-    rows_by_names: dict[tuple[str, ...], list[int]] = {}
-    for pos, res in enumerate(results):
-        group = rows_by_names.get(res.names)
-        if group is None:
-            group = rows_by_names[res.names] = []
-            for name in res.names:
-                col_index.setdefault(name, len(col_index))
-        group.append(pos)
-    matrix = np.full((len(results), len(col_index)), np.nan)
-    for names, positions in rows_by_names.items():
+    for pos in np.sort(first).tolist():  # first appearance order
+        for name in names_of[pos]:
+            col_index.setdefault(name, len(col_index))
+    matrix = np.full((n, len(col_index)), np.nan)
+    for k, pos in enumerate(first.tolist()):
+        names = names_of[pos]
         if not names:
             continue
         cols = [col_index[name] for name in names]
-        flat = itertools.chain.from_iterable(results[pos].values for pos in positions)
-        values = np.fromiter(flat, dtype=np.float64, count=len(positions) * len(cols))
-        matrix[np.ix_(positions, cols)] = values.reshape(len(positions), len(cols))
+        if len(uniq) == 1:
+            rows = None
+            flat = itertools.chain.from_iterable(map(attrgetter("values"), results))
+            count = n
+        else:
+            rows = np.nonzero(inverse.reshape(-1) == k)[0]
+            flat = itertools.chain.from_iterable(results[i].values for i in rows.tolist())
+            count = len(rows)
+        values = np.fromiter(flat, dtype=np.float64, count=count * len(cols)).reshape(count, len(cols))
+        if rows is None and cols == list(range(len(col_index))):
+            matrix = values
+        elif rows is None:
+            matrix[:, cols] = values
+        else:
+            matrix[np.ix_(rows, cols)] = values
     return list(col_index), matrix
