@@ -106,8 +106,7 @@ class _Plan:
     stats_values: Callable[[tuple], tuple]
     info_keys: tuple[str, ...]  # rollout_info keys: the identity, `reward` when present, then the numbers
     info_values: Callable[[tuple], tuple]  # the reward (when present) and the numbers, from `values`
-    info_has_bool: bool  # some number is a bool: Gym writes it as 0/1 (the reward itself stays as is)
-    has_reward: bool
+    info_bools: tuple[int, ...]  # positions in info_values of bool numbers: Gym writes them as 0/1
     reward_state: str
 
 
@@ -157,8 +156,8 @@ def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
         _getter(tuple(i for _, i in stats)),  # type: ignore[arg-type]
         (*_IDENTITY, *(("reward",) if head else ()), *info),
         _getter((*head, *info.values())),  # type: ignore[arg-type]
-        any(types[i] is bool for i in info.values()),
-        bool(head),
+        # the reward itself (first when present) stays as it is
+        tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
         state,
     )
     layout.plans[types] = plan
@@ -188,9 +187,10 @@ def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: 
     if state != "ok" and null_policy == "zero" and "reward" not in names:
         names, numbers = (*names, "reward"), (*numbers, 0.0)
     info_values = plan.info_values(values)
-    if plan.info_has_bool:
-        skip = 1 if plan.has_reward else 0
-        info_values = info_values[:skip] + tuple(int(v) if type(v) is bool else v for v in info_values[skip:])
+    if plan.info_bools:
+        info_values = list(info_values)
+        for k in plan.info_bools:
+            info_values[k] = int(info_values[k])
     # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
     info = dict(zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False))
     return ResultRec(False, names, numbers, compact_dumps(info), state)
