@@ -8,6 +8,7 @@ import io
 
 import orjson
 import pytest
+
 from ngrp_lib.profile import reader
 
 
