@@ -117,7 +117,7 @@ def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
 
 def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Dataset, ReadStats]:
     data, stats = Dataset(), ReadStats()
-    results = data.results
+    results, numeric = data.results, data.numeric
     for line, row in _rows(rollouts, "rollouts", stats):
         task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
         if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
@@ -126,7 +126,7 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
         if key in results:
             stats.duplicate_results.append(key)
             continue
-        results[key] = result_record(row, task, rollout, null_policy)
+        results[key] = result_record(row, task, rollout, null_policy, numeric)
     seen: set[Key] = set()
     samples = data.samples
     append = data.inputs.append

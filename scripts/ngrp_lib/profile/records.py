@@ -7,6 +7,7 @@ numeric fields Gym profiles (`result | response.usage`, usage winning a name cla
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class ResultRec:
     values: tuple[float, ...] = ()
     info: bytes = b"{}"  # orjson of Gym's rollout_info
     reward_state: str = "ok"  # "ok", "null" (reward: null) or "absent" (no reward key)
+    offset: int = -1  # where `values` start in Dataset.numeric as float64 (-1: not stored there)
 
 
 @dataclass
@@ -50,6 +52,9 @@ class Dataset:
     results: dict[Key, ResultRec] = field(default_factory=dict)
     # (task, run_key) -> (rollout index, serialized sample row): the lowest matched, unmasked rollout
     samples: dict[tuple[int, str | None], tuple[int, bytes]] = field(default_factory=dict)
+    # every result's `values` as float64, appended while the row is still in cache, so the table is built
+    # without visiting 10 scattered number objects per rollout again
+    numeric: array = field(default_factory=lambda: array("d"))
 
 
 def agent_of(row: Mapping[str, Any]) -> str | None:
@@ -168,7 +173,9 @@ _IDENTITY = ("rollout_id", TASK_KEY, ROLLOUT_KEY)
 _NO_USAGE: dict[str, Any] = {}
 
 
-def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: str) -> ResultRec:
+def result_record(
+    result: dict[str, Any], task: int, rollout: int, null_policy: str, numeric: array | None = None
+) -> ResultRec:
     """Per row: two key tuples find the cached layout, the value types find the cached plan; the rest is
     C-level getters, one dict and one orjson call."""
     if result.get(MASK_FIELD):
@@ -193,7 +200,11 @@ def result_record(result: dict[str, Any], task: int, rollout: int, null_policy: 
             info_values[k] = int(info_values[k])
     # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
     info = dict(zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False))
-    return ResultRec(False, names, numbers, compact_dumps(info), state)
+    if numeric is None:
+        return ResultRec(False, names, numbers, compact_dumps(info), state)
+    offset = len(numeric)
+    numeric.extend(numbers)  # bools become 0.0/1.0, as numpy makes them
+    return ResultRec(False, names, numbers, compact_dumps(info), state, offset)
 
 
 def compact_dumps(value: Any) -> bytes:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 from .records import Dataset, InputRec, run_labels
@@ -49,8 +50,11 @@ def build_table(data: Dataset) -> Table:
     else:
         groups = map(attrgetter("task"), measured)
     expected: dict[Any, int] = dict(Counter(groups))
-    keep = [i for i, rec in enumerate(measured) if rec.result is not None]
-    matched = [measured[i] for i in keep]
+    if any(map(is_, map(attrgetter("result"), measured), repeat(None))):
+        keep = [i for i, rec in enumerate(measured) if rec.result is not None]
+        matched = [measured[i] for i in keep]
+    else:  # complete run: every measured input has its result
+        keep, matched = range(len(measured)), measured
     tasks = np.fromiter(map(attrgetter("task"), matched), dtype=np.int64, count=len(matched))
     rollouts = np.fromiter(map(attrgetter("rollout"), matched), dtype=np.int64, count=len(matched))
     order = None
@@ -63,11 +67,11 @@ def build_table(data: Dataset) -> Table:
             matched = [matched[i] for i in pick]
             keep = [keep[i] for i in pick]
     results = list(map(attrgetter("result"), matched))
-    columns, matrix = _dense(results)
+    columns, matrix = _dense(results, data.numeric)
     return Table(
         tasks=tasks,
         rollouts=rollouts,
-        labels=[row_labels[i] for i in keep],
+        labels=row_labels if matched is measured else [row_labels[i] for i in keep],
         columns=columns,
         matrix=matrix,
         infos=list(map(attrgetter("info"), results)),
@@ -78,11 +82,12 @@ def build_table(data: Dataset) -> Table:
     )
 
 
-def _dense(results: list) -> tuple[list[str], Any]:
+def _dense(results: list, numeric: Any) -> tuple[list[str], Any]:
     """Columns in first-appearance order; rows sharing a field layout are filled in one numpy assignment.
 
     Rows are grouped by the identity of their `names` tuple (rows of one extraction plan share it), which
-    needs no per-row Python loop; equal tuples that are distinct objects just form separate groups."""
+    needs no per-row Python loop; equal tuples that are distinct objects just form separate groups. Values
+    come from `numeric` (the reader's float64 copy) by offset, else from each record."""
     import numpy as np
 
     n = len(results)
@@ -91,29 +96,30 @@ def _dense(results: list) -> tuple[list[str], Any]:
     names_of = list(map(attrgetter("names"), results))
     ids = np.fromiter(map(id, names_of), dtype=np.uint64, count=n)
     uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
     col_index: dict[str, int] = {}
     for pos in np.sort(first).tolist():  # first appearance order
         for name in names_of[pos]:
             col_index.setdefault(name, len(col_index))
+    offsets = np.fromiter(map(attrgetter("offset"), results), dtype=np.int64, count=n)
+    flat = np.frombuffer(numeric, dtype=np.float64) if len(numeric) else np.zeros(0)
     matrix = np.full((n, len(col_index)), np.nan)
     for k, pos in enumerate(first.tolist()):
         names = names_of[pos]
         if not names:
             continue
         cols = [col_index[name] for name in names]
-        if len(uniq) == 1:
-            rows = None
-            flat = itertools.chain.from_iterable(map(attrgetter("values"), results))
-            count = n
-        else:
-            rows = np.nonzero(inverse.reshape(-1) == k)[0]
-            flat = itertools.chain.from_iterable(results[i].values for i in rows.tolist())
-            count = len(rows)
-        values = np.fromiter(flat, dtype=np.float64, count=count * len(cols)).reshape(count, len(cols))
-        if rows is None and cols == list(range(len(col_index))):
-            matrix = values
-        elif rows is None:
-            matrix[:, cols] = values
+        rows = np.arange(n) if len(uniq) == 1 else np.nonzero(inverse == k)[0]
+        starts = offsets[rows]
+        if (starts >= 0).all():
+            values = flat[starts[:, None] + np.arange(len(cols))]
+        else:  # records that did not come from the reader (merged shards)
+            chain = itertools.chain.from_iterable(results[i].values for i in rows.tolist())
+            values = np.fromiter(chain, dtype=np.float64, count=len(rows) * len(cols))
+            values = values.reshape(len(rows), len(cols))
+        if len(uniq) == 1 and cols == list(range(len(col_index))):
+            matrix = values  # one layout (the usual case): already the whole table
         else:
             matrix[np.ix_(rows, cols)] = values
+    del flat  # release the buffer export, so `numeric` could grow again
     return list(col_index), matrix
