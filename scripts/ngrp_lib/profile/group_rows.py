@@ -105,16 +105,16 @@ def profile_lines(
             "missing_num_rollouts": expected - num,
             "reward_profile_completion_pct": 100.0 if expected == 0 else 100.0 * num / expected,
         }
-        line = (
-            orjson.dumps(head)[:-1]
-            + b',"sample":'
-            + samples[key]
-            + b","
-            + orjson.dumps(tail)[1:-1]
-            + b',"rollout_infos":['
-            + b",".join(infos[lo:hi])
-            + b"]"
-        )
+        parts = [
+            orjson.dumps(head)[:-1],
+            b',"sample":',
+            samples[key],
+            b",",
+            orjson.dumps(tail)[1:-1],
+            b',"rollout_infos":[',
+            b",".join(infos[lo:hi]),
+            b"]",
+        ]
         rewards = [] if reward_values is None else [r for r in reward_values[lo:hi] if r == r]
         num_null = nulls[g]
         record = {
@@ -127,5 +127,6 @@ def profile_lines(
         }
         if extras:
             passed = sum(1 for r in rewards if r >= pass_threshold)
-            line += _extras_bytes(len(rewards), passed, num_null, pass_threshold)
-        yield line + b"}\n", record
+            parts.append(_extras_bytes(len(rewards), passed, num_null, pass_threshold))
+        parts.append(b"}\n")
+        yield b"".join(parts), record
