@@ -113,6 +113,9 @@ class _Plan:
     info_values: Callable[[tuple], tuple]  # the reward (when present) and the numbers, from `values`
     info_bools: tuple[int, ...]  # positions in info_values of bool numbers: Gym writes them as 0/1
     reward_state: str
+    # rollout_info as a bytes %-template (task, rollout, task, rollout, then each value's JSON), when its
+    # keys are distinct and every value is a number; else None and a dict is serialized
+    info_template: bytes | None
 
 
 _LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}
@@ -164,13 +167,34 @@ def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
         # the reward itself (first when present) stays as it is
         tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
         state,
+        _info_template((*_IDENTITY, *(("reward",) if head else ()), *info), state != "null"),
     )
     layout.plans[types] = plan
     return plan
 
 
 _IDENTITY = ("rollout_id", TASK_KEY, ROLLOUT_KEY)
+
+
+def _info_template(keys: tuple[str, ...], numbers_only: bool) -> bytes | None:
+    if not numbers_only or len(set(keys)) != len(keys) or len(keys) == len(_IDENTITY):
+        return None
+    fields = b"".join(
+        b"," + orjson.dumps(key).replace(b"%", b"%%") + b":%b" for key in keys[len(_IDENTITY) :]
+    )
+    return (
+        b'{"rollout_id":"%d:%d",'
+        + orjson.dumps(TASK_KEY)
+        + b":%d,"
+        + orjson.dumps(ROLLOUT_KEY)
+        + b":%d"
+        + fields
+        + b"}"
+    )
+
+
 _NO_USAGE: dict[str, Any] = {}
+_LAST: list[Any] = [None, None, None, None]  # last (keys, layout, types, plan)
 
 
 def result_record(
@@ -185,10 +209,19 @@ def result_record(
     if not isinstance(usage, dict):
         usage = _NO_USAGE
     keys = (tuple(result), tuple(usage))
-    layout = _LAYOUTS.get(keys) or _layout(*keys)
+    last = _LAST
+    if keys == last[0]:  # rows mostly share one layout and plan: compare, do not hash
+        layout = last[1]
+    else:
+        layout = _LAYOUTS.get(keys) or _layout(*keys)
+        last[0], last[1], last[2] = keys, layout, None
     values = layout.get_result(result) + layout.get_usage(usage)
     types = tuple(map(type, values))
-    plan = layout.plans.get(types) or _plan(layout, types)
+    if types == last[2]:
+        plan = last[3]
+    else:
+        plan = layout.plans.get(types) or _plan(layout, types)
+        last[2], last[3] = types, plan
     names, numbers = plan.stats_names, plan.stats_values(values)  # bools stay bools: numpy reads them as 0/1
     state = plan.reward_state
     if state != "ok" and null_policy == "zero" and "reward" not in names:
@@ -198,13 +231,18 @@ def result_record(
         info_values = list(info_values)
         for k in plan.info_bools:
             info_values[k] = int(info_values[k])
-    # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
-    info = dict(zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False))
+    template = plan.info_template
+    if template is not None:  # orjson's JSON for each number, spliced between the plan's keys
+        info = template % (task, rollout, task, rollout, *orjson.dumps(info_values)[1:-1].split(b","))
+    else:
+        # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
+        pairs = zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False)
+        info = compact_dumps(dict(pairs))
     if numeric is None:
-        return ResultRec(False, names, numbers, compact_dumps(info), state)
+        return ResultRec(False, names, numbers, info, state)
     offset = len(numeric)
     numeric.extend(numbers)  # bools become 0.0/1.0, as numpy makes them
-    return ResultRec(False, names, numbers, compact_dumps(info), state, offset)
+    return ResultRec(False, names, numbers, info, state, offset)
 
 
 def compact_dumps(value: Any) -> bytes:
