@@ -41,10 +41,11 @@ def build_table(data: Dataset) -> Table:
     row_labels = list(map(labels.get, map(attrgetter("run_key"), measured)))
     per_agent = False
     label_by_task: dict[int, str | None] = {}
-    for task, label in zip(map(attrgetter("task"), measured), row_labels, strict=True):
-        if label_by_task.setdefault(task, label) != label:  # fan-out: some task runs under two labels
-            per_agent = True
-            break
+    if len(set(row_labels)) > 1:  # with one label there can be no fan-out
+        for task, label in zip(map(attrgetter("task"), measured), row_labels, strict=True):
+            if label_by_task.setdefault(task, label) != label:  # fan-out: some task runs under two labels
+                per_agent = True
+                break
     if per_agent:
         groups: Any = zip(map(attrgetter("task"), measured), row_labels, strict=True)
     else:
