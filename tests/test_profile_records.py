@@ -98,10 +98,10 @@ _NOT_INFO = ("reward", "response", "mask_sample")
         st.one_of(
             st.none(),
             st.booleans(),
-            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-(2**63), 2**64 - 1),  # the range orjson reads and writes
             st.text(max_size=3),
             st.floats(allow_nan=False, allow_infinity=False),
-            st.lists(st.integers(), max_size=2),
+            st.lists(st.integers(-(2**63), 2**64 - 1), max_size=2),
         ),
     ),
     st.dictionaries(
