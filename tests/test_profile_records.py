@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ngrp_lib.profile.records import InputRec, result_record, run_labels
 
@@ -65,3 +67,53 @@ def test_run_labels_like_gym():
     ]
     assert run_labels(recs) == {"env_a": "env_a", "env_b": "env_b", "solo": "solo"}
     assert run_labels([InputRec(0, 0, "math_env", "math_agent")]) == {"math_env": "math_agent"}
+
+
+def _reference_info(row, task, rollout):
+    """Gym's rollout_info, written out directly: identity, the reward as it is, then usage numbers, then
+    result numbers (result wins a clash, keeping the first position), bools as 0/1."""
+    info = {"rollout_id": f"{task}:{rollout}", "_ng_task_index": task, "_ng_rollout_index": rollout}
+    if "reward" in row:
+        info["reward"] = row["reward"]
+    response = row.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    sources = [usage if isinstance(usage, dict) else {}]
+    sources.append({k: v for k, v in row.items() if not k.startswith("_") and k not in _NOT_INFO})
+    for source in sources:
+        for name, value in source.items():
+            if type(value) in (int, float, bool):
+                info[name] = int(value) if type(value) is bool else value
+    return orjson.dumps(info)
+
+
+_NOT_INFO = ("reward", "response", "mask_sample")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["reward", "score", "n%d", 'q"x', "ünï", "tokens", "input_tokens", "_hidden", "rollout_id"]
+        ),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-(2**63), 2**64 - 1),  # the range orjson reads and writes
+            st.text(max_size=3),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.lists(st.integers(-(2**63), 2**64 - 1), max_size=2),
+        ),
+    ),
+    st.dictionaries(
+        st.sampled_from(["input_tokens", "output_tokens", "score", "reward", "_ng_task_index", "x"]),
+        st.one_of(
+            st.none(), st.booleans(), st.integers(0, 10**6), st.floats(allow_nan=False, allow_infinity=False)
+        ),
+    ),
+    st.integers(0, 10**6),
+    st.integers(0, 64),
+)
+def test_rollout_info_bytes_match_gym_rules(row, usage, task, rollout):  # fmt: skip
+    row = {**row, "response": {"usage": usage}}
+    for _ in range(2):  # second call: the cached layout and plan
+        assert result_record(row, task, rollout, "exclude").info == _reference_info(row, task, rollout)

@@ -4,6 +4,8 @@ aggregates of the primary metrics with a Student-t interval, and per-agent maski
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from ..artifacts import ROLLOUT_KEY
@@ -54,9 +56,10 @@ def _labelled(table: Table) -> tuple[list[str], Any, Any]:
     """Sorted agent labels, per-row label codes (-1 for no label), rows that have a label."""
     import numpy as np
 
-    names = sorted({label for label in table.labels if label is not None})
+    names = sorted(set(table.labels) - {None})
     code = {name: i for i, name in enumerate(names)}
-    codes = np.array([code.get(label, -1) for label in table.labels], dtype=np.int64)
+    n = len(table.labels)
+    codes = np.fromiter(map(code.get, table.labels, repeat(-1, n)), dtype=np.int64, count=n)
     return names, codes, np.nonzero(codes >= 0)[0]
 
 
@@ -166,7 +169,7 @@ def across_repeats(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def coverage_by_agent(data: Dataset) -> dict[str, dict[str, int]]:
     """Gym's `coverage_by_agent`: per agent_ref.name, only for agents with a masked rollout."""
-    if not any(r.masked for r in data.results.values()):
+    if not any(map(attrgetter("masked"), data.results.values())):
         return {}
     agent_of_key = {(r.task, r.rollout): r.agent for r in data.inputs if r.agent is not None}
     per_agent: dict[str, list[tuple[int, bool]]] = {}

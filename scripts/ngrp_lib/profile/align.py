@@ -4,6 +4,8 @@ unless partial profiling was asked for. Runs on all rows before masking, as `gym
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_
 
 from ..errors import FindingsError
 from .reader import ReadStats
@@ -30,7 +32,7 @@ def check_alignment(data: Dataset, stats: ReadStats, allow_partial: bool) -> Ali
             f"({len(stats.duplicate_results)} duplicate rollout rows)",
             hint="deduplicate the rollouts first (for example with `ngrp merge`), keeping one row per key",
         )
-    matched = sum(1 for rec in data.inputs if rec.result is not None)
+    matched = len(data.inputs) - sum(map(is_, map(attrgetter("result"), data.inputs), repeat(None)))
     extra = []
     if matched < len(data.results):
         extra = sorted(data.results.keys() - {(rec.task, rec.rollout) for rec in data.inputs})

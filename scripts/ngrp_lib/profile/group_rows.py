@@ -60,28 +60,43 @@ def _extras_bytes(n: int, passed: int, num_null: int, threshold: float) -> bytes
 def profile_lines(
     data: Dataset, table: Table, *, extras: bool, pass_threshold: float
 ) -> Iterator[tuple[bytes, dict[str, Any]]]:
-    """Yield (JSONL line, small record for the summary) per group, in Gym's row order."""
+    """Yield (JSONL line, small record for the summary) per group, in Gym's row order. Everything that can
+    be is computed for all groups at once; the loop only slices lists and serializes."""
     import numpy as np
 
     if len(table.tasks) == 0:
         return
     perm, starts, keys = group_order(table)
+    if len(perm) == 0:  # fan-out where no row has a label: pandas' groupby drops them all
+        return
     matrix = table.matrix[perm]
     described = describe_groups(matrix, starts)
     stat_keys = [f"{stat}/{col}" for stat in STATS for col in table.columns]
-    stat_rows = np.concatenate([described[stat] for stat in STATS], axis=1).tolist()
+    stats = np.concatenate([described[stat] for stat in STATS], axis=1)
+    has_nan = np.isnan(stats).any(axis=1).tolist()
+    stat_rows = stats.tolist()
     samples = _samples_by_group(data, table)
     bounds = [*starts.tolist(), len(perm)]
+    order = perm.tolist()
+    infos = [table.infos[i] for i in order]
+    states = table.reward_states
+    null_flags = np.fromiter((states[i] != "ok" for i in order), dtype=np.int64, count=len(order))
+    nulls = np.add.reduceat(null_flags, starts).tolist()
+    first_labels = [table.labels[i] for i in perm[starts].tolist()]
     reward_col = table.columns.index("reward") if "reward" in table.columns else None
+    reward_values = matrix[:, reward_col].tolist() if reward_col is not None else None
+    per_agent = table.per_agent
     for g, key in enumerate(keys):
-        head: dict[str, Any] = {TASK_KEY: key[0] if table.per_agent else key}
-        for name, value in zip(stat_keys, stat_rows[g], strict=True):
-            if value == value:  # not NaN: pandas drops NaN stats from the row
-                head[name] = value
-        if table.per_agent:
+        head: dict[str, Any] = {TASK_KEY: key[0] if per_agent else key}
+        if has_nan[g]:
+            for name, value in zip(stat_keys, stat_rows[g], strict=True):
+                if value == value:  # not NaN: pandas drops NaN stats from the row
+                    head[name] = value
+        else:
+            head.update(zip(stat_keys, stat_rows[g], strict=True))
+        if per_agent:
             head["agent_ref"] = {"name": key[1]}
         lo, hi = bounds[g], bounds[g + 1]
-        members = perm[lo:hi].tolist()
         num = hi - lo
         expected = table.expected[key]
         tail = {
@@ -90,25 +105,21 @@ def profile_lines(
             "missing_num_rollouts": expected - num,
             "reward_profile_completion_pct": 100.0 if expected == 0 else 100.0 * num / expected,
         }
-        line = (
-            orjson.dumps(head)[:-1]
-            + b',"sample":'
-            + samples[key]
-            + b","
-            + orjson.dumps(tail)[1:-1]
-            + b',"rollout_infos":['
-            + b",".join(table.infos[i] for i in members)
-            + b"]"
-        )
-        rewards: list[float] = []
-        if reward_col is not None:
-            col = matrix[lo:hi, reward_col]
-            rewards = col[~np.isnan(col)].tolist()
-        num_null = sum(1 for i in members if table.reward_states[i] != "ok")
-        label = key[1] if table.per_agent else table.labels[members[0]]
+        parts = [
+            orjson.dumps(head)[:-1],
+            b',"sample":',
+            samples[key],
+            b",",
+            orjson.dumps(tail)[1:-1],
+            b',"rollout_infos":[',
+            b",".join(infos[lo:hi]),
+            b"]",
+        ]
+        rewards = [] if reward_values is None else [r for r in reward_values[lo:hi] if r == r]
+        num_null = nulls[g]
         record = {
             "group": key,
-            "label": label,
+            "label": key[1] if per_agent else first_labels[g],
             "num_rollouts": num,
             "expected": expected,
             "rewards": rewards,
@@ -116,5 +127,6 @@ def profile_lines(
         }
         if extras:
             passed = sum(1 for r in rewards if r >= pass_threshold)
-            line += _extras_bytes(len(rewards), passed, num_null, pass_threshold)
-        yield line + b"}\n", record
+            parts.append(_extras_bytes(len(rewards), passed, num_null, pass_threshold))
+        parts.append(b"}\n")
+        yield b"".join(parts), record

@@ -51,8 +51,16 @@ def describe_groups(matrix: Any, starts: Any) -> dict[str, Any]:
 def _group_medians(matrix: Any, starts: Any, group_of_row: Any, counts: Any) -> Any:
     import numpy as np
 
+    n_rows, n_cols = matrix.shape
+    size = n_rows // len(starts) if len(starts) else 0
+    uniform = size > 0 and size * len(starts) == n_rows and bool((counts == size).all())
+    if uniform and (starts == np.arange(0, n_rows, size)).all():
+        # every group has the same size and no missing value (the usual complete run): one sort
+        ordered = np.sort(matrix.reshape(len(starts), size, n_cols), axis=1)
+        lo_v, hi_v = ordered[:, (size - 1) // 2, :], ordered[:, size // 2, :]
+        return lo_v.copy() if size % 2 == 1 else (lo_v + hi_v) / 2.0
     out = np.full(counts.shape, np.nan)
-    for col in range(matrix.shape[1]):
+    for col in range(n_cols):
         order = np.lexsort((matrix[:, col], group_of_row))  # by group, then value; NaN last in each group
         ordered = matrix[order, col]
         k = counts[:, col]

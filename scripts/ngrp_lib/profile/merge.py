@@ -13,7 +13,7 @@ from ..errors import InputError, UsageError
 from ..jsonl import refuse_existing
 from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _no_gc, _profile, output_paths
 from .reader import ReadStats
-from .records import Dataset, InputRec, ResultRec
+from .records import Dataset, InputRec, ResultRec, compact_dumps
 
 REWARD_PROFILE_SUFFIX = "_reward_profiling"
 
@@ -49,11 +49,11 @@ def _load_state(path: Path, data: Dataset, stats: ReadStats) -> dict[str, Any]:
             if key in data.results:
                 stats.duplicate_results.append(key)
                 continue
-            data.results[key] = ResultRec(row[3], tuple(row[4]), tuple(row[5]), orjson.dumps(row[7]), row[6])
+            data.results[key] = ResultRec(row[3], tuple(row[4]), tuple(row[5]), compact_dumps(row[7]), row[6])
         elif kind == "s":
             group, best = (row[1], row[2]), data.samples.get((row[1], row[2]))
             if best is None or row[3] < best[0]:
-                data.samples[group] = (row[3], orjson.dumps(row[4]))
+                data.samples[group] = (row[3], compact_dumps(row[4]))
     if header is None:
         raise InputError("empty profile state file", path=path)
     return header

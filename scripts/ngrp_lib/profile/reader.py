@@ -5,6 +5,7 @@ raised in Gym's order once both files are read."""
 from __future__ import annotations
 
 import hashlib
+import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ import orjson
 from ..artifacts import ROLLOUT_KEY, TASK_KEY, is_index
 from ..errors import FindingsError, InputError
 from ..jsonl import BLANK, Problem, _hint_for, iter_records
-from .records import Dataset, Key, input_record, result_record, sample_bytes
+from .records import ENV_SERVER_KEY, Dataset, InputRec, Key, result_record, sample_bytes
 
 
 @dataclass
@@ -27,13 +28,44 @@ class ReadStats:
     rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
 
 
-_BLOCK = 1 << 22
+_WINDOW = 1 << 23  # bytes hashed ahead of the parser, and then released, when the file is memory-mapped
+
+
+def _lines(handle: Any, hasher: Any) -> Iterator[bytes]:
+    """The file's lines (with their newline), hashing every byte once. A regular file is memory-mapped:
+    no copy into a read buffer and no split, one hash call per 8 MB window, and each consumed window's
+    pages are given back so they do not count in the resident set. Anything else is read line by line."""
+    try:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # empty file, pipe, ...
+        for line in handle:
+            hasher.update(line)
+            yield line
+        return
+    view = memoryview(mapped)
+    try:
+        size, hashed, released = len(mapped), 0, 0
+        readline, tell = mapped.readline, mapped.tell
+        can_release = hasattr(mmap, "MADV_DONTNEED")
+        while hashed < size:
+            end = min(hashed + _WINDOW, size)
+            hasher.update(view[hashed:end])
+            hashed = end
+            while tell() < hashed:
+                yield readline()
+            done = tell() // mmap.PAGESIZE * mmap.PAGESIZE
+            if can_release and done > released:
+                mapped.madvise(mmap.MADV_DONTNEED, released, done - released)
+                released = done
+    finally:
+        view.release()
+        mapped.close()
 
 
 def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) for each non-blank line. Blank lines are skipped and remembered (Gym fails on
-    them; we warn). Reads 4 MB blocks (hashing each) for speed; at the first line that is not a JSON
-    object it defers to the shared JSONL layer, which names the problem exactly."""
+    them; we warn). At the first line that is not a JSON object it defers to the shared JSONL layer,
+    which names the problem exactly."""
     hasher = hashlib.sha256()
     stats.sha256[role] = hasher
     blanks = stats.blank_lines.setdefault(role, [])
@@ -44,30 +76,19 @@ def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[s
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from exc
     with handle:
-        rest = b""
-        while True:
-            block = handle.read(_BLOCK)
-            hasher.update(block)
-            if not block:
-                lines = [rest] if rest else []
-            else:
-                lines = (rest + block).split(b"\n")
-                rest = lines.pop()
-            for raw in lines:
-                line_no += 1
-                try:
-                    data = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    if not raw.strip():
-                        blanks.append(line_no)
-                        continue
-                    _raise_problem(path, line_no)
-                if type(data) is not dict:
-                    _raise_problem(path, line_no)
-                count += 1
-                yield line_no, data
-            if not block:
-                break
+        for raw in _lines(handle, hasher):
+            line_no += 1
+            try:
+                data = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                if not raw.strip():
+                    blanks.append(line_no)
+                    continue
+                _raise_problem(path, line_no)
+            if type(data) is not dict:
+                _raise_problem(path, line_no)
+            count += 1
+            yield line_no, data
     stats.rows[role] = count
 
 
@@ -96,28 +117,40 @@ def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
 
 def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Dataset, ReadStats]:
     data, stats = Dataset(), ReadStats()
-    results = data.results
+    results, numeric = data.results, data.numeric
     for line, row in _rows(rollouts, "rollouts", stats):
-        key = _key(row, line, rollouts, "rollout")
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
+            task, rollout = _key(row, line, rollouts, "rollout")
+        key = (task, rollout)
         if key in results:
             stats.duplicate_results.append(key)
             continue
-        results[key] = result_record(row, key[0], key[1], null_policy)
+        results[key] = result_record(row, task, rollout, null_policy, numeric)
     seen: set[Key] = set()
     samples = data.samples
     append = data.inputs.append
     for line, row in _rows(inputs, "inputs", stats):
-        key = _key(row, line, inputs, "materialized input")
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
+            task, rollout = _key(row, line, inputs, "materialized input")
+        key = (task, rollout)
         if key in seen:
             stats.duplicate_inputs.append(key)
             continue
         seen.add(key)
         result = results.get(key)
-        rec = input_record(row, key[0], key[1], result)
-        append(rec)
+        # inline input_record: agent_ref.name, and the run key (the environment server stamp, else the agent)
+        ref = row.get("agent_ref")
+        agent = ref.get("name") if isinstance(ref, dict) else None
+        if not isinstance(agent, str):
+            agent = None
+        server = row.get(ENV_SERVER_KEY)
+        run_key = server if isinstance(server, str) else agent
+        append(InputRec(task, rollout, run_key, agent, result))
         if result is not None and not result.masked:
-            group = (key[0], rec.run_key)
+            group = (task, run_key)
             best = samples.get(group)
-            if best is None or key[1] < best[0]:
-                samples[group] = (key[1], sample_bytes(row))
+            if best is None or rollout < best[0]:
+                samples[group] = (rollout, sample_bytes(row))
     return data, stats
