@@ -9,7 +9,14 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
 PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
-find_python() { command -v "python$1" || ls "$PYENV_ROOT"/versions/"$1".*/bin/"python$1" 2>/dev/null | tail -n 1; }
+# A working interpreter for version $1: pyenv's own build first (its shims fail for a non-global version).
+find_python() {
+  local cand
+  for cand in $(ls -d "$PYENV_ROOT"/versions/"$1".*/bin/"python$1" 2>/dev/null | sort -V -r) "$(command -v "python$1")"; do
+    if [ -n "$cand" ] && "$cand" --version >/dev/null 2>&1; then echo "$cand"; return 0; fi
+  done
+  return 1
+}
 
 PY311=$(find_python 3.11)
 echo "== project venv (.venv, $("$PY311" --version))"
