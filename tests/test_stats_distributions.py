@@ -23,7 +23,9 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 10: 2.228, 30: 2.042, 100: 1.98
 
 @pytest.mark.parametrize("df", DFS)
 def test_t_ppf_matches_scipy_in_both_tails(df):
-    tol = 1e-11 if df < 1e5 else 1e-10  # the continued fraction converges slowly for huge df
+    # scipy is the reference, but its own tails move by up to ~3e-11 relative between releases
+    # (1.15 vs 1.17); 1e-9 is far tighter than any use here and stable across them.
+    tol = 1e-9
     for tail in TAILS:
         for p in (tail, 1.0 - tail):
             assert math.isclose(D.t_ppf(p, df), stats.t.ppf(p, df), rel_tol=tol), (p, df)
