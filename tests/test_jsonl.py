@@ -93,3 +93,9 @@ def test_appender_flushes_each_row(tmp_path):
         app.write({"a": 1})
         assert out.read_bytes() == b'{"a":1}\n'  # visible before close
     assert os.path.getsize(out) == 8
+
+
+def test_nan_inside_a_string_on_a_broken_line_is_invalid_json_not_non_finite(tmp_path):
+    p = write(tmp_path / "n.jsonl", b'{"a": "NaN", oops}\n{"a": [1, -Infinity]}\n{"b": "NaN"}\n')
+    assert kinds(p) == [(1, jsonl.INVALID_JSON), (2, jsonl.NON_FINITE), (3, "row")]
+    assert "-Infinity" in list(jsonl.iter_records(p))[1].message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,12 +46,24 @@ class Problem:
     message: str
 
 
+_NON_FINITE = re.compile(rb"-?Infinity|NaN")
+
+
 def _non_finite_literal(raw: bytes) -> str | None:
-    # orjson rejects these with a generic message; name the literal so the user knows what to fix.
-    for literal in (b"NaN", b"-Infinity", b"Infinity"):
-        if literal in raw:
-            return literal.decode()
-    return None
+    """The NaN/Infinity literal that alone makes the line invalid, or None.
+
+    orjson rejects these with a generic message; naming the literal tells the user what to fix. The line
+    counts as non-finite only if it parses once the literals are nulled, so a "NaN" inside a string on an
+    otherwise broken line is still reported as invalid JSON.
+    """
+    found = _NON_FINITE.search(raw)
+    if found is None:
+        return None
+    try:
+        orjson.loads(_NON_FINITE.sub(b"null", raw))
+    except orjson.JSONDecodeError:
+        return None
+    return found.group().decode()
 
 
 def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row | Problem:
