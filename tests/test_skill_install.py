@@ -7,7 +7,6 @@ unless NGRP_REQUIRE_SKILL_INSTALL=1 (set by CI), where a missing npx is a failur
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -35,13 +34,6 @@ def clean_copy(dest: Path) -> Path:
             (target / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, target / rel)
     return target
-
-
-def available(command: str) -> bool:
-    """The command is registered and its module is present in this build."""
-    from ngrp_lib.cli import COMMANDS
-
-    return command in COMMANDS and importlib.util.find_spec(COMMANDS[command][0]) is not None
 
 
 @pytest.fixture(scope="module")
@@ -99,39 +91,28 @@ def test_installed_command_on_bundled_example(installed, tmp_path):
     script = str(installed / "scripts" / "ngrp.py")
     case = installed / CASE
     inputs, rollouts = case / "rollouts_materialized_inputs.jsonl", case / "rollouts.jsonl"
-    if available("profile"):
-        out = tmp_path / "out"
-        result = run(
-            [
-                script,
-                "profile",
-                "--inputs",
-                str(inputs),
-                "--rollouts",
-                str(rollouts),
-                "--output-dir",
-                str(out),
-            ],
-            cwd=tmp_path,
-        )
-        assert result.returncode == 0, result.stderr
-        rows = [
-            json.loads(line) for line in (out / "rollouts_reward_profiling.jsonl").read_text().splitlines()
-        ]
-        golden = [
-            json.loads(line) for line in (case / "rollouts_reward_profiling.jsonl").read_text().splitlines()
-        ]
-        # Gym 0.7.0's own numbers for this case: t0=[1,0,1,1], t1=[.25,.5,.75,1], t2=[0,0,1,0].
-        assert [r["mean/reward"] for r in rows] == pytest.approx([0.75, 0.625, 0.25])
-        assert [r["mean/reward"] for r in rows] == pytest.approx([g["mean/reward"] for g in golden])
-        for name in ("agent_metrics.json", "repeat_level_metrics.json", "profile_summary.json"):
-            assert (out / f"rollouts_{name}").exists(), name
-    elif available("check"):
-        result = run([script, "check", "--inputs", str(inputs), "--rollouts", str(rollouts)], cwd=tmp_path)
-        assert result.returncode == 0, result.stdout + result.stderr
-    elif available("validate"):
-        result = run([script, "validate", str(inputs), str(rollouts)], cwd=tmp_path)
-        assert result.returncode == 0, result.stdout + result.stderr
-    else:
-        pytest.skip("no profile, check or validate command in this build yet")
+    out = tmp_path / "out"
+    result = run(
+        [
+            script,
+            "profile",
+            "--inputs",
+            str(inputs),
+            "--rollouts",
+            str(rollouts),
+            "--output-dir",
+            str(out),
+        ],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in (out / "rollouts_reward_profiling.jsonl").read_text().splitlines()]
+    golden = [
+        json.loads(line) for line in (case / "rollouts_reward_profiling.jsonl").read_text().splitlines()
+    ]
+    # Gym 0.7.0's own numbers for this case: t0=[1,0,1,1], t1=[.25,.5,.75,1], t2=[0,0,1,0].
+    assert [r["mean/reward"] for r in rows] == pytest.approx([0.75, 0.625, 0.25])
+    assert [r["mean/reward"] for r in rows] == pytest.approx([g["mean/reward"] for g in golden])
+    for name in ("agent_metrics.json", "repeat_level_metrics.json", "profile_summary.json"):
+        assert (out / f"rollouts_{name}").exists(), name
     assert not any(case.glob("*_profile_summary.json")), "the installed example files were written to"
