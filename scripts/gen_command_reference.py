@@ -47,17 +47,6 @@ def _help_text(args: list[str]) -> str:
     return result.output.rstrip() + "\n"
 
 
-def _module_missing(module: str) -> bool:
-    """True when a command's own module does not exist (its branch has not been merged yet)."""
-    try:
-        importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module.startswith(exc.name):
-            return True
-        raise
-    return False
-
-
 def _subcommands(name: str) -> list[str]:
     """Names of the subcommands when the command is a click group (for example `ledger init`)."""
     import click
@@ -81,9 +70,6 @@ def render() -> str:
     parts.append("")
     parts += _section(["ngrp"], [])
     for name in sorted(COMMANDS):
-        if _module_missing(COMMANDS[name][0]):
-            parts += [f"## ngrp {name}\n", "Not available in this build: its module is missing.\n"]
-            continue
         parts += _section([f"ngrp {name}"], [name])
         for sub in _subcommands(name):
             parts += _section([f"ngrp {name} {sub}"], [name, sub])
