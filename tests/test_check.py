@@ -345,6 +345,28 @@ def test_cli_json_matches_schema(run_ngrp, tmp_path):
     assert payload["counts"]["duplicate_rollouts"] == 1
 
 
+def test_cli_failures_option_overrides_the_default_sidecar(run_ngrp, tmp_path):
+    run = _run_dir(tmp_path)
+    (run / "rollouts_failures.jsonl").write_bytes(_failure(2, 1) + _failure(0, 0))
+    (run / "other.jsonl").write_bytes(_failure(2, 3, "agent_request_failed"))
+    args = (
+        "check",
+        "--json",
+        "--inputs",
+        "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        "rollouts.jsonl",
+    )
+    default = json.loads(run_ngrp(*args, cwd=run).stdout)
+    assert default["files"]["failures"]["rows"] == 2
+    out = run_ngrp(*args, "--failures", "other.jsonl", cwd=run)
+    assert out.returncode == 1  # case_partial still misses (2, 1) and (2, 3)
+    payload = json.loads(out.stdout)
+    assert payload["files"]["failures"]["path"] == "other.jsonl" and payload["files"]["failures"]["rows"] == 1
+    assert payload["failures_by_class"] == {"agent_request_failed": 1}
+    assert payload["counts"]["failed_keys_still_missing"] == 1
+
+
 def test_cli_errors(run_ngrp):
     out = run_ngrp("check", "--inputs", "nope.jsonl", "--rollouts", "nope2.jsonl")
     assert out.returncode == 3 and "nope.jsonl" in out.stderr and "Traceback" not in out.stderr

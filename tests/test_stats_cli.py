@@ -257,3 +257,18 @@ def test_per_task_means_match_gym_mean_reward(profile):
         assert ours["mean_reward"] == pytest.approx(gym["mean/reward"])
         scored = sum(info.get("reward") is not None for info in gym["rollout_infos"])
         assert ours["n"] == scored
+
+
+def test_cli_target_width(run_ngrp, golden):
+    prof = golden / "case_complete" / "rollouts_reward_profiling.jsonl"
+    need = {}
+    for width in ("0.2", "0.1"):
+        res = run_ngrp("stats", prof, "--json", "--target-width", width)
+        assert res.returncode == 0, res.stderr
+        need[width] = json.loads(res.stdout)["overall"]["repeats_needed"]
+        assert need[width]["target_width"] == float(width)
+    # worst case p = 0.5: ceil((2 * 1.959964 * 0.5 / width)^2) = ceil(96.04) and ceil(384.15)
+    assert (need["0.2"]["worst_case_binary"], need["0.1"]["worst_case_binary"]) == (97, 385)
+    # halving the width needs ~4x the repeats (up to the ceiling)
+    assert 4 * (need["0.2"]["typical"] - 1) < need["0.1"]["typical"] <= 4 * need["0.2"]["typical"]
+    assert run_ngrp("stats", prof, "--target-width", "0").returncode == 2

@@ -138,3 +138,21 @@ def test_t_interval_coverage_on_simulated_runs(tmp_path):
     # 200 sims: binomial sd of the coverage is about 1.5 points; allow 3 sd.
     assert 0.90 <= covered_t / sims <= 0.995
     assert 0.88 <= covered_boot / sims <= 0.995
+
+
+def test_cli_alpha_and_metric(run_ngrp, tmp_path):
+    # Task 0 flips (Fisher p = 2/C(32,16) ~ 1.2e-9, BH q = 3p); tasks 1 and 2 do not.
+    ta = [[0] * 16, [1] * 8 + [0] * 8, [1] * 16]
+    tb = [[1] * 16, [1] * 8 + [0] * 8, [1] * 15 + [0]]
+    a, b = write_profile(tmp_path / "a.jsonl", ta), write_profile(tmp_path / "b.jsonl", tb)
+    default = json.loads(run_ngrp("compare", a, b, "--json").stdout)
+    assert default["alpha"] == 0.05 and default["n_flips"] == 1
+    strict = json.loads(run_ngrp("compare", a, b, "--json", "--alpha", "1e-12").stdout)
+    assert strict["alpha"] == 1e-12 and strict["n_flips"] == 0
+    assert strict["mde_80"] > default["mde_80"]
+    # --metric reads another per-rollout field: lengths 10/20 in A, 30/50 in B -> mean diff 25
+    la = write_profile(tmp_path / "la.jsonl", [[1, 0], [0, 1]], lengths=[[10, 20], [10, 20]])
+    lb = write_profile(tmp_path / "lb.jsonl", [[1, 0], [0, 1]], lengths=[[30, 50], [30, 50]])
+    tokens = json.loads(run_ngrp("compare", la, lb, "--json", "--metric", "output_tokens").stdout)
+    reward = json.loads(run_ngrp("compare", la, lb, "--json").stdout)
+    assert tokens["mean_diff"] == pytest.approx(25.0) and reward["mean_diff"] == pytest.approx(0.0)

@@ -131,3 +131,19 @@ def test_cli_curriculum_exit_codes(run_ngrp, tmp_path, golden):
     res = run_ngrp(*bad, "--min", "0.1", "--pass-threshold", "0.5")
     assert res.returncode == 1 and "ambiguous" in res.stderr
     assert run_ngrp("curriculum", "--help").stdout.count("Example:") == 1
+
+
+def test_cli_learnable_for_min_informative_and_key(run_ngrp, tmp_path):
+    tasks = tasks_file(tmp_path, 3)
+    # P(informative | G=2): task 0 (2/4) = 2/3, task 1 (1/4) = 1/2, task 2 (n=1 < G) undetermined
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 1, 0, 0], [1, 0, 0, 0], [1]])
+    args = ["curriculum", prof, "--tasks", tasks, "--learnable-for", "2", "--json", "--overwrite"]
+    strict = run_ngrp(*args, "-o", tmp_path / "a.jsonl", "--min-informative", "0.6")
+    assert strict.returncode == 0, strict.stderr
+    assert json.loads(strict.stdout)["n_selected"] == 1
+    assert [r["q"] for r in read(tmp_path / "a.jsonl")] == ["question 0"]
+    loose = run_ngrp(*args, "-o", tmp_path / "b.jsonl", "--min-informative", "0.5", "--key", "pr")
+    assert json.loads(loose.stdout)["n_selected"] == 2
+    rows = read(tmp_path / "b.jsonl")
+    assert [(r["q"], r["pr"], r["pr_n"]) for r in rows] == [("question 0", 0.5, 4), ("question 1", 0.25, 4)]
+    assert run_ngrp(*args, "-o", tmp_path / "c.jsonl", "--min-informative", "1.5").returncode == 2

@@ -249,3 +249,15 @@ def benjamini_hochberg(p_values: list[float]) -> list[float]:
         running = min(running, p * m / rank)
         adjusted[i] = running
     return adjusted
+
+
+def t_interval_from_sem(mean: float, sem: float, n: int, level: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval mean + t_{(1-+level)/2, n-1} * sem, as Gym's `_confidence_interval` computes it:
+    None for n <= 1, a point when sem is 0."""
+    if n <= 1:
+        return None
+    if sem == 0:
+        return mean, mean
+    low = t_ppf((1.0 - level) / 2.0, n - 1)
+    high = t_ppf((1.0 + level) / 2.0, n - 1)
+    return mean + low * sem, mean + high * sem

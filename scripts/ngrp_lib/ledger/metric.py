@@ -11,7 +11,6 @@ from typing import Any
 from ..errors import InputError, UsageError
 from ..jsonl import read_json
 from ..stats.uncertainty import t_interval
-from .paired import task_means
 
 _VALUE_KEYS = ("value", "mean", "estimate", "point")
 _LOW_KEYS = ("ci_low", "low", "lower", "ci_lower")
@@ -157,10 +156,29 @@ def _keys_hint(data: Any) -> str:
 
 def from_profile(path: Path, metric: str = "reward") -> Reading:
     """Task-weighted mean of per-task means, with a 95% t interval over tasks."""
-    means = list(task_means(path, metric).values())
+    means = task_means(path, metric)
     interval = t_interval(means)
     low, high = (interval.ci_low, interval.ci_high) if interval.n >= 2 else (None, None)
     return Reading(interval.value, low, high, len(means), f"{path}:{metric}")
+
+
+def task_means(path: Path, metric: str = "reward") -> list[float]:
+    """Per-task (per task+agent) mean of `rollout_infos[*].<metric>`, read by the stats loader."""
+    from ..stats.estimators import row_means
+    from ..stats.load import load_profile
+
+    data = load_profile(path, (metric,))
+    if not data.n_tasks:
+        raise InputError("profile has no tasks", path=path)
+    means = [float(m) for m in row_means(data.values[metric])]
+    for (task, _agent), mean in zip(data.keys, means, strict=True):
+        if math.isnan(mean):
+            raise InputError(
+                f"task {task} has no numeric rollout_infos[*].{metric}",
+                path=path,
+                hint="pass a *_reward_profiling.jsonl written by `gym eval profile` or `ngrp profile`",
+            )
+    return means
 
 
 def from_log(path: Path, pattern: str) -> Reading:

@@ -6,10 +6,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts import TASK_KEY
 from ..compare import compare_profiles
-from ..errors import InputError
-from ..jsonl import iter_rows
 
 
 @dataclass(frozen=True)
@@ -22,30 +19,6 @@ class Paired:
     ci_low: float | None
     ci_high: float | None
     method: str
-
-
-def task_means(path: Path, metric: str = "reward") -> dict[int, float]:
-    """Per-task mean of `rollout_infos[*].<metric>` from a `*_reward_profiling.jsonl` file."""
-    means: dict[int, float] = {}
-    for row in iter_rows(path):
-        task = row.data.get(TASK_KEY)
-        if not isinstance(task, int) or isinstance(task, bool):
-            raise InputError(f"row has no integer {TASK_KEY}", path=path, line=row.line)
-        if task in means:
-            raise InputError(f"task {task} appears twice", path=path, line=row.line)
-        values = [info.get(metric) for info in row.data.get("rollout_infos") or [] if isinstance(info, dict)]
-        numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not numbers:
-            raise InputError(
-                f"task {task} has no numeric rollout_infos[*].{metric}",
-                path=path,
-                line=row.line,
-                hint="pass a *_reward_profiling.jsonl written by `gym eval profile` or `ngrp profile`",
-            )
-        means[task] = math.fsum(numbers) / len(numbers)
-    if not means:
-        raise InputError("profile has no tasks", path=path)
-    return means
 
 
 def compare(a: Path, b: Path, metric: str = "reward") -> Paired:

@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import math
+from ..stats.estimators import pass_at_k_one as pass_at_k
+from ..stats.estimators import wilson_one as wilson_interval
 
-Z_95 = 1.959963984540054  # standard normal quantile at 0.975
+__all__ = ["pass_at_k", "wilson_interval", "ks_for", "task_extras"]
+
 DEFAULT_PASS_THRESHOLD = 1.0  # pass := reward >= threshold; for Gym's 0/1 rewards that is reward == 1
 PREFIX = "ngrp/"
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Chen et al. (2021) unbiased pass@k = 1 - C(n-c, k) / C(n, k), as a stable product."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
-    if n - c < k:
-        return 1.0
-    if k == 1:
-        return c / n  # the product below telescopes to this; keep it exact
-    fail_all = 1.0
-    for i in range(n - c + 1, n + 1):
-        fail_all *= 1.0 - k / i
-    return 1.0 - fail_all
 
 
 def ks_for(n: int) -> list[int]:
@@ -32,18 +20,6 @@ def ks_for(n: int) -> list[int]:
     if n >= 1 and ks[-1] != n:
         ks.append(n)
     return ks
-
-
-def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
-    """Wilson score interval for a binomial proportion; None when n is 0."""
-    if n == 0:
-        return None
-    p = successes / n
-    z2 = z * z
-    denom = 1.0 + z2 / n
-    centre = (p + z2 / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def task_extras(n: int, c: int, num_null: int, threshold: float) -> dict[str, float | int | None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..distributions import t_ppf
+from ..distributions import t_interval_from_sem
 
 STATS = ("mean", "max", "min", "median", "std")
 CONFIDENCE = 0.95
@@ -100,13 +100,7 @@ def series_stats(values: Any) -> dict[str, float] | None:
 
 def t_interval(mean: float, sem: float, n: int) -> tuple[float, float] | None:
     """Gym's `_confidence_interval`: None for n <= 1, a point when sem is 0, else scipy's `t.interval`."""
-    if n <= 1:
-        return None
-    if sem == 0:
-        return mean, mean
-    low = t_ppf((1.0 - CONFIDENCE) / 2.0, n - 1)
-    high = t_ppf((1.0 + CONFIDENCE) / 2.0, n - 1)
-    return mean + low * sem, mean + high * sem
+    return t_interval_from_sem(mean, sem, n, CONFIDENCE)
 
 
 def sem_of(std: float, n: int) -> float:

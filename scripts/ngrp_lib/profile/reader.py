@@ -119,10 +119,7 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
     data, stats = Dataset(), ReadStats()
     results, numeric = data.results, data.numeric
     for line, row in _rows(rollouts, "rollouts", stats):
-        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-        if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
-            task, rollout = _key(row, line, rollouts, "rollout")
-        key = (task, rollout)
+        key = task, rollout = _key(row, line, rollouts, "rollout")
         if key in results:
             stats.duplicate_results.append(key)
             continue
@@ -131,10 +128,7 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
     samples = data.samples
     append = data.inputs.append
     for line, row in _rows(inputs, "inputs", stats):
-        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-        if type(task) is not int or type(rollout) is not int or task < 0 or rollout < 0:
-            task, rollout = _key(row, line, inputs, "materialized input")
-        key = (task, rollout)
+        key = task, rollout = _key(row, line, inputs, "materialized input")
         if key in seen:
             stats.duplicate_inputs.append(key)
             continue

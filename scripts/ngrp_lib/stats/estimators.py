@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+Z_95 = 1.959963984540054  # standard normal quantile at 0.975
+
 
 def successes(rewards, threshold: float | None):
     """Binary outcome matrix (NaN kept) or None when rewards are not binary and no threshold is given.
@@ -47,14 +49,28 @@ def _falling_ratio(a, n, k: int):
     return out
 
 
+def pass_at_k_one(n: int, c: int, k: int) -> float:
+    """Chen et al. (2021) unbiased pass@k = 1 - C(n-c, k) / C(n, k) for one task, as a stable product."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    if k == 1:
+        return c / n  # the product below telescopes to this; keep it exact
+    fail_all = 1.0
+    for i in range(n - c + 1, n + 1):
+        fail_all *= 1.0 - k / i
+    return 1.0 - fail_all
+
+
 def pass_at_k(n, c, k: int):
-    """Unbiased pass@k = 1 - C(n-c, k)/C(n, k) (Chen et al. 2021); NaN where n < k."""
+    """`pass_at_k_one` per task over arrays of counts; NaN where n < k."""
     import numpy as np
 
-    n = np.asarray(n, dtype=float)
-    c = np.asarray(c, dtype=float)
-    value = 1.0 - _falling_ratio(n - c, n, k)
-    return np.where(n >= k, value, np.nan)
+    n, c = np.broadcast_arrays(np.asarray(n), np.asarray(c))
+    pairs = zip(n.ravel(), c.ravel(), strict=True)
+    values = [pass_at_k_one(int(ni), int(ci), k) if ni >= k else math.nan for ni, ci in pairs]
+    return np.array(values, dtype=float).reshape(n.shape)
 
 
 def pass_hat_k(n, c, k: int):
@@ -107,18 +123,27 @@ def expected_extreme_of_k(rewards, k: int, best: bool = True):
     return out
 
 
-def wilson_interval(c, n, z: float = 1.959963984540054):
-    """Wilson score interval for c successes of n; NaN where n == 0."""
+def wilson_one(successes: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion, clipped to [0, 1]; None when n is 0."""
+    if n == 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def wilson_interval(c, n, z: float = Z_95):
+    """`wilson_one` per task over arrays of counts: (lows, highs), NaN where n == 0."""
     import numpy as np
 
-    c = np.asarray(c, dtype=float)
-    n = np.asarray(n, dtype=float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = c / n
-        denom = 1 + z * z / n
-        centre = (p + z * z / (2 * n)) / denom
-        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return centre - half, centre + half
+    c, n = np.broadcast_arrays(np.asarray(c), np.asarray(n))
+    bounds = [wilson_one(int(ci), int(ni), z) for ci, ni in zip(c.ravel(), n.ravel(), strict=True)]
+    low = np.array([b[0] if b else math.nan for b in bounds], dtype=float).reshape(n.shape)
+    high = np.array([b[1] if b else math.nan for b in bounds], dtype=float).reshape(n.shape)
+    return low, high
 
 
 def difficulty_band(n, c):

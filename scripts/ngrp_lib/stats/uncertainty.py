@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..distributions import t_ppf
+from ..distributions import t_interval_from_sem
 
 
 @dataclass
@@ -36,8 +36,8 @@ def t_interval(values, level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(mean, math.nan, math.nan, math.nan, n)
     se = float(v.std(ddof=1) / math.sqrt(n))
-    half = t_ppf(0.5 + level / 2, n - 1) * se
-    return Interval(mean, se, mean - half, mean + half, n)
+    low, high = t_interval_from_sem(mean, se, n, level)
+    return Interval(mean, se, low, high, n)
 
 
 def _resample_counts(rng, n_tasks: int, size: int):
