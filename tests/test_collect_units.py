@@ -214,8 +214,34 @@ def test_endpoints_file(tmp_path):
     assert load_endpoints(path, None) == [Endpoint("http://127.0.0.1:9/v1", "tiny")]
     assert load_endpoints(path, "other")[0].model == "other"
     path.write_text(json.dumps({"endpoints": []}))
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="no endpoints listed"):
         load_endpoints(path, None)
+    path.write_text(json.dumps({"endpoints": [{"model": "tiny"}]}))
+    with pytest.raises(InputError, match="base_url") as err:
+        load_endpoints(path, None)
+    assert err.value.pointer == "/endpoints/0"
+    path.write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:9/v1"}]}))
+    with pytest.raises(InputError, match="pass --model"):
+        load_endpoints(path, None)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [(None, "not found"), ("{not json", "unreadable"), ('{"servers": []}', "expected")],
+)
+def test_one_endpoints_reader_for_collect_and_serve(tmp_path, content, match):
+    """collect and serve share serve_run.read_endpoints, so both report a bad file the same way."""
+    from ngrp_lib.serve_run import read_endpoints, status
+
+    path = tmp_path / "endpoints.json"
+    if content is not None:
+        path.write_text(content)
+    for read in (lambda p: load_endpoints(p, None), read_endpoints, status):
+        with pytest.raises(InputError, match=match) as err:
+            read(path)
+        assert err.value.path == path
+        if content is None:
+            assert "ngrp serve" in err.value.hint
 
 
 # ---- refusals through the CLI (no server needed: they happen before any request) --------------------
