@@ -463,3 +463,25 @@ def test_progress_line_reports_rate_eta_reward_and_errors():
     line = ProgressBar(tally, enabled=False).line()
     assert "3/10" in line and "rollouts/s" in line and "tok/s" in line and "ETA" in line
     assert "reward 0.500" in line and "timeout=1" in line
+
+
+def test_limit_reads_only_the_first_lines(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=5)
+    proc = _collect(run_ngrp, tmp_path, "--limit", "2", "--abort-after", "9")
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert (summary["expected"], summary["attempted"], summary["missing"]) == (2, 2, 2)
+    materialized = (tmp_path / "out" / "r_materialized_inputs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["_ng_task_index"] for line in materialized] == [0, 1]
+    _validate_summary(summary)
+
+
+def test_regex_verifier_pattern_is_checked_before_any_request(run_ngrp, tmp_path):
+    _tasks(tmp_path)
+    argv = _collect_argv(tmp_path, DEAD)
+    argv[argv.index("math")] = "regex"
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 2 and "needs --verifier-pattern" in proc.stderr
+    proc = run_ngrp(*argv, "--verifier-pattern", "(")
+    assert proc.returncode == 2 and "not a valid regex" in proc.stderr
+    assert not (tmp_path / "r.jsonl").exists()
