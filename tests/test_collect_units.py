@@ -485,3 +485,51 @@ def test_regex_verifier_pattern_is_checked_before_any_request(run_ngrp, tmp_path
     proc = run_ngrp(*argv, "--verifier-pattern", "(")
     assert proc.returncode == 2 and "not a valid regex" in proc.stderr
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.fixture
+def refusing_peer():
+    """An HTTP peer that records each request's Authorization header and answers 401: no inference at all."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            seen.append(self.headers.get("authorization"))
+            body = b'{"error": {"message": "bad key"}}'
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+def test_api_key_env_is_sent_as_bearer_and_never_written(run_ngrp, tmp_path, refusing_peer):
+    import os
+
+    url, seen = refusing_peer
+    _tasks(tmp_path, n=1)
+    secret = "sk-test-4f1d9c"
+    env = {**os.environ, "MY_KEY": secret, "OPENAI_API_KEY": "wrong-one"}
+    argv = [*_collect_argv(tmp_path, url), "--api-key-env", "MY_KEY", "--max-retries", "0", "--json"]
+    proc = run_ngrp(*argv, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert seen == [f"Bearer {secret}"]
+    assert json.loads(proc.stdout)["failed"] == 1
+    manifest = json.loads((tmp_path / "r_run_manifest.json").read_text())
+    assert manifest["options"]["api_key_env"] == "MY_KEY"
+    written = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
+    assert secret not in written
