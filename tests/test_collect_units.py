@@ -214,8 +214,34 @@ def test_endpoints_file(tmp_path):
     assert load_endpoints(path, None) == [Endpoint("http://127.0.0.1:9/v1", "tiny")]
     assert load_endpoints(path, "other")[0].model == "other"
     path.write_text(json.dumps({"endpoints": []}))
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match="no endpoints listed"):
         load_endpoints(path, None)
+    path.write_text(json.dumps({"endpoints": [{"model": "tiny"}]}))
+    with pytest.raises(InputError, match="base_url") as err:
+        load_endpoints(path, None)
+    assert err.value.pointer == "/endpoints/0"
+    path.write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:9/v1"}]}))
+    with pytest.raises(InputError, match="pass --model"):
+        load_endpoints(path, None)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [(None, "not found"), ("{not json", "unreadable"), ('{"servers": []}', "expected")],
+)
+def test_one_endpoints_reader_for_collect_and_serve(tmp_path, content, match):
+    """collect and serve share serve_run.read_endpoints, so both report a bad file the same way."""
+    from ngrp_lib.serve_run import read_endpoints, status
+
+    path = tmp_path / "endpoints.json"
+    if content is not None:
+        path.write_text(content)
+    for read in (lambda p: load_endpoints(p, None), read_endpoints, status):
+        with pytest.raises(InputError, match=match) as err:
+            read(path)
+        assert err.value.path == path
+        if content is None:
+            assert "ngrp serve" in err.value.hint
 
 
 # ---- refusals through the CLI (no server needed: they happen before any request) --------------------
@@ -437,3 +463,73 @@ def test_progress_line_reports_rate_eta_reward_and_errors():
     line = ProgressBar(tally, enabled=False).line()
     assert "3/10" in line and "rollouts/s" in line and "tok/s" in line and "ETA" in line
     assert "reward 0.500" in line and "timeout=1" in line
+
+
+def test_limit_reads_only_the_first_lines(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=5)
+    proc = _collect(run_ngrp, tmp_path, "--limit", "2", "--abort-after", "9")
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert (summary["expected"], summary["attempted"], summary["missing"]) == (2, 2, 2)
+    materialized = (tmp_path / "out" / "r_materialized_inputs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["_ng_task_index"] for line in materialized] == [0, 1]
+    _validate_summary(summary)
+
+
+def test_regex_verifier_pattern_is_checked_before_any_request(run_ngrp, tmp_path):
+    _tasks(tmp_path)
+    argv = _collect_argv(tmp_path, DEAD)
+    argv[argv.index("math")] = "regex"
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 2 and "needs --verifier-pattern" in proc.stderr
+    proc = run_ngrp(*argv, "--verifier-pattern", "(")
+    assert proc.returncode == 2 and "not a valid regex" in proc.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.fixture
+def refusing_peer():
+    """An HTTP peer that records each request's Authorization header and answers 401: no inference at all."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            seen.append(self.headers.get("authorization"))
+            body = b'{"error": {"message": "bad key"}}'
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+def test_api_key_env_is_sent_as_bearer_and_never_written(run_ngrp, tmp_path, refusing_peer):
+    import os
+
+    url, seen = refusing_peer
+    _tasks(tmp_path, n=1)
+    secret = "sk-test-4f1d9c"
+    env = {**os.environ, "MY_KEY": secret, "OPENAI_API_KEY": "wrong-one"}
+    argv = [*_collect_argv(tmp_path, url), "--api-key-env", "MY_KEY", "--max-retries", "0", "--json"]
+    proc = run_ngrp(*argv, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert seen == [f"Bearer {secret}"]
+    assert json.loads(proc.stdout)["failed"] == 1
+    manifest = json.loads((tmp_path / "r_run_manifest.json").read_text())
+    assert manifest["options"]["api_key_env"] == "MY_KEY"
+    written = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
+    assert secret not in written

@@ -68,6 +68,12 @@ def collect_args(tasks, out, base_url, *extra):
     ]
 
 
+def collect_endpoints_args(tasks, out, endpoints, *extra):
+    """`ngrp collect` against an endpoints file (model from the file) with the math verifier."""
+    return ["collect", "--input", tasks, "--output", out, "--endpoints", endpoints, "--verifier", "math",
+            *extra]  # fmt: skip
+
+
 def keys_of(path: Path) -> Counter:
     return Counter((r.data["_ng_task_index"], r.data["_ng_rollout_index"]) for r in jsonl.iter_rows(path))
 
@@ -93,19 +99,7 @@ def test_chat_end_to_end_with_endpoints_file_and_token_ids(vllm_server, tmp_path
     endpoints.write_text(json.dumps({"endpoints": [{"base_url": vllm_server.base_url, "model": "tiny"}]}))
     out = tmp_path / "run" / "rollouts.jsonl"
     proc = ngrp(
-        "collect",
-        "--input",
-        tasks,
-        "--output",
-        out,
-        "--num-repeats",
-        "3",
-        "--endpoints",
-        endpoints,
-        "--model",
-        "tiny",
-        "--verifier",
-        "math",
+        *collect_endpoints_args(tasks, out, endpoints, "--num-repeats", "3", "--model", "tiny"),
         "--api",
         "chat",
         "--seed-per-repeat",
@@ -137,17 +131,7 @@ def test_chat_end_to_end_with_endpoints_file_and_token_ids(vllm_server, tmp_path
     # Same seed, same prompt: vLLM's seeded sampling reproduces the tokens (a second run, same settings).
     again = tmp_path / "again" / "rollouts.jsonl"
     proc = ngrp(
-        "collect",
-        "--input",
-        tasks,
-        "--output",
-        again,
-        "--num-repeats",
-        "3",
-        "--endpoints",
-        endpoints,
-        "--verifier",
-        "math",
+        *collect_endpoints_args(tasks, again, endpoints, "--num-repeats", "3"),
         "--seed-per-repeat",
         "--return-token-ids",
     )
@@ -448,17 +432,7 @@ def test_several_endpoints_keep_each_task_on_one_server(vllm_server, tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 6)
     out = tmp_path / "rollouts.jsonl"
     proc = ngrp(
-        "collect",
-        "--input",
-        tasks,
-        "--output",
-        out,
-        "--num-repeats",
-        "3",
-        "--endpoints",
-        endpoints,
-        "--verifier",
-        "math",
+        *collect_endpoints_args(tasks, out, endpoints, "--num-repeats", "3"),
     )
     assert proc.returncode == 0, proc.stderr
     servers: dict[int, set] = {}

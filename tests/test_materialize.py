@@ -163,3 +163,17 @@ def test_fan_out_spec_errors_are_usage_errors(run_ngrp, golden, tmp_path, spec):
                     "--agent", "k", *args)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "--fan-out" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_limit_counts_input_lines(run_ngrp, golden, tmp_path):
+    out = tmp_path / "out.jsonl"
+    raw = golden / "raw_inputs.jsonl"
+    proc = run_ngrp("materialize", "--input", raw, "--output", out, "--num-repeats", "2",
+                    "--agent", "a", "--limit", "2")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    firsts = [json.loads(line) for line in raw.read_text().splitlines()[:2]]
+    assert [r["_ng_task_index"] for r in rows] == [0, 0, 1, 1]
+    assert [r["responses_create_params"] for r in rows[::2]] == [f["responses_create_params"] for f in firsts]
+    proc = run_ngrp("materialize", "--input", raw, "--output", tmp_path / "o2.jsonl", "--limit", "0")
+    assert proc.returncode == 2 and "--limit must be at least 1" in proc.stderr

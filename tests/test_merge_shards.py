@@ -14,7 +14,7 @@ import pytest
 from ngrp_lib import jsonl
 from ngrp_lib.errors import FindingsError, InputError, OutputExistsError, UsageError
 from ngrp_lib.merge import canonical_digest, merge_shards
-from ngrp_lib.shards import Shard, filter_rows, parse_shard, select_shard, shard_output_path
+from ngrp_lib.shards import Shard, parse_shard, select_shard, shard_output_path
 
 
 def rows_of(path):
@@ -30,6 +30,11 @@ def write_rows(path, rows):
     return path
 
 
+def shard_rows(rows, shard):
+    """The rows `collect --shard` runs: Shard.owns on the task index (runner.pending does the same)."""
+    return [r for r in rows if shard.owns(r["_ng_task_index"])]
+
+
 def make_shards(golden_case, tmp_path, n):
     """Split a real run (inputs + rollouts) into n shard runs the way `collect --shard i/n` would."""
     inputs = rows_of(golden_case / "rollouts_materialized_inputs.jsonl")
@@ -38,8 +43,8 @@ def make_shards(golden_case, tmp_path, n):
     for i in range(n):
         shard = Shard(i, n)
         out = shard_output_path(tmp_path / "rollouts.jsonl", shard)
-        write_rows(out, filter_rows(rollouts, shard))
-        write_rows(out.with_name(out.stem + "_materialized_inputs.jsonl"), filter_rows(inputs, shard))
+        write_rows(out, shard_rows(rollouts, shard))
+        write_rows(out.with_name(out.stem + "_materialized_inputs.jsonl"), shard_rows(inputs, shard))
         paths.append(out)
     return inputs, rollouts, paths
 
@@ -58,10 +63,8 @@ def test_shard_selection_is_by_task_and_covers_every_task_once():
     owners = {t: [i for i in range(4) if select_shard(t, i, 4)] for t in range(50)}
     assert all(len(v) == 1 for v in owners.values())
     rows = [{"_ng_task_index": t, "_ng_rollout_index": r} for r in range(3) for t in (7, 2, 9)]
-    picked = list(filter_rows(rows, Shard(1, 4)))  # 9 % 4 == 1: every repeat of task 9, no other
+    picked = shard_rows(rows, Shard(1, 4))  # 9 % 4 == 1: every repeat of task 9, no other
     assert [(x["_ng_task_index"], x["_ng_rollout_index"]) for x in picked] == [(9, 0), (9, 1), (9, 2)]
-    with pytest.raises(InputError, match="_ng_task_index"):
-        list(filter_rows([{"x": 1}], Shard(0, 2)))
 
 
 def test_parse_shard_specs_and_slurm():

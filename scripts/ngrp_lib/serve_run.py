@@ -204,7 +204,9 @@ def endpoint_rows(started: list[Started], model: str) -> list[dict]:
     ]
 
 
-def read_endpoints(path: Path) -> dict:
+def read_endpoints(path: Path | str) -> dict:
+    """THE reader of the endpoints file (also used by `ngrp collect --endpoints`)."""
+    path = Path(path)
     try:
         data = orjson.loads(path.read_bytes())
     except FileNotFoundError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,23 +72,6 @@ def _checked(index: int, count: int, spec: str) -> Shard:
             hint="shards are 0-based: the last of 4 shards is 3/4; with a Slurm array use --array=0-(N-1)",
         )
     return Shard(index, count)
-
-
-def filter_rows(rows: Iterable[dict], shard: Shard | None, *, source: str = "input") -> Iterator[dict]:
-    """Keep the rows of one shard (all rows when `shard` is None). Rows need an integer task index."""
-    for number, row in enumerate(rows, 1):
-        if shard is None:
-            yield row
-            continue
-        task = row.get(TASK_KEY)
-        if not is_index(task):
-            raise InputError(
-                f"row has no valid {TASK_KEY} ({task!r}); shards select by task index",
-                path=source,
-                line=number,
-            )
-        if shard.owns(task):
-            yield row
 
 
 def shard_output_path(path: Path | str, shard: Shard) -> Path:

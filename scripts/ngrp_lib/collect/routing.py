@@ -8,7 +8,6 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import InputError, UsageError
-from ..jsonl import read_json
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,13 @@ def public_url(url: str) -> str:
 
 def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
     """Read `ngrp serve`'s endpoints file: {"endpoints": [{"base_url": ".../v1", "model": NAME}, ...]}."""
-    data = read_json(path)
-    items = data.get("endpoints") if isinstance(data, dict) else None
-    if not isinstance(items, list) or not items:
-        raise InputError('expected {"endpoints": [{"base_url": ..., "model": ...}, ...]}', path=path)
+    from ..serve_run import read_endpoints  # the one reader of this format (lazy: serve_run is heavier)
+
+    items = read_endpoints(path)["endpoints"]
+    if not items:
+        raise InputError(
+            "no endpoints listed", path=path, pointer="/endpoints", hint="did `ngrp serve` start?"
+        )
     endpoints = []
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("base_url"), str):
