@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..artifacts import ROLLOUT_KEY, TASK_KEY
+from ..artifacts import ROLLOUT_KEY, TASK_KEY, agent_name
 
 MASK_FIELD = "mask_sample"
 ENV_SERVER_KEY = "_ng_environment_server"
@@ -57,19 +57,8 @@ class Dataset:
     numeric: array = field(default_factory=lambda: array("d"))
 
 
-def agent_of(row: Mapping[str, Any]) -> str | None:
-    ref = row.get("agent_ref")
-    name = ref.get("name") if isinstance(ref, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def run_key_of(row: Mapping[str, Any]) -> str | None:
-    server = row.get(ENV_SERVER_KEY)
-    return server if isinstance(server, str) else agent_of(row)
-
-
 def input_record(row: Mapping[str, Any], task: int, rollout: int, result: ResultRec | None) -> InputRec:
-    agent = agent_of(row)
+    agent = agent_name(row)
     server = row.get(ENV_SERVER_KEY)
     return InputRec(task, rollout, server if isinstance(server, str) else agent, agent, result)
 
