@@ -5,7 +5,6 @@ raised in Gym's order once both files are read."""
 from __future__ import annotations
 
 import hashlib
-import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,38 +27,14 @@ class ReadStats:
     rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
 
 
-_WINDOW = 1 << 23  # bytes hashed ahead of the parser, and then released, when the file is memory-mapped
-
-
 def _lines(handle: Any, hasher: Any) -> Iterator[bytes]:
-    """The file's lines (with their newline), hashing every byte once. A regular file is memory-mapped:
-    no copy into a read buffer and no split, one hash call per 8 MB window, and each consumed window's
-    pages are given back so they do not count in the resident set. Anything else is read line by line."""
-    try:
-        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):  # empty file, pipe, ...
-        for line in handle:
-            hasher.update(line)
-            yield line
-        return
-    view = memoryview(mapped)
-    try:
-        size, hashed, released = len(mapped), 0, 0
-        readline, tell = mapped.readline, mapped.tell
-        can_release = hasattr(mmap, "MADV_DONTNEED")
-        while hashed < size:
-            end = min(hashed + _WINDOW, size)
-            hasher.update(view[hashed:end])
-            hashed = end
-            while tell() < hashed:
-                yield readline()
-            done = tell() // mmap.PAGESIZE * mmap.PAGESIZE
-            if can_release and done > released:
-                mapped.madvise(mmap.MADV_DONTNEED, released, done - released)
-                released = done
-    finally:
-        view.release()
-        mapped.close()
+    """The file's lines (with their newline), hashing every byte once. Plain buffered reading: ~3% more CPU
+    than memory-mapping, but a file truncated by another process while it is read (a collector repairing
+    a torn tail) ends in a clean error naming the line, not a SIGBUS."""
+    update = hasher.update
+    for line in handle:
+        update(line)
+        yield line
 
 
 def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -72,7 +47,7 @@ def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[s
     count = 0
     line_no = 0
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
+        handle = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - closed below
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from exc
     with handle:
