@@ -99,3 +99,18 @@ def test_nan_inside_a_string_on_a_broken_line_is_invalid_json_not_non_finite(tmp
     p = write(tmp_path / "n.jsonl", b'{"a": "NaN", oops}\n{"a": [1, -Infinity]}\n{"b": "NaN"}\n')
     assert kinds(p) == [(1, jsonl.INVALID_JSON), (2, jsonl.NON_FINITE), (3, "row")]
     assert "-Infinity" in list(jsonl.iter_records(p))[1].message
+
+
+@pytest.mark.parametrize("umask, expected", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_outputs_get_the_umask_mode_not_mkstemps_0600(tmp_path, umask, expected):
+    """Profiles written on a shared run folder must be as readable as the rollouts next to them."""
+    old = os.umask(umask)
+    try:
+        out = tmp_path / "summary.json"
+        jsonl.write_json(out, {"a": 1})
+        assert out.stat().st_mode & 0o777 == expected
+        out.chmod(0o640)  # --overwrite keeps the mode the user gave the file
+        jsonl.write_json(out, {"a": 2}, overwrite=True)
+        assert out.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)

@@ -236,9 +236,11 @@ def atomic_output(path: Path | str, *, overwrite: bool = False) -> Iterator[IO[b
     path = Path(path)
     refuse_existing([path], overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777 if overwrite and path.exists() else _new_file_mode()
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(fd, mode)  # mkstemp makes 0600: give the file what open() would (or the replaced file's)
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -254,6 +256,14 @@ def atomic_output(path: Path | str, *, overwrite: bool = False) -> Iterator[IO[b
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _new_file_mode() -> int:
+    """0666 minus the process umask: the mode `open()` gives a new file, so outputs on a shared run folder
+    are as readable as the rollouts the collector appends to."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_jsonl(path: Path | str, rows: Any, *, overwrite: bool = False) -> int:
