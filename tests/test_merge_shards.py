@@ -215,3 +215,29 @@ def test_collect_shards_then_merge_equals_one_run(vllm_server, tmp_path, run_ngr
                        "--rollouts", merged)  # fmt: skip
     assert profile.returncode == 0, profile.stderr
     assert len(rows_of(tmp_path / "out" / "rollouts_reward_profiling.jsonl")) == 5
+
+
+def test_a_glob_that_catches_sidecars_merges_them_as_sidecars(golden, tmp_path):
+    """`rollouts-shard-*.jsonl` also matches each shard's _failures and _materialized_inputs files: they
+    are merged as the sidecars they are, never as rollouts (a failure row would otherwise pass as one)."""
+    inputs, rollouts, shards = make_shards(golden / "case_complete", tmp_path, 2)
+    failed = {**rollouts[0], "_ng_failure_class": "agent_request_failed"}
+    failed.pop("reward", None)
+    write_rows(shards[0].with_name(shards[0].stem + "_failures.jsonl"), [failed])
+    globbed = sorted(tmp_path.glob("rollouts-shard-*.jsonl"))
+    assert len(globbed) == 5  # 2 shards, 2 materialized inputs sidecars, 1 failures sidecar
+    result = merge_shards(globbed, tmp_path / "merged.jsonl")
+    assert keyed(rows_of(tmp_path / "merged.jsonl")) == keyed(rollouts)
+    assert rows_of(tmp_path / "merged_failures.jsonl") == [failed]
+    assert sorted(result.sidecars_skipped) == sorted(str(p) for p in globbed if p not in shards)
+    schema = Path(__file__).resolve().parents[1] / "schemas" / "merge_result.schema.json"
+    jsonschema.validate(result.to_json(), json.loads(schema.read_text()))
+
+
+@pytest.mark.parametrize("name", ["rollouts-shard-0-of-2_failures.jsonl", "rollouts_reward_profiling.jsonl"])
+def test_a_sidecar_or_profile_output_without_its_shard_is_refused(golden, tmp_path, name):
+    _, rollouts, shards = make_shards(golden / "case_complete", tmp_path, 2)
+    stray = write_rows(tmp_path / name, rollouts[:1])
+    with pytest.raises(UsageError, match="not a rollouts shard"):
+        merge_shards([shards[1], stray], tmp_path / "merged.jsonl")
+    assert not (tmp_path / "merged.jsonl").exists()

@@ -22,7 +22,17 @@ from typing import IO
 import orjson
 
 from . import jsonl
-from .artifacts import ROLLOUT_KEY, TASK_KEY, RolloutKey, failures_path_for, is_index, materialized_path_for
+from .artifacts import (
+    FAILURES_SUFFIX,
+    MATERIALIZED_SUFFIX,
+    REWARD_PROFILE_SUFFIX,
+    ROLLOUT_KEY,
+    TASK_KEY,
+    RolloutKey,
+    failures_path_for,
+    is_index,
+    materialized_path_for,
+)
 from .errors import FindingsError, InputError, UsageError
 
 MAX_LISTED = 10
@@ -47,6 +57,7 @@ class MergeResult:
     failures: PartCounts
     inputs: PartCounts
     torn_tails: list[str]
+    sidecars_skipped: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         from dataclasses import asdict
@@ -75,14 +86,14 @@ def merge_shards(
     allow_torn: bool = False,
 ) -> MergeResult:
     """Merge shard rollouts files into `output`, with sidecars next to it under Gym's names."""
-    shard_paths = [Path(p) for p in shards]
+    shard_paths, skipped = _rollouts_only([Path(p) for p in shards])
     output = Path(output)
     input_paths = _resolve_inputs(shard_paths, inputs)
     failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
     targets = _targets(output, bool(input_paths), bool(failure_paths))
     _check_paths(shard_paths + input_paths + failure_paths, targets, overwrite)
     torn: list[str] = []
-    result = MergeResult(str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn)
+    result = MergeResult(str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped)
     with contextlib.ExitStack() as stack:
         known: dict[RolloutKey, _Seen] | None = None
         if input_paths:
@@ -96,6 +107,38 @@ def merge_shards(
             _merge_attempts(failure_paths, handle, result.failures, torn, allow_torn)
             result.failures_output = str(targets["failures"])
     return result
+
+
+# Files a shell glob like `rollouts-shard-*.jsonl` also matches: sidecars of a shard and profile outputs.
+_SIDECARS = {FAILURES_SUFFIX: "failures sidecar", MATERIALIZED_SUFFIX: "materialized inputs sidecar"}
+_NOT_SHARDS = (REWARD_PROFILE_SUFFIX, "_profile_state")
+
+
+def _rollouts_only(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """The rollouts shards among `paths`. A failures or materialized-inputs sidecar whose shard is listed
+    too is skipped (it is merged with that shard); one without its shard, or a profile output, is refused,
+    since its rows would otherwise be merged as rollouts."""
+    listed = {p.resolve() for p in paths}
+    shards, skipped = [], []
+    for path in paths:
+        stem = path.stem
+        if stem.endswith(_NOT_SHARDS):
+            raise UsageError(f"{path} is a profile output, not a rollouts shard", hint=_SHARDS_HINT)
+        suffix = next((s for s in _SIDECARS if stem.endswith(s)), None)
+        if suffix is None:
+            shards.append(path)
+            continue
+        owner = path.with_name(stem[: -len(suffix)] + path.suffix)
+        if owner.resolve() not in listed:
+            raise UsageError(f"{path} is a {_SIDECARS[suffix]}, not a rollouts shard", hint=_SHARDS_HINT)
+        skipped.append(str(path))
+    return shards, skipped
+
+
+_SHARDS_HINT = (
+    "list the rollouts shards only (for example rollouts-shard-*-of-8.jsonl); each shard's "
+    "_failures.jsonl and _materialized_inputs.jsonl are merged with it"
+)
 
 
 def _resolve_inputs(shards: list[Path], inputs: list[Path | str] | None) -> list[Path]:

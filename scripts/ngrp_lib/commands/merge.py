@@ -72,6 +72,11 @@ def _render(result: MergeResult) -> str:
         )
     if result.failures_output:
         lines.append(f"failures: {result.failures.written} attempt(s) -> {result.failures_output}")
+    if result.sidecars_skipped:
+        lines.append(
+            f"note: {len(result.sidecars_skipped)} sidecar file(s) named as shards were merged as sidecars of"
+            f" their shard: {', '.join(result.sidecars_skipped[:3])}"
+        )
     for where in result.torn_tails:
         lines.append(f"warning: dropped a cut-off last line at {where}")
     return "\n".join(lines)
