@@ -171,3 +171,12 @@ def test_merge_is_strict_about_the_union(golden, tmp_path, run_ngrp):
         "profile", "--merge", "--allow-partial", "--rollouts", "d/r.jsonl", shards[0], shards[0], cwd=tmp_path
     )
     assert dup.returncode == 1 and "Duplicate" in dup.stderr
+
+
+def test_a_mistyped_option_is_named_as_one(golden, tmp_path, run_ngrp):
+    """Gym's tokens pass through as arguments, so click cannot reject a typo itself; we must."""
+    _case(golden, "case_complete", tmp_path)
+    proc = _profile(run_ngrp, tmp_path, "--allow-partial-rollouts")
+    assert proc.returncode == 2
+    assert "no such option: --allow-partial-rollouts" in proc.stderr and "--merge" not in proc.stderr
+    assert not list(tmp_path.glob("*_reward_profiling.jsonl"))

@@ -110,6 +110,9 @@ def command(
     rollouts = rollouts or tokens.get("rollouts_jsonl_fpath")
     if "allow_partial_rollouts" in tokens:
         allow_partial = allow_partial or _flag(tokens["allow_partial_rollouts"])
+    options_given = [arg for arg in rest if arg.startswith("-")]
+    if options_given:  # click lets them through because of the Gym tokens: say what it would have said
+        raise UsageError(f"no such option: {options_given[0]}", hint="see `ngrp profile --help`")
     if rest and not merge:
         raise UsageError(f"unexpected arguments: {' '.join(rest)}", hint="shard files go with --merge")
     if not rollouts:
