@@ -38,6 +38,7 @@ def _write(path: Path, lines: list[bytes]) -> Path:
         ("rollouts_repeat_level_metrics.json", "repeat_level_metrics"),
         ("rollouts_profile_summary.json", "profile_summary"),
         ("rollouts_run_manifest.json", "run_manifest"),
+        ("ngrp_endpoints.json", "endpoints"),
         ("rollouts.jsonl", None),
         ("tasks.jsonl", None),
         ("x_failures.json", None),
@@ -333,3 +334,14 @@ def test_integral_float_identity_keys_are_reported(tmp_path):
             ]["properties"]["kind"]["enum"]
         )
     )
+
+
+def test_endpoints_files_validate(tmp_path):
+    """`ngrp serve` writes one, people hand-write others for `collect --endpoints`: both can be checked."""
+    good = tmp_path / "ngrp_endpoints.json"
+    good.write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:8000/v1", "model": "tiny"}]}))
+    assert validate_file(good).status == "valid"
+    bad = tmp_path / "my_servers.json"
+    bad.write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:8000"}]}))  # no /v1
+    report = validate_file(bad, kind="endpoints")
+    assert report.status == "invalid" and report.problems[0].pointer == "/endpoints/0/base_url"

@@ -33,6 +33,7 @@ KIND_SCHEMAS: dict[str, str] = {
     "repeat_level_metrics": "repeat_level_metrics",
     "profile_summary": "profile_summary",
     "run_manifest": "run_manifest",
+    "endpoints": "endpoints",
     "validate_output": "validate_output",
     "check_output": "check_output",
 }

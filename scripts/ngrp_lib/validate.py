@@ -33,7 +33,7 @@ from .jsonl import Problem as LineProblem
 from .jsonl import Row, iter_records, read_json
 
 JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile")
-JSON_KINDS = ("agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest")
+JSON_KINDS = ("agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest", "endpoints")
 KINDS = JSONL_KINDS + JSON_KINDS
 DUPLICATE_CHECKED = ("materialized", "rollouts")
 IDENTITY_CHECKED = ("materialized", "rollouts", "failures")
@@ -47,6 +47,7 @@ _NAMED_KINDS = [
     (REPEAT_METRICS_SUFFIX, ".json", "repeat_level_metrics"),
     (PROFILE_SUMMARY_SUFFIX, ".json", "profile_summary"),
     (MANIFEST_SUFFIX, ".json", "run_manifest"),
+    ("endpoints", ".json", "endpoints"),  # `ngrp serve` writes ngrp_endpoints.json; hand-written ones too
 ]
 
 SCHEMA = "schema"
