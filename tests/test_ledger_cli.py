@@ -51,6 +51,7 @@ def test_help_has_examples_and_exit_codes(run_ngrp):
 def test_campaign_end_to_end(run_ngrp, repo):
     out = init(run_ngrp, repo, "--direction", "max", "--target", "0.9", "--max-experiments", "5", "--json")
     created = json.loads(out.stdout)
+    jsonschema.validate(created, schema("ledger_init"))
     campaign_file = repo / created["campaign_file"]
     jsonschema.validate(json.loads(campaign_file.read_text()), schema("ledger_campaign"))
     assert created["ledger"] == "reports/auto_research/c1/results.tsv"
@@ -96,7 +97,8 @@ def test_campaign_end_to_end(run_ngrp, repo):
     ],
 )
 def test_each_stop_rule_fires(run_ngrp, repo, options, records, rule):
-    init(run_ngrp, repo, "--direction", "max", *options)
+    created = init(run_ngrp, repo, "--direction", "max", *options)
+    assert ("has already passed" in created.stderr) == ("2020-01-01T00:00:00Z" in options)
     for i, means in enumerate(records):
         extra = (
             ["--status", "crash"]

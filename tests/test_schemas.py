@@ -193,8 +193,8 @@ def test_failure_row_shapes():
         "_ng_rollout_index": 3,
         "_ng_attempt_index": 1,
         "agent_ref": {"name": "math_simple_agent"},
-        "_ngrp_attempt": 2,
         "_ngrp_elapsed_s": 1.25,
+        "_ngrp_retries": 2,
     }
     assert schema_problems("failure", gym_row, 1) == []
     no_reply = dict(gym_row, _ng_failure_class="agent_request_failed", _ng_failure_http_status=None)

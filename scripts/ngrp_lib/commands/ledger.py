@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
+from ..ledger.campaign import now_utc
 from ..ledger.status import render as render_status
 from ._common import emit, json_option
 
@@ -103,6 +104,13 @@ def init_cmd(
         compare_metric=compare_metric,
         compare_direction=compare_direction,
     )
+    deadline_at = result.deadline_at()
+    if deadline_at is not None and deadline_at <= now_utc():
+        click.echo(
+            f"warning: --deadline {result.deadline} has already passed: `ngrp ledger status` will say STOP"
+            " at once",
+            err=True,
+        )
     payload = {
         "ledger": str(paths.ledger),
         "campaign_file": str(paths.campaign),
