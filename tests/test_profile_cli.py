@@ -180,3 +180,74 @@ def test_a_mistyped_option_is_named_as_one(golden, tmp_path, run_ngrp):
     assert proc.returncode == 2
     assert "no such option: --allow-partial-rollouts" in proc.stderr and "--merge" not in proc.stderr
     assert not list(tmp_path.glob("*_reward_profiling.jsonl"))
+
+
+def _profile_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name not in PAIR}
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_write_error_leaves_all_old_outputs_or_none(golden, tmp_path, overwrite):
+    """The four outputs are committed together: a file size limit hit while writing them (disk full
+    behaves alike) leaves no new file, no temp file and, with --overwrite, the old set untouched."""
+    import resource
+    import subprocess
+    import sys
+
+    _case(golden, "case_complete", tmp_path)
+    if overwrite:
+        for name in ("reward_profiling.jsonl", "agent_metrics.json", "repeat_level_metrics.json"):
+            (tmp_path / f"rollouts_{name}").write_text("old\n")
+    before = _profile_files(tmp_path)
+    cmd = [sys.executable, str(REPO / "scripts" / "ngrp.py"), "profile", "--inputs", PAIR[0]]
+    cmd += ["--rollouts", PAIR[1], *(["--overwrite"] if overwrite else [])]
+    limit = 3000  # bytes: smaller than the profile rows file, larger than the inputs read
+    proc = subprocess.run(
+        cmd,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert "File too large" in proc.stderr and "Traceback" not in proc.stderr
+    assert _profile_files(tmp_path) == before  # nothing new, nothing half-written, no temp file
+
+
+def test_bad_output_dir_and_threshold_are_usage_errors(golden, tmp_path, run_ngrp):
+    _case(golden, "case_complete", tmp_path)
+    (tmp_path / "afile").write_text("")
+    proc = _profile(run_ngrp, tmp_path, "--output-dir", "afile")
+    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr
+    for value in ("nan", "inf"):
+        proc = _profile(run_ngrp, tmp_path, "--pass-threshold", value)
+        assert proc.returncode == 2 and "finite" in proc.stderr
+    assert not list(tmp_path.glob("*_reward_profiling.jsonl"))
+
+
+@pytest.mark.parametrize("line", [b'{"x":1}', b'["r", 5]', b'["i", 0, 0, "a"]', b'["s", 0, null, 0, 7]'])
+def test_a_broken_state_line_is_named(golden, tmp_path, run_ngrp, line):
+    _case(golden, "case_complete", tmp_path)
+    assert _profile(run_ngrp, tmp_path, "--save-state").returncode == 0
+    state = tmp_path / "rollouts_profile_state.jsonl"
+    state.write_bytes(state.read_bytes() + line + b"\n")
+    lines = state.read_bytes().count(b"\n")
+    proc = run_ngrp("profile", "--merge", "--rollouts", "merged.jsonl", state.name, cwd=tmp_path)
+    assert proc.returncode == 3 and f"{state.name}:{lines}" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_index_past_int64_is_refused_by_profile_check_and_validate(golden, tmp_path, run_ngrp):
+    """Gym's pandas would hold it as uint64 by luck; numpy's int64 cannot: all three commands agree."""
+    _case(golden, "case_complete", tmp_path)
+    for name in PAIR:
+        rows = [orjson.loads(line) for line in (tmp_path / name).read_bytes().splitlines()]
+        for row in rows:
+            if row["_ng_task_index"] == 1:
+                row["_ng_task_index"] = 2**63
+        (tmp_path / name).write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    proc = _profile(run_ngrp, tmp_path)
+    assert proc.returncode == 1 and "rollouts.jsonl:" in proc.stderr and "2^63 or more" in proc.stderr
+    check = run_ngrp("check", "--inputs", PAIR[0], "--rollouts", PAIR[1], cwd=tmp_path)
+    assert check.returncode == 1 and "lack a valid" in check.stdout + check.stderr
+    valid = run_ngrp("validate", PAIR[1], cwd=tmp_path)
+    assert valid.returncode == 1 and "maximum of 9223372036854775807" in valid.stdout

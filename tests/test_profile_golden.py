@@ -67,7 +67,7 @@ GYM_ERRORS = {
     "case_missing_task": "Missing rollout keys: [(2, 0), (2, 1), (2, 2), (2, 3)]",
     "case_duplicate": "Duplicate result row for rollout key (0, 0)",
     "case_extra": "Found 1 extra rollout rows. Extra rollout keys: [(99, 0)]",
-    "case_missing_index": "has no `_ng_rollout_index`",
+    "case_missing_index": "`_ng_rollout_index` is missing",
 }
 
 

@@ -56,9 +56,21 @@ def profile_paths_for(rollouts: Path | str, output_dir: Path | str | None = None
     }
 
 
+MAX_INDEX = 2**63 - 1  # numpy and pandas (so Gym's profiler) hold identity keys as int64
+
+
 def is_index(value: object) -> bool:
-    """Identity keys are non-negative integers (bools are not integers here)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """Identity keys are integers in [0, 2^63) (bools are not integers here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INDEX
+
+
+def index_problem(value: object) -> str:
+    """Why `value` is not an identity key, in a few words (for error messages)."""
+    if value is None:
+        return "is missing"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"is {value}: negative" if value < 0 else f"is {value}: 2^63 or more"
+    return f"is {value!r}, not an integer"
 
 
 def rollout_key(row: dict) -> RolloutKey | None:

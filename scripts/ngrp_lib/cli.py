@@ -13,7 +13,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import NgrpError
+from .errors import EXIT_INPUT, NgrpError
 
 # name -> (module, one-line help). Add a line here when you add a command module.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -66,7 +66,7 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input)."""
+    """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error)."""
     try:
         result = cli.main(args=argv, prog_name="ngrp", standalone_mode=False)
     except NgrpError as exc:
@@ -83,6 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
+    except OSError as exc:  # disk full, a folder where a file should go...: say so, no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        return EXIT_INPUT
     # A command returns its exit code (for example 1 when `check` has findings) or None for success.
     return result if isinstance(result, int) else 0
 

@@ -14,14 +14,14 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from .errors import InputError, OutputExistsError
+from .errors import InputError, OutputExistsError, UsageError
 
 # Problem kinds, stable strings used in --json output.
 BLANK = "blank_line"
@@ -233,28 +233,50 @@ def atomic_output(path: Path | str, *, overwrite: bool = False) -> Iterator[IO[b
     so a concurrent writer cannot be clobbered either. On any error the temp file is removed and
     the old file, if any, is untouched.
     """
-    path = Path(path)
-    refuse_existing([path], overwrite)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if overwrite and path.exists() else _new_file_mode()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    with atomic_outputs({"file": Path(path)}, overwrite=overwrite) as handles:
+        yield handles["file"]
+
+
+@contextlib.contextmanager
+def atomic_outputs(paths: Mapping[str, Path], *, overwrite: bool = False) -> Iterator[dict[str, IO[bytes]]]:
+    """Files that belong together (a profile's outputs), each written through its own temp file and moved
+    into place only once every one of them is written and synced: an error while writing any of them
+    (disk full, a file size limit) leaves none of the new files and every old one untouched."""
+    paths = {name: Path(path) for name, path in paths.items()}
+    refuse_existing(list(paths.values()), overwrite)
+    for path in paths.values():
+        if path.is_dir():
+            raise UsageError(f"{path} is a folder, not a file", hint="choose another output path")
+    handles: dict[str, IO[bytes]] = {}
+    temps: dict[str, Path] = {}
     try:
-        os.fchmod(fd, mode)  # mkstemp makes 0600: give the file what open() would (or the replaced file's)
-        with os.fdopen(fd, "wb") as handle:
-            yield handle
+        for name, path in paths.items():
+            mode = path.stat().st_mode & 0o777 if overwrite and path.exists() else _new_file_mode()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            temps[name] = Path(tmp_name)
+            os.fchmod(fd, mode)  # mkstemp makes 0600: give what open() would (or the replaced file's mode)
+            handles[name] = os.fdopen(fd, "wb")
+        yield handles
+        for handle in handles.values():
             handle.flush()
             os.fsync(handle.fileno())
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if path appeared meanwhile
-            except FileExistsError:
-                raise OutputExistsError(path) from None
-            tmp.unlink()
+            handle.close()
+        for name, path in paths.items():
+            if overwrite:
+                os.replace(temps[name], path)
+            else:
+                try:
+                    os.link(temps[name], path)  # fails if path appeared meanwhile
+                except FileExistsError:
+                    raise OutputExistsError(path) from None
+                temps[name].unlink()
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        for handle in handles.values():
+            with contextlib.suppress(OSError):  # closing flushes: the same full disk would fail again
+                handle.close()
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
         raise
 
 

@@ -30,6 +30,7 @@ from .artifacts import (
     TASK_KEY,
     RolloutKey,
     failures_path_for,
+    index_problem,
     is_index,
     materialized_path_for,
 )
@@ -194,8 +195,7 @@ def _key(row: jsonl.Row, path: Path) -> RolloutKey:
     for name in (TASK_KEY, ROLLOUT_KEY):
         value = row.data.get(name)
         if not is_index(value):
-            problem = "is missing" if name not in row.data else f"is {value!r}, not a non-negative integer"
-            raise InputError(f"{name} {problem}", path=path, line=row.line, pointer=f"/{name}")
+            raise InputError(f"{name} {index_problem(value)}", path=path, line=row.line, pointer=f"/{name}")
     return row.data[TASK_KEY], row.data[ROLLOUT_KEY]
 
 

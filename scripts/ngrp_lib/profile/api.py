@@ -5,17 +5,18 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import gc
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from .. import __version__
 from ..artifacts import profile_paths_for, sibling
 from ..errors import FindingsError, UsageError
-from ..jsonl import atomic_output, refuse_existing, write_json
+from ..jsonl import atomic_outputs, refuse_existing
 from .agents import agent_metrics, repeat_level
 from .align import check_alignment
 from .extras import DEFAULT_PASS_THRESHOLD
@@ -68,6 +69,11 @@ def output_paths(rollouts: Path, options: ProfileOptions) -> dict[str, Path]:
 
 
 def _check_options(options: ProfileOptions) -> None:
+    folder = None if options.output_dir is None else Path(options.output_dir)
+    if folder is not None and folder.exists() and not folder.is_dir():
+        raise UsageError(f"--output-dir {folder} is a file, not a folder")
+    if not math.isfinite(options.pass_threshold):
+        raise UsageError(f"--pass-threshold must be a finite number, not {options.pass_threshold}")
     if options.null_reward not in NULL_POLICIES:
         raise UsageError(
             f"--null-reward must be one of {', '.join(NULL_POLICIES)}, not {options.null_reward!r}"
@@ -131,40 +137,39 @@ def _profile_inner(
     warnings = _read_warnings(stats, sources)
     rewards_by_label: dict[Any, list[float]] = {}
     n_rows = 0
-    with atomic_output(paths["reward_profiling"], overwrite=options.overwrite) as handle:
+    with atomic_outputs(paths, overwrite=options.overwrite) as out:  # all files or none
         for line, record in profile_lines(
             data, table, extras=not options.gym_only, pass_threshold=options.pass_threshold
         ):
-            handle.write(line)
+            out["reward_profiling"].write(line)
             n_rows += 1
             if record["rewards"]:
                 mean = sum(record["rewards"]) / len(record["rewards"])
                 rewards_by_label.setdefault(record["label"], []).append(mean)
-    repeats, incomplete = repeat_level(table)
-    agents = agent_metrics(data, table, repeats)
-    write_json(paths["agent_metrics"], agents, overwrite=options.overwrite)
-    write_json(paths["repeat_level_metrics"], repeats, overwrite=options.overwrite)
-    if options.save_state:
-        write_state(paths["profile_state"], data, options, sources)
-    completion, per_agent = account(data)
-    counts = _counts(completion, per_agent)
-    _add_agent_means(per_agent, agents, rewards_by_label, table)
-    warnings += _data_warnings(counts, completion, incomplete, table, options, alignment.missing)
-    outputs = {name: str(path) for name, path in paths.items()}
-    summary = {
-        "tool": {"name": "ngrp", "version": __version__},
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "inputs": sources,
-        "options": options.to_json(),
-        "counts": counts,
-        "tasks": {k: completion[v] for k, v in _TASK_KEYS.items()},
-        "gym_completion": completion,
-        "agents": per_agent,
-        "outputs": outputs,
-        "warnings": warnings,
-    }
-    outputs["profile_summary"] = str(paths["profile_summary"])
-    write_json(paths["profile_summary"], summary, overwrite=options.overwrite, indent=True)
+        repeats, incomplete = repeat_level(table)
+        agents = agent_metrics(data, table, repeats)
+        out["agent_metrics"].write(orjson.dumps(agents))
+        out["repeat_level_metrics"].write(orjson.dumps(repeats))
+        if options.save_state:
+            write_state(out["profile_state"], data, options, sources)
+        completion, per_agent = account(data)
+        counts = _counts(completion, per_agent)
+        _add_agent_means(per_agent, agents, rewards_by_label, table)
+        warnings += _data_warnings(counts, completion, incomplete, table, options, alignment.missing)
+        outputs = {name: str(path) for name, path in paths.items()}
+        summary = {
+            "tool": {"name": "ngrp", "version": __version__},
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "inputs": sources,
+            "options": options.to_json(),
+            "counts": counts,
+            "tasks": {k: completion[v] for k, v in _TASK_KEYS.items()},
+            "gym_completion": completion,
+            "agents": per_agent,
+            "outputs": outputs,
+            "warnings": warnings,
+        }
+        out["profile_summary"].write(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return ProfileResult(outputs, completion, counts, per_agent, n_rows, warnings)
 
 
@@ -258,15 +263,14 @@ def _data_warnings(counts, completion, incomplete, table, options, missing) -> l
     return out
 
 
-def write_state(path: Path, data: Dataset, options: ProfileOptions, sources: dict[str, Any]) -> None:
+def write_state(handle: IO[bytes], data: Dataset, options: ProfileOptions, sources: dict[str, Any]) -> None:
     """The exact per-row state `merge_profiles` needs (Gym's profile rows do not hold enough)."""
     header = {"ngrp_profile_state": 1, "null_reward": options.null_reward, "sources": sources}
-    with atomic_output(path, overwrite=options.overwrite) as handle:
-        handle.write(orjson.dumps(header) + b"\n")
-        for rec in data.inputs:
-            handle.write(orjson.dumps(["i", rec.task, rec.rollout, rec.run_key, rec.agent]) + b"\n")
-        for (task, rollout), res in data.results.items():
-            head = orjson.dumps(["r", task, rollout, res.masked, res.names, res.values, res.reward_state])
-            handle.write(head[:-1] + b"," + res.info + b"]\n")
-        for (task, run_key), (rollout, raw) in data.samples.items():
-            handle.write(orjson.dumps(["s", task, run_key, rollout])[:-1] + b"," + raw + b"]\n")
+    handle.write(orjson.dumps(header) + b"\n")
+    for rec in data.inputs:
+        handle.write(orjson.dumps(["i", rec.task, rec.rollout, rec.run_key, rec.agent]) + b"\n")
+    for (task, rollout), res in data.results.items():
+        head = orjson.dumps(["r", task, rollout, res.masked, res.names, res.values, res.reward_state])
+        handle.write(head[:-1] + b"," + res.info + b"]\n")
+    for (task, run_key), (rollout, raw) in data.samples.items():
+        handle.write(orjson.dumps(["s", task, run_key, rollout])[:-1] + b"," + raw + b"]\n")

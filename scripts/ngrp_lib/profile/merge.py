@@ -4,6 +4,7 @@ and runs the same pipeline."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import orjson
 
 from ..errors import InputError, UsageError
 from ..jsonl import refuse_existing
-from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _no_gc, _profile, output_paths
+from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _check_options, _no_gc, _profile, output_paths
 from .reader import ReadStats
 from .records import Dataset, InputRec, ResultRec, compact_dumps
 
@@ -33,14 +34,30 @@ def state_path_for(shard: Path) -> Path:
     )
 
 
+# Each state line after the header: its kind and the JSON types of its fields (see api.write_state).
+_SHAPES = {
+    "i": (int, int, (str, type(None)), (str, type(None))),
+    "r": (int, int, bool, list, list, str, dict),
+    "s": (int, (str, type(None)), int, dict),
+}
+
+
 def _load_state(path: Path, data: Dataset, stats: ReadStats) -> dict[str, Any]:
     header: dict[str, Any] | None = None
-    for row in _raw_lines(path):
+    for number, row in _raw_lines(path):
         if header is None:
             if not isinstance(row, dict) or row.get("ngrp_profile_state") != 1:
                 raise InputError("not an ngrp profile state file (bad header)", path=path, line=1)
             header = row
             continue
+        shape = _SHAPES.get(row[0]) if isinstance(row, list) and row else None
+        if shape is None or len(row) != len(shape) + 1 or not all(map(isinstance, row[1:], shape)):
+            raise InputError(
+                "not a profile state line (edited or from another tool?)",
+                path=path,
+                line=number,
+                hint="profile that shard again with --save-state",
+            )
         kind = row[0]
         if kind == "i":
             data.inputs.append(InputRec(row[1], row[2], row[3], row[4]))
@@ -50,7 +67,7 @@ def _load_state(path: Path, data: Dataset, stats: ReadStats) -> dict[str, Any]:
                 stats.duplicate_results.append(key)
                 continue
             data.results[key] = ResultRec(row[3], tuple(row[4]), tuple(row[5]), compact_dumps(row[7]), row[6])
-        elif kind == "s":
+        else:
             group, best = (row[1], row[2]), data.samples.get((row[1], row[2]))
             if best is None or row[3] < best[0]:
                 data.samples[group] = (row[3], compact_dumps(row[4]))
@@ -59,11 +76,11 @@ def _load_state(path: Path, data: Dataset, stats: ReadStats) -> dict[str, Any]:
     return header
 
 
-def _raw_lines(path: Path):
+def _raw_lines(path: Path) -> Iterator[tuple[int, Any]]:
     with open(path, "rb") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                yield orjson.loads(line)
+                yield number, orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise InputError(f"invalid JSON: {exc}", path=path, line=number) from exc
 
@@ -74,6 +91,7 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
         raise UsageError(
             "--merge needs at least one shard", hint="list the shards' *_reward_profiling.jsonl files"
         )
+    _check_options(options)
     paths = output_paths(Path(rollouts), ProfileOptions(**{**options.__dict__, "save_state": False}))
     refuse_existing(list(paths.values()), options.overwrite)
     data, stats = Dataset(), ReadStats()

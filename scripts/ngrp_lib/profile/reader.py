@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from ..artifacts import ROLLOUT_KEY, TASK_KEY, is_index
+from ..artifacts import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index
 from ..errors import FindingsError, InputError
 from ..jsonl import BLANK, Problem, _hint_for, iter_records
 from .records import ENV_SERVER_KEY, Dataset, InputRec, Key, result_record, sample_bytes
@@ -76,15 +76,14 @@ def _raise_problem(path: Path, line_no: int) -> None:
 
 def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
     task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-    if type(task) is int and type(rollout) is int and task >= 0 and rollout >= 0:
+    if type(task) is int and type(rollout) is int and 0 <= task <= MAX_INDEX and 0 <= rollout <= MAX_INDEX:
         return task, rollout
     for name, value in ((TASK_KEY, task), (ROLLOUT_KEY, rollout)):
         if not is_index(value):
-            what = "has no" if value is None else f"has a non-integer {value!r} as"
-            # Gym dies with a KeyError traceback here (exit 1); we name the row and keep exit 1.
+            # Gym dies with a KeyError traceback on a missing key (exit 1); we name the row and keep exit 1.
             raise FindingsError(
-                f"{path}:{line}: {role} row {what} `{name}`; every row needs integer "
-                f"`{TASK_KEY}` and `{ROLLOUT_KEY}` keys to be matched",
+                f"{path}:{line}: {role} row's `{name}` {index_problem(value)}; every row needs "
+                f"`{TASK_KEY}` and `{ROLLOUT_KEY}` as integers in [0, 2^63) to be matched",
                 hint="rows are joined by (_ng_task_index, _ng_rollout_index); fix or drop this row",
             )
     return task, rollout
