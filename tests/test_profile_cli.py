@@ -49,7 +49,7 @@ def test_output_dir_json_and_schemas(golden, tmp_path, run_ngrp):
     _schema("profile_result").validate(result)
     assert result["counts"] == {
         "expected": 12, "completed": 12, "missing": 0, "extra": 0,
-        "masked": 1, "measured": 11, "null_reward": 1,
+        "masked": 1, "measured": 11, "null_reward": 1, "non_numeric_reward": 0,
     }  # fmt: skip
     assert "null or absent reward" in proc.stderr  # the loud warning Gym never gives
     out = tmp_path / "out"
@@ -251,3 +251,24 @@ def test_an_index_past_int64_is_refused_by_profile_check_and_validate(golden, tm
     assert check.returncode == 1 and "lack a valid" in check.stdout + check.stderr
     valid = run_ngrp("validate", PAIR[1], cwd=tmp_path)
     assert valid.returncode == 1 and "maximum of 9223372036854775807" in valid.stdout
+
+
+def test_a_string_reward_is_not_zeroed_as_if_null(golden, tmp_path, run_ngrp):
+    """ "1.0" (a verifier bug) is left out of the statistics as Gym does, under every --null-reward,
+    counted and warned about on its own; --null-reward error refuses it too."""
+    for policy in ("exclude", "zero", "error"):
+        folder = _case(golden, "case_complete", tmp_path / policy)
+        rows = [orjson.loads(line) for line in (folder / PAIR[1]).read_bytes().splitlines()]
+        target = next(r for r in rows if (r["_ng_task_index"], r["_ng_rollout_index"]) == (1, 1))
+        target["reward"] = "1.0"
+        (folder / PAIR[1]).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+        proc = _profile(run_ngrp, folder, "--null-reward", policy)
+        if policy == "error":
+            assert proc.returncode == 1 and "non-numeric" in proc.stderr and "(1, 1)" in proc.stderr
+            continue
+        assert proc.returncode == 0 and "not a number" in proc.stderr
+        summary = load(folder / "rollouts_profile_summary.json")
+        assert summary["counts"]["non_numeric_reward"] == 1 and summary["counts"]["null_reward"] == 0
+        task1 = load(folder / "rollouts_reward_profiling.jsonl")[1]
+        others = [r["reward"] for r in rows if r["_ng_task_index"] == 1 and r["_ng_rollout_index"] != 1]
+        assert task1["mean/reward"] == pytest.approx(sum(others) / len(others))  # never 0-filled

@@ -1,7 +1,7 @@
 """Typed errors. The library raises these; the CLI maps each to its exit code in one place.
 
 Exit codes: 0 ok, 1 findings or incomplete data, 2 usage (bad options, refusing to overwrite),
-3 unreadable or malformed input.
+3 unreadable or malformed input, or an output that cannot be written (an OSError, mapped in cli.main).
 """
 
 from __future__ import annotations

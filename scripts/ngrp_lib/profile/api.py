@@ -184,6 +184,7 @@ _TASK_KEYS = {
 def _counts(completion: dict[str, Any], per_agent: list[dict[str, Any]]) -> dict[str, int]:
     masked = sum(a["counts"]["masked"] for a in per_agent)
     null = sum(a["counts"]["null_reward"] for a in per_agent)
+    non_numeric = sum(a["counts"]["non_numeric_reward"] for a in per_agent)
     return {
         "expected": completion["expected_rollout_rows"],
         "completed": completion["completed_rollout_rows"],
@@ -192,6 +193,7 @@ def _counts(completion: dict[str, Any], per_agent: list[dict[str, Any]]) -> dict
         "masked": masked,
         "measured": completion["completed_rollout_rows"] - masked,
         "null_reward": null,
+        "non_numeric_reward": non_numeric,
     }
 
 
@@ -210,7 +212,7 @@ def _check_null_rewards(data: Dataset, options: ProfileOptions) -> None:
     bad = sorted(k for k, r in data.results.items() if not r.masked and r.reward_state != "ok")
     if bad:
         raise FindingsError(
-            f"{len(bad)} measured rollouts have a null or absent reward: {bad[:10]}",
+            f"{len(bad)} measured rollouts have a null, absent or non-numeric reward: {bad[:10]}",
             hint="fix the verifier, or choose --null-reward exclude (Gym's behaviour) or --null-reward zero",
         )
 
@@ -238,6 +240,12 @@ def _data_warnings(counts, completion, incomplete, table, options, missing) -> l
             "zero": "counted as reward 0 (--null-reward zero)",
         }[options.null_reward]
         out.append(f"{counts['null_reward']} measured rollout(s) have a null or absent reward: {how}")
+    if counts["non_numeric_reward"]:
+        out.append(
+            f"{counts['non_numeric_reward']} measured rollout(s) have a reward that is not a number (a "
+            "string?): left out of mean/reward and the other reward statistics, as Gym does, whatever "
+            "--null-reward says; fix the verifier (`ngrp validate` names the rows)"
+        )
     if missing:
         out.append(
             f"partial profile: {len(missing)} rollout(s) missing (first {missing[:5]}); "

@@ -21,6 +21,7 @@ from ..artifacts import ROLLOUT_KEY, TASK_KEY, agent_name
 MASK_FIELD = "mask_sample"
 ENV_SERVER_KEY = "_ng_environment_server"
 NULL_POLICIES = ("exclude", "zero", "error")
+NO_REWARD = ("null", "absent")  # what --null-reward decides about; a non-numeric reward is a verifier bug
 
 Key = tuple[int, int]
 
@@ -40,7 +41,7 @@ class ResultRec:
     names: tuple[str, ...] = ()  # numeric fields in Gym's column order for this row
     values: tuple[float, ...] = ()
     info: bytes = b"{}"  # orjson of Gym's rollout_info
-    reward_state: str = "ok"  # "ok", "null" (reward: null) or "absent" (no reward key)
+    reward_state: str = "ok"  # "ok", "null" (reward: null), "absent" (no reward key) or "non_numeric"
     offset: int = -1  # where `values` start in Dataset.numeric as float64 (-1: not stored there)
 
 
@@ -147,7 +148,9 @@ def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
     if reward_pos is None:
         state, head = "absent", ()
     else:
-        state, head = ("ok" if types[reward_pos] in _NUMERIC_TYPES else "null"), (reward_pos,)
+        kind = types[reward_pos]
+        state = "ok" if kind in _NUMERIC_TYPES else "null" if kind is type(None) else "non_numeric"
+        head = (reward_pos,)
     plan = _Plan(
         tuple(n for n, _ in stats),
         _getter(tuple(i for _, i in stats)),  # type: ignore[arg-type]
@@ -156,7 +159,7 @@ def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
         # the reward itself (first when present) stays as it is
         tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
         state,
-        _info_template((*_IDENTITY, *(("reward",) if head else ()), *info), state != "null"),
+        _info_template((*_IDENTITY, *(("reward",) if head else ()), *info), state in ("ok", "absent")),
     )
     layout.plans[types] = plan
     return plan
@@ -213,7 +216,7 @@ def result_record(
         last[2], last[3] = types, plan
     names, numbers = plan.stats_names, plan.stats_values(values)  # bools stay bools: numpy reads them as 0/1
     state = plan.reward_state
-    if state != "ok" and null_policy == "zero" and "reward" not in names:
+    if state in NO_REWARD and null_policy == "zero" and "reward" not in names:  # a string stays out
         names, numbers = (*names, "reward"), (*numbers, 0.0)
     info_values = plan.info_values(values)
     if plan.info_bools:

@@ -14,7 +14,7 @@ def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     per (task, run key)) and our per-agent counts (per agent_ref.name; null for rows without one)."""
     expected: Counter = Counter()
     completed: Counter = Counter()
-    agents: dict[Any, list[int]] = {}  # agent -> [expected, completed, missing, masked, null_reward]
+    agents: dict[Any, list[int]] = {}  # agent -> [expected, completed, missing, masked, null, non-numeric]
     agent_tasks: dict[Any, dict[int, list[int]]] = {}  # agent -> task -> [expected, completed]
     for rec in data.inputs:
         group = (rec.task, rec.run_key)
@@ -22,7 +22,7 @@ def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         expected[group] += 1
         c = agents.get(rec.agent)
         if c is None:
-            c = agents[rec.agent] = [0, 0, 0, 0, 0]
+            c = agents[rec.agent] = [0, 0, 0, 0, 0, 0]
             agent_tasks[rec.agent] = {}
         c[0] += 1
         done = agent_tasks[rec.agent].get(rec.task)
@@ -37,6 +37,8 @@ def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         done[1] += 1
         if result.masked:
             c[3] += 1
+        elif result.reward_state == "non_numeric":
+            c[5] += 1
         elif result.reward_state != "ok":
             c[4] += 1
     return _gym_summary(data, expected, completed), _agent_entries(agents, agent_tasks)
@@ -59,13 +61,14 @@ def _gym_summary(data: Dataset, expected: Counter, completed: Counter) -> dict[s
     }
 
 
+_AGENT_COUNTS = ("expected", "completed", "missing", "masked", "null_reward", "non_numeric_reward")
+
+
 def _agent_entries(agents: dict, agent_tasks: dict) -> list[dict[str, Any]]:
     out = []
     for agent in sorted(agents, key=lambda a: (a is None, a or "")):
         per_task = agent_tasks[agent].values()
-        counts = dict(
-            zip(("expected", "completed", "missing", "masked", "null_reward"), agents[agent], strict=True)
-        )
+        counts = dict(zip(_AGENT_COUNTS, agents[agent], strict=True))
         out.append(
             {
                 "agent": agent,
