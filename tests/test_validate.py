@@ -53,6 +53,8 @@ def test_kind_from_row():
     materialized = json.loads(_rows("rollouts_materialized_inputs.jsonl")[0])
     task = json.loads((GOLDEN / "raw_inputs.jsonl").read_text().splitlines()[0])
     assert kind_from_row(rollout) == "rollouts"
+    assert kind_from_row({**rollout, "response": None}) == "rollouts"  # a failed first rollout
+    assert kind_from_row({k: v for k, v in rollout.items() if k != "response"}) == "rollouts"
     assert kind_from_row(materialized) == "materialized"
     assert kind_from_row(task) == "tasks"
     assert kind_from_row(dict(task, _ng_task_index=4)) == "tasks"  # Gym keeps a preset task index

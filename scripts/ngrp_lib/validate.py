@@ -195,6 +195,9 @@ def kind_from_row(row: dict[str, Any]) -> str:
         return "failures"
     if isinstance(row.get("response"), dict):
         return "rollouts"
+    failed_rollout = "reward" in row or ("response" in row and row["response"] is None)
+    if TASK_KEY in row and ROLLOUT_KEY in row and failed_rollout:
+        return "rollouts"  # a failed first rollout (response null); a task's reference `response` is text
     if "rollout_infos" in row and "num_rollouts" in row:
         return "reward_profile"
     if TASK_KEY in row and ROLLOUT_KEY in row:
