@@ -82,6 +82,11 @@ def test_failure_cases_exit_like_gym_without_traceback(golden, tmp_path, run_ngr
     assert "Traceback" not in proc.stderr
     if case in ("case_partial", "case_missing_task"):
         assert "--allow-partial" in proc.stderr
+    if case == "case_duplicate":  # and where the repeat is, which Gym does not say
+        rows = [orjson.loads(line) for line in (tmp_path / PAIR[1]).read_bytes().splitlines()]
+        at = [i for i, r in enumerate(rows, 1) if (r["_ng_task_index"], r["_ng_rollout_index"]) == (0, 0)]
+        repeat = at[1]
+        assert f"repeated at {PAIR[1]}:{repeat}" in proc.stderr
     assert not (tmp_path / "rollouts_reward_profiling.jsonl").exists()
 
 

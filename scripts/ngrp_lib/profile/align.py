@@ -22,14 +22,16 @@ class Alignment:
 
 def check_alignment(data: Dataset, stats: ReadStats, allow_partial: bool) -> Alignment:
     if stats.duplicate_inputs:
+        key = stats.duplicate_inputs[0]
         raise FindingsError(
-            f"Duplicate materialized input row for rollout key {stats.duplicate_inputs[0]}",
+            f"Duplicate materialized input row for rollout key {key}{_where(stats, 'inputs', key)}",
             hint="each (_ng_task_index, _ng_rollout_index) may appear once in the materialized inputs",
         )
     if stats.duplicate_results:
+        key = min(stats.duplicate_results)
         raise FindingsError(
-            f"Duplicate result row for rollout key {min(stats.duplicate_results)} "
-            f"({len(stats.duplicate_results)} duplicate rollout rows)",
+            f"Duplicate result row for rollout key {key} "
+            f"({len(stats.duplicate_results)} duplicate rollout rows){_where(stats, 'rollouts', key)}",
             hint="deduplicate the rollouts first (for example with `ngrp merge`), keeping one row per key",
         )
     matched = len(data.inputs) - sum(map(is_, map(attrgetter("result"), data.inputs), repeat(None)))
@@ -53,3 +55,9 @@ def check_alignment(data: Dataset, stats: ReadStats, allow_partial: bool) -> Ali
             hint=PARTIAL_HINT,
         )
     return Alignment(missing, extra)
+
+
+def _where(stats: ReadStats, role: str, key: Key) -> str:
+    """Gym's message names only the key; say where the repeat is (in a single pass, the files are known)."""
+    where = stats.repeated_at.get((role, key))
+    return f"; repeated at {where}" if where else ""

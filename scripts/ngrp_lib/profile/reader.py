@@ -23,6 +23,7 @@ class ReadStats:
     blank_lines: dict[str, list[int]] = field(default_factory=dict)  # role -> line numbers
     duplicate_inputs: list[Key] = field(default_factory=list)  # in file order
     duplicate_results: list[Key] = field(default_factory=list)
+    repeated_at: dict[tuple[str, Key], str] = field(default_factory=dict)  # (role, key) -> its 1st repeat
     sha256: dict[str, Any] = field(default_factory=dict)  # role -> hashlib object, fed while reading
     rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
 
@@ -96,6 +97,7 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
         key = task, rollout = _key(row, line, rollouts, "rollout")
         if key in results:
             stats.duplicate_results.append(key)
+            stats.repeated_at.setdefault(("rollouts", key), f"{rollouts}:{line}")
             continue
         results[key] = result_record(row, task, rollout, null_policy, numeric)
     seen: set[Key] = set()
@@ -105,6 +107,7 @@ def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Datase
         key = task, rollout = _key(row, line, inputs, "materialized input")
         if key in seen:
             stats.duplicate_inputs.append(key)
+            stats.repeated_at.setdefault(("inputs", key), f"{inputs}:{line}")
             continue
         seen.add(key)
         result = results.get(key)
