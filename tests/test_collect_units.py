@@ -372,6 +372,15 @@ def test_usage_errors(run_ngrp, tmp_path):
     )
     proc = _collect(run_ngrp, tmp_path, "--api", "responses", "--return-token-ids")
     assert proc.returncode == 2 and "--api chat" in proc.stderr
+    # repeats belong to materializing --input; with --materialized they would be silently ignored
+    rows = tmp_path / "m.jsonl"
+    row = {"responses_create_params": {"input": "hi"}, "_ng_task_index": 0, "_ng_rollout_index": 0}
+    rows.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "m_out.jsonl"
+    proc = run_ngrp("collect", "--materialized", rows, "--num-repeats", "16", "--output", out,
+                    "--base-url", DEAD, "--model", "tiny", "--verifier", "math")  # fmt: skip
+    assert proc.returncode == 2 and "--num-repeats only apply with --input" in proc.stderr
+    assert not out.exists()
 
 
 class _Peer:

@@ -164,6 +164,18 @@ def command(
     from ..materialize import MaterializeOptions
     from ..shards import parse_shard, shard_output_path
 
+    if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
+        context = click.get_current_context()
+        given = [
+            "--" + name.replace("_", "-")
+            for name in ("num_repeats", "seed_per_repeat", "interleave")
+            if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+        ]
+        if given:
+            raise UsageError(
+                f"{', '.join(given)} only apply with --input; --materialized rows are run as they are",
+                hint="drop them, or materialize again (ngrp materialize) with the repeats you want",
+            )
     shard = parse_shard(shard_spec) if shard_spec else None
     gym_only = gym_url and not (base_urls or endpoints_file)
     endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoints_file, model))
