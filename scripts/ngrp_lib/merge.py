@@ -13,7 +13,6 @@ All outputs are written through temp files and moved into place only when everyt
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,17 +94,14 @@ def merge_shards(
     _check_paths(shard_paths + input_paths + failure_paths, targets, overwrite)
     torn: list[str] = []
     result = MergeResult(str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped)
-    with contextlib.ExitStack() as stack:
+    with jsonl.atomic_outputs(targets, overwrite=overwrite) as out:  # all files or none
         known: dict[RolloutKey, _Seen] | None = None
         if input_paths:
-            handle = stack.enter_context(jsonl.atomic_output(targets["inputs"], overwrite=overwrite))
-            known = _merge_keyed(input_paths, handle, result.inputs, torn, allow_torn)
+            known = _merge_keyed(input_paths, out["inputs"], result.inputs, torn, allow_torn)
             result.inputs_output = str(targets["inputs"])
-        handle = stack.enter_context(jsonl.atomic_output(output, overwrite=overwrite))
-        _merge_keyed(shard_paths, handle, result.rollouts, torn, allow_torn, known=known)
+        _merge_keyed(shard_paths, out["rollouts"], result.rollouts, torn, allow_torn, known=known)
         if failure_paths:
-            handle = stack.enter_context(jsonl.atomic_output(targets["failures"], overwrite=overwrite))
-            _merge_attempts(failure_paths, handle, result.failures, torn, allow_torn)
+            _merge_attempts(failure_paths, out["failures"], result.failures, torn, allow_torn)
             result.failures_output = str(targets["failures"])
     return result
 
