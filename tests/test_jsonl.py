@@ -3,7 +3,7 @@ import os
 import pytest
 
 from ngrp_lib import jsonl
-from ngrp_lib.errors import InputError, OutputExistsError
+from ngrp_lib.errors import InputError, OutputExistsError, UsageError
 
 
 def write(path, data: bytes):
@@ -114,3 +114,11 @@ def test_atomic_outputs_get_the_umask_mode_not_mkstemps_0600(tmp_path, umask, ex
         assert out.stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old)
+
+
+def test_a_folder_in_place_of_an_output_is_a_usage_error(tmp_path):
+    (tmp_path / "b.json").mkdir()
+    targets = {"a": tmp_path / "a.json", "b": tmp_path / "b.json"}
+    with pytest.raises(UsageError, match="is a folder"), jsonl.atomic_outputs(targets, overwrite=True) as out:
+        out["a"].write(b"{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]  # nothing written, no temp file
