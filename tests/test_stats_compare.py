@@ -156,3 +156,39 @@ def test_cli_alpha_and_metric(run_ngrp, tmp_path):
     tokens = json.loads(run_ngrp("compare", la, lb, "--json", "--metric", "output_tokens").stdout)
     reward = json.loads(run_ngrp("compare", la, lb, "--json").stdout)
     assert tokens["mean_diff"] == pytest.approx(25.0) and reward["mean_diff"] == pytest.approx(0.0)
+
+
+def test_flip_direction_follows_the_pass_counts_the_test_is_on(tmp_path):
+    """Task 0: A passes 10/10 at threshold 0.5, B 2/10, yet B's mean reward is higher (0.56 vs 0.55)."""
+    a = write_profile(tmp_path / "a.jsonl", [[0.55] * 10, [0, 1]])
+    b = write_profile(tmp_path / "b.jsonl", [[1, 1] + [0.45] * 8, [0, 1]])
+    r = compare_profiles(a, b, pass_threshold=0.5)
+    assert r.per_task[0].diff > 0  # the mean moved up...
+    flips = [(f["task"], f["direction"], f["a"], f["b"]) for f in r.flips]
+    assert flips == [(0, "worse_in_b", "10/10", "2/10")]  # ...but the pass count fell
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0, -1.0, float("nan")])
+def test_alpha_outside_0_1_is_a_usage_error(tmp_path, alpha):
+    from ngrp_lib.errors import UsageError
+
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1]])
+    with pytest.raises(UsageError, match="--alpha"):
+        compare_profiles(a, a, alpha=alpha)
+
+
+def test_nothing_in_common_is_a_finding_not_a_row_of_nans(tmp_path):
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1]])
+    b = tmp_path / "b.jsonl"
+    b.write_text("".join(json.dumps({**json.loads(line), "_ng_task_index": 5 + i}) + "\n"
+                         for i, line in enumerate(a.read_text().splitlines())))  # fmt: skip
+    with pytest.raises(FindingsError, match="share no task"):
+        compare_profiles(a, b, intersect=True)
+    with pytest.raises(FindingsError, match="'judge' in both"):
+        compare_profiles(a, a, metric="judge")
+
+
+def test_no_spread_gives_no_mde_rather_than_zero(tmp_path):
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1], [1, 1]])
+    r = compare_profiles(a, a)
+    assert r.mean_diff == 0 and math.isnan(r.mde_80)

@@ -160,7 +160,8 @@ def _flips(rows: list[TaskDiff], alpha: float) -> list[dict]:
         {
             "task": r.task,
             "agent": r.agent,
-            "direction": "better_in_b" if r.diff > 0 else "worse_in_b",
+            # the test is on pass counts, so is the direction (the mean reward can move the other way)
+            "direction": "better_in_b" if r.successes_b / r.n_b > r.successes_a / r.n_a else "worse_in_b",
             "a": f"{r.successes_a}/{r.n_a}",
             "b": f"{r.successes_b}/{r.n_b}",
             "p_value": r.p_value,
@@ -186,6 +187,8 @@ def compare_profiles(
 
     if n_bootstrap < 0:
         raise UsageError("--bootstrap must be >= 0")
+    if not 0 < alpha < 1:  # also refuses nan
+        raise UsageError(f"--alpha must be between 0 and 1, not {alpha}")
     da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
     pairs, only_a, only_b = _match(da, db, intersect)
     ia = np.array([p[1] for p in pairs], dtype=int)
@@ -200,6 +203,12 @@ def compare_profiles(
         TaskDiff(key[0], key[1], _f(ma[i]), int(na[i]), _f(mb[i]), int(nb[i]), _f(diffs[i]))
         for i, (key, _, _) in enumerate(pairs)
     ]
+    if not defined.any():
+        what = "share no task" if not pairs else f"share no task that has '{metric}' in both profiles"
+        raise FindingsError(
+            f"{a} and {b} {what}: nothing to compare",
+            hint="compare runs of the same tasks (--metric names a key of the profile rows, e.g. reward)",
+        )
     d = diffs[defined]
     interval = t_interval(d)
     boot = bootstrap_interval(d, n_bootstrap, seed) if n_bootstrap else (math.nan, math.nan)
@@ -244,7 +253,8 @@ def compare_profiles(
         p_value_permutation=p_perm,
         permutation_method=method,
         n_permutations=n_perm,
-        mde_80=(norm_ppf(1 - alpha / 2) + norm_ppf(0.8)) * interval.se,
+        # with no spread at all (se 0) there is no meaningful detectable effect: undefined, not 0
+        mde_80=(norm_ppf(1 - alpha / 2) + norm_ppf(0.8)) * interval.se if interval.se else math.nan,
         binary=binary,
         mcnemar=mcnemar,
         alpha=alpha,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import FindingsError, UsageError
 from .campaign import Campaign
 from .metric import Reading
 from .paired import compare
@@ -87,7 +87,11 @@ def suggest(
 
 
 def _paired(direction: str, ref: LedgerRow, ref_profile: Path, profile: Path, metric: str) -> Suggestion:
-    result = compare(ref_profile, profile, metric)
+    try:
+        result = compare(ref_profile, profile, metric)
+    except FindingsError as exc:  # no task in common: there is nothing to pair
+        reason = f"paired {metric} vs #{ref.index}: {exc.message}"
+        return Suggestion("discard", reason, f"#{ref.index} no pairs")
     summary = f"#{ref.index} {result.method} n={result.n_tasks} diff={result.mean_diff:+.6g}"
     if result.n_dropped:
         summary += f" dropped={result.n_dropped}"
