@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 from stats_helpers import profile_row, rollout, write_profile, write_rollouts
 
+from ngrp_lib.errors import FindingsError, InputError, UsageError
 from ngrp_lib.stats.summary import StatsSettings, compute_stats
 
 SCHEMAS = REPO / "schemas"
@@ -272,3 +273,42 @@ def test_cli_target_width(run_ngrp, golden):
     # halving the width needs ~4x the repeats (up to the ceiling)
     assert 4 * (need["0.2"]["typical"] - 1) < need["0.1"]["typical"] <= 4 * need["0.2"]["typical"]
     assert run_ngrp("stats", prof, "--target-width", "0").returncode == 2
+
+
+def test_majority_under_a_threshold_scores_passes_like_pass_at_k(golden):
+    """majority@1 is the chance one rollout is 'correct'; under --pass-threshold that is pass@1."""
+    r = compute_stats(
+        golden / "case_complete" / "rollouts_reward_profiling.jsonl",
+        golden / "case_complete" / "rollouts.jsonl",
+        StatsSettings(pass_threshold=0.5, answer_key="extracted_answer", n_bootstrap=0),
+    )
+    o = r.to_json()["overall"]
+    assert o["pass_at_k"][0]["value"] == pytest.approx(7 / 12)
+    assert o["majority_at_k"][0]["value"] == pytest.approx(7 / 12)  # was the mean reward, 6.5 / 12
+
+
+def test_rollouts_file_problems_are_named(tmp_path):
+    prof = write_profile(tmp_path / "p_reward_profiling.jsonl", [[1, 0, 1], [0, 1, 1]])
+    rows = [rollout(t, r, [[1, 0, 1], [0, 1, 1]][t][r], answer="4") for t in range(2) for r in range(3)]
+    dup = write_rollouts(tmp_path / "dup.jsonl", [*rows[:1], *rows[:1], *rows[2:]])  # (0,0) twice, (0,1) gone
+    settings = StatsSettings(answer_key="extracted_answer", n_bootstrap=0)
+    with pytest.raises(FindingsError, match=r"\(0, 0\) appears twice \(lines 1 and 2\)"):
+        compute_stats(prof, dup, settings)
+    with pytest.raises(InputError, match="reward profile, not a rollouts file"):
+        compute_stats(prof, prof, settings)
+    good = write_rollouts(tmp_path / "r.jsonl", rows)
+    notes = compute_stats(prof, good, StatsSettings(answer_key="nosuch", n_bootstrap=0)).notes
+    assert any("no rollout has a value under --answer-key 'nosuch'" in note for note in notes)
+
+
+@pytest.mark.parametrize("width", [float("inf"), float("nan"), 0.0])
+def test_target_width_must_be_finite_and_positive(tmp_path, width):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0], [0, 1]])
+    with pytest.raises(UsageError, match="--target-width"):
+        compute_stats(prof, settings=StatsSettings(target_width=width, n_bootstrap=0))
+
+
+def test_a_tiny_target_width_gives_no_count_instead_of_a_crash(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0], [0, 1]])
+    o = compute_stats(prof, settings=StatsSettings(target_width=1e-200, n_bootstrap=0)).to_json()["overall"]
+    assert o["repeats_needed"]["typical"] is None and o["repeats_needed"]["worst_case_binary"] is None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
-from ..errors import InputError
+from ..errors import FindingsError, InputError
 from ..jsonl import iter_rows
 
 TaskKey = tuple[int, "str | None"]
@@ -128,12 +128,24 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     answers = np.full(data.rollout_index.shape, None, dtype=object)
     truncated = np.full(data.rollout_index.shape, np.nan)
     matched = unmatched = 0
+    first_line: dict[tuple[int, int], int] = {}
     for row in iter_rows(rollouts):
+        if "rollout_infos" in row.data:
+            raise InputError(
+                "this is a reward profile, not a rollouts file", path=rollouts, line=row.line,
+                hint="--rollouts takes the rollouts.jsonl the profile was made from",
+            )  # fmt: skip
         key = (row.data.get(TASK_KEY), row.data.get(ROLLOUT_KEY))
         where = position.get(key)
         if where is None:
             unmatched += 1
             continue
+        if where in first_line:  # which copy's answer counts would be a guess
+            raise FindingsError(
+                f"rollout key {key} appears twice (lines {first_line[where]} and {row.line})",
+                hint="deduplicate the rollouts first (ngrp merge keeps identical rows once)",
+            )
+        first_line[where] = row.line
         matched += 1
         truncated[where] = float(_is_truncated(row.data))
         if answer_key is not None:

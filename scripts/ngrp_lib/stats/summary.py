@@ -41,8 +41,8 @@ class StatsSettings:
             raise UsageError("--group-size must be at least 2 (a group of one is never informative)")
         if self.n_bootstrap < 0:
             raise UsageError("--bootstrap must be >= 0 (0 turns the bootstrap off)")
-        if not self.target_width > 0:
-            raise UsageError("--target-width must be positive")
+        if not 0 < self.target_width < math.inf:
+            raise UsageError("--target-width must be a positive, finite number")
 
 
 @dataclass
@@ -211,7 +211,9 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
         import numpy as np
 
         # Rollouts missing from the rollouts file have no known answer: leave them out, not "no answer".
-        known = np.where(np.isnan(data.extras["truncated"]), np.nan, rewards)
+        # "correct" as pass@k counts it: under --pass-threshold the majority answer scores 1 when it passes
+        scores = rewards if success is None else success
+        known = np.where(np.isnan(data.extras["truncated"]), np.nan, scores)
         maj = majority_at_k(data.extras["answer"].tolist(), known.tolist(), ks)
         for col, k in enumerate(ks):
             cols.add("majority_at_k", k, maj[:, col])
@@ -365,6 +367,11 @@ def compute_stats(
         )
     if overall["majority_at_k"] is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
+        if all(answer is None for answer in data.extras["answer"].flat):
+            notes.append(
+                f"no rollout has a value under --answer-key {settings.answer_key!r}: every rollout counts as"
+                " 'no answer', so majority@k says nothing (check the key name)"
+            )
     labels = _group_labels(data, settings.group_by) if settings.group_by else None
     if labels is not None and settings.group_by != "agent" and set(labels) == {"(missing)"}:
         notes.append(f"no profile row has '{settings.group_by}' in its sample: one group '(missing)'")

@@ -67,7 +67,10 @@ def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -
     def need(var: float) -> int | None:
         if math.isnan(var) or var <= 0 or width <= 0:
             return None  # no within-task variance observed: no basis for a number
-        return max(1, math.ceil((2 * z * math.sqrt(var) / width) ** 2))
+        half_widths = 2 * z * math.sqrt(var) / width
+        if not half_widths < 1e150:  # the count would overflow a float: beyond any run, no number
+            return None
+        return max(1, math.ceil(half_widths**2))
 
     return {
         "target_width": width,
