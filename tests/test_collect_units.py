@@ -542,3 +542,57 @@ def test_api_key_env_is_sent_as_bearer_and_never_written(run_ngrp, tmp_path, ref
     assert manifest["options"]["api_key_env"] == "MY_KEY"
     written = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
     assert secret not in written
+
+
+@pytest.fixture
+def wrong_shape_peer():
+    """An HTTP peer that answers every request 200 with a body set by the test: no inference at all, only
+    replies of the wrong shape (what a broken proxy or a misconfigured server sends)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    reply = {"body": b"{}"}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(reply["body"])))
+            self.end_headers()
+            self.wfile.write(reply["body"])
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", reply
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        ("chat", {"choices": ["oops"]}),
+        ("chat", {"choices": [{"message": "str"}]}),
+        ("chat", {"choices": [{"message": {"content": "4"}}], "usage": [1]}),
+        ("chat", {"choices": [{"message": {"content": "4"}}], "usage": {"prompt_tokens": "abc"}}),
+        ("responses", {"error": "nope"}),
+    ],
+)
+def test_a_reply_of_the_wrong_shape_is_a_recorded_failure_not_a_crash(
+    run_ngrp, tmp_path, wrong_shape_peer, api, body
+):
+    url, reply = wrong_shape_peer
+    reply["body"] = json.dumps(body).encode()
+    _tasks(tmp_path, n=2)
+    proc = run_ngrp(*_collect_argv(tmp_path, url), "--api", api, "--max-attempts", "1", "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["failed"] == 2 and summary["completed"] == 0
+    failures = [json.loads(line) for line in (tmp_path / "r_failures.jsonl").read_text().splitlines()]
+    assert [f["_ng_failure_class"] for f in failures] == ["agent_run_error"] * 2
+    assert (tmp_path / "r.jsonl").read_text() == ""  # nothing passed off as a rollout

@@ -185,6 +185,28 @@ def test_responses_api_with_a_user_verifier(vllm_server, tmp_path):
         assert row["response"]["object"] == "response" and row["response"]["usage"]["output_tokens"] > 0
 
 
+def test_a_verifier_value_json_cannot_hold_is_a_recorded_failure(vllm_server, tmp_path):
+    """A user verifier returning a Decimal (or an int past 64 bits) cannot be written as JSON: the attempt
+    is recorded as verify_failed, the run goes on, and --resume does not crash on it either."""
+    (tmp_path / "odd_verifier.py").write_text(
+        "from decimal import Decimal\n"
+        "def score(row, response):\n"
+        "    return {'reward': 1.0, 'weight': Decimal('0.5') if row['_ng_task_index'] == 0 else 0.5}\n"
+    )
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "rollouts.jsonl"
+    args = ["collect", "--input", tasks, "--output", out, "--base-url", vllm_server.base_url,
+            "--model", "tiny", "--verifier-fn", "odd_verifier:score", "--max-attempts", "1"]  # fmt: skip
+    for extra in ([], ["--resume"]):
+        proc = ngrp(*args, *extra, cwd=tmp_path)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    rows = [r.data for r in jsonl.iter_rows(out)]
+    assert [(r["_ng_task_index"], r["weight"]) for r in rows] == [(1, 0.5)]
+    failures = [r.data for r in jsonl.iter_rows(tmp_path / "rollouts_failures.jsonl")]
+    assert [(f["_ng_task_index"], f["_ng_failure_class"]) for f in failures] == [(0, "verify_failed")]
+    assert "JSON" in failures[0]["_ng_failure_message"]
+
+
 @pytest.mark.gym
 def test_gym_eval_profile_reads_our_rollouts(vllm_server, tmp_path):
     venv = os.environ.get("NGRP_GYM_VENV")

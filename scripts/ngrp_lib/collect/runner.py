@@ -234,14 +234,18 @@ class _Run:
         try:
             response = await self.router.dispatch(row[TASK_KEY], call)
             verdict = await self.verify(row, response)
+            out = result_row(row, response, verdict, attempt, time.monotonic() - started)
+            out["_ngrp_server"] = endpoint.public_url
+            self.results.write(out)  # serialized whole first: a failure here writes no byte
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
             return
+        except TypeError as exc:  # orjson: a verifier value JSON cannot hold (Decimal, an int past 64 bits)
+            failure = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
+            self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
+            return
         self.no_reply_streak = 0
-        out = result_row(row, response, verdict, attempt, time.monotonic() - started)
-        out["_ngrp_server"] = endpoint.public_url
-        self.results.write(out)
-        self.tally.add_result(out.get("reward"), (response.get("usage") or {}).get("output_tokens") or 0)
+        self.tally.add_result(out.get("reward"), output_tokens(response))
 
     async def call_model(self, row: dict, endpoint: Endpoint) -> dict:
         params = row[RCP]
@@ -257,9 +261,14 @@ class _Run:
                 raise ConversionError(f"the server answered a JSON {type(answer).__name__}, not an object")
             if self.options.api == "chat":
                 return response_from_chat(answer, token_ids=self.options.return_token_ids)
+            if not isinstance(answer.get("output"), list) or not isinstance(answer.get("usage"), dict):
+                raise ConversionError("a Responses reply needs an `output` list and a `usage` object")
             return answer
-        except (ConversionError, orjson.JSONDecodeError) as exc:
-            raise AttemptFailed("agent_run_error", type(exc).__name__, str(exc)) from exc
+        except AttemptFailed:
+            raise
+        except Exception as exc:  # a reply of the wrong shape is the server's failure, not a crash of the run
+            message = f"unusable reply: {exc}"[:2000]
+            raise AttemptFailed("agent_run_error", type(exc).__name__, message) from exc
 
     async def verify(self, row: dict, response: dict) -> dict:
         try:
@@ -296,6 +305,12 @@ class _Run:
         self.bar.close()
         self.results.close()
         self.failures.close()
+
+
+def output_tokens(response: dict) -> int:
+    usage = response.get("usage")
+    tokens = usage.get("output_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 def result_row(row: dict, response: dict, verdict: dict, attempt: int, elapsed: float) -> dict:
