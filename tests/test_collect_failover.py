@@ -100,8 +100,12 @@ def test_probe_brings_a_server_back_with_backoff():
     from aiohttp import ClientSession, web
 
     answers = [503, 200]
+    seen_keys = []
 
     async def models(request):
+        seen_keys.append(request.headers.get("authorization"))
+        if request.headers.get("authorization") != "Bearer k":  # like vLLM started with --api-key
+            return web.Response(status=401)
         return web.Response(status=answers.pop(0) if answers else 200)
 
     async def scenario():
@@ -115,7 +119,9 @@ def test_probe_brings_a_server_back_with_backoff():
         up = Endpoint(f"http://127.0.0.1:{port}/v1", "tiny")
         clock = Clock()
         async with ClientSession() as session:
-            r = router(A, up, session=session, clock=clock, probe_after=2.0)
+            r = router(
+                A, up, session=session, clock=clock, probe_after=2.0, headers={"authorization": "Bearer k"}
+            )
             r.mark_down(r.servers[1], "test")
             await r.probe_due()
             assert not r.servers[1].healthy  # not due yet: no probe sent
@@ -126,6 +132,7 @@ def test_probe_brings_a_server_back_with_backoff():
             await r.probe_due()  # 200: back
             assert r.servers[1].healthy
         await runner.cleanup()
+        assert seen_keys == ["Bearer k", "Bearer k"]  # the probe carries the run's API key
 
     asyncio.run(scenario())
 

@@ -28,6 +28,13 @@ from ngrp_lib.errors import InputError, UsageError
         ("no number here", "4", None, False),
         ("\\boxed{x+1}", "x + 1", "x+1", True),  # non-numeric: compared without spaces
         ("2/4", "1/2", "2/4", True),
+        ("\\boxed{-\\frac{1}{2}}", "-0.5", "-\\frac{1}{2}", True),  # a sign before \\frac
+        ("\\boxed{1,2}", "12", "1,2", False),  # a list, not a thousands separator
+        ("\\boxed{1,000}", "1000", "1,000", True),
+        ("\\boxed{0}", "1e-7", "0", False),  # the tolerance is relative: 0 is not 1e-7
+        ("the answer is 1e3", "1000", "1e3", True),  # an exponent is part of the number
+        ("\u2212 5 so \u22125", "-5", "\u22125", True),  # a Unicode minus sign
+        ("\\boxed{1e100000000}", "4", "1e100000000", False),  # no 10**10**8 built: compared as text
     ],
 )
 def test_math_verifier(text, expected, extracted, correct):
@@ -47,6 +54,9 @@ def test_last_boxed_balances_nested_braces():
         ("Answer: b", "(B)", "B", True),
         ("I pick \\boxed{D}", "A", "D", False),
         ("nothing", "A", None, False),
+        ("The answer is a bit tricky; I pick (C)", "C", "C", True),  # "a" is a word here, not option A
+        ("(a)", "A", "A", True),
+        ("the answer is A.", "A", "A", True),
     ],
 )
 def test_mcq_verifier(text, expected, got, correct):
@@ -64,6 +74,8 @@ def test_exact_and_regex_verifiers():
         "is_correct": True,
     }
     assert check("nothing", "yes")["extracted_answer"] is None
+    optional = verify.regex_verifier(r"answer(:)? is")  # the group takes no part: no answer, not a crash
+    assert optional("the answer is 4", "4") == {"reward": 0.0, "extracted_answer": None, "is_correct": False}
     with pytest.raises(UsageError):
         verify.regex_verifier("(")
 

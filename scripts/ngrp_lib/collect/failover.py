@@ -52,6 +52,7 @@ class FailoverRouter:
         *,
         capacity: int,
         session: Any = None,
+        headers: dict[str, str] | None = None,  # the run's (its API key): a keyed server answers 401 without
         probe_after: float = 2.0,
         max_probe_after: float = 30.0,
         probe_timeout: float = 5.0,
@@ -62,6 +63,7 @@ class FailoverRouter:
         self.endpoints = endpoints
         self.capacity = max(1, capacity)
         self.session = session
+        self.headers = headers or {}
         self.probe_after, self.max_probe_after, self.probe_timeout = (
             probe_after,
             max_probe_after,
@@ -150,7 +152,8 @@ class FailoverRouter:
 
         try:
             timeout = aiohttp.ClientTimeout(total=self.probe_timeout)
-            async with self.session.get(endpoint.base_url + "/models", timeout=timeout) as reply:
+            url = endpoint.base_url + "/models"
+            async with self.session.get(url, headers=self.headers, timeout=timeout) as reply:
                 return reply.status == 200
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             return False
@@ -162,8 +165,11 @@ class FailoverRouter:
         ]
 
 
-def make_router(endpoints: list[Endpoint], concurrency: int, session: Any = None) -> FailoverRouter | None:
+def make_router(
+    endpoints: list[Endpoint], concurrency: int, session: Any = None, headers: dict[str, str] | None = None
+) -> FailoverRouter | None:
     """The router for a run; None in Gym mode (no model endpoints)."""
     if not endpoints:
         return None
-    return FailoverRouter(endpoints, capacity=math.ceil(concurrency / len(endpoints)), session=session)
+    capacity = math.ceil(concurrency / len(endpoints))
+    return FailoverRouter(endpoints, capacity=capacity, session=session, headers=headers)

@@ -193,15 +193,15 @@ class _Run:
 
     def __init__(self, options: CollectOptions, verifier: Any, plan: Plan, disk: Any, session: Any) -> None:
         self.options, self.verifier, self.disk, self.session = options, verifier, disk, session
-        self.router = make_router(list(options.endpoints), options.concurrency, session)
-        self.tally = Tally(total=plan.to_run, done_before=len(disk.completed))
-        self.bar = ProgressBar(self.tally, options.progress)
-        self.results = jsonl.Appender(options.output)
-        self.failures = jsonl.Appender(options.failures_path)
         self.headers = {"content-type": "application/json"}
         key = os.environ.get(options.api_key_env)
         if key:
             self.headers["authorization"] = f"Bearer {key}"
+        self.router = make_router(list(options.endpoints), options.concurrency, session, self.headers)
+        self.tally = Tally(total=plan.to_run, done_before=len(disk.completed))
+        self.bar = ProgressBar(self.tally, options.progress)
+        self.results = jsonl.Appender(options.output)
+        self.failures = jsonl.Appender(options.failures_path)
         self.no_reply_streak = 0
         self.stopped_early: str | None = None
 

@@ -45,7 +45,7 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+_NUMBER = re.compile(r"[-\u2212]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|[-\u2212]?\.\d+")
 
 
 def extract_math(text: str) -> str | None:
@@ -61,16 +61,25 @@ def _normalize(answer: str) -> str:
     for wrapper in ("\\text{", "\\mathrm{"):
         if answer.startswith(wrapper) and answer.endswith("}"):
             answer = answer[len(wrapper) : -1]
-    answer = answer.replace("\\!", "").replace("\\,", "").replace(" ", "")
+    answer = answer.replace("\\!", "").replace("\\,", "").replace(" ", "").replace("\u2212", "-")
     return answer.rstrip(".")
 
 
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 1,000,000.5; not 1,2
+_HUGE_EXPONENT = re.compile(r"[eE][-+]?0*\d{5,}")  # Fraction would build 10**exponent: compare as text
+
+
 def as_number(answer: str) -> Fraction | None:
-    text = _normalize(answer).replace(",", "")
-    frac = re.fullmatch(r"\\[dt]?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}", text)
-    if frac:
-        text = f"{frac.group(1)}/{frac.group(2)}"
+    text = _normalize(answer)
+    if _THOUSANDS.fullmatch(text):
+        text = text.replace(",", "")
+    if _HUGE_EXPONENT.search(text):
+        return None
+    frac = re.fullmatch(r"(-?)\\[dt]?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}", text)
     try:
+        if frac:
+            value = Fraction(frac.group(2)) / Fraction(frac.group(3))
+            return -value if frac.group(1) else value
         return Fraction(text)
     except (ValueError, ZeroDivisionError):
         return None
@@ -79,14 +88,16 @@ def as_number(answer: str) -> Fraction | None:
 def math_equal(got: str, expected: str) -> bool:
     a, b = as_number(got), as_number(expected)
     if a is not None and b is not None:
-        return abs(a - b) <= Fraction(1, 10**6) * max(1, abs(b))
+        return abs(a - b) <= Fraction(1, 10**6) * max(abs(a), abs(b))  # relative: 0 is not 1e-7
     return _normalize(got) == _normalize(expected)
 
 
 _MCQ_PATTERNS = (
-    re.compile(r"(?i)answer\s*(?:is)?\s*[:\-]?\s*\(?\**([A-J])\b"),
+    # after "answer": a capital letter, or a small one that ends the phrase ("Answer: b"), so that
+    # "the answer is a bit tricky" does not read as A
+    re.compile(r"(?i:answer\s*(?:is)?)\s*[:\-]?\s*\(?\**([A-J]\b|[a-j](?=\)?\**\s*(?:$|[.,;:!?\n])))"),
     re.compile(r"\\boxed\{\s*\(?([A-J])\)?\s*\}"),
-    re.compile(r"\(([A-J])\)"),
+    re.compile(r"\(([A-Ja-j])\)"),
     re.compile(r"\b([A-J])\b"),
 )
 
@@ -133,8 +144,10 @@ def regex_verifier(pattern: str) -> Callable[[str, str], dict[str, Any]]:
         if not matches:
             return _fields(None, False)
         last = matches[-1]
-        got = (last.group(1) if compiled.groups else last.group(0)).strip()
-        return _fields(got, got == expected.strip())
+        got = last.group(1) if compiled.groups else last.group(0)
+        if got is None:  # an optional group that took no part in the match: no answer
+            return _fields(None, False)
+        return _fields(got.strip(), got.strip() == expected.strip())
 
     return verify
 

@@ -168,7 +168,7 @@ def command(
         context = click.get_current_context()
         given = [
             "--" + name.replace("_", "-")
-            for name in ("num_repeats", "seed_per_repeat", "interleave")
+            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent")
             if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         ]
         if given:
