@@ -608,3 +608,27 @@ def test_a_reply_of_the_wrong_shape_is_a_recorded_failure_not_a_crash(
     failures = [json.loads(line) for line in (tmp_path / "r_failures.jsonl").read_text().splitlines()]
     assert [f["_ng_failure_class"] for f in failures] == ["agent_run_error"] * 2
     assert (tmp_path / "r.jsonl").read_text() == ""  # nothing passed off as a rollout
+
+
+def test_an_input_that_is_also_an_output_is_never_deleted(run_ngrp, tmp_path):
+    tasks = _tasks(tmp_path, n=1)
+    before = tasks.read_bytes()
+    proc = run_ngrp("collect", "--input", tasks, "--output", tasks, "--base-url", DEAD, "--model", "m",
+                    "--verifier", "math", "--overwrite")  # fmt: skip
+    assert proc.returncode == 2 and "both an input and an output" in proc.stderr
+    proc = run_ngrp("materialize", "--input", tasks, "--output", tasks, "--agent", "a", "--overwrite")
+    assert proc.returncode == 2 and "both the input and the output" in proc.stderr
+    assert tasks.read_bytes() == before
+
+
+def test_credentials_in_verify_url_are_not_written(run_ngrp, tmp_path):
+    _tasks(tmp_path, n=1)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "r.jsonl",
+            "--base-url", DEAD, "--model", "m", "--verify-url", "http://admin:t0ps3cret@127.0.0.1:9/verify",
+            "--max-retries", "0"]  # fmt: skip
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 1, proc.stderr
+    manifest = (tmp_path / "r_run_manifest.json").read_text()
+    assert "127.0.0.1:9/verify" in manifest
+    written = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
+    assert "t0ps3cret" not in written

@@ -223,6 +223,8 @@ def materialize(
     input_path: Path | str, output_path: Path | str, options: MaterializeOptions, *, overwrite: bool = False
 ) -> MaterializeResult:
     """Read tasks, expand them, and write the materialized file atomically."""
+    if Path(input_path).resolve() == Path(output_path).resolve():
+        raise UsageError(f"{input_path} is both the input and the output", hint="write to another file")
     jsonl.refuse_existing([Path(output_path)], overwrite)
     records = list(read_task_lines(input_path, options.limit))
     rows = expand(records, options, input_path)

@@ -94,7 +94,7 @@ class CollectOptions:
             "verifier": self.verifier,
             "verifier_pattern": self.verifier_pattern,
             "answer_key": self.answer_key,
-            "verify_url": self.verify_url,
+            "verify_url": None if self.verify_url is None else public_url(self.verify_url),  # no credentials
             "verifier_fn": self.verifier_fn,
             "return_token_ids": self.return_token_ids,
             "model": self.model,

@@ -164,6 +164,11 @@ def _start_fresh(options: CollectOptions) -> None:
     outputs = [options.output, options.failures_path, options.manifest_path]
     if options.input is not None:
         outputs.append(options.materialized_path)
+    source = options.input if options.input is not None else options.materialized
+    if source is not None and Path(source).resolve() in {p.resolve() for p in outputs}:
+        raise UsageError(  # --overwrite would delete the very rows it is about to read
+            f"{source} is both an input and an output of this run", hint="give --output another file name"
+        )
     existing = [p for p in outputs if p.exists()]
     if existing and not options.overwrite:
         raise UsageError(
