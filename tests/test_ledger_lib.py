@@ -539,3 +539,10 @@ def test_crash_with_metric_options_warns(tmp_path):
     paths = _campaign(tmp_path, direction="max")
     result = _record(paths, tmp_path, [0.5, 0.5], status="crash")
     assert result.status == "crash" and any("ignored" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("target", [float("nan"), float("inf")])
+def test_a_non_finite_target_is_refused(tmp_path, target):
+    with pytest.raises(UsageError, match="--target must be a finite number"):
+        paths = LedgerPaths(tmp_path / "l")
+        init_campaign(paths, campaign="c", metric="mean_reward", direction="max", target=target)

@@ -312,3 +312,13 @@ def test_a_tiny_target_width_gives_no_count_instead_of_a_crash(tmp_path):
     prof = write_profile(tmp_path / "p.jsonl", [[1, 0], [0, 1]])
     o = compute_stats(prof, settings=StatsSettings(target_width=1e-200, n_bootstrap=0)).to_json()["overall"]
     assert o["repeats_needed"]["typical"] is None and o["repeats_needed"]["worst_case_binary"] is None
+
+
+@pytest.mark.parametrize(
+    ("runs", "bound"), [([[1], [0], [1]], 0.95), ([[1, 1, 1, 1], [0, 0, 0, 0]], 1 - 0.05**0.25)]
+)
+def test_all_fail_upper_bound_is_exact_and_never_above_1(tmp_path, runs, bound):
+    """0 of n solved: the one-sided 95% bound solves (1 - p)^n = 0.05 (the rule of three's 3/n gave 3.0)."""
+    prof = write_profile(tmp_path / "p.jsonl", runs)
+    o = compute_stats(prof, settings=StatsSettings(n_bootstrap=0)).to_json()["overall"]
+    assert o["difficulty"]["all_fail_upper_bound_95_median"] == pytest.approx(bound)

@@ -125,6 +125,9 @@ def test_cli_curriculum_exit_codes(run_ngrp, tmp_path, golden):
     assert run_ngrp(*args, "--min", "0.5", "--pass-threshold", "0.5", "--overwrite").returncode == 0
     assert run_ngrp(*args, "--overwrite").returncode == 2  # no selection given
     assert run_ngrp(*args, "--min", "0.1", "--learnable-for", "4", "--overwrite").returncode == 2
+    for size in ("0", "1"):  # 0 once slipped through as "no --learnable-for": every task kept
+        zero = run_ngrp(*args, "--learnable-for", size, "--pass-threshold", "0.5", "--overwrite")
+        assert zero.returncode == 2 and "at least 2" in zero.stderr
     assert run_ngrp(*args, "--min", "0.1", "--overwrite").returncode == 2  # rewards not binary
     (tmp_path / "bad.jsonl").write_text('{"q": 1}\n{"q": 2, "_ng_task_index": 0}\n')
     bad = ["curriculum", prof, "--tasks", tmp_path / "bad.jsonl", "-o", tmp_path / "b.jsonl"]

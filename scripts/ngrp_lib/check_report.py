@@ -216,7 +216,9 @@ def _notes(r: CheckResult) -> list[Finding]:
             f"{c['failed_attempts']} failed attempts ({by_class}) on {c['failed_keys']} keys; "
             f"{c['failed_keys_recovered']} of those keys later completed"
         )
-        fix = _resume(r.rollouts.path) if c["failed_keys_still_missing"] else None
+        fix = None
+        if c["failed_keys_still_missing"]:  # keys out of attempts are skipped by a plain --resume
+            fix = f"{_resume(r.rollouts.path)} --max-attempts <more than the run's> (retries the failed keys)"
         out.append(Finding("failed_attempts", NOTE, c["failed_attempts"], msg, fix))
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"

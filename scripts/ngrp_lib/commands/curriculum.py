@@ -118,7 +118,7 @@ def command(
             "choose a selection: --min/--max (for example --min 0.1 --max 0.9) or --learnable-for G"
         )
     selection = Selection(
-        "learnable" if group_size else "band", min_rate, max_rate, group_size, min_informative
+        "learnable" if group_size is not None else "band", min_rate, max_rate, group_size, min_informative
     )
     result = export_curriculum(
         profile,

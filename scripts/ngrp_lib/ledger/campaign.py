@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
@@ -140,6 +141,8 @@ def init_campaign(
             raise UsageError(f"{name} must be max or min, not {value!r}")
     if max_experiments is not None and max_experiments < 1:
         raise UsageError("--max-experiments must be at least 1")
+    if target is not None and not math.isfinite(target):  # nan would leave the campaign with no stop rule
+        raise UsageError(f"--target must be a finite number, not {target}")
     default_rule = target is None and max_experiments is None and deadline is None
     record = Campaign(
         campaign=campaign,

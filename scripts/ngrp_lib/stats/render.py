@@ -111,8 +111,8 @@ def _difficulty_lines(scope: dict) -> list[str]:
     ]
     if d["all_fail"]["n_tasks"]:
         lines.append(
-            f"  0 of n solved is not unsolvable: 95% upper bound on those tasks' pass rate ~ 3/n = "
-            f"{num(d['all_fail_upper_bound_95_median'], 3)} (median; rule of three)"
+            f"  0 of n solved is not unsolvable: 95% upper bound on those tasks' pass rate 1-0.05^(1/n) = "
+            f"{num(d['all_fail_upper_bound_95_median'], 3)} (median; ~3/n for large n)"
         )
     grpo = ", ".join(
         f"G={g['group_size']}: {num(g['value'], 3)} (n={g['n_tasks']})" for g in scope["grpo_informative"]

@@ -162,8 +162,10 @@ def _difficulty(n, c) -> dict:
         count = int((bands == band).sum())
         out[band] = {"n_tasks": count, "share": count / scored if scored else math.nan}
     zero_of = n[(c == 0) & (n > 0)]
-    # Rule of three: 0 successes in n gives a 95% upper bound of about 3/n on the pass rate.
-    out["all_fail_upper_bound_95_median"] = float(np.median(3.0 / zero_of)) if zero_of.size else math.nan
+    # 0 successes in n: the exact one-sided 95% upper bound 1 - 0.05^(1/n) (about 3/n, the rule of three,
+    # for large n, but never above 1: with n = 1 it is 0.95)
+    bound = 1.0 - 0.05 ** (1.0 / zero_of)
+    out["all_fail_upper_bound_95_median"] = float(np.median(bound)) if zero_of.size else math.nan
     return out
 
 
