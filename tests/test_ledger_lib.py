@@ -546,3 +546,20 @@ def test_a_non_finite_target_is_refused(tmp_path, target):
     with pytest.raises(UsageError, match="--target must be a finite number"):
         paths = LedgerPaths(tmp_path / "l")
         init_campaign(paths, campaign="c", metric="mean_reward", direction="max", target=target)
+
+
+def test_from_profile_leaves_out_a_task_with_only_null_rewards(tmp_path):
+    """Gym writes such rows (every reward null); stats and compare leave the task out, so does the ledger."""
+    rows = [
+        {"_ng_task_index": t, "rollout_infos": [{"_ng_task_index": t, "_ng_rollout_index": r, "reward": v}
+                                                for r, v in enumerate(rewards)]}
+        for t, rewards in enumerate([[1.0, 0.0], [None, None], [1.0, 1.0]])
+    ]  # fmt: skip
+    path = tmp_path / "p_reward_profiling.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    got = from_profile(path)
+    assert got.n_tasks == 2 and got.value == pytest.approx((0.5 + 1.0) / 2)
+    only_null = tmp_path / "n_reward_profiling.jsonl"
+    only_null.write_text(json.dumps(rows[1]) + "\n")
+    with pytest.raises(InputError, match="no task has a numeric"):
+        from_profile(only_null)

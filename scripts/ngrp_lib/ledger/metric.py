@@ -170,14 +170,14 @@ def task_means(path: Path, metric: str = "reward") -> list[float]:
     data = load_profile(path, (metric,))
     if not data.n_tasks:
         raise InputError("profile has no tasks", path=path)
-    means = [float(m) for m in row_means(data.values[metric])]
-    for (task, _agent), mean in zip(data.keys, means, strict=True):
-        if math.isnan(mean):
-            raise InputError(
-                f"task {task} has no numeric rollout_infos[*].{metric}",
-                path=path,
-                hint="pass a *_reward_profiling.jsonl written by `gym eval profile` or `ngrp profile`",
-            )
+    # a task whose rollouts all have a null reward has no mean: left out, as `ngrp stats` leaves it out
+    means = [float(m) for m in row_means(data.values[metric]) if not math.isnan(m)]
+    if not means:
+        raise InputError(
+            f"no task has a numeric rollout_infos[*].{metric}",
+            path=path,
+            hint="pass a *_reward_profiling.jsonl written by `gym eval profile` or `ngrp profile`",
+        )
     return means
 
 
