@@ -241,3 +241,15 @@ def test_a_sidecar_or_profile_output_without_its_shard_is_refused(golden, tmp_pa
     with pytest.raises(UsageError, match="not a rollouts shard"):
         merge_shards([shards[1], stray], tmp_path / "merged.jsonl")
     assert not (tmp_path / "merged.jsonl").exists()
+
+
+def test_a_shard_never_written_is_not_merged_away_silently(golden, tmp_path):
+    """A glob over -shard-i-of-N files cannot see an array task that wrote nothing: the names can."""
+    _, rollouts, shards = make_shards(golden / "case_complete", tmp_path, 3)
+    present = [shards[0], shards[2]]
+    with pytest.raises(FindingsError, match=r"1 shard\(s\) of the run are not among the files: .*-shard-1-of-3"):
+        merge_shards(present, tmp_path / "merged.jsonl")
+    assert not (tmp_path / "merged.jsonl").exists()
+    result = merge_shards(present, tmp_path / "merged.jsonl", allow_missing_shards=True)
+    assert result.missing_shards == [str(tmp_path / "rollouts-shard-1-of-3")]
+    assert result.rollouts.written == len(rows_of(shards[0])) + len(rows_of(shards[2])) < len(rollouts)

@@ -14,6 +14,7 @@ All outputs are written through temp files and moved into place only when everyt
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -58,6 +59,7 @@ class MergeResult:
     inputs: PartCounts
     torn_tails: list[str]
     sidecars_skipped: list[str] = field(default_factory=list)
+    missing_shards: list[str] = field(default_factory=list)  # with allow_missing_shards only
 
     def to_json(self) -> dict:
         from dataclasses import asdict
@@ -84,16 +86,25 @@ def merge_shards(
     inputs: list[Path | str] | None = None,
     overwrite: bool = False,
     allow_torn: bool = False,
+    allow_missing_shards: bool = False,
 ) -> MergeResult:
     """Merge shard rollouts files into `output`, with sidecars next to it under Gym's names."""
     shard_paths, skipped = _rollouts_only([Path(p) for p in shards])
+    missing = missing_shards(shard_paths)
+    if missing and not allow_missing_shards:
+        raise FindingsError(
+            f"{len(missing)} shard(s) of the run are not among the files: {', '.join(missing[:MAX_LISTED])}",
+            hint="wait for (or rerun) those array tasks, or merge what is there with --allow-missing-shards",
+        )
     output = Path(output)
     input_paths = _resolve_inputs(shard_paths, inputs)
     failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
     targets = _targets(output, bool(input_paths), bool(failure_paths))
     _check_paths(shard_paths + input_paths + failure_paths, targets, overwrite)
     torn: list[str] = []
-    result = MergeResult(str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped)
+    result = MergeResult(
+        str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped, missing
+    )
     with jsonl.atomic_outputs(targets, overwrite=overwrite) as out:  # all files or none
         known: dict[RolloutKey, _Seen] | None = None
         if input_paths:
@@ -104,6 +115,25 @@ def merge_shards(
             _merge_attempts(failure_paths, out["failures"], result.failures, torn, allow_torn)
             result.failures_output = str(targets["failures"])
     return result
+
+
+_SHARD_NAME = re.compile(r"-shard-(\d+)-of-(\d+)$")
+
+
+def missing_shards(paths: list[Path]) -> list[str]:
+    """For files named as `collect --shard i/N` names them (`<stem>-shard-i-of-N.jsonl`): the shards of
+    each run that are not among them. A glob over shard files says nothing about files never written."""
+    found: dict[tuple[Path, int], set[int]] = {}
+    for path in paths:
+        match = _SHARD_NAME.search(path.stem)
+        if match:
+            run = (path.with_name(path.stem[: match.start()]), int(match.group(2)))
+            found.setdefault(run, set()).add(int(match.group(1)))
+    missing = []
+    for (base, count), present in found.items():
+        width = len(str(count - 1))
+        missing += [f"{base}-shard-{i:0{width}d}-of-{count}" for i in range(count) if i not in present]
+    return missing
 
 
 # Files a shell glob like `rollouts-shard-*.jsonl` also matches: sidecars of a shard and profile outputs.

@@ -22,6 +22,11 @@ from ._common import emit, json_option, overwrite_option
     " <stem>_materialized_inputs.jsonl, if present.",
 )
 @click.option(
+    "--allow-missing-shards",
+    is_flag=True,
+    help="Merge shards named -shard-i-of-N even when some i are absent (listed in the summary).",
+)
+@click.option(
     "--allow-torn",
     is_flag=True,
     help="Drop a shard's cut-off last line (listed in the summary) instead of refusing.",
@@ -32,6 +37,7 @@ def command(
     shards: tuple[Path, ...],
     output: Path,
     inputs: tuple[Path, ...],
+    allow_missing_shards: bool,
     allow_torn: bool,
     overwrite: bool,
     as_json: bool,
@@ -50,11 +56,17 @@ def command(
       ngrp profile --inputs out/rollouts_materialized_inputs.jsonl --rollouts out/rollouts.jsonl
 
     \b
-    Exit codes: 0 merged; 1 conflicting duplicates or rollouts without inputs; 2 usage or refused
+    Exit codes: 0 merged; 1 conflicting duplicates, rollouts without inputs, or shards -shard-i-of-N
+    missing (see --allow-missing-shards); 2 usage or refused
     overwrite; 3 unreadable or malformed shard (names file:line).
     """
     result = merge_shards(
-        list(shards), output, inputs=list(inputs) or None, overwrite=overwrite, allow_torn=allow_torn
+        list(shards),
+        output,
+        inputs=list(inputs) or None,
+        overwrite=overwrite,
+        allow_torn=allow_torn,
+        allow_missing_shards=allow_missing_shards,
     )
     emit(result, as_json, _render)
     return 0
@@ -72,6 +84,10 @@ def _render(result: MergeResult) -> str:
         )
     if result.failures_output:
         lines.append(f"failures: {result.failures.written} attempt(s) -> {result.failures_output}")
+    if result.missing_shards:
+        lines.append(
+            f"warning: {len(result.missing_shards)} shard(s) missing: {', '.join(result.missing_shards[:5])}"
+        )
     if result.sidecars_skipped:
         lines.append(
             f"note: {len(result.sidecars_skipped)} sidecar file(s) named as shards were merged as sidecars of"
