@@ -211,6 +211,9 @@ def test_base_urls_and_credentials():
     assert public_url("https://user:secret@h/v1?key=x") == "https://h/v1"
     with pytest.raises(UsageError):
         normalize_base_url("h:8000")
+    with pytest.raises(UsageError, match="no \\?query") as refused:  # the path would land in the query
+        normalize_base_url("http://u:p@h:8000/v1?key=x")
+    assert "u:p" not in str(refused.value.message)
 
 
 def test_router_keeps_task_repeats_together():

@@ -207,6 +207,19 @@ def test_a_verifier_value_json_cannot_hold_is_a_recorded_failure(vllm_server, tm
     assert "JSON" in failures[0]["_ng_failure_message"]
 
 
+def test_resume_over_a_duplicated_row_is_not_called_complete(vllm_server, tmp_path):
+    """The collector never writes a key twice; a row duplicated by hand (or by concatenation) would make
+    the profiler refuse the run, so --resume must not report it complete."""
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "rollouts.jsonl"
+    assert ngrp(*collect_args(tasks, out, vllm_server.base_url)).returncode == 0
+    out.write_bytes(out.read_bytes() + out.read_bytes().splitlines(keepends=True)[0])
+    proc = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--resume", "--json"))
+    assert proc.returncode == 1 and "repeat a key" in proc.stderr, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["duplicates_found"] == 1 and summary["missing"] == 0 and summary["complete"] is False
+
+
 @pytest.mark.gym
 def test_gym_eval_profile_reads_our_rollouts(vllm_server, tmp_path):
     venv = os.environ.get("NGRP_GYM_VENV")

@@ -26,10 +26,15 @@ def normalize_base_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"not an http(s) base URL: {public_url(url)!r}")
+    if parts.query or parts.fragment:  # the request path is appended to the URL: a query would swallow it
+        raise UsageError(
+            f"a base URL takes no ?query or #fragment: {public_url(url)!r}...",
+            hint="put the API key in an environment variable (--api-key-env), not in the URL",
+        )
     path = parts.path.rstrip("/")
     if not path.endswith("/v1"):
         path += "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def public_url(url: str) -> str:

@@ -63,7 +63,9 @@ class CollectResult:
 
     @property
     def complete(self) -> bool:
-        return self.missing == 0
+        """Every key exactly once: a duplicated key (an edit or a concatenation, never this collector)
+        would be refused by the profiler, so the run is not done."""
+        return self.missing == 0 and self.duplicates_found == 0
 
     def to_json(self) -> dict[str, Any]:
         from dataclasses import asdict

@@ -246,10 +246,17 @@ def _render(result) -> str:
         lines.append(f"repaired torn tails: {result.repaired}")
     if result.stopped_early:
         lines.append(f"stopped early: {result.stopped_early}")
+    if result.duplicates_found:
+        lines.append(f"duplicates: {result.duplicates_found} rows repeat a completed key")
     return "\n".join(lines)
 
 
 def _hint(result) -> str:
+    if not result.missing:
+        return (
+            f"not consistent: {result.duplicates_found} rows of {result.output} repeat a key (this collector"
+            " never writes a key twice: was the file edited or concatenated?); deduplicate with `ngrp merge`"
+        )
     text = "incomplete: rerun the same command with --resume to retry missing and failed keys"
     if result.exhausted:
         text += f"; {result.exhausted} keys reached --max-attempts (raise it to retry them)"
