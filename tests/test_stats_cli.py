@@ -322,3 +322,11 @@ def test_all_fail_upper_bound_is_exact_and_never_above_1(tmp_path, runs, bound):
     prof = write_profile(tmp_path / "p.jsonl", runs)
     o = compute_stats(prof, settings=StatsSettings(n_bootstrap=0)).to_json()["overall"]
     assert o["difficulty"]["all_fail_upper_bound_95_median"] == pytest.approx(bound)
+
+
+def test_one_task_gives_no_bootstrap_interval_just_as_no_t_interval(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0, 1]])
+    mean = compute_stats(prof, settings=StatsSettings(n_bootstrap=200)).to_json()["overall"]["mean_reward"]
+    task = mean["task_weighted"]
+    assert task["value"] == pytest.approx(2 / 3)
+    assert task["ci_low"] is None and task["boot_ci_low"] is None and task["boot_ci_high"] is None

@@ -51,7 +51,8 @@ def _resample_counts(rng, n_tasks: int, size: int):
 def bootstrap_means(values, n_boot: int, seed: int):
     """Replicate means of each column of `values` (tasks x columns, NaN = undefined) under task resampling.
 
-    Returns a (n_boot, columns) array; a replicate with no defined task in a column is NaN.
+    Returns a (n_boot, columns) array; a replicate with no defined task in a column is NaN, and so is every
+    replicate of a column with fewer than two defined tasks (like the t interval, which needs n >= 2).
     """
     import numpy as np
 
@@ -71,6 +72,7 @@ def bootstrap_means(values, n_boot: int, seed: int):
         weights = _resample_counts(rng, n_tasks, size)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[start : start + size] = (weights @ filled) / (weights @ defined)
+    out[:, defined.sum(axis=0) < 2] = np.nan  # one task resampled is always itself: no interval, not a point
     return out
 
 
