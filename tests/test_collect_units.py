@@ -635,3 +635,15 @@ def test_credentials_in_verify_url_are_not_written(run_ngrp, tmp_path):
     assert "127.0.0.1:9/verify" in manifest
     written = proc.stdout + proc.stderr + "".join(p.read_text() for p in tmp_path.iterdir() if p.is_file())
     assert "t0ps3cret" not in written
+
+
+def test_a_fresh_start_removes_temp_files_a_killed_collector_left(run_ngrp, tmp_path):
+    """kill -9 while materializing leaves `.<name>.<random>.tmp`: the next start clears it."""
+    _tasks(tmp_path, n=1)
+    stale = tmp_path / ".r_materialized_inputs.jsonl.x1y2z3.tmp"
+    stale.write_text("half a file")
+    unrelated = tmp_path / ".other.jsonl.x1y2z3.tmp"
+    unrelated.write_text("not ours")
+    proc = run_ngrp(*_collect_argv(tmp_path, DEAD), "--max-retries", "0")
+    assert proc.returncode == 1, proc.stderr
+    assert not stale.exists() and unrelated.exists()

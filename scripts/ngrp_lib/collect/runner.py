@@ -179,6 +179,9 @@ def _start_fresh(options: CollectOptions) -> None:
         )
     for path in (options.output, options.failures_path, options.manifest_path):
         path.unlink(missing_ok=True)
+    for path in (options.materialized_path, options.manifest_path):  # an earlier collector killed mid-write
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # we hold the lock: no one else writes these
+            stale.unlink(missing_ok=True)
     if options.input is not None:
         materialize(options.input, options.materialized_path, options.materialize, overwrite=True)
         if options.shard is not None:
