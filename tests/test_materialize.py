@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import orjson
 import pytest
 
 from ngrp_lib import jsonl
@@ -31,13 +32,19 @@ STACK = "gym-stack"
         (
             "raw_inputs.jsonl",
             "case_fan_out",
-            ["--num-repeats", "2", "--agent", "math_source", "--fan-out", "math_source=agent_a,agent_b"],
+            ["--num-repeats", "2", "--fan-out", "math_source=agent_a,agent_b"],
         ),
     ],
 )
 def test_cli_matches_gym_bytes(run_ngrp, golden, tmp_path, raw, golden_file, args):
     out = tmp_path / "out.jsonl"
-    proc = run_ngrp("materialize", "--input", golden / raw, "--output", out, *args)
+    source = golden / raw
+    if golden_file == "case_fan_out":  # Gym fans out by the rows' own agent_ref.name: give them one
+        rows = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+        source = tmp_path / "routed.jsonl"
+        routed = [{**r, "agent_ref": {"name": "math_source"}} for r in rows]
+        source.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in routed))
+    proc = run_ngrp("materialize", "--input", source, "--output", out, *args)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == (golden / golden_file / "rollouts_materialized_inputs.jsonl").read_bytes()
 
@@ -177,3 +184,14 @@ def test_cli_limit_counts_input_lines(run_ngrp, golden, tmp_path):
     assert [r["responses_create_params"] for r in rows[::2]] == [f["responses_create_params"] for f in firsts]
     proc = run_ngrp("materialize", "--input", raw, "--output", tmp_path / "o2.jsonl", "--limit", "0")
     assert proc.returncode == 2 and "--limit must be at least 1" in proc.stderr
+
+
+def test_fan_out_keys_on_the_name_as_written_not_on_agent(tmp_path):
+    """Gym 0.7.0 (rollout_collection: `basis` is the row's agent_ref.name, else its task_source, taken before
+    agent_map): --agent does not create a fan-out key, and the copy for the row's own agent keeps its ref."""
+    plain = '{"responses_create_params": {"input": "q"}}'
+    rows = _rows(tmp_path, [plain], num_repeats=1, agent="src", fan_out={"src": ("s1", "s2")})
+    assert [r["agent_ref"] for r in rows] == [{"name": "src"}]  # nothing to fan out: the row names no agent
+    typed = '{"responses_create_params": {"input": "q"}, "agent_ref": {"name": "a", "type": "t"}}'
+    rows = _rows(tmp_path, [typed], num_repeats=1, fan_out={"a": ("a", "b")})
+    assert [r["agent_ref"] for r in rows] == [{"name": "a", "type": "t"}, {"name": "b"}]

@@ -8,9 +8,10 @@
 - `_ng_rollout_index` is a per-task counter that keeps going across duplicate lines.
 - `seed_per_repeat` sets `responses_create_params.metadata.extra_body` to the JSON string
   `{"seed": <rollout index>}` (merged into an existing `extra_body` string).
-- `fan_out` ({routing key: [agent, ...]}) runs each row whose routing key (its agent name after routing, else
-  its `task_source`) is listed once per agent, with that agent's `agent_ref`; the rollout counter keeps going
-  across the agents, so with 2 agents x 2 repeats agent_a gets rollouts 0,1 and agent_b 2,3.
+- `fan_out` ({routing key: [agent, ...]}) runs each row whose routing key (its own agent_ref.name as
+  written, before --agent, else its `task_source`) is listed once per agent, with that agent's `agent_ref`;
+  the rollout counter keeps going across the agents, so with 2 agents x 2 repeats agent_a gets rollouts
+  0,1 and agent_b 2,3.
 - Order is "aabbcc"; `interleave` stable-sorts by rollout index ("abcabc").
 - `limit` counts physical input lines, as Gym's does.
 
@@ -134,12 +135,13 @@ def expand(
     out: list[dict] = []
     for record in rows:
         row = dict(record.data)
+        basis = _routing_key(row)  # Gym fans out by the name as written, before any routing
         if not _route(row, options):
             missing_agent.append(record.line)
             continue
         _merge_overrides(row, options.overrides, source, record.line)
         task = numbering.index(record, source)
-        for agent_row in _fan_out(row, options.fan_out):
+        for agent_row in _fan_out(row, basis, options.fan_out):
             agent_row[TASK_KEY] = task
             for _ in range(options.num_repeats):
                 copy = dict(agent_row)
@@ -172,14 +174,22 @@ def _route(row: dict, options: MaterializeOptions) -> bool:
     return row.get("task_source") is not None
 
 
-def _fan_out(row: dict, fan_out: dict[str, tuple[str, ...]]) -> list[dict]:
-    """One copy of the row per agent listed for its routing key, or the row itself."""
+def _routing_key(row: dict) -> str | None:
+    """Gym's routing basis: the row's own agent_ref.name, else its task_source."""
     ref = row.get(AGENT_REF)
-    key = ref.get("name") if isinstance(ref, dict) else None
-    agents = fan_out.get(key or row.get("task_source") or "")
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if name is not None else row.get("task_source")
+
+
+def _fan_out(row: dict, basis: str | None, fan_out: dict[str, tuple[str, ...]]) -> list[dict]:
+    """One copy of the row per agent listed for its routing basis, or the row itself. A copy for the agent
+    the row already names keeps its agent_ref as it is (extra fields included), as in Gym."""
+    agents = fan_out.get(basis) if basis is not None else None
     if not agents:
         return [row]
-    return [row | {AGENT_REF: {"name": agent}} for agent in agents]
+    ref = row.get(AGENT_REF)
+    current = ref.get("name") if isinstance(ref, dict) else None
+    return [dict(row) if agent == current else row | {AGENT_REF: {"name": agent}} for agent in agents]
 
 
 def _merge_overrides(row: dict, overrides: dict, source: Path | str, line: int) -> None:

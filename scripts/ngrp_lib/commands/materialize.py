@@ -29,7 +29,7 @@ Example:
   ngrp materialize --input tasks.jsonl --output rollouts_materialized_inputs.jsonl \\
       --num-repeats 8 --agent math_simple_agent --seed-per-repeat
   ngrp materialize --input tasks.jsonl --output m.jsonl --num-repeats 2 \\
-      --agent math_source --fan-out math_source=agent_a,agent_b
+      --fan-out math_source=agent_a,agent_b   # rows whose agent_ref.name (or task_source) is math_source
 
 \b
 Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
@@ -47,8 +47,8 @@ Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (fil
     "fan_out",
     multiple=True,
     metavar="KEY=AGENT,AGENT...",
-    help="Run rows whose routing key (agent name, else task_source) is KEY once per listed agent "
-    "(Gym's fan_out). Repeatable.",
+    help="Run rows whose routing key (their own agent_ref.name as written, else task_source) is KEY once "
+    "per listed agent (Gym's fan_out; --agent does not change the key). Repeatable.",
 )
 @overwrite_option
 @json_option

@@ -45,6 +45,9 @@ class StatsSettings:
             raise UsageError("--target-width must be a positive, finite number")
 
 
+FEW_TASKS = 10  # below this many clusters, cluster-level intervals are not to be trusted
+
+
 @dataclass
 class StatsResult:
     profile: str
@@ -357,6 +360,12 @@ def compute_stats(
     overall, cols = scope_stats(data, settings, "all")
     if not overall["binary"]:
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
+    if data.n_tasks < FEW_TASKS:
+        notes.append(
+            f"only {data.n_tasks} task(s): no benchmark-level interval is reliable below about {FEW_TASKS} "
+            "(the bootstrap is too narrow, t too wide); quote the counts and the per-task Wilson intervals "
+            "(--json: per_task), and add tasks"
+        )
     if len({task for task, _ in data.keys}) < data.n_tasks:
         notes.append(
             "fan-out profile: each (task, agent) row is one cluster; "
