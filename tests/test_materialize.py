@@ -195,3 +195,12 @@ def test_fan_out_keys_on_the_name_as_written_not_on_agent(tmp_path):
     typed = '{"responses_create_params": {"input": "q"}, "agent_ref": {"name": "a", "type": "t"}}'
     rows = _rows(tmp_path, [typed], num_repeats=1, fan_out={"a": ("a", "b")})
     assert [r["agent_ref"] for r in rows] == [{"name": "a", "type": "t"}, {"name": "b"}]
+
+
+def test_floats_in_exponent_form_are_written_as_gym_writes_them(tmp_path):
+    """Gym's venv writes 1e+16 (orjson >= 3.11.7, like Python's json); older orjson wrote 1e16."""
+    line = '{"responses_create_params": {"input": "q", "temperature": 1e16}, "tiny": 1e-7, "huge": 1.5e300}'
+    (row,) = _rows(tmp_path, [line], num_repeats=1, agent="a")
+    assert orjson.dumps(row).startswith(
+        b'{"responses_create_params":{"input":"q","temperature":1e+16},"tiny":1e-7,"huge":1.5e+300'
+    )
