@@ -314,7 +314,9 @@ def test_cli_text(run_ngrp):
     assert out.returncode == 1
     assert "rollouts: 10/12 completed, 2 missing" in out.stdout
     assert "tasks: 3 (2 complete, 1 partial, 0 with none)" in out.stdout
-    assert "(2, 1), (2, 3)" in out.stdout and "fix: ngrp collect --output" in out.stdout
+    assert "(2, 1), (2, 3)" in out.stdout and "fix: ngrp profile --allow-partial" in out.stdout
+    assert "ngrp collect --output" in out.stdout  # ...and for a run Gym collected (no ngrp manifest):
+    assert "no ngrp manifest here: resume with the tool that collected it (gym eval" in out.stdout
     ok = run_ngrp(
         "check",
         "--inputs",
@@ -414,3 +416,13 @@ def test_junk_gives_findings_not_crashes(tmp_path, inputs, rollouts, failures):
     result = check_run(*paths)
     assert result.exit_code in (0, 1)
     assert schemas.validator("check_output").is_valid(json.loads(json.dumps(result.to_json())))
+
+
+def test_resume_fix_points_to_ngrp_only_for_runs_ngrp_collected(run_ngrp, tmp_path):
+    for name in ("rollouts_materialized_inputs.jsonl", "rollouts.jsonl"):
+        (tmp_path / name).write_bytes((GOLDEN / "case_partial" / name).read_bytes())
+    (tmp_path / "rollouts_run_manifest.json").write_text("{}")  # as ngrp collect leaves it
+    out = run_ngrp("check", "--inputs", tmp_path / "rollouts_materialized_inputs.jsonl",
+                   "--rollouts", tmp_path / "rollouts.jsonl")  # fmt: skip
+    assert out.returncode == 1 and "ngrp collect --output" in out.stdout
+    assert "no ngrp manifest" not in out.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .artifacts import unpack_key
+from .artifacts import manifest_path_for, unpack_key
 from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding
 
 _MASK = (1 << _AGENT_BITS) - 1
@@ -118,8 +118,12 @@ def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[
     return out
 
 
-def _resume(rollouts: str) -> str:
-    return f"ngrp collect --output {rollouts} --resume <the run's other options>"
+def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
+    """ngrp's resume command; for a run ngrp did not collect (no run manifest), also its owner's."""
+    command = f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}"
+    if manifest_path_for(rollouts).exists():
+        return command
+    return f"{command}; no ngrp manifest here: resume with the tool that collected it (gym eval run --resume)"
 
 
 def _rewrite(rollouts: str) -> str:
@@ -131,7 +135,7 @@ def _file_findings(role: str, s: FileStats) -> list[Finding]:
     rollouts = role == "rollouts"
     out = []
     if s.torn_tail:
-        fix = f"{_resume(s.path)} (truncates the torn line, then re-runs its key)" if rollouts else None
+        fix = _resume(s.path, why=" (truncates the torn line, then re-runs its key)") if rollouts else None
         msg = f"{s.path}: the last line is cut off (interrupted write)"
         out.append(Finding(f"{role}_torn_tail", ERROR, 1, msg, fix))
     if s.invalid_lines:
@@ -176,8 +180,8 @@ def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[
         if c["failed_keys_still_missing"]:
             msg += f" ({c['failed_keys_still_missing']} of the missing keys failed, see the failures sidecar)"
         fix = (
-            f"{_resume(r.rollouts.path)} (runs only the missing keys), or profile what exists: "
-            f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
+            f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path} (profiles"
+            f" what exists), or {_resume(r.rollouts.path, why=' (runs only the missing keys)')}"
         )
         out.append(
             Finding("missing_rollouts", ERROR, c["missing"], msg, fix, [list(k) for k in missing_keys])
@@ -218,7 +222,8 @@ def _notes(r: CheckResult) -> list[Finding]:
         )
         fix = None
         if c["failed_keys_still_missing"]:  # keys out of attempts are skipped by a plain --resume
-            fix = f"{_resume(r.rollouts.path)} --max-attempts <more than the run's> (retries the failed keys)"
+            more = " --max-attempts <more than the run's>"
+            fix = _resume(r.rollouts.path, more, " (retries the failed keys)")
         out.append(Finding("failed_attempts", NOTE, c["failed_attempts"], msg, fix))
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"
