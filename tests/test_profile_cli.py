@@ -272,3 +272,12 @@ def test_a_string_reward_is_not_zeroed_as_if_null(golden, tmp_path, run_ngrp):
         task1 = load(folder / "rollouts_reward_profiling.jsonl")[1]
         others = [r["reward"] for r in rows if r["_ng_task_index"] == 1 and r["_ng_rollout_index"] != 1]
         assert task1["mean/reward"] == pytest.approx(sum(others) / len(others))  # never 0-filled
+
+
+def test_fractional_rewards_name_the_pass_threshold_the_extras_used(golden, tmp_path, run_ngrp):
+    _case(golden, "case_complete", tmp_path)  # task 1 has rewards 0.25, 0.5, 0.75, 1
+    proc = _profile(run_ngrp, tmp_path, "--pass-threshold", "0.5")
+    assert proc.returncode == 0 and "not all 0/1" in proc.stderr and "reward >= 0.5" in proc.stderr
+    assert any("not all 0/1" in w for w in load(tmp_path / "rollouts_profile_summary.json")["warnings"])
+    gym_only = _profile(run_ngrp, tmp_path, "--gym-only", "--overwrite")  # no ngrp/* keys: nothing to warn of
+    assert gym_only.returncode == 0 and "not all 0/1" not in gym_only.stderr

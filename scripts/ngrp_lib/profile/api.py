@@ -263,12 +263,28 @@ def _data_warnings(counts, completion, incomplete, table, options, missing) -> l
         )
     if counts["masked"]:
         out.append(f"{counts['masked']} masked rollout(s) (mask_sample) left out of the quality metrics")
+    if not options.gym_only and _non_binary_rewards(table):
+        out.append(
+            f"rewards are not all 0/1: ngrp/pass_rate and ngrp/pass@k count a rollout as passed when its "
+            f"reward >= {options.pass_threshold:g} (--pass-threshold); state that threshold with any pass "
+            "rate, or quote mean/reward"
+        )
     if len(table.tasks) and all(label is None for label in table.labels):
         out.append(
             "no materialized row has an agent_ref (or _ng_environment_server): the agent and repeat-level "
             "metric files are empty, as in Gym"
         )
     return out
+
+
+def _non_binary_rewards(table: Any) -> bool:
+    import numpy as np
+
+    if "reward" not in table.columns:
+        return False
+    rewards = table.matrix[:, table.columns.index("reward")]
+    rewards = rewards[~np.isnan(rewards)]
+    return bool(((rewards != 0) & (rewards != 1)).any())
 
 
 def write_state(handle: IO[bytes], data: Dataset, options: ProfileOptions, sources: dict[str, Any]) -> None:
