@@ -192,3 +192,16 @@ def test_no_spread_gives_no_mde_rather_than_zero(tmp_path):
     a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1], [1, 1]])
     r = compare_profiles(a, a)
     assert r.mean_diff == 0 and math.isnan(r.mde_80)
+
+
+def test_pairs_whose_task_data_differ_get_a_note(tmp_path):
+    """Pairing is by _ng_task_index: a reordered task file pairs the wrong tasks, and the samples show it."""
+    samples = [{"expected_answer": "4", "responses_create_params": {"input": "p1"}},
+               {"expected_answer": "9", "responses_create_params": {"input": "p2"}}]  # fmt: skip
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1]], sample=samples)
+    same = [{**s, "responses_create_params": {"input": "new prompt"}} for s in samples]  # a prompt change
+    b = write_profile(tmp_path / "b.jsonl", [[1, 1], [0, 0]], sample=same)
+    assert not any("different task data" in n for n in compare_profiles(a, b).notes)
+    swapped = write_profile(tmp_path / "c.jsonl", [[1, 1], [0, 0]], sample=same[::-1])  # rows reordered
+    notes = compare_profiles(a, swapped).notes
+    assert any("2 paired task(s) hold different task data" in n for n in notes)

@@ -217,6 +217,14 @@ def compare_profiles(
     sb = successes(vb[defined], pass_threshold) if len(pairs) else None
     binary = sa is not None and sb is not None
     notes: list[str] = []
+    differing = [key for key, i, j in pairs if _task_data(da.samples[i]) != _task_data(db.samples[j])]
+    if differing:
+        task, agent = differing[0]
+        notes.append(
+            f"{len(differing)} paired task(s) hold different task data in the two profiles' samples (first: "
+            f"task {task}, agent {agent!r}): tasks are paired by _ng_task_index, so check that both runs "
+            "used the same task rows in the same order (a prompt change should touch the prompt only)"
+        )
     mcnemar, flips = None, []
     used = [r for r, ok in zip(rows, defined, strict=False) if ok]
     if binary and used:
@@ -263,6 +271,12 @@ def compare_profiles(
         per_task=rows,
         notes=notes,
     )
+
+
+def _task_data(sample: dict) -> dict:
+    """What identifies a task in a profile row's `sample`: everything but the prompt and routing stamps."""
+    skip = ("responses_create_params", "agent_ref")
+    return {k: v for k, v in sample.items() if k not in skip and not k.startswith("_")}
 
 
 def _f(x: float) -> float | None:
