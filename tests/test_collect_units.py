@@ -3,6 +3,7 @@ routing, and the refusal paths (outputs exist, lock held, changed config, malfor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -511,24 +512,24 @@ def test_regex_verifier_pattern_is_checked_before_any_request(run_ngrp, tmp_path
     assert not (tmp_path / "r.jsonl").exists()
 
 
-@pytest.fixture
-def refusing_peer():
-    """An HTTP peer that records each request's Authorization header and answers 401: no inference at all."""
+@contextlib.contextmanager
+def _canned_peer(status: int, body: bytes):
+    """An HTTP peer that answers every POST with one fixed status and body and records each request's
+    Authorization header: no inference at all (a refusing server, or a broken proxy's wrong shapes)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    seen: list = []
+    reply = {"status": status, "body": body, "seen": []}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
             self.rfile.read(int(self.headers.get("content-length", 0)))
-            seen.append(self.headers.get("authorization"))
-            body = b'{"error": {"message": "bad key"}}'
-            self.send_response(401)
+            reply["seen"].append(self.headers.get("authorization"))
+            self.send_response(reply["status"])
             self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
+            self.send_header("content-length", str(len(reply["body"])))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(reply["body"])
 
         def log_message(self, *args):
             pass
@@ -536,9 +537,18 @@ def refusing_peer():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
-    server.shutdown()
-    thread.join(timeout=5)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", reply
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def refusing_peer():
+    """Answers 401, as a server whose API key we lack."""
+    with _canned_peer(401, b'{"error": {"message": "bad key"}}') as (url, reply):
+        yield url, reply["seen"]
 
 
 def test_api_key_env_is_sent_as_bearer_and_never_written(run_ngrp, tmp_path, refusing_peer):
@@ -561,31 +571,9 @@ def test_api_key_env_is_sent_as_bearer_and_never_written(run_ngrp, tmp_path, ref
 
 @pytest.fixture
 def wrong_shape_peer():
-    """An HTTP peer that answers every request 200 with a body set by the test: no inference at all, only
-    replies of the wrong shape (what a broken proxy or a misconfigured server sends)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    reply = {"body": b"{}"}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(reply["body"])))
-            self.end_headers()
-            self.wfile.write(reply["body"])
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", reply
-    server.shutdown()
-    thread.join(timeout=5)
+    """Answers 200 with a body the test sets: what a broken proxy or a misconfigured server sends."""
+    with _canned_peer(200, b"{}") as peer:
+        yield peer
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ def merge_shards(
     input_paths = _resolve_inputs(shard_paths, inputs)
     failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
     targets = _targets(output, bool(input_paths), bool(failure_paths))
-    _check_paths(shard_paths + input_paths + failure_paths, targets, overwrite)
+    _check_paths(shard_paths + input_paths + failure_paths, targets)  # existing outputs: atomic_outputs
     torn: list[str] = []
     result = MergeResult(
         str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped, missing
@@ -183,7 +183,7 @@ def _targets(output: Path, with_inputs: bool, with_failures: bool) -> dict[str, 
     return targets
 
 
-def _check_paths(sources: list[Path], targets: dict[str, Path], overwrite: bool) -> None:
+def _check_paths(sources: list[Path], targets: dict[str, Path]) -> None:
     if not sources:
         raise UsageError("no shard files given", hint="ngrp merge SHARD... --output OUT")
     for path in sources:
@@ -195,7 +195,6 @@ def _check_paths(sources: list[Path], targets: dict[str, Path], overwrite: bool)
     for target in targets.values():
         if target.resolve() in resolved:
             raise UsageError(f"{target} is both an input and an output", hint="write the merge to a new path")
-    jsonl.refuse_existing(list(targets.values()), overwrite)
 
 
 def _rows(path: Path, torn: list[str], allow_torn: bool):
