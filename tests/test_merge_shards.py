@@ -253,3 +253,12 @@ def test_a_shard_never_written_is_not_merged_away_silently(golden, tmp_path):
     result = merge_shards(present, tmp_path / "merged.jsonl", allow_missing_shards=True)
     assert result.missing_shards == [str(tmp_path / "rollouts-shard-1-of-3")]
     assert result.rollouts.written == len(rows_of(shards[0])) + len(rows_of(shards[2])) < len(rollouts)
+
+
+def test_cli_missing_shards_exit_1_unless_allowed(golden, tmp_path, run_ngrp):
+    _, _, shards = make_shards(golden / "case_complete", tmp_path, 3)
+    args = ["merge", shards[0], shards[2], "--output", tmp_path / "m.jsonl"]
+    refused = run_ngrp(*args)
+    assert refused.returncode == 1 and "--allow-missing-shards" in refused.stderr
+    merged = run_ngrp(*args, "--allow-missing-shards")
+    assert merged.returncode == 0 and "warning: 1 shard(s) missing" in merged.stdout
