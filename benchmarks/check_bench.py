@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from validate_bench import best_of, floor, write_rows  # noqa: E402
 
-from ngrp_lib.check import check_run  # noqa: E402
+from ngrp_lib.audit.check import check_run  # noqa: E402
 
 
 def write_inputs(rollouts: Path, inputs: Path, drop_every: int = 100) -> None:

@@ -24,9 +24,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 
-from ngrp_lib.collect import CollectOptions, Endpoint, collect, normalize_base_url  # noqa: E402
 from ngrp_lib.collect.convert import chat_request  # noqa: E402
-from ngrp_lib.materialize import MaterializeOptions, materialize  # noqa: E402
+from ngrp_lib.collect.materialize import MaterializeOptions, materialize  # noqa: E402
+from ngrp_lib.collect.options import CollectOptions  # noqa: E402
+from ngrp_lib.collect.routing import Endpoint, normalize_base_url  # noqa: E402
+from ngrp_lib.collect.runner import collect  # noqa: E402
 
 
 def write_tasks(path: Path, tasks: int, max_tokens: int) -> None:

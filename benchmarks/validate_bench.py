@@ -22,7 +22,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from ngrp_lib.validate import validate_file  # noqa: E402
+from ngrp_lib.audit.validate import validate_file  # noqa: E402
 
 WORDS = ["the", "answer", "is", "so", "we", "get", "then", "compute", "sum", "of", "primes", "below"]
 WORDS += ["therefore", "box", "step", "check", "thinking", "first", "next", "carry"]
@@ -126,7 +126,7 @@ def floor(path: Path) -> int:
 
 def jsonschema_only_rate(path: Path, sample: int) -> float:
     """Rows/s of full jsonschema validation alone (no fast path), on the first `sample` parsed rows."""
-    from ngrp_lib import schemas
+    from ngrp_lib.artifacts import schemas
 
     validator = schemas.validator("rollout")
     with open(path, "rb") as handle:

@@ -23,6 +23,10 @@ echo "== project venv (.venv, $("$PY311" --version))"
 [ -x .venv/bin/python ] || "$PY311" -m venv .venv
 .venv/bin/pip install -q -e ".[dev,report]"
 
+echo "== lint: ruff check and ruff format --check"
+.venv/bin/ruff check scripts tests benchmarks
+.venv/bin/ruff format --check scripts tests benchmarks
+
 echo "== vLLM CPU venv (real-server tier)"
 NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh)
 export NGRP_VLLM_VENV

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ngrp_lib import schemas
-from ngrp_lib.artifacts import pack_key as pack
-from ngrp_lib.artifacts import unpack_key as unpack
-from ngrp_lib.check import check_run
+from ngrp_lib.artifacts import schemas
+from ngrp_lib.artifacts.names import pack_key as pack
+from ngrp_lib.artifacts.names import unpack_key as unpack
+from ngrp_lib.audit.check import check_run
 from ngrp_lib.errors import InputError
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "gym-0.7.0"

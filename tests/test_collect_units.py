@@ -246,8 +246,9 @@ def test_endpoints_file(tmp_path):
     [(None, "not found"), ("{not json", "unreadable"), ('{"servers": []}', "expected")],
 )
 def test_one_endpoints_reader_for_collect_and_serve(tmp_path, content, match):
-    """collect and serve share serve_run.read_endpoints, so both report a bad file the same way."""
-    from ngrp_lib.serve_run import read_endpoints, status
+    """collect and serve share artifacts.endpoints.read_endpoints, so both report a bad file the same way."""
+    from ngrp_lib.artifacts.endpoints import read_endpoints
+    from ngrp_lib.serve.run import status
 
     path = tmp_path / "endpoints.json"
     if content is not None:
@@ -307,7 +308,7 @@ def test_connection_refused_is_recorded_and_stops_early(run_ngrp, tmp_path):
         (0, 0, None),
         (1, 0, None),
     ]
-    from ngrp_lib import schemas
+    from ngrp_lib.artifacts import schemas
 
     for row in rows:
         schemas.validator("failure").validate(row)

@@ -17,7 +17,7 @@ from conftest import SCRIPT
 from http_helpers import serve_app
 from profile_compare import gym_profile
 
-from ngrp_lib import jsonl, schemas
+from ngrp_lib.artifacts import jsonl, schemas
 
 pytestmark = pytest.mark.vllm
 

@@ -110,5 +110,7 @@ def test_pip_install_ships_schemas(tmp_path):
         timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    where = _run([str(python), "-c", "from ngrp_lib import schemas; print(schemas.schema_dir())"], tmp_path)
+    where = _run(
+        [str(python), "-c", "from ngrp_lib.artifacts import schemas; print(schemas.schema_dir())"], tmp_path
+    )
     assert where.stdout.strip() == str(installed / "_schemas")

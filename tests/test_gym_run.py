@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from ngrp_lib.collect.gym_run import RunTarget, outcome, resolve_gym_url, stamp
 from ngrp_lib.errors import UsageError
-from ngrp_lib.gym_run import RunTarget, outcome, resolve_gym_url, stamp
 
 HEAD = "http://127.0.0.1:11000"
 
@@ -87,7 +87,8 @@ def test_outcome_classes():
 
 
 def test_gym_mode_refuses_direct_mode_options(tmp_path):
-    from ngrp_lib.collect import CollectOptions, Endpoint
+    from ngrp_lib.collect.options import CollectOptions
+    from ngrp_lib.collect.routing import Endpoint
 
     m = tmp_path / "m.jsonl"
     m.write_text("{}\n")

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from ngrp_lib import jsonl
+from ngrp_lib.artifacts import jsonl
 from ngrp_lib.errors import InputError, OutputExistsError, UsageError
 
 

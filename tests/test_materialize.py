@@ -7,9 +7,9 @@ import json
 import orjson
 import pytest
 
-from ngrp_lib import jsonl
+from ngrp_lib.artifacts import jsonl
+from ngrp_lib.collect.materialize import MaterializeOptions, expand, materialize, read_task_lines
 from ngrp_lib.errors import InputError, UsageError
-from ngrp_lib.materialize import MaterializeOptions, expand, materialize, read_task_lines
 
 STACK = "gym-stack"
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ngrp_lib import schemas
-from ngrp_lib._fastpath import compile_schema
-from ngrp_lib.validate import kind_from_name, schema_problems, validate_file
+from ngrp_lib.artifacts import schemas
+from ngrp_lib.artifacts.fastpath import compile_schema
+from ngrp_lib.audit.validate import kind_from_name, schema_problems, validate_file
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"

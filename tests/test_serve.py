@@ -20,9 +20,9 @@ import jsonschema
 import orjson
 import pytest
 
-from ngrp_lib import serve as lib
-from ngrp_lib import serve_run
 from ngrp_lib.errors import InputError, UsageError
+from ngrp_lib.serve import plan as lib
+from ngrp_lib.serve import run as serve_run
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "schemas" / "endpoints.schema.json").read_text())
@@ -328,7 +328,7 @@ def test_foreground_serve_stops_everything_on_sigterm(tmp_path):
         textwrap.dedent(f"""
         import pickle, sys
         sys.path.insert(0, {str(REPO / "scripts")!r})
-        from ngrp_lib import serve_run
+        from ngrp_lib.serve import run as serve_run
         plan = pickle.loads({pickle_plan(plan)!r})
         serve_run.serve(plan, detach=False, timeout=30, progress=lambda m: print(m, flush=True))
         print("returned", flush=True)

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 from vllm_fixture import build_model
 
-from ngrp_lib import serve_run
+from ngrp_lib.serve import run as serve_run
 
 pytestmark = [
     pytest.mark.vllm,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from stats_helpers import profile_row, write_profile
 
-from ngrp_lib.compare import compare_profiles, sign_flip_p_value
 from ngrp_lib.errors import FindingsError
+from ngrp_lib.stats.compare import compare_profiles, sign_flip_p_value
 
 A = [[1, 0], [0, 0], [1, 1]]
 B = [[1, 1], [0, 1], [1, 1]]

@@ -10,8 +10,8 @@ import pytest
 from conftest import REPO
 from stats_helpers import profile_row, write_profile
 
-from ngrp_lib.curriculum import Selection, export_curriculum, map_task_lines
 from ngrp_lib.errors import FindingsError, UsageError
+from ngrp_lib.stats.curriculum import Selection, export_curriculum, map_task_lines
 
 
 def read(path):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ngrp_lib import distributions as D
+from ngrp_lib.stats import distributions as D
 
 stats = pytest.importorskip("scipy.stats")
 

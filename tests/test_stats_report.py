@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from stats_helpers import rollout, write_profile, write_rollouts
 
-from ngrp_lib.report import build_report
+from ngrp_lib.report.html import build_report
 from ngrp_lib.stats.summary import StatsSettings
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ngrp_lib import schemas
+from ngrp_lib.artifacts import schemas
+from ngrp_lib.audit.validate import kind_from_name, kind_from_row, validate_file, validate_files
 from ngrp_lib.errors import UsageError
-from ngrp_lib.validate import kind_from_name, kind_from_row, validate_file, validate_files
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "gym-0.7.0"
 COMPLETE = GOLDEN / "case_complete"

@@ -1,15 +1,6 @@
-"""`ngrp collect`: rollouts from OpenAI-compatible servers (vLLM), resumable and fault tolerant."""
+"""Getting rollouts: `materialize` (tasks to rows), `runner` (rows to rollouts against vLLM/OpenAI servers or
+a Gym `/run`, resumable and fault tolerant), `shards` and `merge` (split a run, join it back).
 
-from .options import CollectOptions
-from .routing import Endpoint, Router, load_endpoints, normalize_base_url
-from .runner import CollectResult, collect
-
-__all__ = [
-    "CollectOptions",
-    "CollectResult",
-    "Endpoint",
-    "Router",
-    "collect",
-    "load_endpoints",
-    "normalize_base_url",
-]
+Import the modules themselves (`from ngrp_lib.collect.runner import collect`): this file stays empty so
+that `materialize` or `merge` do not pull in asyncio and the HTTP client.
+"""

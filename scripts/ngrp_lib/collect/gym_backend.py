@@ -1,8 +1,8 @@
 """Gym mode for `ngrp collect --gym-url URL`: post each materialized row to a NeMo Gym `/run`.
 
 The request body is the materialized row, as `gym eval run --no-serve` posts it; the row written is the
-server's reply (the verify response) with Gym's collector stamps (`ngrp_lib.gym_run.stamp`). Resume, the
-failures sidecar, admission and progress are the direct mode's (`runner._Run`); only `run_row` differs.
+server's reply (the verify response) with Gym's collector stamps (`gym_run.stamp`). Resume, the
+failures sidecar, admission and progress are the direct mode's (`direct.DirectRun`); only `run_row` differs.
 Failure classes follow Gym 0.7.0: `agent_run_error` when the server answered with a non-gateway error
 status, `agent_request_failed` for 429/502/503/504 or no reply. Unlike Gym, no reply is retried a bounded
 number of times (`--max-retries`) instead of forever, and a 500 is not retried (the rollout ran and broke).
@@ -18,32 +18,11 @@ from typing import Any
 
 import orjson
 
-from .. import jsonl
-from ..errors import UsageError
-from ..gym_run import FAILURE_CLASS_KEY, GymTargets, outcome, resolve_gym_url, stamp
-from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, _post_once
+from ..artifacts import jsonl
+from .direct import DirectRun
+from .gym_run import FAILURE_CLASS_KEY, GymTargets, outcome, resolve_gym_url, stamp
+from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_once
 from .routing import Endpoint
-from .runner import _Run
-
-
-def check_gym_options(options: Any) -> None:
-    """Options that mean nothing in Gym mode: the Gym stack has its own model and verifier."""
-    clashes = [
-        flag
-        for flag, value in (
-            ("--base-url/--endpoints", options.endpoints),
-            ("--verifier", options.verifier),
-            ("--verify-url", options.verify_url),
-            ("--verifier-fn", options.verifier_fn),
-            ("--return-token-ids", options.return_token_ids),
-        )
-        if value
-    ]
-    if clashes:
-        raise UsageError(
-            f"--gym-url cannot be combined with {', '.join(clashes)}",
-            hint="the Gym stack's own model server and resources server (verifier) are used in Gym mode",
-        )
 
 
 async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> dict:
@@ -51,7 +30,7 @@ async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: R
     retry = 0
     while True:
         try:
-            payload = await _post_once(session, url, body, headers, policy.timeout)
+            payload = await post_once(session, url, body, headers, policy.timeout)
             break
         except AttemptFailed as failure:
             if failure.failure_class == "timeout":  # Gym has no request timeout: no reply at all
@@ -85,7 +64,7 @@ def check_agents(targets: GymTargets, materialized: Any) -> None:
             targets.for_row(row.data)
 
 
-class GymRun(_Run):
+class GymRun(DirectRun):
     """A collection whose rows run on a NeMo Gym stack's `/run`."""
 
     def __init__(self, options: Any, verifier: Any, plan: Any, disk: Any, session: Any) -> None:

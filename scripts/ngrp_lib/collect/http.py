@@ -61,7 +61,7 @@ async def post_json(session: Any, url: str, body: bytes, headers: dict, policy: 
     retry = 0
     while True:
         try:
-            return await _post_once(session, url, body, headers, policy.timeout)
+            return await post_once(session, url, body, headers, policy.timeout)
         except AttemptFailed as failure:
             transient = failure.status is None or failure.status in RETRY_STATUSES
             if not transient or retry >= policy.max_retries:
@@ -71,7 +71,7 @@ async def post_json(session: Any, url: str, body: bytes, headers: dict, policy: 
         retry += 1
 
 
-async def _post_once(session: Any, url: str, body: bytes, headers: dict, timeout: float) -> bytes:
+async def post_once(session: Any, url: str, body: bytes, headers: dict, timeout: float) -> bytes:
     import aiohttp
 
     try:

@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import artifacts
+from ..artifacts import names
 from ..errors import UsageError
-from ..materialize import MaterializeOptions
 from .http import RetryPolicy
+from .materialize import MaterializeOptions
 from .routing import Endpoint, public_url
 
 if TYPE_CHECKING:
-    from ..shards import Shard
+    from .shards import Shard
 
 APIS = ("chat", "responses")
 
@@ -45,8 +45,6 @@ class CollectOptions:
 
     def __post_init__(self) -> None:
         if self.gym_url is not None:
-            from .gym_backend import check_gym_options
-
             check_gym_options(self)
         if (self.input is None) == (self.materialized is None):
             raise UsageError("give exactly one of --input TASKS (raw tasks) or --materialized FILE")
@@ -66,18 +64,16 @@ class CollectOptions:
 
     @property
     def failures_path(self) -> Path:
-        return artifacts.failures_path_for(self.output)
+        return names.failures_path_for(self.output)
 
     @property
     def manifest_path(self) -> Path:
-        return artifacts.manifest_path_for(self.output)
+        return names.manifest_path_for(self.output)
 
     @property
     def materialized_path(self) -> Path:
         return (
-            self.materialized
-            if self.materialized is not None
-            else artifacts.materialized_path_for(self.output)
+            self.materialized if self.materialized is not None else names.materialized_path_for(self.output)
         )
 
     @property
@@ -115,3 +111,23 @@ class CollectOptions:
             "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
             + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),
         }
+
+
+def check_gym_options(options: CollectOptions) -> None:
+    """Options that mean nothing in Gym mode: the Gym stack has its own model and verifier."""
+    clashes = [
+        flag
+        for flag, value in (
+            ("--base-url/--endpoints", options.endpoints),
+            ("--verifier", options.verifier),
+            ("--verify-url", options.verify_url),
+            ("--verifier-fn", options.verifier_fn),
+            ("--return-token-ids", options.return_token_ids),
+        )
+        if value
+    ]
+    if clashes:
+        raise UsageError(
+            f"--gym-url cannot be combined with {', '.join(clashes)}",
+            hint="the Gym stack's own model server and resources server (verifier) are used in Gym mode",
+        )

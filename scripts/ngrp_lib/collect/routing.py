@@ -45,7 +45,7 @@ def public_url(url: str) -> str:
 
 def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
     """Read `ngrp serve`'s endpoints file: {"endpoints": [{"base_url": ".../v1", "model": NAME}, ...]}."""
-    from ..serve_run import read_endpoints  # the one reader of this format (lazy: serve_run is heavier)
+    from ..artifacts.endpoints import read_endpoints
 
     items = read_endpoints(path)["endpoints"]
     if not items:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, artifacts, jsonl
+from .. import __version__
+from ..artifacts import jsonl, names
 from ..errors import InputError, UsageError
 
 
@@ -17,7 +18,7 @@ class CollectorLock:
     """An exclusive `fcntl.flock` on `<output>.lock`, holding our pid, for the life of the run."""
 
     def __init__(self, output: Path) -> None:
-        self.path = artifacts.lock_path_for(output)
+        self.path = names.lock_path_for(output)
         self._fd: int | None = None
 
     def acquire(self) -> CollectorLock:
@@ -113,7 +114,7 @@ def scan_outputs(output: Path, failures: Path) -> DiskState:
             state.repaired[str(path)] = action
     if output.exists():
         for row in jsonl.iter_rows(output):
-            key = artifacts.rollout_key(row.data)
+            key = names.rollout_key(row.data)
             if key is None:
                 raise InputError("rollout row has no identity keys", path=output, line=row.line)
             if key in state.completed:
@@ -121,7 +122,7 @@ def scan_outputs(output: Path, failures: Path) -> DiskState:
             state.completed.add(key)
     if failures.exists():
         for row in jsonl.iter_rows(failures):
-            key = artifacts.rollout_key(row.data)
+            key = names.rollout_key(row.data)
             if key is not None:
                 state.attempts[key] += 1
     return state

@@ -1,10 +1,11 @@
-"""`ngrp check`: a thin shell over `ngrp_lib.check.check_run`."""
+"""`ngrp check`: a thin shell over `ngrp_lib.audit.check.check_run`."""
 
 from __future__ import annotations
 
 import click
 
-from ..check import CheckResult, check_run
+from ..audit.check import check_run
+from ..audit.check_result import CheckResult
 from ._common import emit, json_option
 
 

@@ -159,10 +159,11 @@ def command(
     All repeats of a task go to one server. Results and failed attempts are appended as they
     complete; kill it at any moment and --resume finishes the run with every key exactly once.
     """
-    from ..collect import CollectOptions, collect
     from ..collect.http import RetryPolicy
-    from ..materialize import MaterializeOptions
-    from ..shards import parse_shard, shard_output_path
+    from ..collect.materialize import MaterializeOptions
+    from ..collect.options import CollectOptions
+    from ..collect.runner import collect
+    from ..collect.shards import parse_shard, shard_output_path
 
     if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
         context = click.get_current_context()
@@ -219,7 +220,7 @@ def command(
 
 
 def _endpoints(base_urls, endpoints_file, model):
-    from ..collect import Endpoint, load_endpoints, normalize_base_url
+    from ..collect.routing import Endpoint, load_endpoints, normalize_base_url
 
     if base_urls and endpoints_file:
         raise UsageError("give --base-url or --endpoints, not both")

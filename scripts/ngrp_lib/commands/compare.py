@@ -50,8 +50,8 @@ def command(
     Exit codes: 0 ok, 1 the runs cover different tasks (use --intersect), 2 bad options,
     3 unreadable or malformed input.
     """
-    from ..compare import compare_profiles
-    from ..stats.render import render_compare
+    from ..stats.compare import compare_profiles
+    from .compare_text import render_compare
 
     result = compare_profiles(
         profile_a,

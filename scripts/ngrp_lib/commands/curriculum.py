@@ -108,8 +108,8 @@ def command(
     Exit codes: 0 ok, 1 tasks file does not match the profile or the mapping is ambiguous,
     2 bad options or output exists (use --overwrite), 3 unreadable or malformed input.
     """
-    from ..curriculum import Selection, export_curriculum
     from ..errors import UsageError
+    from ..stats.curriculum import Selection, export_curriculum
 
     if group_size is not None and (min_rate is not None or max_rate is not None):
         raise UsageError("choose one mode: --min/--max (band) or --learnable-for (learnability)")

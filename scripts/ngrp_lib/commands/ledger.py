@@ -8,8 +8,8 @@ import click
 
 from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
 from ..ledger.campaign import now_utc
-from ..ledger.status import render as render_status
 from ._common import emit, json_option
+from .ledger_text import render as render_status
 
 dir_option = click.option(
     "--dir",

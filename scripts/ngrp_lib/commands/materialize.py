@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..collect.materialize import MaterializeOptions, MaterializeResult, materialize
 from ..errors import UsageError
-from ..materialize import MaterializeOptions, MaterializeResult, materialize
 from ._common import emit, json_option, overwrite_option
 
 

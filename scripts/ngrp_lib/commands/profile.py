@@ -139,7 +139,7 @@ def command(
 
 
 def render_text(result) -> str:
-    from ..profile.summary import render_gym_text
+    from .profile_text import render_gym_text
 
     text = render_gym_text(result.completion, result.counts["masked"], result.outputs)
     lines = [text, f"Profile summary (ngrp): {result.outputs['profile_summary']}"]

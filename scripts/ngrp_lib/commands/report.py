@@ -72,7 +72,7 @@ def command(
     Exit codes: 0 ok, 1 --compare runs share no tasks, 2 bad options, output exists (use
     --overwrite) or matplotlib missing, 3 unreadable or malformed input.
     """
-    from ..report import build_report
+    from ..report.html import build_report
     from ..stats.summary import StatsSettings
 
     output = output or profile.with_name(profile.stem + "_report.html")

@@ -118,23 +118,23 @@ def start(
     Example:
       ngrp serve start --model ./smollm2 --served-model-name smollm2 --detach -- --max-model-len 2048
     """
-    from .. import serve as lib
+    from ..serve import plan as serve_plan
 
-    opts = lib.ServeOptions(timeout=timeout, extra_args=list(vllm_args), **kw)
+    opts = serve_plan.ServeOptions(timeout=timeout, extra_args=list(vllm_args), **kw)
     if dry_run:
-        plan = lib.plan(opts, python=_python_for_dry_run(lib, opts.vllm_python))
+        plan = serve_plan.plan(opts, python=_python_for_dry_run(serve_plan, opts.vllm_python))
         emit(plan, as_json, _render_plan)
         return 0
-    from .. import serve_run
+    from ..serve import run as serve_run
 
-    result = serve_run.serve(lib.plan(opts), detach=detach, timeout=timeout, progress=_progress)
+    result = serve_run.serve(serve_plan.plan(opts), detach=detach, timeout=timeout, progress=_progress)
     emit(result, as_json, _render_result)
     return 0
 
 
-def _python_for_dry_run(lib, explicit: str | None) -> str:
+def _python_for_dry_run(serve_plan, explicit: str | None) -> str:
     try:
-        return lib.find_vllm_python(explicit)
+        return serve_plan.find_vllm_python(explicit)
     except UsageError as exc:
         _progress(f"warning: {exc.message}; showing 'python3'")
         return explicit or "python3"
@@ -157,7 +157,7 @@ def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
     Example:
       ngrp serve stop --endpoints-file ngrp_endpoints.json
     """
-    from .. import serve_run
+    from ..serve import run as serve_run
 
     result = serve_run.stop(endpoints_file, grace=grace)
     emit(result, as_json, _render_stop)
@@ -174,7 +174,7 @@ def status(endpoints_file: Path, as_json: bool) -> int:
     Example:
       ngrp serve status --endpoints-file ngrp_endpoints.json --json
     """
-    from .. import serve_run
+    from ..serve import run as serve_run
 
     rows = serve_run.status(endpoints_file)
     emit({"endpoints_file": str(endpoints_file), "endpoints": rows}, as_json, _render_status)

@@ -80,8 +80,8 @@ def command(
     \b
     Exit codes: 0 ok, 2 bad options, 3 unreadable or malformed input.
     """
-    from ..stats.render import render_stats
     from ..stats.summary import StatsSettings, compute_stats, parse_int_list
+    from .stats_text import render_stats
 
     settings = StatsSettings(
         pass_threshold=pass_threshold,

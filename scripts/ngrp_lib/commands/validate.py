@@ -1,10 +1,10 @@
-"""`ngrp validate`: a thin shell over `ngrp_lib.validate.validate_files`."""
+"""`ngrp validate`: a thin shell over `ngrp_lib.audit.validate.validate_files`."""
 
 from __future__ import annotations
 
 import click
 
-from ..validate import KINDS, ValidationResult, validate_files
+from ..audit.validate import KINDS, ValidationResult, validate_files
 from ._common import emit, json_option
 
 

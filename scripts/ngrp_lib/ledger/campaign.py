@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from ..artifacts.jsonl import read_json, write_json
 from ..errors import InputError, UsageError
-from ..jsonl import read_json, write_json
 from . import table
 
 SCHEMA_ID = "ngrp.ledger_campaign.v1"

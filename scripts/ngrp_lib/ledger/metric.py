@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.jsonl import read_json
 from ..errors import InputError, UsageError
-from ..jsonl import read_json
 from ..stats.uncertainty import t_interval
 
 _VALUE_KEYS = ("value", "mean", "estimate", "point")

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compare import compare_profiles
+from ..stats.compare import compare_profiles
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..artifacts.jsonl import atomic_output
 from ..errors import InputError
-from ..jsonl import atomic_output
 
 # The nemo-rl-auto-research columns, in order, then ours.
 BASE_COLUMNS = (

@@ -8,7 +8,7 @@ from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
-from ..artifacts import ROLLOUT_KEY
+from ..artifacts.names import ROLLOUT_KEY
 from .kernels import STATS, describe_groups, sem_of, series_stats, t_interval
 from .records import Dataset
 from .table import Table

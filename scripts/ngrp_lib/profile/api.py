@@ -14,9 +14,9 @@ from typing import IO, Any
 import orjson
 
 from .. import __version__
-from ..artifacts import profile_paths_for, sibling
+from ..artifacts.jsonl import atomic_outputs, refuse_existing
+from ..artifacts.names import profile_paths_for, sibling
 from ..errors import FindingsError, UsageError
-from ..jsonl import atomic_outputs, refuse_existing
 from .agents import agent_metrics, repeat_level
 from .align import check_alignment
 from .extras import DEFAULT_PASS_THRESHOLD
@@ -68,7 +68,7 @@ def output_paths(rollouts: Path, options: ProfileOptions) -> dict[str, Path]:
     return paths
 
 
-def _check_options(options: ProfileOptions) -> None:
+def check_options(options: ProfileOptions) -> None:
     folder = None if options.output_dir is None else Path(options.output_dir)
     if folder is not None and folder.exists() and not folder.is_dir():
         raise UsageError(f"--output-dir {folder} is a file, not a folder")
@@ -82,23 +82,23 @@ def _check_options(options: ProfileOptions) -> None:
 
 def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOptions) -> ProfileResult:
     """Profile one run: Gym's three files plus our summary (and state, for a later merge)."""
-    _check_options(options)
+    check_options(options)
     inputs, rollouts = Path(inputs), Path(rollouts)
     paths = output_paths(rollouts, options)
     refuse_existing(list(paths.values()), options.overwrite)
-    with _no_gc():  # one span: re-enabling between read and profile would trigger a full collection
+    with no_gc():  # one span: re-enabling between read and profile would trigger a full collection
         data, stats = read_dataset(inputs, rollouts, options.null_reward)
         sources = {
             "materialized_inputs": _file_ref(inputs, stats, "inputs"),
             "rollouts": _file_ref(rollouts, stats, "rollouts"),
         }
-        result = _profile(data, stats, options, paths, sources)
+        result = profile_dataset(data, stats, options, paths, sources)
         del data, stats  # freed here, while the collector is still off
     return result
 
 
 @contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Reading allocates ~1M small containers and keeps many: the cyclic GC would rescan them all
     repeatedly (about a third of the run). Nothing here makes cycles."""
     enabled = gc.isenabled()
@@ -121,10 +121,10 @@ def _file_ref(path: Path, stats: ReadStats, role: str) -> dict[str, Any]:
     return ref
 
 
-def _profile(
+def profile_dataset(
     data: Dataset, stats: ReadStats, options: ProfileOptions, paths: dict[str, Path], sources: dict[str, Any]
 ) -> ProfileResult:
-    with _no_gc():
+    with no_gc():
         return _profile_inner(data, stats, options, paths, sources)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ..artifacts import TASK_KEY
+from ..artifacts.names import TASK_KEY
 from .extras import task_extras
 from .kernels import STATS, describe_groups
 from .records import Dataset

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..distributions import t_interval_from_sem
+from ..stats.distributions import t_interval_from_sem
 
 STATS = ("mean", "max", "min", "median", "std")
 CONFIDENCE = 0.95

@@ -10,9 +10,17 @@ from typing import Any
 
 import orjson
 
+from ..artifacts.jsonl import refuse_existing
 from ..errors import InputError, UsageError
-from ..jsonl import refuse_existing
-from .api import STATE_SUFFIX, ProfileOptions, ProfileResult, _check_options, _no_gc, _profile, output_paths
+from .api import (
+    STATE_SUFFIX,
+    ProfileOptions,
+    ProfileResult,
+    check_options,
+    no_gc,
+    output_paths,
+    profile_dataset,
+)
 from .reader import ReadStats
 from .records import Dataset, InputRec, ResultRec, compact_dumps
 
@@ -91,7 +99,7 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
         raise UsageError(
             "--merge needs at least one shard", hint="list the shards' *_reward_profiling.jsonl files"
         )
-    _check_options(options)
+    check_options(options)
     paths = output_paths(Path(rollouts), ProfileOptions(**{**options.__dict__, "save_state": False}))
     refuse_existing(list(paths.values()), options.overwrite)
     data, stats = Dataset(), ReadStats()
@@ -102,7 +110,7 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
         if not path.exists():
             raise InputError("profile state not found", path=path, hint="profile the shard with --save-state")
         before = len(data.inputs)
-        with _no_gc():
+        with no_gc():
             header = _load_state(path, data, stats)
         if header["null_reward"] != options.null_reward:
             raise UsageError(
@@ -125,4 +133,5 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
                 seen.add((rec.task, rec.rollout))
                 unique.append(rec)
         data.inputs = unique
-    return _profile(data, stats, ProfileOptions(**{**options.__dict__, "save_state": False}), paths, sources)
+    options = ProfileOptions(**{**options.__dict__, "save_state": False})
+    return profile_dataset(data, stats, options, paths, sources)

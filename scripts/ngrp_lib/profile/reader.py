@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from ..artifacts import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index
+from ..artifacts.jsonl import BLANK, Problem, hint_for, iter_records
+from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index
 from ..errors import FindingsError, InputError
-from ..jsonl import BLANK, Problem, _hint_for, iter_records
 from .records import ENV_SERVER_KEY, Dataset, InputRec, Key, result_record, sample_bytes
 
 
@@ -71,7 +71,7 @@ def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[s
 def _raise_problem(path: Path, line_no: int) -> None:
     for record in iter_records(path):
         if isinstance(record, Problem) and record.kind != BLANK and record.line >= line_no:
-            raise InputError(record.message, path=path, line=record.line, hint=_hint_for(record.kind))
+            raise InputError(record.message, path=path, line=record.line, hint=hint_for(record.kind))
     raise InputError("unreadable line", path=path, line=line_no)
 
 

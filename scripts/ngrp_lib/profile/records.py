@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..artifacts import ROLLOUT_KEY, TASK_KEY, agent_name
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name
 
 MASK_FIELD = "mask_sample"
 ENV_SERVER_KEY = "_ng_environment_server"

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
+from ..artifacts.jsonl import iter_rows
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
 from ..errors import FindingsError, InputError
-from ..jsonl import iter_rows
 
 TaskKey = tuple[int, "str | None"]
 

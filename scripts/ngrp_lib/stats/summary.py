@@ -12,14 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FindingsError, UsageError
-from . import estimators as E
-from . import length as L
+from . import estimators, length
 from .load import ProfileData, attach_rollouts, load_profile
 from .majority import NO_ANSWER, TIE_RULE, majority_at_k
 from .uncertainty import bootstrap_means, percentile_interval, t_interval
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
+
+# The per-k estimators of a stats scope, with their display labels ({k} filled in).
+K_METRICS = (
+    ("pass_at_k", "pass@{k}"),
+    ("pass_hat_k", "pass^{k}"),
+    ("majority_at_k", "maj@{k}"),
+    ("best_of_k", "E[best of {k}]"),
+    ("worst_of_k", "E[worst of {k}]"),
+)
 
 
 @dataclass
@@ -158,7 +166,7 @@ def _rollout_weighted(rewards) -> dict:
 def _difficulty(n, c) -> dict:
     import numpy as np
 
-    bands = E.difficulty_band(n, c)
+    bands = estimators.difficulty_band(n, c)
     scored = int((n > 0).sum())
     out: dict[str, Any] = {"n_tasks": scored}
     for band in ("all_fail", "mixed", "all_pass"):
@@ -190,28 +198,30 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
     """Statistics for one set of tasks. Returns (JSON-ready dict, per-task columns for the per-task table)."""
 
     rewards = data.values["reward"]
-    n, _ = E.counts(rewards)
+    n, _ = estimators.counts(rewards)
     kmax = int(n.max()) if n.size else 0
     ks, sizes = _ks(settings, kmax), _group_sizes(settings, kmax)
-    success = E.successes(rewards, settings.pass_threshold)
+    success = estimators.successes(rewards, settings.pass_threshold)
     cols = _Columns()
-    task_means = E.row_means(rewards)
+    task_means = estimators.row_means(rewards)
     cols.add("mean_reward", None, task_means)
     per_task: dict[str, Any] = {"n": n, "mean_reward": task_means}
     if success is not None:
-        ns, cs = E.counts(success)
-        per_task.update(successes=cs, pass_rate=E.row_means(success), band=E.difficulty_band(ns, cs))
+        ns, cs = estimators.counts(success)
+        per_task.update(
+            successes=cs, pass_rate=estimators.row_means(success), band=estimators.difficulty_band(ns, cs)
+        )
         cols.add("pass_rate", None, per_task["pass_rate"])
         for k in ks:
-            cols.add("pass_at_k", k, E.pass_at_k(ns, cs, k))
-            cols.add("pass_hat_k", k, E.pass_hat_k(ns, cs, k))
+            cols.add("pass_at_k", k, estimators.pass_at_k(ns, cs, k))
+            cols.add("pass_hat_k", k, estimators.pass_hat_k(ns, cs, k))
         for g in sizes:
-            per_task[f"p_informative_{g}"] = E.p_informative(ns, cs, g)
+            per_task[f"p_informative_{g}"] = estimators.p_informative(ns, cs, g)
             cols.add("p_informative", g, per_task[f"p_informative_{g}"])
     else:
         for k in ks:
-            cols.add("best_of_k", k, E.expected_extreme_of_k(rewards, k, best=True))
-            cols.add("worst_of_k", k, E.expected_extreme_of_k(rewards, k, best=False))
+            cols.add("best_of_k", k, estimators.expected_extreme_of_k(rewards, k, best=True))
+            cols.add("worst_of_k", k, estimators.expected_extreme_of_k(rewards, k, best=False))
     if "answer" in data.extras:
         import numpy as np
 
@@ -226,7 +236,7 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
     variance = decompose(rewards)
     prior = None
     if success is not None:
-        a, b, per_task["pass_rate_shrunk"] = E.beta_binomial_shrinkage(
+        a, b, per_task["pass_rate_shrunk"] = estimators.beta_binomial_shrinkage(
             ns, cs, decompose(success).sigma2_between
         )
         prior = {"alpha": a, "beta": b, "method": "method of moments on per-task pass rates"}
@@ -259,7 +269,7 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
         "majority_at_k": _curve(summary, "majority_at_k", ks) if "answer" in data.extras else None,
         "variance": asdict(variance),
         "repeats_needed": repeats_for_width(variance.sigma2_within, settings.target_width, settings.level),
-        "difficulty": _difficulty(*E.counts(success)) if success is not None else None,
+        "difficulty": _difficulty(*estimators.counts(success)) if success is not None else None,
         "shrinkage_prior": prior,
         "grpo_informative": [{"group_size": g, **summary[("p_informative", g)]} for g in sizes]
         if success is not None
@@ -275,17 +285,17 @@ def _reward_length(data: ProfileData, rewards, success) -> dict | None:
     lengths = data.values.get(LENGTH_FIELD)
     if lengths is None or np.isnan(lengths).all():
         return None
-    gap = L.length_gap(success, lengths) if success is not None else None
+    gap = length.length_gap(success, lengths) if success is not None else None
     truncated = data.extras.get("truncated")
     return {
         "length_field": LENGTH_FIELD,
-        "pooled_correlation": L.pooled_correlation(rewards, lengths),
-        "within_task_correlation": L.within_task_correlation(rewards, lengths),
-        "fixed_effects_slope": L.fixed_effects_slope(rewards, lengths),
+        "pooled_correlation": length.pooled_correlation(rewards, lengths),
+        "within_task_correlation": length.within_task_correlation(rewards, lengths),
+        "fixed_effects_slope": length.fixed_effects_slope(rewards, lengths),
         "correct_minus_incorrect_length": asdict(gap) if gap is not None else None,
-        "truncation": L.truncation(rewards, truncated) if truncated is not None else None,
-        "tokens_per_success": L.tokens_per_success(success, lengths) if success is not None else None,
-        "reward_by_length_decile": L.reward_by_length_bin(rewards, lengths),
+        "truncation": length.truncation(rewards, truncated) if truncated is not None else None,
+        "tokens_per_success": length.tokens_per_success(success, lengths) if success is not None else None,
+        "reward_by_length_decile": length.reward_by_length_bin(rewards, lengths),
         "mean_length": float(np.nanmean(lengths)),
     }
 
@@ -304,11 +314,11 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
     import numpy as np
 
     lengths = data.values.get(LENGTH_FIELD)
-    mean_len = E.row_means(lengths) if lengths is not None else None
+    mean_len = estimators.row_means(lengths) if lengths is not None else None
     rows = []
     low = high = None
     if "successes" in cols:
-        low, high = E.wilson_interval(cols["successes"], cols["n"])
+        low, high = estimators.wilson_interval(cols["successes"], cols["n"])
     for i, (task, agent) in enumerate(data.keys):
         row: dict[str, Any] = {
             "task": task,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..distributions import t_interval_from_sem
+from .distributions import t_interval_from_sem
 
 
 @dataclass

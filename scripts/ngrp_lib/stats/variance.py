@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..distributions import norm_ppf
+from .distributions import norm_ppf
 
 
 @dataclass

@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from ._fastpath import compile_schema
-from .errors import InputError
+from ..errors import InputError
+from .fastpath import compile_schema
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # ngrp_lib/
 
 # Artifact kind -> schema file stem. Kinds are the names `ngrp validate --kind` takes.
 KIND_SCHEMAS: dict[str, str] = {

@@ -6,7 +6,7 @@ import io
 import re
 from typing import Any
 
-from .errors import MissingDependencyError
+from ..errors import MissingDependencyError
 
 WIDTH, HEIGHT = 6.4, 3.4
 BLUE, ORANGE, GREY = "#1f77b4", "#ff7f0e", "#7f7f7f"

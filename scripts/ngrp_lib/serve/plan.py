@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError, NgrpError, UsageError
+from ..errors import InputError, NgrpError, UsageError
 
 # (flag, value, flags that mean the user already chose): added only when the user passed none of them.
 CPU_FLAGS: list[tuple[str, str | None, tuple[str, ...]]] = [

@@ -14,8 +14,11 @@ from typing import Any
 
 import orjson
 
-from . import __version__, schemas
-from .artifacts import (
+from .. import __version__
+from ..artifacts import schemas
+from ..artifacts.jsonl import Problem as LineProblem
+from ..artifacts.jsonl import Row, iter_records, read_json
+from ..artifacts.names import (
     AGENT_METRICS_SUFFIX,
     FAILURES_SUFFIX,
     MANIFEST_SUFFIX,
@@ -28,9 +31,7 @@ from .artifacts import (
     pack_key,
     rollout_key,
 )
-from .errors import InputError, UsageError
-from .jsonl import Problem as LineProblem
-from .jsonl import Row, iter_records, read_json
+from ..errors import InputError, UsageError
 
 JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile")
 JSON_KINDS = ("agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest", "endpoints")

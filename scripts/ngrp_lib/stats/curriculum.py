@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifacts import TASK_KEY
-from .errors import FindingsError, UsageError
-from .jsonl import Row, atomic_output, dumps, iter_rows
-from .materialize import TaskNumbering
-from .stats import estimators as E
-from .stats.load import load_profile
+from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows
+from ..artifacts.names import TASK_KEY
+from ..artifacts.numbering import TaskNumbering
+from ..errors import FindingsError, UsageError
+from . import estimators
+from .load import load_profile
 
 # Dataset fields that Gym rewrites while materializing, so they may differ from the original line.
 REWRITTEN_FIELDS = {"responses_create_params", "agent_ref", TASK_KEY}
@@ -143,7 +143,7 @@ def _keep(selection: Selection, rate: float, n: int, c: int) -> bool | None:
         lo = selection.min_rate or 0.0
         hi = 1.0 if selection.max_rate is None else selection.max_rate
         return lo <= rate <= hi
-    value = float(E.p_informative(n, c, selection.group_size))
+    value = float(estimators.p_informative(n, c, selection.group_size))
     return None if math.isnan(value) else value >= selection.min_informative
 
 
@@ -162,13 +162,13 @@ def export_curriculum(
     selection.check()
     data = load_profile(profile, ("reward",))
     picked = _pick_agent(data.keys, agent)
-    success = E.successes(data.values["reward"][picked], pass_threshold)
+    success = estimators.successes(data.values["reward"][picked], pass_threshold)
     if success is None:
         raise UsageError(
             "rewards are not all 0 or 1; the pass rate needs a threshold",
             hint="pass --pass-threshold X (success means reward >= X)",
         )
-    n, c = E.counts(success)
+    n, c = estimators.counts(success)
     lines = map_task_lines(tasks)
     missing = [data.keys[i][0] for i in picked if data.keys[i][0] not in lines.rows]
     if missing:
@@ -190,7 +190,7 @@ def export_curriculum(
         if keep:
             chosen[task] = (rate, int(n[row_i]))
     written, replaced = _write(output, lines, chosen, key, overwrite)
-    bands = E.difficulty_band(n, c)
+    bands = estimators.difficulty_band(n, c)
     profiled = {data.keys[i][0] for i in picked}
     return CurriculumResult(
         profile=str(profile),

@@ -21,8 +21,8 @@ from typing import IO
 
 import orjson
 
-from . import jsonl
-from .artifacts import (
+from ..artifacts import jsonl
+from ..artifacts.names import (
     FAILURES_SUFFIX,
     MATERIALIZED_SUFFIX,
     REWARD_PROFILE_SUFFIX,
@@ -34,7 +34,7 @@ from .artifacts import (
     is_index,
     materialized_path_for,
 )
-from .errors import FindingsError, InputError, UsageError
+from ..errors import FindingsError, InputError, UsageError
 
 MAX_LISTED = 10
 

@@ -9,86 +9,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .artifacts import agent_name, failures_path_for, pack_key, rollout_key
-from .errors import InputError
-from .jsonl import BLANK, TORN, Row, iter_records
-
-ERROR, WARNING, NOTE = "error", "warning", "note"
-EXAMPLES = 10
-_AGENT_BITS = 20  # an expected key's value packs (first line << 20) | agent id
-
-
-@dataclass
-class FileStats:
-    """What one file held, line by line."""
-
-    path: str
-    lines: int = 0
-    rows: int = 0
-    blank_lines: int = 0
-    invalid_lines: int = 0
-    torn_tail: bool = False
-    rows_without_key: int = 0
-    duplicates: int = 0
-    duplicate_examples: list[dict[str, Any]] = field(default_factory=list)
-    invalid_examples: list[int] = field(default_factory=list)
-
-    def note_duplicate(self, key: tuple[int, int], first: int, line: int) -> None:
-        self.duplicates += 1
-        if len(self.duplicate_examples) < EXAMPLES:
-            self.duplicate_examples.append({"key": list(key), "first_line": first, "line": line})
-
-
-@dataclass
-class Finding:
-    code: str
-    severity: str
-    count: int
-    message: str
-    fix: str | None = None
-    examples: list[Any] = field(default_factory=list)
-
-
-@dataclass
-class CheckResult:
-    inputs: FileStats
-    rollouts: FileStats
-    failures: FileStats | None
-    counts: dict[str, int]
-    tasks: dict[str, int]
-    grouping: str
-    order: str
-    failures_by_class: dict[str, int]
-    agents: list[dict[str, Any]]
-    findings: list[Finding]
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if any(f.severity == ERROR for f in self.findings) else 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tool": {"name": "ngrp", "version": __version__},
-            "ok": self.exit_code == 0,
-            "exit_code": self.exit_code,
-            "files": {
-                "inputs": asdict(self.inputs),
-                "rollouts": asdict(self.rollouts),
-                "failures": None if self.failures is None else asdict(self.failures),
-            },
-            "counts": self.counts,
-            "tasks": self.tasks,
-            "grouping": self.grouping,
-            "order": self.order,
-            "failures_by_class": self.failures_by_class,
-            "agents": self.agents,
-            "findings": [asdict(f) for f in self.findings],
-        }
+from ..artifacts.jsonl import BLANK, TORN, Row, iter_records
+from ..artifacts.names import agent_name, failures_path_for, pack_key, rollout_key
+from ..errors import InputError
+from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
+from .findings import summarize
 
 
 def _scan(path: Path, stats: FileStats):
@@ -154,8 +83,8 @@ def _first_keys(
 def _read_inputs(path: Path, agents: _Agents) -> tuple[FileStats, dict[Any, int]]:
     stats = FileStats(str(path))
     expected: dict[Any, int] = {}  # packed key -> first line and agent id, packed in one int
-    for line, row, _key, packed in _first_keys(path, stats, expected, lambda slot: slot >> _AGENT_BITS):
-        expected[packed] = (line << _AGENT_BITS) | agents.id(_label(row))
+    for line, row, _key, packed in _first_keys(path, stats, expected, lambda slot: slot >> AGENT_BITS):
+        expected[packed] = (line << AGENT_BITS) | agents.id(_label(row))
     return stats, expected
 
 
@@ -174,7 +103,7 @@ class _RolloutTally:
 def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tuple[FileStats, _RolloutTally]:
     stats, tally = FileStats(str(path)), _RolloutTally()
     completed, last = tally.completed, (-1, -1)
-    mask = (1 << _AGENT_BITS) - 1
+    mask = (1 << AGENT_BITS) - 1
     for line, row, key, packed in _first_keys(path, stats, completed):
         completed[packed] = line
         if key < last:
@@ -232,6 +161,4 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
     fail_stats, fail = (
         (None, _FailureTally()) if failures is None else _read_failures(Path(failures), expected)
     )
-    from .check_report import summarize  # imported here: check_report imports this module's types
-
     return summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names)

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import FindingsError, UsageError
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, norm_ppf, t_two_sided_p
-from .errors import FindingsError, UsageError
-from .stats.estimators import counts, row_means, successes
-from .stats.load import ProfileData, load_profile
-from .stats.uncertainty import bootstrap_interval, t_interval
+from .estimators import counts, row_means, successes
+from .load import ProfileData, load_profile
+from .uncertainty import bootstrap_interval, t_interval
 
 EXACT_PERMUTATION_MAX_TASKS = 20
 MONTE_CARLO_PERMUTATIONS = 20000

@@ -1,45 +1,14 @@
-"""Compact, bounded text tables for `ngrp stats` and `ngrp compare` (the JSON has everything)."""
+"""`ngrp stats` as text: compact, bounded tables (the JSON has everything)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-# The per-k estimators of a stats scope, with their display labels ({k} filled in).
-K_METRICS = (
-    ("pass_at_k", "pass@{k}"),
-    ("pass_hat_k", "pass^{k}"),
-    ("majority_at_k", "maj@{k}"),
-    ("best_of_k", "E[best of {k}]"),
-    ("worst_of_k", "E[worst of {k}]"),
-)
+from ..numbers import ci, num, pct
+from ..stats.summary import K_METRICS
 
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
-MAX_FLIPS = 15
-
-
-def num(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}f}"
-
-
-def pval(value: Any) -> str:
-    """p-values: 4 decimals, or scientific notation when tiny (never a bare 0.0000)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return f"{value:.1e}" if 0 < value < 1e-4 else f"{value:.4f}"
-
-
-def pct(share: Any) -> str:
-    return "n/a" if share is None else f"{share * 100:.1f}%"
-
-
-def ci(entry: dict, low: str = "ci_low", high: str = "ci_high") -> str:
-    return f"[{num(entry.get(low), 3)}, {num(entry.get(high), 3)}]"
 
 
 def shown_ks(curve: list[dict]) -> list[dict]:
@@ -173,40 +142,4 @@ def render_stats(result: Any) -> str:
             )
     lines += [f"note: {n}" for n in data["notes"]]
     lines.append("(--json for every k, every group and the per-task table)")
-    return "\n".join(lines)
-
-
-def render_compare(result: Any) -> str:
-    r = result.to_json()
-    lines = [
-        f"A: {r['path_a']}",
-        f"B: {r['path_b']}",
-        f"metric '{r['metric']}', B - A over {r['n_tasks']} paired tasks"
-        + (
-            f" ({r['n_dropped']} dropped by --intersect: {r['n_only_a']} only in A, "
-            f"{r['n_only_b']} only in B)"
-            if r["n_dropped"]
-            else ""
-        )
-        + (f"; {r['n_undefined']} tasks without a value excluded" if r["n_undefined"] else ""),
-        f"  mean A {num(r['mean_a'])}  mean B {num(r['mean_b'])}  diff {num(r['mean_diff'])}  "
-        f"se {num(r['se_diff'])}",
-        f"  95% paired t {ci(r)}  p={pval(r['p_value_t'])};  95% paired bootstrap "
-        f"{ci(r, 'boot_ci_low', 'boot_ci_high')} (B={r['n_bootstrap']}, seed {r['seed']})",
-        f"  sign-flip permutation p={pval(r['p_value_permutation'])} ({r['permutation_method']}, "
-        f"{r['n_permutations']} sign patterns)",
-        f"  minimum detectable effect (80% power, alpha {r['alpha']}): {num(r['mde_80'])}",
-    ]
-    if r["mcnemar"]:
-        m = r["mcnemar"]
-        lines.append(
-            f"  McNemar (one rollout per task): A only {m['a_only_success']}, B only {m['b_only_success']},"
-            f" exact p={pval(m['p_value'])}"
-        )
-    if r["binary"]:
-        lines.append(f"  tasks that flipped (Fisher exact per task, BH q < {r['alpha']}): {r['n_flips']}")
-        for f in r["flips"][:MAX_FLIPS]:
-            agent = f" agent {f['agent']}" if f["agent"] else ""
-            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={pval(f['q_value'])}")
-    lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .artifacts import manifest_path_for, unpack_key
-from .check import _AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding
+from ..artifacts.names import manifest_path_for, unpack_key
+from .check_result import AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding
 
-_MASK = (1 << _AGENT_BITS) - 1
+_MASK = (1 << AGENT_BITS) - 1
 
 
 def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counter, Counter, bool, list]:

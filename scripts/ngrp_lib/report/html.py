@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.jsonl import atomic_output, iter_rows
+from ..artifacts.names import failures_path_for
+from ..numbers import num, pval
+from ..stats.summary import K_METRICS, StatsSettings, compute_stats
 from . import plots
-from .artifacts import failures_path_for
-from .jsonl import atomic_output, iter_rows
-from .stats.render import K_METRICS, num, pval
-from .stats.summary import StatsSettings, compute_stats
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -210,7 +210,7 @@ def _difficulty(o: dict, per_task: list[dict]) -> tuple[str, int]:
 
 
 def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str:
-    from .compare import compare_profiles
+    from ..stats.compare import compare_profiles
 
     r = compare_profiles(
         other,
@@ -261,7 +261,7 @@ def build_report(
     overwrite: bool = False,
 ) -> ReportResult:
     """Render the report for a profile (and optional rollouts / second profile) into one HTML file."""
-    from .jsonl import refuse_existing
+    from ..artifacts.jsonl import refuse_existing
 
     settings = settings or StatsSettings()
     refuse_existing([Path(output)], overwrite)

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .artifacts import TASK_KEY, is_index
-from .errors import InputError, UsageError
+from ..artifacts.names import TASK_KEY, is_index
+from ..errors import InputError, UsageError
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -83,7 +83,7 @@ def shard_output_path(path: Path | str, shard: Shard) -> Path:
 
 def restrict_file(path: Path | str, shard: Shard) -> int:
     """Rewrite a materialized file (atomically) to hold only the shard's rows; return how many."""
-    from . import jsonl
+    from ..artifacts import jsonl
 
     path = Path(path)
     rows = [row.data for row in jsonl.iter_rows(path) if shard.owns(_task_of(row, path))]

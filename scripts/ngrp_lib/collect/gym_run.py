@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .artifacts import ROLLOUT_KEY, TASK_KEY, agent_name
-from .errors import UsageError
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name
+from ..errors import UsageError
 
 ENVIRONMENT_SERVERS = "environment_servers"
 AGENTS = "responses_api_agents"

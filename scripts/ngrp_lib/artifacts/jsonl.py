@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import orjson
 
-from .errors import InputError, OutputExistsError, UsageError
+from ..errors import InputError, OutputExistsError, UsageError
 
 # Problem kinds, stable strings used in --json output.
 BLANK = "blank_line"
@@ -122,10 +122,10 @@ def iter_rows(path: Path | str, *, allow_blank: bool = True) -> Iterator[Row]:
         elif record.kind == BLANK and allow_blank:
             continue
         else:
-            raise InputError(record.message, path=path, line=record.line, hint=_hint_for(record.kind))
+            raise InputError(record.message, path=path, line=record.line, hint=hint_for(record.kind))
 
 
-def _hint_for(kind: str) -> str | None:
+def hint_for(kind: str) -> str | None:
     return {
         TORN: "the writer was interrupted; `ngrp collect --resume` repairs it, or delete the last line",
         INVALID_UTF8: "re-encode the file as UTF-8",

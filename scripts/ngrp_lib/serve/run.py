@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-import orjson
-
-from .errors import InputError, UsageError
-from .jsonl import write_json
-from .serve import ServePlan, ServerSpec, ServerStartError
+from ..artifacts.endpoints import read_endpoints
+from ..artifacts.jsonl import write_json
+from ..errors import InputError, UsageError
+from .plan import ServePlan, ServerSpec, ServerStartError
 
 SCHEMA_VERSION = 1
 TAIL_LINES = 40
@@ -202,22 +201,6 @@ def endpoint_rows(started: list[Started], model: str) -> list[dict]:
         }
         for s in started
     ]
-
-
-def read_endpoints(path: Path | str) -> dict:
-    """THE reader of the endpoints file (also used by `ngrp collect --endpoints`)."""
-    path = Path(path)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise InputError(
-            "endpoints file not found", path=path, hint="was `ngrp serve` started with it?"
-        ) from None
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise InputError(f"unreadable endpoints file: {exc}", path=path) from None
-    if not isinstance(data, dict) or not isinstance(data.get("endpoints"), list):
-        raise InputError('expected {"endpoints": [...]}', path=path, pointer="/endpoints")
-    return data
 
 
 def live_endpoints(path: Path) -> list[dict]:

@@ -1,0 +1,25 @@
+"""The endpoints file (schemas/endpoints.schema.json), written by `serve`, read by `collect --endpoints`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from ..errors import InputError
+
+
+def read_endpoints(path: Path | str) -> dict:
+    """The one reader of the endpoints file."""
+    path = Path(path)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(
+            "endpoints file not found", path=path, hint="was `ngrp serve` started with it?"
+        ) from None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise InputError(f"unreadable endpoints file: {exc}", path=path) from None
+    if not isinstance(data, dict) or not isinstance(data.get("endpoints"), list):
+        raise InputError('expected {"endpoints": [...]}', path=path, pointer="/endpoints")
+    return data

@@ -1,0 +1,1 @@
+"""Auditing artifacts: `validate` (each line against its schema) and `check` (every key accounted for)."""

@@ -1,0 +1,80 @@
+"""What `ngrp check` found: per-file line statistics, findings with their fixes, and the result record."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .. import __version__
+
+ERROR, WARNING, NOTE = "error", "warning", "note"
+EXAMPLES = 10
+AGENT_BITS = 20  # an expected key's value packs (first line << 20) | agent id
+
+
+@dataclass
+class FileStats:
+    """What one file held, line by line."""
+
+    path: str
+    lines: int = 0
+    rows: int = 0
+    blank_lines: int = 0
+    invalid_lines: int = 0
+    torn_tail: bool = False
+    rows_without_key: int = 0
+    duplicates: int = 0
+    duplicate_examples: list[dict[str, Any]] = field(default_factory=list)
+    invalid_examples: list[int] = field(default_factory=list)
+
+    def note_duplicate(self, key: tuple[int, int], first: int, line: int) -> None:
+        self.duplicates += 1
+        if len(self.duplicate_examples) < EXAMPLES:
+            self.duplicate_examples.append({"key": list(key), "first_line": first, "line": line})
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: str
+    count: int
+    message: str
+    fix: str | None = None
+    examples: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    inputs: FileStats
+    rollouts: FileStats
+    failures: FileStats | None
+    counts: dict[str, int]
+    tasks: dict[str, int]
+    grouping: str
+    order: str
+    failures_by_class: dict[str, int]
+    agents: list[dict[str, Any]]
+    findings: list[Finding]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if any(f.severity == ERROR for f in self.findings) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool": {"name": "ngrp", "version": __version__},
+            "ok": self.exit_code == 0,
+            "exit_code": self.exit_code,
+            "files": {
+                "inputs": asdict(self.inputs),
+                "rollouts": asdict(self.rollouts),
+                "failures": None if self.failures is None else asdict(self.failures),
+            },
+            "counts": self.counts,
+            "tasks": self.tasks,
+            "grouping": self.grouping,
+            "order": self.order,
+            "failures_by_class": self.failures_by_class,
+            "agents": self.agents,
+            "findings": [asdict(f) for f in self.findings],
+        }

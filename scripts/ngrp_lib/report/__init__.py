@@ -1,0 +1,1 @@
+"""`ngrp report`: one self-contained HTML page (`html`) with matplotlib figures (`plots`)."""
