@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,26 +17,94 @@ SCRIPT = REPO / "scripts" / "ngrp.py"
 GOLDEN = REPO / "tests" / "golden" / "gym-0.7.0"
 sys.path.insert(0, str(REPO / "scripts"))
 
+# Hypothesis keeps its files out of the tree (a local skill install copies the folder as it is).
+# No deadline: speed is measured in benchmarks/, and a loaded 2-core machine must not fail a property.
+from hypothesis import settings  # noqa: E402
+from hypothesis.configuration import set_hypothesis_home_dir  # noqa: E402
+
+set_hypothesis_home_dir(Path.home() / ".cache" / "ngrp" / "hypothesis")
+settings.register_profile("ngrp", deadline=None)
+settings.load_profile("ngrp")
+
 
 @pytest.fixture
 def golden() -> Path:
     return GOLDEN
 
 
+@contextlib.contextmanager
+def _working_dir(path: Path) -> Iterator[None]:
+    """contextlib.chdir, which Python 3.10 lacks."""
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def _run_in_process(args, cwd: Path, input: str | None, env: dict | None) -> subprocess.CompletedProcess:
+    """`ngrp ARGS` through `ngrp_lib.cli.main` in this process, with the cwd, stdin and environment a
+    subprocess would have; an uncaught exception becomes exit 1 with its traceback on stderr, as Python's."""
+    import traceback
+
+    from click.testing import CliRunner
+
+    from ngrp_lib.cli import main
+
+    overrides: dict[str, str | None] | None = None
+    if env is not None:  # a subprocess's env replaces the environment: unset what it leaves out
+        overrides = {**{k: None for k in os.environ if k not in env}, **env}
+    argv = [str(a) for a in args]
+    with CliRunner().isolation(input=input, env=overrides) as (out, err, _mixed), _working_dir(cwd):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BaseException:  # noqa: BLE001 - report it as the interpreter would, then fail the call
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        stdout, stderr = out.getvalue().decode(), err.getvalue().decode("utf-8", "backslashreplace")
+    return subprocess.CompletedProcess(["ngrp", *argv], code, stdout, stderr)
+
+
+def _run_as_process(args, cwd: Path, input: str | None, env: dict | None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=input,
+        env=env,
+        timeout=600,
+    )
+
+
 @pytest.fixture
 def run_ngrp(tmp_path):
-    """Run `python3 <repo>/scripts/ngrp.py ARGS` by absolute path from a temporary working directory."""
+    """Run `ngrp ARGS` from a temporary working directory; returns a CompletedProcess.
+
+    In this process by default (the CLI tests' cost is then the command's, not an interpreter start);
+    NGRP_TEST_SUBPROCESS=1 runs every call as `python3 <repo>/scripts/ngrp.py ARGS` instead.
+    `run_ngrp_process` always does: the entry-point smoke tests use it.
+    """
+    runner = _run_as_process if os.environ.get("NGRP_TEST_SUBPROCESS") == "1" else _run_in_process
 
     def run(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
-        return subprocess.run(
-            [sys.executable, str(SCRIPT), *map(str, args)],
-            cwd=cwd or tmp_path,
-            capture_output=True,
-            text=True,
-            input=input,
-            env=env,
-            timeout=600,
-        )
+        return runner(args, cwd or tmp_path, input, env)
+
+    return run
+
+
+@pytest.fixture
+def run_ngrp_process(tmp_path):
+    """Run `python3 <repo>/scripts/ngrp.py ARGS` as a subprocess, by absolute path, from a temporary cwd."""
+
+    def run(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
+        return _run_as_process(args, cwd or tmp_path, input, env)
 
     return run
 

@@ -4,7 +4,7 @@
 #   - the CPU build of vLLM (cached by version under ~/.cache/ngrp) for the real-server tier;
 #   - NeMo Gym 0.7.0 on Python 3.13 (cached) for the interop tier (skipped with a reason if it cannot install);
 #   - then the tier without servers again on Python 3.10, the oldest supported version.
-# Arguments are passed to the first pytest run (for example: bash tests/run.sh -m "not slow").
+# Arguments replace the two Python 3.11 runs with one pytest run (for example: bash tests/run.sh -m "not slow").
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
@@ -49,15 +49,25 @@ run_pytest() {
   if [ "$rc" -ne 0 ]; then echo "FAILED: $* (pytest exit $rc)"; exit 1; fi
 }
 
-echo "== full suite on Python 3.11"
-run_pytest .venv/bin/python -m pytest "$@"
+SERVERS="vllm or gym or slurm"
+if [ "$#" -gt 0 ]; then
+  echo "== pytest $* on Python 3.11"
+  run_pytest .venv/bin/python -m pytest "$@"
+else
+  # Tests without servers run on two workers; the server tiers share one session vLLM (and Gym stack), so
+  # they run in one process.
+  echo "== suite without servers on Python 3.11 (2 workers)"
+  run_pytest .venv/bin/python -m pytest -q -n 2 -m "not ($SERVERS)"
+  echo "== server tiers on Python 3.11: real vLLM on CPU, NeMo Gym, Slurm"
+  run_pytest .venv/bin/python -m pytest -m "$SERVERS"
+fi
 
 PY310=$(find_python 3.10 || true)
 if [ -n "$PY310" ]; then
   echo "== suite without servers on $("$PY310" --version)"
   [ -x .venv-py310/bin/python ] || "$PY310" -m venv .venv-py310
   .venv-py310/bin/pip install -q -e ".[dev,report]"
-  run_pytest env -u NGRP_VLLM_VENV -u NGRP_GYM_VENV .venv-py310/bin/python -m pytest -q -m "not vllm and not gym and not slow"
+  run_pytest env -u NGRP_VLLM_VENV -u NGRP_GYM_VENV .venv-py310/bin/python -m pytest -q -n 2 -m "not ($SERVERS) and not slow"
 else
   echo "no Python 3.10 here: skipping the second interpreter run"
 fi

@@ -17,14 +17,14 @@ SCRIPT = REPO / "scripts" / "ngrp.py"
 GOLDEN = REPO / "tests" / "golden" / "gym-0.7.0" / "case_complete"
 
 
-def test_help_from_another_cwd(run_ngrp, tmp_path):
-    out = run_ngrp("--help", cwd=tmp_path)
+def test_help_from_another_cwd(run_ngrp_process, tmp_path):
+    out = run_ngrp_process("--help", cwd=tmp_path)
     assert out.returncode == 0
     assert "validate" in out.stdout and "check" in out.stdout and "Exit codes" in out.stdout
 
 
-def test_validate_from_another_cwd_finds_the_schemas(run_ngrp, tmp_path):
-    out = run_ngrp("validate", GOLDEN / "rollouts.jsonl", cwd=tmp_path)
+def test_validate_from_another_cwd_finds_the_schemas(run_ngrp_process, tmp_path):
+    out = run_ngrp_process("validate", GOLDEN / "rollouts.jsonl", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
 
 
@@ -114,3 +114,14 @@ def test_pip_install_ships_schemas(tmp_path):
         [str(python), "-c", "from ngrp_lib.artifacts import schemas; print(schemas.schema_dir())"], tmp_path
     )
     assert where.stdout.strip() == str(installed / "_schemas")
+
+
+def test_a_package_older_than_required_is_named_with_the_upgrade(monkeypatch):
+    import runpy
+    from importlib import metadata
+
+    entry = runpy.run_path(str(REPO / "scripts" / "ngrp.py"))
+    assert entry["_numbers"]("3.11.7") == (3, 11, 7) and entry["_numbers"]("2.0.0rc1") == (2, 0, 0)
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "3.10.0" if name == "orjson" else real(name))
+    assert entry["_too_old"]() == ["orjson 3.10.0 (needs >= 3.11.7)"]

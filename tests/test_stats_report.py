@@ -82,16 +82,17 @@ def test_report_refuses_overwrite_and_cli_exit_codes(run_ngrp, tmp_path):
     assert run_ngrp("report", tmp_path / "missing.jsonl", "-o", tmp_path / "x.html").returncode == 3
 
 
-def test_missing_matplotlib_names_the_extra(run_ngrp, tmp_path):
+def test_missing_matplotlib_names_the_extra(run_ngrp_process, tmp_path):
     prof, _, _ = make_run(tmp_path)
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "matplotlib.py").write_text("raise ImportError('blocked for the test')\n")
-    res = run_ngrp(
+    res = run_ngrp_process(
         "report", prof, "-o", tmp_path / "r.html", env={"PYTHONPATH": str(blocker), "PATH": "/usr/bin"}
     )
     assert res.returncode == 2
-    assert "pip install 'nemo-gym-reward-profiling[report]'" in res.stderr
+    repo = Path(__file__).resolve().parents[1]
+    assert f"-m pip install '{repo}[report]'" in res.stderr  # the skill folder: no registry has the package
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install -y chromium)")
