@@ -6,13 +6,42 @@ Works from any working directory: the package is found next to this file.
 
 import importlib.util
 import os
+import re
 import sys
 
 REQUIRED = {"click": "click", "orjson": "orjson", "jsonschema": "jsonschema"}
+# The lowest versions pyproject.toml asks for; pip enforces them for an installed ngrp, this file for a
+# checkout or skill folder run in place. orjson's matters most: from 3.11.7 floats are written as Gym's are.
+MINIMUM = {"click": "8.1", "orjson": "3.11.7", "jsonschema": "4.18", "numpy": "1.24", "aiohttp": "3.9"}
 
 
 def _missing() -> list[str]:
     return [pip_name for module, pip_name in REQUIRED.items() if importlib.util.find_spec(module) is None]
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """The release numbers of a version string: '3.11.7' -> (3, 11, 7), '2.0.0rc1' -> (2, 0, 0)."""
+    parts = []
+    for piece in version.split("."):
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
+
+
+def _too_old() -> list[str]:
+    from importlib import metadata
+
+    old = []
+    for name, minimum in MINIMUM.items():
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # numpy and aiohttp are needed only by some commands, which say so
+        if _numbers(have) < _numbers(minimum):
+            old.append(f"{name} {have} (needs >= {minimum})")
+    return old
 
 
 if __name__ == "__main__":
@@ -25,6 +54,15 @@ if __name__ == "__main__":
             "(or install the whole toolkit: pip install <path to this skill folder>)\n"
         )
         sys.exit(2)
+    old = _too_old()
+    if old:
+        sys.stderr.write(
+            f"ngrp: warning: older packages than this toolkit needs: {', '.join(old)}; outputs may differ "
+            "from NeMo Gym's (orjson writes floats differently before 3.11.7). Upgrade: "
+            f"{sys.executable} -m pip install -U "
+            + " ".join(f"'{o.split()[0]}>={MINIMUM[o.split()[0]]}'" for o in old)
+            + "\n"
+        )
     from ngrp_lib.cli import main
 
     sys.exit(main())

@@ -127,7 +127,8 @@ def iter_rows(path: Path | str, *, allow_blank: bool = True) -> Iterator[Row]:
 
 def hint_for(kind: str) -> str | None:
     return {
-        TORN: "the writer was interrupted; `ngrp collect --resume` repairs it, or delete the last line",
+        TORN: "the writer was interrupted: `ngrp profile --allow-partial` skips that line without changing "
+        "the file; `ngrp collect --resume` completes a run ngrp collected",
         INVALID_UTF8: "re-encode the file as UTF-8",
         NON_FINITE: "JSON has no NaN or Infinity; write null instead",
         BLANK: "remove the blank line",

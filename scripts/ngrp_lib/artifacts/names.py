@@ -6,6 +6,7 @@ from pathlib import Path
 
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
+RCP = "responses_create_params"  # the request a row sends to the model
 
 RolloutKey = tuple[int, int]
 

@@ -111,7 +111,7 @@ def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[
         ("failures", result.failures),
     ):
         if stats is not None:
-            out.extend(_file_findings(role, stats))
+            out.extend(_file_findings(role, stats, result.inputs.path))
     out.extend(_key_findings(result, missing_keys, extra_keys))
     out.extend(_reward_findings(result))
     out.extend(_notes(result))
@@ -130,12 +130,18 @@ def _rewrite(rollouts: str) -> str:
     return f"ngrp merge {rollouts} --output <new file>"
 
 
-def _file_findings(role: str, s: FileStats) -> list[Finding]:
+def _file_findings(role: str, s: FileStats, inputs: str) -> list[Finding]:
     """Line-level problems of one file. Fixes are named for the rollouts file (the one a run appends to)."""
     rollouts = role == "rollouts"
     out = []
     if s.torn_tail:
-        fix = _resume(s.path, why=" (truncates the torn line, then re-runs its key)") if rollouts else None
+        resume = _resume(s.path, why=" (truncates the torn line, then re-runs its key)")
+        fix = (
+            f"ngrp profile --allow-partial --inputs {inputs} --rollouts {s.path} (skips the torn line and "
+            f"leaves the file as it is), or {resume}"
+            if rollouts
+            else None
+        )
         msg = f"{s.path}: the last line is cut off (interrupted write)"
         out.append(Finding(f"{role}_torn_tail", ERROR, 1, msg, fix))
     if s.invalid_lines:

@@ -256,7 +256,7 @@ _LINE_CONTEXT = {
     "blank_line": "blank line (Gym's profiler rejects it: remove the line)",
     "torn_tail": (
         "torn last line: no newline and not valid JSON, an interrupted write "
-        "(`ngrp collect --resume` repairs it)"
+        "(`ngrp profile --allow-partial` skips it; `ngrp collect --resume` repairs a run ngrp collected)"
     ),
 }
 

@@ -14,11 +14,10 @@ from typing import Any
 import orjson
 
 from ..artifacts import jsonl
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from .convert import ConversionError, chat_request, response_from_chat, responses_request
 from .failover import make_router
 from .http import AttemptFailed, post_json
-from .materialize import RCP
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
 from .routing import Endpoint

@@ -30,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import jsonl
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.numbering import TaskNumbering
 from ..errors import InputError, UsageError
 
-RCP = "responses_create_params"
 AGENT_REF = "agent_ref"
 
 

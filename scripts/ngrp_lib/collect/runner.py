@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import jsonl, names
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..errors import InputError, UsageError
 from .direct import DirectRun, Plan
-from .materialize import RCP, materialize, sha256_file
+from .materialize import materialize, sha256_file
 from .options import CollectOptions
 from .shards import restrict_file
 from .state import CollectorLock, build_manifest, check_manifest, scan_outputs

@@ -30,6 +30,12 @@ def _render(result) -> str:
         lines.append(f"  {result.n_unscored} tasks have no scored rollout (all rewards null): not selected")
     if result.n_key_replaced:
         lines.append(f"  note: {result.n_key_replaced} rows already had '{result.key}'; replaced")
+    if result.tasks_kind == "materialized":
+        dropped = ", ".join(result.dropped_fields) or "none"
+        lines.append(
+            "  note: --tasks is a materialized inputs file: wrote one row per task (its first repeat, "
+            f"without _ng_rollout_index; fields that vary by repeat left out: {dropped})"
+        )
     return "\n".join(lines)
 
 
@@ -40,7 +46,8 @@ def _render(result) -> str:
     "tasks",
     required=True,
     type=click.Path(path_type=Path, dir_okay=False),
-    help="The ORIGINAL tasks JSONL the run was materialized from.",
+    help="The ORIGINAL tasks JSONL the run was materialized from, or the run's materialized inputs "
+    "(one row per task is written back).",
 )
 @click.option(
     "--output",

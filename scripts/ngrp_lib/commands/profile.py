@@ -47,7 +47,12 @@ def _flag(value: str) -> bool:
 )
 @click.option("--allow-partial", is_flag=True, help="Profile completed rollouts when some are missing.")
 @overwrite_option
-@click.option("--gym-only", is_flag=True, help="Write exactly Gym's keys in Gym's files (no ngrp/* extras).")
+@click.option(
+    "--gym-only",
+    is_flag=True,
+    help="Write exactly Gym's keys in Gym's three files (no ngrp/* extras); ngrp's own "
+    "<stem>_profile_summary.json is still written beside them (Gym has no such file).",
+)
 @click.option(
     "--pass-threshold",
     type=float,

@@ -29,7 +29,8 @@ from ._common import (
     "--compare",
     "other",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Another profile on the same tasks: adds a paired comparison, per-task scatter and flips.",
+    help="The baseline profile A on the same tasks: adds B - A (this profile minus it, as `ngrp compare A "
+    "PROFILE`), a per-task scatter and flips.",
 )
 @click.option(
     "--output",
@@ -60,7 +61,7 @@ def command(
     Headline table with task-clustered intervals and denominators, pass@k curve with bootstrap bands,
     per-task pass-rate histogram, difficulty bands, reward vs length, failures by class, and with
     --compare a paired comparison, per-task scatter and the list of tasks that flipped.
-    Needs matplotlib: pip install 'nemo-gym-reward-profiling[report]'.
+    Needs matplotlib: pip install '<this skill folder>[report]' (or pip install matplotlib).
 
     \b
     Example:

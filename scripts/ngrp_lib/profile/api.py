@@ -87,7 +87,7 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
     paths = output_paths(rollouts, options)
     refuse_existing(list(paths.values()), options.overwrite)
     with no_gc():  # one span: re-enabling between read and profile would trigger a full collection
-        data, stats = read_dataset(inputs, rollouts, options.null_reward)
+        data, stats = read_dataset(inputs, rollouts, options.null_reward, options.allow_partial)
         sources = {
             "materialized_inputs": _file_ref(inputs, stats, "inputs"),
             "rollouts": _file_ref(rollouts, stats, "rollouts"),
@@ -118,6 +118,8 @@ def _file_ref(path: Path, stats: ReadStats, role: str) -> dict[str, Any]:
     }
     if stats.blank_lines.get(role):
         ref["blank_lines"] = stats.blank_lines[role][:20]
+    if role in stats.torn_tail:
+        ref["torn_tail_line"] = stats.torn_tail[role]
     return ref
 
 
@@ -226,6 +228,12 @@ def _read_warnings(stats: ReadStats, sources: dict[str, Any]) -> list[str]:
         out.append(
             f"skipped {len(lines)} blank line(s) in {sources[name]['path']} (first at line {lines[0]}); "
             "NeMo Gym's `gym eval profile` refuses such a file"
+        )
+    for role, line in stats.torn_tail.items():
+        name = "materialized_inputs" if role == "inputs" else "rollouts"
+        out.append(
+            f"skipped the torn last line {line} of {sources[name]['path']} (an interrupted write, not a "
+            "complete rollout; --allow-partial); the file was not changed"
         )
     return out
 

@@ -26,6 +26,7 @@ class ReadStats:
     repeated_at: dict[tuple[str, Key], str] = field(default_factory=dict)  # (role, key) -> its 1st repeat
     sha256: dict[str, Any] = field(default_factory=dict)  # role -> hashlib object, fed while reading
     rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
+    torn_tail: dict[str, int] = field(default_factory=dict)  # role -> line of a skipped torn last line
 
 
 def _lines(handle: Any, hasher: Any) -> Iterator[bytes]:
@@ -38,10 +39,13 @@ def _lines(handle: Any, hasher: Any) -> Iterator[bytes]:
         yield line
 
 
-def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
+def _rows(
+    path: Path, role: str, stats: ReadStats, skip_torn_tail: bool = False
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) for each non-blank line. Blank lines are skipped and remembered (Gym fails on
     them; we warn). At the first line that is not a JSON object it defers to the shared JSONL layer,
-    which names the problem exactly."""
+    which names the problem exactly. With `skip_torn_tail`, a last line cut off by an interrupted write
+    (no newline, not JSON) is skipped and remembered instead: the file itself is never changed."""
     hasher = hashlib.sha256()
     stats.sha256[role] = hasher
     blanks = stats.blank_lines.setdefault(role, [])
@@ -60,6 +64,9 @@ def _rows(path: Path, role: str, stats: ReadStats) -> Iterator[tuple[int, dict[s
                 if not raw.strip():
                     blanks.append(line_no)
                     continue
+                if skip_torn_tail and not raw.endswith(b"\n"):  # only the last line can lack one
+                    stats.torn_tail[role] = line_no
+                    break
                 _raise_problem(path, line_no)
             if type(data) is not dict:
                 _raise_problem(path, line_no)
@@ -90,10 +97,14 @@ def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
     return task, rollout
 
 
-def read_dataset(inputs: Path, rollouts: Path, null_policy: str) -> tuple[Dataset, ReadStats]:
+def read_dataset(
+    inputs: Path, rollouts: Path, null_policy: str, skip_torn_tail: bool = False
+) -> tuple[Dataset, ReadStats]:
+    """Both files, once each. `skip_torn_tail` (partial profiles) passes over a rollouts file's torn last
+    line, as a run interrupted mid-write leaves it."""
     data, stats = Dataset(), ReadStats()
     results, numeric = data.results, data.numeric
-    for line, row in _rows(rollouts, "rollouts", stats):
+    for line, row in _rows(rollouts, "rollouts", stats, skip_torn_tail):
         key = task, rollout = _key(row, line, rollouts, "rollout")
         if key in results:
             stats.duplicate_results.append(key)

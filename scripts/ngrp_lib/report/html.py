@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import atomic_output, iter_rows
-from ..artifacts.names import failures_path_for
+from ..artifacts.names import failures_path_for, manifest_path_for
 from ..numbers import num, pval
 from ..stats.summary import K_METRICS, StatsSettings, compute_stats
 from . import plots
@@ -143,8 +143,12 @@ def _failures(rollouts: Path | None) -> str:
         return "<p class='note'>No --rollouts given, so no failures sidecar was read.</p>"
     path = failures_path_for(rollouts)
     if not path.exists():
+        if manifest_path_for(rollouts).exists():  # ngrp collected it: its collector writes every failure
+            return f"<p class='note'>No failed attempts: ngrp's collector wrote no {_esc(path.name)}.</p>"
         return (
-            f"<p class='note'>No failures sidecar ({_esc(path.name)}): no failed attempts were recorded.</p>"
+            f"<p class='note'>The failures sidecar ({_esc(path.name)}) is absent, and no ngrp run manifest "
+            "sits beside the rollouts: this run was collected by another tool (NeMo Gym writes no sidecar), "
+            "so failed attempts are not known.</p>"
         )
     classes: Counter = Counter()
     keys: set = set()
@@ -209,20 +213,23 @@ def _difficulty(o: dict, per_task: list[dict]) -> tuple[str, int]:
     return f"<div class='grid'><div>{hist}</div><div>{band}</div></div>", 2
 
 
-def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str:
+def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> str:
+    """`report P --compare Q` is `ngrp compare Q P`: Q is the baseline (A), this report's profile is B,
+    and every difference is B - A. Labels carry the file names, so no reader has to guess."""
     from ..stats.compare import compare_profiles
 
     r = compare_profiles(
-        other,
+        baseline,
         profile,
         intersect=True,
         seed=settings.seed,
         n_bootstrap=settings.n_bootstrap,
         pass_threshold=settings.pass_threshold,
     ).to_json()
+    a, b = f"A = baseline {baseline.name}", f"B = this profile {profile.name}"
     rows = [
         [
-            "mean difference (this - other)",
+            "mean difference B - A",
             num(r["mean_diff"]),
             _ci(r),
             _ci(r, "boot_ci_low", "boot_ci_high"),
@@ -233,9 +240,9 @@ def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str
     ]
     table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
     pairs = [(t["mean_a"], t["mean_b"]) for t in r["per_task"] if t["diff"] is not None]
-    scatter = plots.paired_scatter([a for a, _ in pairs], [b for _, b in pairs], "A (other)", "B (this)")
+    scatter = plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b)
     flips = _table(
-        ["task", "agent", "other", "this", "q (BH)", "direction"],
+        ["task", "agent", "A (baseline)", "B (this)", "q (BH)", "direction"],
         [
             [f["task"], f["agent"] or "", f["a"], f["b"], pval(f["q_value"]), f["direction"]]
             for f in r["flips"][:MAX_FLIP_ROWS]
@@ -245,8 +252,9 @@ def _compare_section(profile: Path, other: Path, settings: StatsSettings) -> str
     if not r["binary"]:
         flips = "<p class='note'>" + _esc("; ".join(r["notes"])) + "</p>"
     return (
-        f"<h2>Comparison with {_esc(other)}</h2>{table}<p class='note'>Paired by (task, agent); B is this "
-        f"profile.{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
+        f"<h2>Comparison: B - A, with {_esc(a)} and {_esc(b)}</h2>{table}<p class='note'>Paired by "
+        f"(task, agent); the same numbers as <code>ngrp compare {_esc(baseline)} {_esc(profile)}</code>."
+        f"{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
         f"({r['n_flips']}, Fisher exact per task, BH q &lt; {r['alpha']})</h3>{flips}</div></div>"
     )
 

@@ -6,7 +6,7 @@ import io
 import re
 from typing import Any
 
-from ..errors import MissingDependencyError
+from ..errors import MissingDependencyError, install_command
 
 WIDTH, HEIGHT = 6.4, 3.4
 BLUE, ORANGE, GREY = "#1f77b4", "#ff7f0e", "#7f7f7f"
@@ -17,7 +17,7 @@ def pyplot() -> Any:
         import matplotlib
     except ImportError:
         raise MissingDependencyError(
-            "matplotlib", "pip install 'nemo-gym-reward-profiling[report]'", "ngrp report (plots)"
+            "matplotlib", install_command("report", "matplotlib"), "ngrp report (plots)"
         ) from None
     matplotlib.use("Agg")
     matplotlib.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "ngrp", "font.size": 9})
@@ -74,10 +74,25 @@ def _nan(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+MAX_DISTINCT_BARS = 33  # up to 32 repeats per task: one bar per pass rate c/n that occurs
+
+
 def histogram(values: list[float], xlabel: str, bins: int = 20) -> str:
+    """Tasks per value. Pass rates of n repeats take only the values c/n: with few distinct values, one
+    bar per value that occurs (fixed bins would leave gaps and merge neighbours); else `bins` bins."""
     fig, ax = _figure()
     clean = [v for v in values if v is not None]
-    ax.hist(clean, bins=bins, range=(min(clean + [0.0]), max(clean + [1.0])), color=BLUE, edgecolor="white")
+    counts: dict[float, int] = {}
+    for v in clean:
+        counts[round(v, 9)] = counts.get(round(v, 9), 0) + 1
+    if 0 < len(counts) <= MAX_DISTINCT_BARS:
+        xs = sorted(counts)
+        gap = min((b - a for a, b in zip(xs, xs[1:], strict=False)), default=1.0)
+        ax.bar(xs, [counts[x] for x in xs], width=0.8 * min(gap, 1 / 8), color=BLUE, edgecolor="white")
+        ax.set_xlim(min(xs + [0.0]) - 0.05, max(xs + [1.0]) + 0.05)
+    else:
+        lo, hi = min(clean + [0.0]), max(clean + [1.0])
+        ax.hist(clean, bins=bins, range=(lo, hi), color=BLUE, edgecolor="white")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("tasks")
     return to_svg(fig)
@@ -107,7 +122,12 @@ def length_bins(bins: list[dict], length_field: str) -> str:
             ha="center",
         )
     ax.set_xlabel(f"{length_field} (pooled deciles; confounded by difficulty)")
-    ax.set_ylabel("mean reward")
+    means = [b["mean_reward"] for b in bins if b["mean_reward"] is not None]
+    if means and min(means) >= 0 and max(means) <= 1:
+        ax.set_ylim(-0.02, 1.02)  # the whole reward scale: a zoomed axis makes noise look like a trend
+        ax.set_ylabel("mean reward")
+    else:
+        ax.set_ylabel("mean reward (axis fitted to the data)")
     return to_svg(fig)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows
-from ..artifacts.names import TASK_KEY
+from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY, is_index
 from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, UsageError
 from . import estimators
@@ -29,13 +29,18 @@ class TaskLines:
     rows: dict[int, list[Row]]  # task index -> its original lines, in file order
     n_lines: int
     n_duplicate_lines: int  # lines byte-identical to an earlier one (same task, as in Gym)
+    kind: str = "tasks"  # or "materialized": task rows rebuilt from a materialized inputs file
+    dropped_fields: list[str] = field(default_factory=list)  # materialized: fields that vary by repeat
 
 
 def map_task_lines(path: Path | str) -> TaskLines:
-    """Replicate Gym's task numbering over an original tasks file; refuse ambiguous files."""
+    """Replicate Gym's task numbering over an original tasks file; refuse ambiguous files. A materialized
+    inputs file (rows stamped with `_ng_rollout_index`) is taken back to one task row per index."""
     path = Path(path)
-    numbering = TaskNumbering.for_source(path)
     rows = list(iter_rows(path))
+    if rows and ROLLOUT_KEY in rows[0].data:
+        return _from_materialized(path, rows)
+    numbering = TaskNumbering.for_source(path)
     explicit: dict[int, Row] = {}
     mapping: dict[int, list[Row]] = {}
     duplicates = 0
@@ -55,6 +60,39 @@ def map_task_lines(path: Path | str) -> TaskLines:
         mapping.setdefault(index, []).append(row)
     _refuse_mixed(path, mapping, explicit, numbering.auto)
     return TaskLines(mapping, len(rows), duplicates)
+
+
+def _from_materialized(path: Path, rows: list[Row]) -> TaskLines:
+    """One task row per `_ng_task_index`, as Gym's materialize took it in: the first repeat's row without
+    `_ng_rollout_index`, and without any field (or `responses_create_params` entry, such as a per-repeat
+    seed) whose value differs between the task's repeats. The task index is kept: it is the task's
+    identity in every run made from these rows."""
+    by_task: dict[int, list[Row]] = {}
+    for row in rows:
+        task, rollout = row.data.get(TASK_KEY), row.data.get(ROLLOUT_KEY)
+        if not (is_index(task) and is_index(rollout)):
+            raise FindingsError(
+                f"{path}:{row.line}: a materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}",
+                hint="pass the run's *_materialized_inputs.jsonl unchanged, or the original tasks file",
+            )
+        by_task.setdefault(task, []).append(row)
+    dropped: set[str] = set()
+    mapping: dict[int, list[Row]] = {}
+    for task, group in by_task.items():
+        first = min(group, key=lambda r: r.data[ROLLOUT_KEY])
+        data = {k: v for k, v in first.data.items() if k != ROLLOUT_KEY}
+        for name in list(data):
+            values = [r.data.get(name) for r in group]
+            if all(v == values[0] for v in values):
+                continue
+            if name == RCP and all(isinstance(v, dict) for v in values):
+                data[name] = {k: v for k, v in data[name].items() if all(x.get(k) == v for x in values)}
+                dropped.update(f"{RCP}.{k}" for k in first.data[name] if k not in data[name])
+            else:
+                del data[name]
+                dropped.add(name)
+        mapping[task] = [Row(first.line, data, dumps(data))]
+    return TaskLines(mapping, len(rows), 0, "materialized", sorted(dropped))
 
 
 def _refuse_mixed(path: Path, mapping: dict, explicit: dict, auto: dict) -> None:
@@ -107,6 +145,8 @@ class CurriculumResult:
     n_written_lines: int
     n_key_replaced: int
     bands: dict = field(default_factory=dict)
+    tasks_kind: str = "tasks"  # "materialized": --tasks was a materialized inputs file, one row per task
+    dropped_fields: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,6 +251,8 @@ def export_curriculum(
         n_written_lines=written,
         n_key_replaced=replaced,
         bands={b: int((bands == b).sum()) for b in ("all_fail", "mixed", "all_pass")},
+        tasks_kind=lines.kind,
+        dropped_fields=lines.dropped_fields,
     )
 
 
