@@ -8,6 +8,7 @@ import click
 
 from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
 from ..ledger.campaign import now_utc
+from ..ledger.gitinfo import read_git, warnings_for
 from ._common import emit, json_option
 from .ledger_text import render as render_status
 
@@ -49,7 +50,12 @@ def command() -> None:
     "--direction", required=True, type=click.Choice(["max", "min"]), help="Is bigger or smaller better."
 )
 @click.option("--target", type=float, help="Stop when the best kept run reaches this value.")
-@click.option("--max-experiments", type=int, help="Stop after this many attempted runs (crashes count).")
+@click.option(
+    "--max-experiments",
+    type=int,
+    help="Stop after this many attempted runs. The baseline counts, and so do crashes: "
+    "--max-experiments 5 is the baseline plus 4 experiments.",
+)
 @click.option("--deadline", help="ISO 8601 instant (no offset = UTC), or a budget from now such as 10h.")
 @click.option("--per-run-timeout", help="Longest a run may take, e.g. 90m, 2h; overruns count as failures.")
 @click.option(
@@ -63,6 +69,11 @@ def command() -> None:
     type=click.Choice(["max", "min"]),
     help="Which way --compare-metric improves. Default: --direction (set it when the metric is a loss).",
 )
+@click.option(
+    "--branch-prefix",
+    help="Git branch prefix for `ledger branch` (<prefix>/<index>-<slug>). "
+    "Default: autoresearch/<today>-<campaign>.",
+)
 @dir_option
 @json_option
 def init_cmd(
@@ -75,13 +86,17 @@ def init_cmd(
     per_run_timeout,
     compare_metric,
     compare_direction,
+    branch_prefix,
     directory,
     as_json,
 ):
     """Create a campaign: an empty ledger and its stop rules. Never overwrites.
 
-    With no --target, --max-experiments or --deadline, the default rule applies: the baseline plus
-    3 experiments (max 4 attempted), then summarise and ask the user.
+    Every attempted run counts toward --max-experiments, the baseline included: "a 5-experiment
+    campaign" that means five experiments besides the baseline is --max-experiments 6. With no
+    --target, --max-experiments or --deadline, the default rule applies: the baseline plus 3
+    experiments (max 4 attempted), then summarise and ask the user. Warns when the current folder is
+    not in a git repository or the repository has no commit yet, and says how to start one.
 
     \b
     Example:
@@ -103,7 +118,10 @@ def init_cmd(
         per_run_timeout=per_run_timeout,
         compare_metric=compare_metric,
         compare_direction=compare_direction,
+        branch_prefix=branch_prefix,
     )
+    for warning in warnings_for(read_git(Path(".")), Path(".")):
+        click.echo(f"warning: {warning}", err=True)
     deadline_at = result.deadline_at()
     if deadline_at is not None and deadline_at <= now_utc():
         click.echo(
@@ -121,11 +139,14 @@ def init_cmd(
 
 def _rules_text(c) -> str:
     parts = [f"target {c.target:g}" if c.target is not None else None]
-    parts.append(f"max {c.max_experiments} experiments" if c.max_experiments is not None else None)
+    parts.append(
+        f"max {c.max_experiments} runs, the baseline included" if c.max_experiments is not None else None
+    )
     parts.append(f"deadline {c.deadline}" if c.deadline else None)
     parts.append(f"per-run timeout {c.per_run_timeout_min:g} min" if c.per_run_timeout_min else None)
     text = "stop rules: " + ", ".join(p for p in parts if p)
-    return text + (" (default: baseline + 3 experiments, then ask)" if c.default_rule else "")
+    text += " (default: baseline + 3 experiments, then ask)" if c.default_rule else ""
+    return text + f"\nbranches: {c.prefix()}/<index>-<slug> (ngrp ledger branch)"
 
 
 @command.command("record")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ..ledger.status import LedgerStatus, format_minutes
 
+RUNS_SHOWN = 50  # the text lists the latest runs; --json lists every one
+
 
 def render(status: LedgerStatus) -> str:
     counts = ", ".join(f"{n} {s}" for s, n in status.counts.items())
@@ -19,6 +21,16 @@ def render(status: LedgerStatus) -> str:
     for label, row in (("best", status.best), ("latest", status.latest)):
         if row is not None:
             lines.append(f"{label}: #{row['index']} {row['branch']} {row['status']} {_value(row)}")
+    if status.runs:
+        shown = status.runs[-RUNS_SHOWN:]
+        more = len(status.runs) - len(shown)
+        lines.append(
+            "runs (index, branch, status, metric):" + (f" ({more} earlier: see --json)" if more else "")
+        )
+        lines.extend(f"  #{r['index']} {r['branch']} {r['status']} {_value(r)}{_about(r)}" for r in shown)
+    for run in status.open_runs:
+        owner = {True: "running", False: "stale: its ngrp process is gone", None: "on another host"}
+        lines.append(f"open: #{run.index} {owner[run.owner_alive]}, started {run.started_at}, log {run.log}")
     if status.overruns:
         lines.append(f"{status.overruns} run(s) overran the per-run timeout (counted as failures)")
     for rule in status.rules:
@@ -30,6 +42,11 @@ def render(status: LedgerStatus) -> str:
     verdict = "STOP: a stop rule is met" if status.stop else "stop condition not yet met: continue"
     lines.append(verdict)
     return "\n".join(lines)
+
+
+def _about(row: dict) -> str:
+    text = row["description"].replace("\n", " ")
+    return "" if not text else f"  {text[:77]}..." if len(text) > 80 else f"  {text}"
 
 
 def _value(row: dict) -> str:

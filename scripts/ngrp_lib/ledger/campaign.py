@@ -38,10 +38,16 @@ class Campaign:
     # campaign metric may be a loss from a log (min) while the profiles hold rewards (max).
     compare_metric: str = "reward"
     compare_direction: str = "max"
+    # Branches of the campaign: `<branch_prefix>/baseline`, `<branch_prefix>/<index>-<slug>`. Campaign
+    # files written before the prefix existed get `autoresearch/<campaign>`.
+    branch_prefix: str | None = None
     schema: str = SCHEMA_ID
 
     def deadline_at(self) -> datetime | None:
         return None if self.deadline is None else parse_instant(self.deadline)
+
+    def prefix(self) -> str:
+        return self.branch_prefix or f"autoresearch/{self.campaign}"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -59,6 +65,16 @@ class LedgerPaths:
     def campaign(self) -> Path:
         return self.dir / CAMPAIGN_NAME
 
+    @property
+    def logs(self) -> Path:
+        """One folder per run: `logs/<index>/run.log` and `run.json`."""
+        return self.dir / "logs"
+
+    @property
+    def sessions(self) -> Path:
+        """Session memory: `session/<YYYYmmdd_HHMMSS>/`."""
+        return self.dir / "session"
+
 
 def check_name(campaign: str) -> str:
     """Campaign names become folder names: keep them plain."""
@@ -74,6 +90,27 @@ def resolve_dir(directory: Path | None, campaign: str | None) -> LedgerPaths:
     if campaign:
         return LedgerPaths(DEFAULT_ROOT / check_name(campaign))
     raise UsageError("say which ledger: pass --dir DIR or --campaign NAME")
+
+
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//")
+
+
+def check_branch_name(name: str, option: str) -> str:
+    """The rules of `git check-ref-format --branch`, checked without git (it may not be installed)."""
+    parts = name.split("/")
+    if (
+        not name
+        or _BAD_REF.search(name)
+        or name.startswith(("-", "/"))
+        or name.endswith(("/", ".", ".lock"))
+        or any(p.startswith(".") or p.endswith(".lock") for p in parts)
+        or name == "@"
+    ):
+        raise UsageError(
+            f"{option} {name!r} is not a valid git branch name",
+            hint="use letters, digits, '-', '_', '.' and '/' (e.g. autoresearch/2026-03-24-dapo)",
+        )
+    return name
 
 
 def parse_duration_min(text: str) -> float:
@@ -131,11 +168,14 @@ def init_campaign(
     per_run_timeout: str | None = None,
     compare_metric: str = "reward",
     compare_direction: str | None = None,
+    branch_prefix: str | None = None,
     now: datetime | None = None,
 ) -> Campaign:
     """Create the campaign file and an empty ledger; refuse if either exists."""
     now = now or now_utc()
     check_name(campaign)
+    prefix = branch_prefix or f"autoresearch/{now:%Y-%m-%d}-{campaign}"
+    check_branch_name(prefix, "--branch-prefix")
     for name, value in (("--direction", direction), ("--compare-direction", compare_direction or direction)):
         if value not in ("max", "min"):
             raise UsageError(f"{name} must be max or min, not {value!r}")
@@ -156,6 +196,7 @@ def init_campaign(
         default_rule=default_rule,
         compare_metric=compare_metric,
         compare_direction=compare_direction or direction,
+        branch_prefix=prefix,
     )
     with table.locked(paths.ledger):
         for existing in (paths.ledger, paths.campaign):

@@ -11,10 +11,20 @@ from typing import Any
 from ..artifacts.jsonl import read_json
 from ..errors import InputError, UsageError
 from ..stats.uncertainty import t_interval
+from .keypaths import miss_hint
 
 _VALUE_KEYS = ("value", "mean", "estimate", "point")
 _LOW_KEYS = ("ci_low", "low", "lower", "ci_lower")
 _HIGH_KEYS = ("ci_high", "high", "upper", "ci_upper")
+_NON_FINITE = ("nan", "-nan", "inf", "-inf", "+inf", "infinity", "-infinity")
+
+
+class MetricNotFound(InputError):
+    """The metric source holds no such key, or the log no match: a run that made no metric."""
+
+
+class NonFiniteMetric(InputError):
+    """The metric was found but is nan or infinite."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +123,7 @@ def from_json(path: Path, key: str, *, ci_key: str | None = None, n_tasks_key: s
     data = read_json(path)
     found, node = lookup(data, key)
     if not found:
-        raise InputError(f"key {key!r} not found", path=path, hint=_keys_hint(data))
+        raise MetricNotFound(f"key {key!r} not found", path=path, hint=miss_hint(data, key))
     low = high = None
     n_tasks = None
     if isinstance(node, dict):
@@ -124,7 +134,8 @@ def from_json(path: Path, key: str, *, ci_key: str | None = None, n_tasks_key: s
         value = _number(node)
         low, high = _sibling_ci(data, key) if not key.startswith("/") else (None, None)
     if value is None:
-        raise InputError(
+        undefined = node is None or isinstance(node, float) or str(node).strip().lower() in _NON_FINITE
+        raise (NonFiniteMetric if undefined else InputError)(
             f"key {key!r} holds {type(node).__name__} {str(node)[:60]!r}, not a finite number", path=path
         )
     if ci_key is not None:
@@ -132,26 +143,24 @@ def from_json(path: Path, key: str, *, ci_key: str | None = None, n_tasks_key: s
         low, high = _pair(ci_node) if found else (None, None)
         if low is None or high is None:
             raise InputError(
-                f"--ci-key {ci_key!r} is not a [low, high] pair or a {{low, high}} object", path=path
+                f"--ci-key {ci_key!r} is not a [low, high] pair or a {{low, high}} object",
+                path=path,
+                hint=None if found else miss_hint(data, ci_key),
             )
     if n_tasks_key is not None:
         found, n_node = lookup(data, n_tasks_key)
         n_tasks = _int(n_node) if found else None
         if n_tasks is None:
-            raise InputError(f"--n-tasks-key {n_tasks_key!r} is not a non-negative integer", path=path)
+            raise InputError(
+                f"--n-tasks-key {n_tasks_key!r} is not a non-negative integer",
+                path=path,
+                hint=None if found else miss_hint(data, n_tasks_key),
+            )
     return Reading(value, low, high, n_tasks, f"{path}:{key}")
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _keys_hint(data: Any) -> str:
-    if isinstance(data, dict):
-        return "top-level keys: " + ", ".join(list(data)[:12])
-    if isinstance(data, list):
-        return f"the document is a list of {len(data)}; start the key path with an index, e.g. 0.<key>"
-    return "the document is not an object"
 
 
 def from_profile(path: Path, metric: str = "reward") -> Reading:
@@ -196,7 +205,7 @@ def from_log(path: Path, pattern: str) -> Reading:
     for match in regex.finditer(text):  # noqa: B007 - the last match is the final metric
         pass
     if match is None:
-        raise InputError(
+        raise MetricNotFound(
             f"--metric-regex {pattern!r} matches nothing in the log",
             path=path,
             hint=f"read the end of the log (tail -n 50 {path}); if the run produced no metric, "
@@ -214,11 +223,13 @@ def _parse_float(raw: str | None, path: Path, pattern: str) -> float:
     try:
         value = float(raw or "")
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
         raise InputError(
             f"--metric-regex {pattern!r} matched {raw!r}, which is not a finite number",
             path=path,
             hint="capture only the number, e.g. 'accuracy=(?P<value>[0-9.]+)'",
+        ) from None
+    if not math.isfinite(value):
+        raise NonFiniteMetric(
+            f"--metric-regex {pattern!r} matched {raw!r}, which is not a finite number", path=path
         )
     return value

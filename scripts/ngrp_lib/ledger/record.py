@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
-from . import table
+from . import runs, table
 from .campaign import LedgerPaths, load_campaign
 from .decide import Suggestion, suggest
-from .gitinfo import NONE, GitInfo, read_git
+from .gitinfo import NONE, GitInfo, read_git, warnings_for
 from .metric import Reading, from_json, from_log, from_profile
 from .scrub import refuse_env_dump, scrub
 
@@ -48,6 +48,7 @@ class RunInfo:
     compare_to: str = "best"
     branch: str | None = None  # overrides for runs recorded outside their checkout
     commit: str | None = None
+    index: int | None = None  # the index a `ledger run` reserved; default: the next free one
 
 
 @dataclass
@@ -97,22 +98,29 @@ def _check_options(run: RunInfo) -> None:
 
 
 def record_run(
-    paths: LedgerPaths, run: RunInfo, source: MetricSource, *, dry_run: bool = False
+    paths: LedgerPaths,
+    run: RunInfo,
+    source: MetricSource,
+    *,
+    dry_run: bool = False,
+    reading: Reading | None = None,
+    git: GitInfo | None = None,
 ) -> RecordResult:
-    """Append one row (unless `dry_run`); everything is read and decided under the ledger lock."""
+    """Append one row (unless `dry_run`); everything is read and decided under the ledger lock.
+
+    `reading` and `git` are given by a caller that has read them already (`ledger run`)."""
     _check_options(run)
     campaign = load_campaign(paths)
-    git = read_git(run.repo, run.parent_ref)
+    git = git or read_git(run.repo, run.parent_ref)
     if run.parent_ref and git.commit != NONE and git.parent_commit == NONE:
         raise UsageError(f"--parent-ref {run.parent_ref!r} has no common ancestor with HEAD in {run.repo}")
-    warnings = []
-    if git.dirty:
-        warnings.append(
-            "the working tree has uncommitted changes: the commit does not fully describe this run"
-        )
+    warnings = [] if run.branch and run.commit else warnings_for(git, run.repo)
     if run.status == "crash" and source.given():
         warnings.append("a crash row has no metric: the metric options were ignored")
-    reading = None if run.status == "crash" else read_metric(source)
+    if run.status == "crash":
+        reading = None
+    elif reading is None:
+        reading = read_metric(source)
     profile = None if source.profile is None else source.profile.resolve()
     with table.locked(paths.ledger):
         rows = table.read_ledger(paths.ledger)
@@ -128,7 +136,7 @@ def record_run(
                 elapsed_min=run.elapsed_min,
             )
         status, note = _final_status(run.status, suggestion)
-        index = max((r.index for r in rows), default=0) + 1
+        index = _index(paths, rows, run.index)
         fields = _fields(index, campaign.metric, run, git, reading, profile, status, note, suggestion)
         if not dry_run:
             table.rewrite_with(paths.ledger, fields)
@@ -143,6 +151,14 @@ def record_run(
         warnings=warnings,
         written=not dry_run,
     )
+
+
+def _index(paths: LedgerPaths, rows: list[table.LedgerRow], wanted: int | None) -> int:
+    if wanted is None:
+        return runs.next_index(paths, rows)
+    if any(r.index == wanted for r in rows):
+        raise UsageError(f"index {wanted} is already in the ledger")
+    return wanted
 
 
 def _final_status(requested: str, suggestion: Suggestion | None) -> tuple[str, str]:

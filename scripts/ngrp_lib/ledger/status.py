@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import table
+from . import runs, table
 from .campaign import Campaign, LedgerPaths, load_campaign, now_utc
 from .decide import baseline_row, best_row
 
@@ -39,11 +39,17 @@ class LedgerStatus:
     rules: list[Rule] = field(default_factory=list)
     stop: bool = False
     default_rule: bool = False
+    branch_prefix: str = ""
+    runs: list[dict] = field(default_factory=list)  # every row, briefly, in index order
+    open_runs: list[runs.OpenRun] = field(default_factory=list)  # started by `ledger run`, not recorded
 
     def to_json(self) -> dict:
         out = {"schema": STATUS_SCHEMA}
-        out.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "rules"})
+        out.update(
+            {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("rules", "open_runs")}
+        )
         out["rules"] = [vars(rule) for rule in self.rules]
+        out["open_runs"] = [run.to_json() for run in self.open_runs]
         return out
 
 
@@ -65,7 +71,10 @@ def _brief(row: table.LedgerRow | None) -> dict | None:
     return {k: data[k] for k in keys}
 
 
-def _rules(campaign: Campaign, attempted: int, best: table.LedgerRow | None, now: datetime) -> list[Rule]:
+def stop_rules(
+    campaign: Campaign, attempted: int, best: table.LedgerRow | None, now: datetime, running: int = 0
+) -> list[Rule]:
+    """Each stop rule with whether it is met. `running` runs still going count as attempted."""
     rules: list[Rule] = []
     if campaign.target is not None:
         value = None if best is None else best.number("metric_value")
@@ -80,8 +89,10 @@ def _rules(campaign: Campaign, attempted: int, best: table.LedgerRow | None, now
                 detail += f" (95% CI [{low:.6g}, {high:.6g}])"
             rules.append(Rule("target", met, detail))
     if campaign.max_experiments is not None:
-        met = attempted >= campaign.max_experiments
-        rules.append(Rule("max_experiments", met, f"{attempted}/{campaign.max_experiments} attempted"))
+        met = attempted + running >= campaign.max_experiments
+        going = f" + {running} running" if running else ""
+        text = f"{attempted}{going}/{campaign.max_experiments} attempted (the baseline counts)"
+        rules.append(Rule("max_experiments", met, text))
     deadline = campaign.deadline_at()
     if deadline is not None:
         left = (deadline - now).total_seconds() / 60.0
@@ -121,7 +132,8 @@ def ledger_status(paths: LedgerPaths, now: datetime | None = None) -> LedgerStat
     deadline = campaign.deadline_at()
     timeout = campaign.per_run_timeout_min
     overruns = sum(1 for r in rows if timeout is not None and (r.number("elapsed_min") or 0.0) > timeout)
-    rules = _rules(campaign, attempted, best, now)
+    open_now = runs.open_runs(paths, rows)
+    rules = stop_rules(campaign, attempted, best, now, len(runs.live(open_now)))
     return LedgerStatus(
         campaign=campaign.campaign,
         metric=campaign.metric,
@@ -141,4 +153,7 @@ def ledger_status(paths: LedgerPaths, now: datetime | None = None) -> LedgerStat
         rules=rules,
         stop=any(rule.met for rule in rules),
         default_rule=campaign.default_rule,
+        branch_prefix=campaign.prefix(),
+        runs=[_brief(row) for row in sorted(rows, key=lambda r: r.index)],
+        open_runs=open_now,
     )
