@@ -10,15 +10,8 @@ from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record
 from ..ledger.campaign import now_utc
 from ..ledger.gitinfo import read_git, warnings_for
 from ._common import emit, json_option
+from .ledger_common import campaign_option, dir_option, render_record
 from .ledger_text import render as render_status
-
-dir_option = click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Ledger folder (results.tsv + campaign.json). Default: reports/auto_research/<campaign>.",
-)
-campaign_option = click.option("--campaign", help="Campaign name; locates the default --dir.")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -290,23 +283,7 @@ def record_cmd(
     result = record_run(paths, run, source, dry_run=dry_run)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
-    emit(result, as_json, _render_record)
-
-
-def _render_record(result) -> str:
-    row = result.row
-    verb = "recorded" if result.written else "would record (dry run)"
-    text = f"{verb} #{result.index} {row['branch']} {result.status}"
-    if result.status != "crash":
-        text += f": {row['metric_name']} = {row['metric_value']:.6g}"
-        if row["ci_low"] is not None and row["ci_high"] is not None:
-            text += f" [{row['ci_low']:.6g}, {row['ci_high']:.6g}]"
-    text += f"\n  suggestion: {result.suggested or 'crash'} ({result.reason})"
-    if row["compared_to"]:
-        text += f"\n  compared to {row['compared_to']}"
-    if result.overridden:
-        text += "\n  status overrides the suggestion (noted in the description)"
-    return text + f"\n  ledger: {result.ledger}\n  next: ngrp ledger status"
+    emit(result, as_json, render_record)
 
 
 @command.command("status")
@@ -330,3 +307,13 @@ def status_cmd(campaign, directory, as_json):
     result = ledger_status(resolve_dir(directory, campaign))
     emit(result, as_json, render_status)
     return 1 if result.stop else 0
+
+
+def _register() -> None:
+    """The subcommands that live in their own modules."""
+    from .ledger_run import run_cmd
+
+    command.add_command(run_cmd)
+
+
+_register()

@@ -73,6 +73,13 @@ def suggest(
     if ref is None:
         return Suggestion("keep", "first scored run: it is the baseline", "")
     ref_profile = Path(ref.fields["profile_path"]) if ref.fields["profile_path"] else None
+    if profile is not None and ref_profile is not None and ref_profile.resolve() == profile.resolve():
+        return Suggestion(
+            "discard",
+            f"this run's profile is the file #{ref.index} recorded ({profile}): it was overwritten, so there "
+            "is nothing to pair with; write each run's profile to a path of its own",
+            f"#{ref.index} same profile file",
+        )
     if profile is not None and ref_profile is not None and ref_profile.exists():
         metric = compare_metric or campaign.compare_metric
         return _paired(campaign.compare_direction, ref, ref_profile, profile, metric)

@@ -98,3 +98,8 @@ def changed_paths(repo: Path, limit: int = 200) -> list[str] | None:
     if done is None or done.returncode != 0:
         return None
     return [line[3:] for line in done.stdout.splitlines()[:limit] if len(line) > 3]
+
+
+def toplevel(repo: Path) -> Path | None:
+    out = _git(repo, "rev-parse", "--show-toplevel")
+    return None if out is None else Path(out)

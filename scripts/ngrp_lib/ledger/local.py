@@ -213,9 +213,13 @@ def run_local(
     echo: BinaryIO | None = None,
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
+    stop: StopRequest | None = None,
 ) -> Outcome:
     """Run `argv` to its end (or its timeout) and say how it ended. The log gets stdout and stderr."""
-    with StopRequest() as stop, _subreaper(), open(log_path, "ab") as log:
+    with contextlib.ExitStack() as stack:
+        stop = stop or stack.enter_context(StopRequest())
+        stack.enter_context(_subreaper())
+        log = stack.enter_context(open(log_path, "ab"))
         token = f"{os.getpid()}-{time.time_ns()}"
         proc = subprocess.Popen(
             list(argv),

@@ -61,6 +61,16 @@ def reserve(paths: LedgerPaths, rows: list[LedgerRow]) -> RunSlot:
     return RunSlot(index, folder)
 
 
+def release(slot: RunSlot) -> None:
+    """Give back a reservation whose command never started (sbatch refused it, exec failed): remove
+    what ngrp wrote there, and the folder if nothing else is in it."""
+    slot.record.unlink(missing_ok=True)
+    if slot.log.is_file() and slot.log.stat().st_size == 0:
+        slot.log.unlink()
+    with contextlib.suppress(OSError):
+        slot.folder.rmdir()
+
+
 def write_record(slot: RunSlot, data: dict[str, Any]) -> None:
     write_json(slot.record, {"schema": RUN_SCHEMA, "index": slot.index, **data}, overwrite=True, indent=True)
 
