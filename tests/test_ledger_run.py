@@ -41,10 +41,23 @@ def check(result, code: int):
 def repo(tmp_path, run_ngrp) -> Path:
     repo = make_repo(tmp_path / "repo")
     check(
-        run_ngrp("ledger", "init", "--campaign", "c1", "--metric", "score", "--direction", "max",
-                 "--max-experiments", "8", "--per-run-timeout", "2m", cwd=repo),
+        run_ngrp(
+            "ledger",
+            "init",
+            "--campaign",
+            "c1",
+            "--metric",
+            "score",
+            "--direction",
+            "max",
+            "--max-experiments",
+            "8",
+            "--per-run-timeout",
+            "2m",
+            cwd=repo,
+        ),
         0,
-    )  # fmt: skip
+    )
     return repo
 
 
@@ -100,8 +113,14 @@ def test_a_run_that_prints_its_metric_is_kept_and_logged(run_ngrp, repo):
 
 def test_timeout_stops_the_whole_process_group(run_ngrp, repo):
     start = time.monotonic()
-    data = run(run_ngrp, repo, "bash", "-c", "sleep 60 & sleep 60 & (setsid sleep 61 &); sleep 60",
-               options=("--timeout", "2s", "--grace", "1"))  # fmt: skip
+    data = run(
+        run_ngrp,
+        repo,
+        "bash",
+        "-c",
+        "sleep 60 & sleep 60 & (setsid sleep 61 &); sleep 60",
+        options=("--timeout", "2s", "--grace", "1"),
+    )
     assert time.monotonic() - start < 30
     assert data["run_class"] == "timeout" and data["status"] == "crash"
     assert data["outcome"]["timed_out"] is True and data["outcome"]["signal"] == signal.SIGTERM
@@ -114,8 +133,14 @@ def test_timeout_stops_the_whole_process_group(run_ngrp, repo):
 
 
 def test_sigterm_ignored_means_sigkill_after_the_grace(run_ngrp, repo):
-    data = run(run_ngrp, repo, "bash", "-c", "trap '' TERM; sleep 60; sleep 60",
-               options=("--timeout", "1s", "--grace", "1"))  # fmt: skip
+    data = run(
+        run_ngrp,
+        repo,
+        "bash",
+        "-c",
+        "trap '' TERM; sleep 60; sleep 60",
+        options=("--timeout", "1s", "--grace", "1"),
+    )
     assert data["run_class"] == "timeout" and data["outcome"]["signal"] == signal.SIGKILL
     assert group_left(data["outcome"]["pgid"]) == []
 
@@ -123,8 +148,11 @@ def test_sigterm_ignored_means_sigkill_after_the_grace(run_ngrp, repo):
 @pytest.mark.parametrize(
     ("script", "run_class", "evidence"),
     [
-        ("echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1", "oom",
-         "CUDA out of memory"),
+        (
+            "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB'; exit 1",
+            "oom",
+            "CUDA out of memory",
+        ),
         ("echo working; exit 137", "oom", ""),
         ("echo 'step 40 loss nan'; echo 'score=0.5'", "nan", "loss nan"),
         ("echo 'step 40 loss: 0.31'", "no_metric", ""),
@@ -132,7 +160,7 @@ def test_sigterm_ignored_means_sigkill_after_the_grace(run_ngrp, repo):
         ("echo 'Traceback: boom' >&2; exit 3", "exit:3", "Traceback: boom"),
         ("kill -SEGV $$", "killed", ""),
     ],
-)  # fmt: skip
+)
 def test_each_ending_is_classified_and_recorded_as_a_crash(run_ngrp, repo, script, run_class, evidence):
     data = run(run_ngrp, repo, "bash", "-c", script)
     assert data["run_class"] == run_class and data["status"] == "crash"
@@ -172,8 +200,17 @@ def test_metric_from_a_json_the_run_writes_and_the_nearest_key_paths(run_ngrp, r
     assert (row["metric_value"], row["ci_low"], row["ci_high"], row["n_tasks"]) == (0.4, 0.3, 0.5, 50)
     miss = run_with("pass_at_k.k=1")
     assert miss["run_class"] == "no_metric" and "overall.pass_at_k.k=1" in miss["detail"]
-    record = run_ngrp("ledger", "record", "--campaign", "c1", "--from-json", "m.json", "--metric-key",
-                      "pass_at_k.k=1", cwd=repo)  # fmt: skip
+    record = run_ngrp(
+        "ledger",
+        "record",
+        "--campaign",
+        "c1",
+        "--from-json",
+        "m.json",
+        "--metric-key",
+        "pass_at_k.k=1",
+        cwd=repo,
+    )
     assert "nearest key paths: overall.pass_at_k.k=1" in check(record, 3).stderr
 
 
@@ -211,21 +248,57 @@ def test_paired_keep_and_discard_against_the_best_run(run_ngrp, repo, tmp_path):
 
 def test_refused_once_a_stop_rule_is_met(run_ngrp, tmp_path):
     repo = make_repo(tmp_path / "r")
-    check(run_ngrp("ledger", "init", "--campaign", "c1", "--metric", "score", "--direction", "max",
-                   "--max-experiments", "2", cwd=repo), 0)  # fmt: skip
+    check(
+        run_ngrp(
+            "ledger",
+            "init",
+            "--campaign",
+            "c1",
+            "--metric",
+            "score",
+            "--direction",
+            "max",
+            "--max-experiments",
+            "2",
+            cwd=repo,
+        ),
+        0,
+    )
     run(run_ngrp, repo, "bash", "-c", "echo score=0.1")
     run(run_ngrp, repo, "bash", "-c", "exit 2")
     marker = repo / "ran.txt"
-    refused = run_ngrp("ledger", "run", "--campaign", "c1", "--metric-regex", SCORE, "--", "bash", "-c",
-                       f"touch {marker}", cwd=repo)  # fmt: skip
+    refused = run_ngrp(
+        "ledger",
+        "run",
+        "--campaign",
+        "c1",
+        "--metric-regex",
+        SCORE,
+        "--",
+        "bash",
+        "-c",
+        f"touch {marker}",
+        cwd=repo,
+    )
     assert "stop rule max_experiments is met" in check(refused, 1).stderr and refused.stdout == ""
     assert not marker.exists() and len(rows(repo)) == 2
     assert sorted(p.name for p in (repo / LEDGER / "logs").iterdir()) == ["1", "2"]
 
 
 def test_two_runs_at_once_get_unique_indices(repo):
-    argv = [sys.executable, str(SCRIPT), "ledger", "run", "--campaign", "c1", "--json", "--quiet",
-            "--metric-regex", SCORE, "--"]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(SCRIPT),
+        "ledger",
+        "run",
+        "--campaign",
+        "c1",
+        "--json",
+        "--quiet",
+        "--metric-regex",
+        SCORE,
+        "--",
+    ]
     procs = [
         subprocess.Popen(
             [*argv, "bash", "-c", f"sleep 1; echo score=0.{i}"],
@@ -233,7 +306,7 @@ def test_two_runs_at_once_get_unique_indices(repo):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for i in (1, 2)
     ]
     outs = [p.communicate(timeout=120) for p in procs]
@@ -249,8 +322,22 @@ def test_two_runs_at_once_get_unique_indices(repo):
 
 
 def test_ctrl_c_stops_the_run_and_records_it(repo):
-    argv = [sys.executable, str(SCRIPT), "ledger", "run", "--campaign", "c1", "--json", "--quiet",
-            "--metric-regex", SCORE, "--", "bash", "-c", "sleep 60 & sleep 60"]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(SCRIPT),
+        "ledger",
+        "run",
+        "--campaign",
+        "c1",
+        "--json",
+        "--quiet",
+        "--metric-regex",
+        SCORE,
+        "--",
+        "bash",
+        "-c",
+        "sleep 60 & sleep 60",
+    ]
     proc = subprocess.Popen(argv, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     record = repo / LEDGER / "logs" / "1" / "run.json"
     deadline = time.monotonic() + 30
@@ -290,8 +377,10 @@ def test_refusals_before_anything_runs(run_ngrp, repo):
         "needs --metric-key"
         in check(run_ngrp(*base, "--metric-from-json", "x.json", "--", "true", cwd=repo), 2).stderr
     )
-    assert "more than zero" in check(run_ngrp(*base, "--metric-regex", SCORE, "--timeout", "0", "--", "true",
-                                              cwd=repo), 2).stderr  # fmt: skip
+    assert (
+        "more than zero"
+        in check(run_ngrp(*base, "--metric-regex", SCORE, "--timeout", "0", "--", "true", cwd=repo), 2).stderr
+    )
     assert not (repo / LEDGER / "logs").exists() and rows(repo) == []
 
 

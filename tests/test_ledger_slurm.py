@@ -59,8 +59,24 @@ def repo(tmp_path, run_ngrp, slurm_cluster) -> Path:
 
 
 def slurm_run(run_ngrp, cluster, repo: Path, script: str, *options: str) -> dict:
-    argv = ["ledger", "run", "--campaign", "c1", "--json", "--quiet", "--launcher", "slurm", "--metric-regex",
-            SCORE, "--sbatch-arg=--cpus-per-task=1", *options, "--", "bash", "-c", script]  # fmt: skip
+    argv = [
+        "ledger",
+        "run",
+        "--campaign",
+        "c1",
+        "--json",
+        "--quiet",
+        "--launcher",
+        "slurm",
+        "--metric-regex",
+        SCORE,
+        "--sbatch-arg=--cpus-per-task=1",
+        *options,
+        "--",
+        "bash",
+        "-c",
+        script,
+    ]
     result = run_ngrp(*argv, cwd=repo, env=cluster.env)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
@@ -105,8 +121,21 @@ def test_slurm_timeout_cancels_the_job(run_ngrp, slurm_cluster, repo):
 
 
 def test_local_run_inside_a_slurm_job_records_its_job_id(run_ngrp, slurm_cluster, repo, tmp_path):
-    inner = [sys.executable, str(SCRIPT), "ledger", "run", "--campaign", "c1", "--quiet",
-             "--metric-regex", SCORE, "--", "bash", "-c", "echo score=0.4"]  # fmt: skip
+    inner = [
+        sys.executable,
+        str(SCRIPT),
+        "ledger",
+        "run",
+        "--campaign",
+        "c1",
+        "--quiet",
+        "--metric-regex",
+        SCORE,
+        "--",
+        "bash",
+        "-c",
+        "echo score=0.4",
+    ]
     job = slurm_cluster.sbatch(f"--output={tmp_path / 'job.out'}", f"--wrap={shlex.join(inner)}", cwd=repo)
     assert job.returncode == 0, (tmp_path / "job.out").read_text()
     row = read_ledger(repo / LEDGER / "results.tsv")[0]

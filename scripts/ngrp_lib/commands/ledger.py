@@ -311,9 +311,11 @@ def status_cmd(campaign, directory, as_json):
 
 def _register() -> None:
     """The subcommands that live in their own modules."""
+    from .ledger_branch import branch_cmd
     from .ledger_run import run_cmd
 
     command.add_command(run_cmd)
+    command.add_command(branch_cmd)
 
 
 _register()

@@ -109,8 +109,8 @@ def timeout_seconds(req: RunRequest, campaign: Campaign, now: datetime, warnings
             raise UsageError(f"--timeout must be more than zero, not {req.timeout!r}")
         limit = campaign.per_run_timeout_min
         if limit is not None and seconds > limit * 60.0:
-            warnings.append(f"--timeout {req.timeout} is longer than the campaign's per-run timeout "
-                            f"({limit:g} min): a run that overruns it counts as a failure")  # fmt: skip
+            longer = f"--timeout {req.timeout} is longer than the campaign's per-run timeout ({limit:g} min)"
+            warnings.append(f"{longer}: a run that overruns it counts as a failure")
     else:
         seconds = None if campaign.per_run_timeout_min is None else campaign.per_run_timeout_min * 60.0
     deadline = campaign.deadline_at()

@@ -163,8 +163,8 @@ def run_slurm(
     with contextlib.ExitStack() as stack:
         stop = stop or stack.enter_context(StopRequest())
         start = time.monotonic()
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env)  # fmt: skip
+        pipe = subprocess.PIPE
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, env=env)
         job, follow = _Job(proc), _Follow(log_path, echo)
         while proc.poll() is None:
             job.read_id()
