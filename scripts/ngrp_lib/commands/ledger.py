@@ -313,9 +313,10 @@ def _register() -> None:
     """The subcommands that live in their own modules."""
     from .ledger_branch import branch_cmd
     from .ledger_run import run_cmd
+    from .ledger_session import checkpoint_cmd, handoff_cmd
 
-    command.add_command(run_cmd)
-    command.add_command(branch_cmd)
+    for sub in (run_cmd, branch_cmd, checkpoint_cmd, handoff_cmd):
+        command.add_command(sub)
 
 
 _register()

@@ -16,9 +16,9 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .outcome import Outcome, StopRequest
 from .procwatch import GpuProbe, Proc, scan, tree, tree_rss
@@ -214,8 +214,10 @@ def run_local(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     stop: StopRequest | None = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
-    """Run `argv` to its end (or its timeout) and say how it ended. The log gets stdout and stderr."""
+    """Run `argv` to its end (or its timeout) and say how it ended. The log gets stdout and stderr.
+    `on_start` is told the command's process group once it runs."""
     with contextlib.ExitStack() as stack:
         stop = stop or stack.enter_context(StopRequest())
         stack.enter_context(_subreaper())
@@ -231,6 +233,8 @@ def run_local(
             cwd=cwd,
         )
         run = _LocalRun(proc, log, echo, _Tree(proc.pid, grace_s, token))
+        if on_start is not None:
+            on_start({"pgid": proc.pid})
         try:
             while True:
                 run.pump()

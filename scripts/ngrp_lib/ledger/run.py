@@ -153,6 +153,7 @@ class _Experiment:
             "echo": req.echo,
             "env": env,
             "stop": stop,
+            "on_start": self._started,
         }
         if req.launcher == "slurm":
             from .slurm import run_slurm
@@ -162,6 +163,11 @@ class _Experiment:
         from .local import run_local
 
         return run_local(req.argv, slot.log, **common)
+
+    def _started(self, handle: dict[str, Any]) -> None:
+        """The command's process group (or Slurm job id) in run.json: what to stop if ngrp dies."""
+        self.note.update(handle)
+        runs.write_record(self.slot, self.note)
 
     def _conclude(self, outcome: Outcome, before: set[str]) -> RunResult:
         verdict, reading = self._verdict(outcome)

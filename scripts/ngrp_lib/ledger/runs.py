@@ -121,6 +121,7 @@ class OpenRun:
     log: str
     launcher: str
     job_id: str
+    pgid: int | None  # the command's process group (local): `kill -TERM -- -<pgid>` stops a stale run
     owner_alive: bool | None  # False: the `ngrp` that started it is gone (stale); None: another host
 
     def to_json(self) -> dict[str, Any]:
@@ -142,6 +143,7 @@ def open_runs(paths: LedgerPaths, rows: list[LedgerRow]) -> list[OpenRun]:
                 log=str(folder / LOG_FILE),
                 launcher=str(record.get("launcher", "local")),
                 job_id=str(record.get("job_id", "none")),
+                pgid=record.get("pgid") if isinstance(record.get("pgid"), int) else None,
                 owner_alive=alive(record) if record else False,
             )
         )

@@ -18,9 +18,9 @@ import selectors
 import shlex
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .outcome import Outcome, StopRequest
 
@@ -156,8 +156,10 @@ def run_slurm(
     echo: BinaryIO | None = None,
     env: dict[str, str] | None = None,
     stop: StopRequest | None = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
 ) -> Outcome:
-    """Submit, wait, classify the job's end. `grace_s` is Slurm's KillWait here (noted, not applied)."""
+    """Submit, wait, classify the job's end. `grace_s` is Slurm's KillWait here (noted, not applied).
+    `on_start` is told the job id once sbatch prints it."""
     command = sbatch_command(argv, log_path, job_name=job_name, timeout_s=timeout_s, extra=sbatch_args)
     out = Outcome("slurm", None)
     with contextlib.ExitStack() as stack:
@@ -167,7 +169,10 @@ def run_slurm(
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, env=env)
         job, follow = _Job(proc), _Follow(log_path, echo)
         while proc.poll() is None:
-            job.read_id()
+            if job.job_id is None:
+                job.read_id()
+                if job.job_id is not None and on_start is not None:
+                    on_start({"job_id": job.job_id})
             now = time.monotonic()
             job.poll_state(now)
             follow.pump()
