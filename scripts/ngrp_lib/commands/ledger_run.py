@@ -68,15 +68,19 @@ from .ledger_common import campaign_option, dir_option, render_record
 @click.option(
     "--parent-ref", help="Branch or commit the experiment forked from (parent_commit = merge-base)."
 )
-@click.option("--quiet", is_flag=True, help="Write the command's output to the log only (no tee to stderr).")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Write the output to the log only (no tee to stderr): keeps a long run out of your context.",
+)
 @json_option
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
 def run_cmd(campaign, directory, quiet, as_json, argv, sbatch_args, metric_json, **options) -> int:
     """Run one experiment, classify how it ended, and record it in the ledger.
 
     Refuses to start (exit 1, naming the rule) when a stop rule is met; runs still going count as
-    attempted. The command runs in its own process group, its stdout and stderr teed to
-    <ledger>/logs/<index>/run.log (and to stderr unless --quiet). At the timeout the whole group gets
+    attempted. The command runs in its own process group (stdin /dev/null), its stdout and stderr
+    teed to <ledger>/logs/<index>/run.log (and to stderr unless --quiet). At the timeout the whole group gets
     SIGTERM, then SIGKILL after --grace; Ctrl-C does the same and the run is still recorded. The
     command sees NGRP_LEDGER_INDEX, NGRP_LEDGER_RUN_DIR (write artifacts there) and
     NGRP_LEDGER_CAMPAIGN.
@@ -92,19 +96,21 @@ def run_cmd(campaign, directory, quiet, as_json, argv, sbatch_args, metric_json,
       killed     ended by a signal, stopped with Ctrl-C, or a cancelled Slurm job
       exit:N     exited with status N
       no_metric  exit 0 but extraction found nothing: read the log's tail (shown)
-    Every class but ok is a crash row, the class and its evidence in the description.
-    Measured: elapsed time; memory_gb is the peak GPU memory of the run's processes where
-    nvidia-smi exists, else the process tree's peak resident memory (sampled every 0.5 s).
-    With --launcher slurm the command is submitted with `sbatch --wait` and classified from the
-    job's state (scontrol) and its log; SLURM_JOB_ID, when set, is recorded as job_id.
+
+    Every class but ok is a crash row, with the class and its evidence in the description.
+    memory_gb is the peak GPU memory of the run's processes where nvidia-smi exists, else the
+    process tree's peak resident memory (both sampled). With --launcher slurm the command is
+    submitted with `sbatch --wait` (the log must be on a file system the compute node shares) and
+    classified from the job's state (scontrol) and its log; the timeout counts from when the job
+    starts running. SLURM_JOB_ID, when set (a run inside an allocation), is recorded as job_id.
 
     \b
     Example:
-      ngrp ledger run --campaign prompt-v2 --timeout 90m --description "prompt: compact schema" \\
-          --metric-from-json runs/exp3/stats.json --metric-key overall.mean_reward.task_weighted \\
-          --profile runs/exp3/rollouts_reward_profiling.jsonl -- bash run_exp3.sh
+      ngrp ledger run --campaign prompt-v2 --timeout 90m --description "prompt: compact" \\
+          --metric-from-json '{run_dir}/stats.json' --metric-key overall.mean_reward.task_weighted \\
+          --profile '{run_dir}/rollouts_reward_profiling.jsonl' -- bash run_exp3.sh
       ngrp ledger run --campaign dapo --metric-regex 'val/reward=(?P<value>[0-9.]+)' \\
-          --launcher slurm --sbatch-arg=--gres=gpu:8 -- uv run examples/run_grpo.py --config exp3.yaml
+          --launcher slurm --sbatch-arg=--gres=gpu:8 -- uv run examples/run_grpo.py --config c.yaml
 
     \b
     Exit codes: 0 the run was recorded (whatever its class: read run_class), 1 refused because a
@@ -151,18 +157,11 @@ def render_run(result: RunResult) -> str:
     lines.extend(f"  note: {note}" for note in out.get("notes", []))
     if result.status == "crash":
         record = result.record
-        lines.append(f"recorded #{record['index']} {record['row']['branch']} crash ({result.run_class})")
-        lines.append(f"  ledger: {record['ledger']}\n  next: ngrp ledger status")
+        lines.append(f"recorded #{record.index} {record.row['branch']} crash ({result.run_class})")
+        lines.append(f"  ledger: {record.ledger}\n  next: ngrp ledger status")
     else:
-        lines.append(render_record(_Record(result.record)))
+        lines.append(render_record(result.record))
     if result.log_tail:
         lines.append("  last lines of the log:")
         lines.extend(f"  | {line}" for line in result.log_tail[-10:])
     return "\n".join(lines)
-
-
-class _Record:
-    """The record part of the JSON, with the attributes `render_record` reads."""
-
-    def __init__(self, data: dict) -> None:
-        self.__dict__.update(data)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 _VALUE_KEYS = ("value", "mean", "estimate", "point")
-_ITEM_FIELDS = ("k", "name", "id", "key", "metric", "agent", "group", "scope")
+_ITEM_FIELDS = ("k", "name", "id", "key", "metric", "task", "_ng_task_index", "agent", "group", "scope")
 MAX_PATHS = 5000  # a summary with more leaves than this is searched only this far
 
 
@@ -79,7 +79,7 @@ def nearest_paths(data: Any, key: str, limit: int = 5) -> list[str]:
     out: list[str] = []
     shapes: set[str] = set()
     for path in holding + last + close:
-        shape = ".".join("N" if part.isdigit() else part for part in path.split("."))
+        shape = ".".join("N" if _row_step(part) else part for part in path.split("."))
         if path not in out and shape not in shapes:  # one of per_task.0.x, per_task.1.x, ...
             out.append(path)
             shapes.add(shape)
@@ -91,9 +91,15 @@ def _contains(path: list[str], parts: list[str]) -> bool:
     return any(path[i : i + n] == parts for i in range(len(path) - n + 1))
 
 
+def _row_step(part: str) -> bool:
+    """A step to one row of a list (`0`, `task=3`); `k=4` picks an estimator, not a row."""
+    field, sep, _ = part.partition("=")
+    return part.isdigit() or (bool(sep) and field != "k")
+
+
 def _positional(path: str) -> int:
-    """Paths through list positions (one task's row) are rarely the campaign metric: rank them last."""
-    return sum(part.isdigit() for part in path.split("."))
+    """Paths through one row of a list (one task's) are rarely the campaign metric: rank them last."""
+    return sum(_row_step(part) for part in path.split("."))
 
 
 def _distance(path: str, wanted: str) -> float:

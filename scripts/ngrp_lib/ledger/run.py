@@ -46,7 +46,7 @@ class RunResult:
     log: str
     run_dir: str
     outcome: dict[str, Any]
-    record: dict[str, Any]
+    record: RecordResult
     memory_source: str | None  # gpu, host_rss, or None when not measured
     log_tail: list[str]  # the log's last lines (scrubbed) for every class but ok
     warnings: list[str]
@@ -56,7 +56,9 @@ class RunResult:
         return bool(self.outcome.get("stopped_by"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": RESULT_SCHEMA, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
+        out = {"schema": RESULT_SCHEMA, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
+        out["record"] = self.record.to_json()
+        return out
 
 
 def memory_of(outcome: Outcome) -> tuple[float | None, str | None]:
@@ -193,7 +195,7 @@ class _Experiment:
             log=str(self.slot.log),
             run_dir=str(self.slot.folder),
             outcome=outcome.to_json(),
-            record=record.to_json(),
+            record=record,
             memory_source=memory_of(outcome)[1],
             log_tail=[] if verdict.run_class == "ok" else tail_lines(read_tail(self.slot.log, 65536)),
             warnings=self.warnings + [w for w in record.warnings if w not in self.warnings],
