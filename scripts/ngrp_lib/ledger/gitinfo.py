@@ -93,8 +93,9 @@ def read_git(repo: Path, parent_ref: str | None = None) -> GitInfo:
 
 
 def changed_paths(repo: Path, limit: int = 200) -> list[str] | None:
-    """Paths git sees as modified or untracked (`status --porcelain`), at most `limit`; None outside git."""
-    done = run_git(repo, "status", "--porcelain", "--untracked-files=all")
+    """Paths git sees as modified or untracked (`status --porcelain`; a new folder is one entry), at most
+    `limit`; None outside git."""
+    done = run_git(repo, "status", "--porcelain", "--untracked-files=normal")
     if done is None or done.returncode != 0:
         return None
     return [line[3:] for line in done.stdout.splitlines()[:limit] if len(line) > 3]
