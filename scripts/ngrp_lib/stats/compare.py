@@ -149,25 +149,56 @@ def _mcnemar(na, ca, nb, cb) -> dict | None:
     }
 
 
+@dataclass(frozen=True)
+class FlipTest:
+    """The per-task test of B against A on pass counts: Fisher's exact test, q-values by Benjamini-Hochberg
+    over every task tested together; a task flipped when q < alpha."""
+
+    p_value: float
+    q_value: float | None
+    flipped: bool
+    direction: str  # better_in_b | worse_in_b | same (pass rates equal)
+
+
+def flip_tests(
+    successes_a: list[int], n_a: list[int], successes_b: list[int], n_b: list[int], alpha: float
+) -> list[FlipTest]:
+    """One FlipTest per task from its pass counts in A and B (every n > 0). Used by `compare` and by the
+    viewer's compare mode, so both call the same tasks flipped."""
+    p_values = [
+        fisher_exact_two_sided(cb, nb - cb, ca, na - ca)
+        for ca, na, cb, nb in zip(successes_a, n_a, successes_b, n_b, strict=True)
+    ]
+    out = []
+    for ca, na, cb, nb, p, q in zip(
+        successes_a, n_a, successes_b, n_b, p_values, benjamini_hochberg(p_values), strict=True
+    ):
+        rate_a, rate_b = ca / na, cb / nb
+        # the test is on pass counts, so is the direction (the mean reward can move the other way)
+        direction = "better_in_b" if rate_b > rate_a else "worse_in_b" if rate_b < rate_a else "same"
+        out.append(FlipTest(p, q, q is not None and q < alpha, direction))
+    return out
+
+
 def _flips(rows: list[TaskDiff], alpha: float) -> list[dict]:
-    for row in rows:
-        ca, cb = row.successes_a, row.successes_b
-        row.p_value = fisher_exact_two_sided(cb, row.n_b - cb, ca, row.n_a - ca)
-    for row, q in zip(rows, benjamini_hochberg([r.p_value for r in rows]), strict=False):
-        row.q_value = q
-    flagged = [r for r in rows if r.q_value is not None and r.q_value < alpha]
+    tests = flip_tests(
+        [r.successes_a for r in rows], [r.n_a for r in rows], [r.successes_b for r in rows],
+        [r.n_b for r in rows], alpha,
+    )  # fmt: skip
+    for row, test in zip(rows, tests, strict=True):
+        row.p_value, row.q_value = test.p_value, test.q_value
+    flagged = [(r, t) for r, t in zip(rows, tests, strict=True) if t.flipped]
     return [
         {
             "task": r.task,
             "agent": r.agent,
-            # the test is on pass counts, so is the direction (the mean reward can move the other way)
-            "direction": "better_in_b" if r.successes_b / r.n_b > r.successes_a / r.n_a else "worse_in_b",
+            "direction": t.direction,
             "a": f"{r.successes_a}/{r.n_a}",
             "b": f"{r.successes_b}/{r.n_b}",
             "p_value": r.p_value,
             "q_value": r.q_value,
         }
-        for r in sorted(flagged, key=lambda r: r.q_value)
+        for r, t in sorted(flagged, key=lambda rt: rt[0].q_value)
     ]
 
 
@@ -217,7 +248,7 @@ def compare_profiles(
     sb = successes(vb[defined], pass_threshold) if len(pairs) else None
     binary = sa is not None and sb is not None
     notes: list[str] = []
-    differing = [key for key, i, j in pairs if _task_data(da.samples[i]) != _task_data(db.samples[j])]
+    differing = [key for key, i, j in pairs if task_data(da.samples[i]) != task_data(db.samples[j])]
     if differing:
         task, agent = differing[0]
         notes.append(
@@ -273,8 +304,9 @@ def compare_profiles(
     )
 
 
-def _task_data(sample: dict) -> dict:
-    """What identifies a task in a profile row's `sample`: everything but the prompt and routing stamps."""
+def task_data(sample: dict) -> dict:
+    """What identifies a task in a profile row's `sample` (or a materialized input row): everything but the
+    prompt and routing stamps."""
     skip = ("responses_create_params", "agent_ref")
     return {k: v for k, v in sample.items() if k not in skip and not k.startswith("_")}
 
