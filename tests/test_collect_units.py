@@ -13,6 +13,7 @@ from ngrp_lib.collect import convert, verify
 from ngrp_lib.collect.routing import Endpoint, Router, load_endpoints, normalize_base_url, public_url
 from ngrp_lib.collect.state import CollectorLock
 from ngrp_lib.errors import InputError, UsageError
+from ngrp_lib.inspect.digest import response_text
 
 # ---- verifiers ------------------------------------------------------------------------------------
 
@@ -187,7 +188,7 @@ def test_response_from_chat_shape_and_tokens():
     assert message["content"] == [{"type": "output_text", "text": "4", "annotations": []}]
     assert message["prompt_token_ids"] == [1, 2, 3]
     assert message["generation_token_ids"] == [7, 8] and message["generation_log_probs"] == [-0.5, -1.5]
-    assert convert.output_text(response) == "4"
+    assert response_text(response) == "4"  # what the built-in verifiers read
 
 
 def test_response_from_chat_completed_and_errors():

@@ -125,9 +125,11 @@ def test_top_level_holds_only_the_shell_and_shared_basics():
         "audit",
         "collect",
         "commands",
+        "inspect",
         "ledger",
         "profile",
         "report",
         "serve",
         "stats",
+        "view",
     ]

@@ -248,14 +248,3 @@ def token_fields(chat: dict, choice: dict) -> dict:
         "generation_token_ids": generation,
         "generation_log_probs": logprobs,
     }
-
-
-def output_text(response: dict) -> str:
-    """The assistant's text: every output_text part of every message item, joined."""
-    parts = []
-    for item in response.get("output") or []:
-        if isinstance(item, dict) and item.get("type") == "message":
-            for part in item.get("content") or []:
-                if isinstance(part, dict) and part.get("type") == "output_text":
-                    parts.append(part.get("text") or "")
-    return "".join(parts)

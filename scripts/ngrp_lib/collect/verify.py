@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..errors import UsageError
-from .convert import output_text
+from ..inspect.digest import response_text
 
 BUILTINS = ("exact", "math", "mcq", "regex")
 
@@ -170,7 +170,7 @@ class Verifier:
         expected = row.get(self.answer_key)
         if expected is None:
             raise VerifyError(f"row has no {self.answer_key!r} field to compare with")
-        return self.check(output_text(response), str(expected))
+        return self.check(response_text(response), str(expected))
 
 
 class UrlVerifier:

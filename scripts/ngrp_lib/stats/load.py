@@ -14,6 +14,7 @@ from typing import Any
 from ..artifacts.jsonl import iter_rows
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
 from ..errors import FindingsError, InputError
+from ..inspect.digest import finish
 
 TaskKey = tuple[int, "str | None"]
 
@@ -158,10 +159,7 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
 
 
 def _is_truncated(row: dict) -> bool:
-    response = row.get("response")
-    if not isinstance(response, dict):
-        return False
-    return response.get("status") == "incomplete" or bool(response.get("incomplete_details"))
+    return finish(row.get("response")).truncated
 
 
 def _answer(value: Any) -> str | None:

@@ -1,0 +1,249 @@
+"""One pass over a rollouts file: the compact facts of every rollout and where its line is.
+
+A rollout's facts are its identity, agent, reward, output tokens and finish flags, plus the byte offset and
+length of its line, so any row can be read again later without holding it. `ngrp inspect` reads them in
+chunks (memory bounded by a chunk and the tasks), `ngrp view` and the report keep them whole.
+
+Reading follows the JSONL policy (blank lines skipped, a bad line is an error naming it), with one
+difference for a run still being written: the file is read up to the size it had when reading began, and a
+last line that is cut off (a collector mid-write) is skipped and counted, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..artifacts.jsonl import BLANK, TORN, Problem, hint_for, parse_line
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
+from ..errors import InputError
+from .digest import finish, last_user_message, reward_of, token_counts
+
+TRUNCATED, MASKED, ERRORED = 1, 2, 4  # flag bits; ERRORED: a status other than completed / incomplete
+CHUNK_ROWS = 4096
+PREVIEW_CHARS = 160
+
+
+def open_regular(path: Path) -> Any:
+    """Open a file for binary reading; refuse what is not a regular file (a FIFO would block, a folder fails
+    later with a confusing message)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    if not stat.S_ISREG(mode):
+        raise InputError("cannot read: not a regular file", path=path)
+    try:
+        return open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+
+
+@dataclass
+class ScanStats:
+    """What the pass saw besides rows: the denominators `inspect` and `view` state."""
+
+    path: str
+    size: int = 0  # bytes read (the file's size when reading began)
+    lines: int = 0
+    rows: int = 0
+    blank_lines: int = 0
+    torn_tail: bool = False
+    rows_without_key: int = 0
+
+    def notes(self) -> list[str]:
+        out = []
+        if self.torn_tail:
+            out.append(
+                f"{self.path}: the last line is cut off (a run still being written, or an interrupted "
+                "write); it was skipped"
+            )
+        if self.rows_without_key:
+            out.append(
+                f"{self.path}: {self.rows_without_key} row(s) without a valid {TASK_KEY} / {ROLLOUT_KEY} "
+                "were skipped (ngrp validate names them)"
+            )
+        return out
+
+
+def iter_lines(path: Path, stats: ScanStats) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, line without newline) of every non-blank line up to the size the file had
+    when reading began. Lines appended meanwhile are left for the next read."""
+    handle = open_regular(path)
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
+        stats.size = size
+        offset = line_no = 0
+        while offset < size:
+            chunk = handle.readline(size - offset)
+            if not chunk:
+                break
+            line_no += 1
+            start, offset = offset, offset + len(chunk)
+            terminated = chunk.endswith(b"\n")
+            raw = chunk.rstrip(b"\r\n") if terminated else chunk
+            if not raw.strip():
+                stats.blank_lines += 1
+                continue
+            if not terminated and offset >= size:
+                record = parse_line(raw, line_no, last_unterminated=True)
+                if isinstance(record, Problem) and record.kind == TORN:
+                    stats.torn_tail = True
+                    break
+            yield line_no, start, raw
+        stats.lines = line_no
+
+
+def parse_row(raw: bytes, line: int, path: Path) -> dict:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        data = None
+    if type(data) is dict:
+        return data
+    record = parse_line(raw, line)
+    if isinstance(record, Problem) and record.kind != BLANK:
+        raise InputError(record.message, path=path, line=line, hint=hint_for(record.kind))
+    return record.data  # pragma: no cover - parse_line agreed it is an object after all
+
+
+def read_at(handle: Any, offset: int, length: int) -> bytes:
+    return os.pread(handle.fileno(), length, offset)
+
+
+@dataclass
+class Facts:
+    """Column arrays (numpy), one entry per rollout, in file order. `agents[agent[i]]` is its agent name."""
+
+    task: Any
+    rollout: Any
+    agent: Any
+    reward: Any  # NaN: null, absent or not a number
+    tokens: Any  # output tokens; NaN where the usage has none
+    flags: Any
+    offset: Any
+    length: Any
+    line: Any
+    agents: list[str | None]
+
+    def __len__(self) -> int:
+        return int(self.task.size)
+
+    COLUMNS = ("task", "rollout", "agent", "reward", "tokens", "flags", "offset", "length", "line")
+
+    def subset(self, which: Any) -> Facts:
+        """The rollouts at `which` (a boolean mask or positions), in that order."""
+        return Facts(**{name: getattr(self, name)[which] for name in self.COLUMNS}, agents=self.agents)
+
+    @classmethod
+    def concat(cls, parts: list[Facts], agents: list[str | None]) -> Facts:
+        import numpy as np
+
+        if not parts:
+            empty = FactsBuilder().take()
+            empty.agents = agents
+            return empty
+        return cls(**{n: np.concatenate([getattr(p, n) for p in parts]) for n in cls.COLUMNS}, agents=agents)
+
+
+class FactsBuilder:
+    """Appends the facts of rows as they are read; `take()` hands out what was added since the last take."""
+
+    def __init__(self, *, previews: bool = False) -> None:
+        self.agents: list[str | None] = []
+        self._codes: dict[str | None, int] = {}
+        self.previews: dict[tuple[int, int], str] | None = {} if previews else None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._cols = {
+            "task": array("q"),
+            "rollout": array("q"),
+            "agent": array("i"),
+            "reward": array("d"),
+            "tokens": array("d"),
+            "flags": array("B"),
+            "offset": array("q"),
+            "length": array("q"),
+            "line": array("q"),
+        }
+
+    def code(self, name: str | None) -> int:
+        code = self._codes.get(name)
+        if code is None:
+            code = self._codes[name] = len(self.agents)
+            self.agents.append(name)
+        return code
+
+    def add(self, row: dict, line: int, offset: int, length: int) -> bool:
+        """Record one row; False (nothing recorded) when it has no valid identity key."""
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if not (is_index(task) and is_index(rollout)):
+            return False
+        code = self.code(agent_name(row))
+        reward = reward_of(row)
+        tokens = token_counts(row)[0]
+        done = finish(row.get("response"))
+        flags = (TRUNCATED if done.truncated else 0) | (MASKED if row.get("mask_sample") is True else 0)
+        if done.status not in ("completed", "incomplete"):
+            flags |= ERRORED
+        cols = self._cols
+        cols["task"].append(task)
+        cols["rollout"].append(rollout)
+        cols["agent"].append(code)
+        cols["reward"].append(float("nan") if reward is None else reward)
+        cols["tokens"].append(float("nan") if tokens is None else tokens)
+        cols["flags"].append(flags)
+        cols["offset"].append(offset)
+        cols["length"].append(length)
+        cols["line"].append(line)
+        if self.previews is not None and (task, code) not in self.previews:
+            self.previews[(task, code)] = last_user_message(row.get("responses_create_params"))[
+                :PREVIEW_CHARS
+            ]
+        return True
+
+    def take(self) -> Facts:
+        import numpy as np
+
+        cols = {
+            name: np.frombuffer(values, dtype=values.typecode)
+            if len(values)
+            else np.zeros(0, dtype=values.typecode)
+            for name, values in self._cols.items()
+        }
+        self._reset()
+        return Facts(**cols, agents=self.agents)
+
+    def pending(self) -> int:
+        return len(self._cols["task"])
+
+
+def scan(
+    path: Path | str, stats: ScanStats, *, previews: bool = False, chunk_rows: int | None = CHUNK_ROWS
+) -> Iterator[tuple[Facts, FactsBuilder]]:
+    """Yield the facts of the file `chunk_rows` rollouts at a time (all at once with None), with the builder
+    (its `agents` and `previews` cover every chunk so far). `stats` is filled in as the file is read."""
+    path = Path(path)
+    builder = FactsBuilder(previews=previews)
+    for line, offset, raw in iter_lines(path, stats):
+        stats.rows += 1
+        if not builder.add(parse_row(raw, line, path), line, offset, len(raw)):
+            stats.rows_without_key += 1
+        elif chunk_rows is not None and builder.pending() >= chunk_rows:
+            yield builder.take(), builder
+    yield builder.take(), builder
+
+
+def scan_all(path: Path | str, *, previews: bool = False) -> tuple[Facts, ScanStats, FactsBuilder]:
+    """The whole file's facts at once (the viewer's index and the report's explorer)."""
+    stats = ScanStats(str(path))
+    facts, builder = next(scan(path, stats, previews=previews, chunk_rows=None))
+    return facts, stats, builder
