@@ -1,0 +1,144 @@
+"""`ngrp inspect`: the rollouts behind a number, in the terminal or as JSON lines for an agent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import pass_threshold_option
+
+FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+@click.command("inspect")
+@click.argument("rollouts", type=FILE)
+@click.option(
+    "--inputs", type=FILE, help="Materialized inputs (default: <stem>_materialized_inputs.jsonl beside)."
+)
+@click.option("--profile", type=FILE, help="Reward profile (default: <stem>_reward_profiling.jsonl beside).")
+@click.option("--task", "tasks", type=int, multiple=True, metavar="N", help="Only task N (repeatable).")
+@click.option("--agent", metavar="NAME", help="Only rollouts of this agent (agent_ref.name).")
+@click.option("--failed", is_flag=True, help="Only scored rollouts with reward below the pass threshold.")
+@click.option(
+    "--passed", is_flag=True, help="Only scored rollouts with reward at or above the pass threshold."
+)
+@pass_threshold_option("Pass means reward >= X (default 1.0, as ngrp profile).")
+@click.option("--reward-min", type=float, metavar="X", help="Only rollouts with reward >= X.")
+@click.option("--reward-max", type=float, metavar="X", help="Only rollouts with reward <= X.")
+@click.option("--grep", metavar="REGEX", help="Only rollouts whose final text or reasoning matches REGEX.")
+@click.option(
+    "--where",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="Only tasks whose materialized input has FIELD (a.b for nested) equal to VALUE (repeatable).",
+)
+@click.option("--band", type=click.Choice(["all-fail", "mixed", "all-pass"]), help="Only tasks in this band.")
+@click.option("--truncated", is_flag=True, help="Only rollouts cut at the length limit (status incomplete).")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Show at most N rollouts (0: all).",
+)
+@click.option(
+    "--sort",
+    type=click.Choice(["task", "reward", "tokens"]),
+    default="task",
+    show_default=True,
+    help="task (then rollout), reward (lowest first) or tokens (most first).",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=20),
+    default=600,
+    show_default=True,
+    help="Cut each text to about N characters (the cut is marked; the end is kept).",
+)
+@click.option("--full", is_flag=True, help="Do not cut texts.")
+@click.option(
+    "--answer-key",
+    default="expected_answer",
+    show_default=True,
+    metavar="K",
+    help="Input field holding the expected answer.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object per rollout on stdout (schemas/inspect_rollout.schema.json); notes on stderr.",
+)
+def command(
+    rollouts: Path,
+    inputs: Path | None,
+    profile: Path | None,
+    tasks: tuple[int, ...],
+    agent: str | None,
+    failed: bool,
+    passed: bool,
+    pass_threshold: float | None,
+    reward_min: float | None,
+    reward_max: float | None,
+    grep: str | None,
+    where: tuple[str, ...],
+    band: str | None,
+    truncated: bool,
+    limit: int,
+    sort: str,
+    max_chars: int,
+    full: bool,
+    answer_key: str,
+    as_json: bool,
+) -> int:
+    """Show the rollouts behind a number: each selected rollout joined with its materialized input and
+    profile row by (_ng_task_index, _ng_rollout_index), under a header per task with its pass rate, n and
+    Wilson interval. Per rollout: key, agent, reward, output tokens, finish status (completed, or
+    incomplete and why), the prompt's last user message, the reasoning apart from the final answer, and
+    the verifier's extracted answer next to the expected one. Streams: works on a run still being
+    collected (a cut-off last line is skipped).
+
+    \b
+    Example:
+      ngrp inspect results/rollouts.jsonl --task 412
+      ngrp inspect results/rollouts.jsonl --failed --band mixed --sort tokens --limit 5
+      ngrp inspect results/rollouts.jsonl --where level=hard --grep 'boxed\\{\\}' --json > why.jsonl
+
+    \b
+    Exit codes: 0 ok (also when nothing matched), 2 bad options, 3 unreadable or malformed input.
+    """
+    import orjson
+
+    from ..inspect.join import resolve
+    from ..inspect.run import inspect_run
+    from ..inspect.select import make_selection
+    from .inspect_text import footer, render_lines
+
+    selection = make_selection(
+        tasks=tasks,
+        agent=agent,
+        passed=passed,
+        failed=failed,
+        threshold=pass_threshold,
+        reward_min=reward_min,
+        reward_max=reward_max,
+        grep=grep,
+        where=where,
+        band=band,
+        truncated=truncated,
+    )
+    result = inspect_run(
+        resolve(rollouts, inputs, profile), selection, sort=sort, limit=limit or None, answer_key=answer_key
+    )
+    cut = None if full else max_chars
+    out = click.get_text_stream("stdout")
+    if as_json:
+        for shown in result.rollouts():
+            out.write(orjson.dumps(shown.to_json(cut), option=orjson.OPT_APPEND_NEWLINE).decode())
+        click.echo(footer(result), err=True)
+        return 0
+    for line in render_lines(result, cut):
+        out.write(line + "\n")
+    click.echo(footer(result))
+    return 0
