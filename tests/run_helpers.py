@@ -122,6 +122,7 @@ def write_run(
         row = rollout_row(inp, flip=flip, truncate=truncate, script=key[0] == script_task)
         if key[0] == flipped_task:
             row["reward"] = 1.0 if flip else 0.0
+            row["is_correct"] = bool(flip)
         rows.append(row)
     random.Random(seed).shuffle(rows)
     materialized = folder / f"{name}_materialized_inputs.jsonl"

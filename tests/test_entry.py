@@ -99,6 +99,9 @@ def test_pip_install_ships_schemas(tmp_path):
     assert str(installed).startswith(str(env_dir)), installed
     shipped = sorted(p.name for p in (installed / "_schemas").glob("*.schema.json"))
     assert shipped == sorted(p.name for p in (REPO / "schemas").glob("*.schema.json"))
+    for folder in ("templates", "static"):  # the viewer's pages, package data too
+        source = sorted(p.name for p in (REPO / "scripts" / "ngrp_lib" / "view" / folder).iterdir())
+        assert sorted(p.name for p in (installed / "view" / folder).iterdir()) == source, folder
     ngrp = env_dir / "bin" / "ngrp"
     env = dict(os.environ, PATH=f"{env_dir / 'bin'}:{os.environ['PATH']}")
     out = subprocess.run(

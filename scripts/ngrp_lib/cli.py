@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
     "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
     "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),
+    "inspect": ("ngrp_lib.commands.inspect", "The rollouts behind a number: texts, rewards, verifiers."),
+    "view": ("ngrp_lib.commands.view", "Browse a run (or two) in a local web page: tasks, rollouts, flips."),
     "merge": ("ngrp_lib.commands.merge", "Merge rollout shards: dedupe identical keys, refuse conflicts."),
     "ledger": ("ngrp_lib.commands.ledger", "Research ledger: init campaigns, record runs, check stop rules."),
 }

@@ -1,0 +1,116 @@
+"""`ngrp view`: browse a run in a local web page (tasks, every rollout of a task, a diff of two runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import pass_threshold_option
+
+FILE = click.Path(path_type=Path, dir_okay=False)
+
+
+@click.command("view")
+@click.argument("rollouts", type=FILE)
+@click.option(
+    "--compare", "other", type=FILE, help="A second run's rollouts on the same tasks: adds compare mode."
+)
+@click.option(
+    "--inputs", type=FILE, help="Materialized inputs (default: <stem>_materialized_inputs.jsonl beside)."
+)
+@click.option(
+    "--compare-inputs", type=FILE, help="The second run's materialized inputs (default: beside it)."
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
+@pass_threshold_option("Pass means reward >= X (default 1.0, as ngrp profile).")
+@click.option(
+    "--answer-key",
+    default="expected_answer",
+    show_default=True,
+    metavar="K",
+    help="Input field holding the expected answer.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Compare mode: a task flipped when its BH q-value is below this (as ngrp compare).",
+)
+@click.option("--no-cache", is_flag=True, help="Index the file again and do not write the index cache.")
+def command(
+    rollouts: Path,
+    other: Path | None,
+    inputs: Path | None,
+    compare_inputs: Path | None,
+    host: str,
+    port: int,
+    pass_threshold: float | None,
+    answer_key: str,
+    alpha: float,
+    no_cache: bool,
+) -> int:
+    """Browse a run in a local web page: a task table (pass rate with n and Wilson interval, mean reward,
+    tokens, truncation, band; sortable, filtered by band, agent, reward, any input field and text), a page
+    per task with its prompt once and every rollout (reward, tokens, finish status, verifier fields,
+    reasoning folded), keyboard navigation, and with --compare the tasks paired by key with the flipped
+    ones first (the per-task test of ngrp compare) and A's and B's rollouts side by side.
+
+    The rollouts file is read once into a byte-offset index, cached outside the run folder
+    (~/.cache/ngrp/view-index, or $NGRP_CACHE_DIR) by file size and modification time; rows are read
+    back only when shown. Every page has a JSON twin (/tasks.json, /task/N.json, /compare.json).
+    Listens on 127.0.0.1 only unless --host says otherwise; Ctrl-C stops it.
+
+    \b
+    Example:
+      ngrp view results/rollouts.jsonl
+      ngrp view runs/B/rollouts.jsonl --compare runs/A/rollouts.jsonl --port 8800
+
+    \b
+    Exit codes: 0 stopped with Ctrl-C, 2 bad options or the port is taken, 3 unreadable or malformed input.
+    """
+    from ..errors import UsageError
+    from ..inspect.join import resolve
+    from ..profile.extras import DEFAULT_PASS_THRESHOLD
+    from ..view.app import make_app, serve
+    from ..view.compare import Pairs
+    from ..view.index import open_index
+    from ..view.queries import Views
+
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, not {alpha}")
+    threshold = DEFAULT_PASS_THRESHOLD if pass_threshold is None else pass_threshold
+
+    def load(path: Path, inputs_path: Path | None) -> Views:
+        index = open_index(
+            resolve(path, inputs_path), threshold=threshold, answer_key=answer_key, use_cache=not no_cache
+        )
+        how = "from the cache" if index.cached else "indexed"
+        click.echo(
+            f"{path}: {len(index.facts)} rollouts, {len(index.table)} tasks ({how} in {index.seconds:.1f} s)",
+            err=True,
+        )
+        return Views(index)
+
+    views = load(rollouts, inputs)
+    pairs = Pairs.build(load(other, compare_inputs), views, alpha) if other else None
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"warning: listening on {host}: anyone who can reach it can read this run", err=True)
+
+    def ready(url: str) -> None:
+        click.echo(
+            f"ngrp view: {url}" + (f"  (compare: {url}compare)" if pairs else "") + "  - Ctrl-C stops it",
+            err=False,
+        )
+
+    serve(make_app(views, pairs), host, port, ready)
+    click.echo("stopped", err=True)
+    return 0

@@ -1,0 +1,174 @@
+"""The viewer's web app (aiohttp): HTML pages, each with a `.json` twin, and the static CSS and JavaScript.
+
+    /                      task table            /tasks.json
+    /task/<index>?a=AGENT  one task's rollouts   /task/<index>.json
+    /compare               pairs, flips first    /compare.json          (with --compare)
+    /compare/task/<index>  A and B side by side  /compare/task/<index>.json
+
+Every page sends a Content-Security-Policy that allows only this server's own script and style files, so
+even a response that slipped past escaping could not run a script. Bad query values answer 400 with the
+reason, an unknown task 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..errors import UsageError
+from . import pages
+from .compare import Pairs
+from .markup import static_text
+from .queries import Params, Views, parse_params
+
+STATIC = {"view.css": "text/css", "view.js": "text/javascript"}
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+VIEWS: web.AppKey[Views] = web.AppKey("views", Views)
+PAIRS: web.AppKey[Any] = web.AppKey("pairs", object)
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    body = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    return web.Response(body=body, status=status, content_type="application/json", headers=HEADERS)
+
+
+def _html(markup: str, status: int = 200) -> web.Response:
+    return web.Response(
+        text=markup, status=status, content_type="text/html", charset="utf-8", headers=HEADERS
+    )
+
+
+def _error(request: web.Request, status: int, message: str) -> web.Response:
+    if request.path.endswith(".json"):
+        return _json({"error": message}, status)
+    body = pages.Markup("<h1>") + message + pages.Markup("</h1><p><a href='/'>back to the tasks</a></p>")
+    return _html(pages.page("error", body, name="error", run=""), status)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except UsageError as exc:
+        return _error(request, 400, exc.message)
+    except LookupError as exc:
+        return _error(request, 404, str(exc.args[0] if exc.args else exc))
+
+
+def _params(request: web.Request) -> Params:
+    return parse_params(request.query, request.app[VIEWS].index.threshold)
+
+
+def _task_key(request: web.Request) -> tuple[int, str | None]:
+    return int(request.match_info["task"]), request.query.get("a")
+
+
+async def tasks(request: web.Request) -> web.Response:
+    data = request.app[VIEWS].tasks(_params(request))
+    if request.path.endswith(".json"):
+        return _json(data)
+    return _html(pages.tasks_page(data, compare=request.app[PAIRS] is not None))
+
+
+async def task(request: web.Request) -> web.Response:
+    data = request.app[VIEWS].task(*_task_key(request), _params(request))
+    if request.path.endswith(".json"):
+        return _json(data)
+    return _html(pages.task_page(data, compare=request.app[PAIRS] is not None))
+
+
+def _pairs(request: web.Request) -> Pairs:
+    pairs = request.app[PAIRS]
+    if pairs is None:
+        raise LookupError("compare mode is off: start ngrp view with --compare OTHER_ROLLOUTS")
+    return pairs
+
+
+async def compare(request: web.Request) -> web.Response:
+    flipped = request.query.get("flipped") in ("1", "on", "true")
+    data = _pairs(request).page(_params(request), flipped_only=flipped)
+    if request.path.endswith(".json"):
+        return _json(data)
+    return _html(pages.compare_page(data, flipped, request.query.get("agent", "")))
+
+
+async def compare_task(request: web.Request) -> web.Response:
+    data = _pairs(request).task(*_task_key(request), _params(request))
+    if request.path.endswith(".json"):
+        return _json(data)
+    return _html(pages.compare_task_page(data))
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in STATIC:
+        raise LookupError(f"no static file {name}")
+    return web.Response(text=static_text(name), content_type=STATIC[name], headers=HEADERS)
+
+
+async def no_icon(request: web.Request) -> web.Response:
+    return web.Response(status=204, headers=HEADERS)
+
+
+def make_app(views: Views, pairs: Pairs | None = None) -> web.Application:
+    app = web.Application(middlewares=[errors])
+    app[VIEWS] = views
+    app[PAIRS] = pairs
+    app.router.add_get("/", tasks)
+    app.router.add_get("/tasks.json", tasks)
+    app.router.add_get(r"/task/{task:\d+}.json", task)
+    app.router.add_get(r"/task/{task:\d+}", task)
+    app.router.add_get("/compare", compare)
+    app.router.add_get("/compare.json", compare)
+    app.router.add_get(r"/compare/task/{task:\d+}.json", compare_task)
+    app.router.add_get(r"/compare/task/{task:\d+}", compare_task)
+    app.router.add_get("/static/{name}", static)
+    app.router.add_get("/favicon.ico", no_icon)
+    return app
+
+
+def url_for(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+async def _serve(app: web.Application, host: str, port: int, ready: Callable[[str], None]) -> None:
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise UsageError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                hint="pass another --port (0 picks a free one)",
+            ) from exc
+        bound = runner.addresses[0][1] if runner.addresses else port
+        ready(url_for(host, bound))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def serve(app: web.Application, host: str, port: int, ready: Callable[[str], None]) -> None:
+    """Serve until Ctrl-C or SIGTERM, then close the listener and return."""
+    asyncio.run(_serve(app, host, port, ready))

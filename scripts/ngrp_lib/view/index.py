@@ -1,0 +1,219 @@
+"""The viewer's index of a run: every rollout's facts and byte offset, built once and cached.
+
+The cache lives outside the run folder (`$NGRP_CACHE_DIR`, else `$XDG_CACHE_HOME/ngrp`, else
+`~/.cache/ngrp`, under `view-index/`), one `.npz` per rollouts file, named from the file's absolute path,
+size and modification time (and the inputs file's): a changed file is indexed again, an unchanged one
+opens without reading it. Rows are read back by offset only when a page shows them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..inspect.digest import RolloutDigest, digest
+from ..inspect.facts import Facts, ScanStats, open_regular, parse_row, read_at, scan_all
+from ..inspect.join import InputsIndex, RunPaths
+from ..inspect.tasks import TaskTable, summarize, tally
+
+FORMAT = 1  # bump when the cached arrays change
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("NGRP_CACHE_DIR")
+    if base:
+        return Path(base) / "view-index"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg or Path.home() / ".cache") / "ngrp" / "view-index"
+
+
+def _identity(path: Path | None) -> list[Any]:
+    if path is None:
+        return [None]
+    st = path.stat()
+    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+
+
+def _hash(value: Any, n: int) -> str:
+    return hashlib.sha256(orjson.dumps(value)).hexdigest()[:n]
+
+
+def cache_path(paths: RunPaths, directory: Path | None = None) -> Path:
+    """`<stem>-<hash of the path>-<hash of path, size and mtime of both files>.npz`."""
+    which = _hash(str(paths.rollouts.resolve()), 12)
+    state = _hash([FORMAT, _identity(paths.rollouts), _identity(paths.inputs)], 20)
+    return (directory or cache_dir()) / f"{paths.rollouts.stem[:40]}-{which}-{state}.npz"
+
+
+def _prune(path: Path) -> None:
+    """Remove the older indexes of the same file (a run still being collected changes at every look)."""
+    stem_and_file = path.name.rsplit("-", 1)[0]
+    for old in path.parent.iterdir():
+        if old != path and old.name.startswith(stem_and_file + "-") and old.suffix == ".npz":
+            old.unlink(missing_ok=True)
+
+
+@dataclass
+class RunIndex:
+    paths: RunPaths
+    facts: Facts
+    scan: ScanStats
+    previews: dict[tuple[int, int], str]  # (task, agent code) -> prompt preview from its first rollout
+    inputs: InputsIndex | None
+    answer_key: str
+    threshold: float
+    table: TaskTable | None = None
+    group: Any = None  # table position of each rollout
+    by_group: Any = None  # rollout positions sorted by (group, rollout index)
+    starts: Any = None  # by_group[starts[g]:starts[g + 1]] are group g's rollouts
+    cached: bool = False
+    seconds: float = 0.0
+    _handle: Any = None
+
+    def finish(self) -> RunIndex:
+        import numpy as np
+
+        table = summarize(tally(self.facts, self.threshold), self.facts.agents, self.threshold)
+        if self.inputs is not None:
+            agents = self.facts.agents
+            table.expected = np.array(
+                [
+                    self.inputs.expected(int(t), agents[int(a)])
+                    for t, a in zip(table.task, table.agent, strict=True)
+                ],
+                dtype=np.int64,
+            )
+        self.table = table
+        # the table is sorted by (task, agent code), so is this order: group ids match table positions
+        order = np.lexsort((self.facts.rollout, self.facts.agent, self.facts.task))
+        t, a = self.facts.task[order], self.facts.agent[order]
+        new = np.ones(t.size, dtype=bool)
+        new[1:] = (t[1:] != t[:-1]) | (a[1:] != a[:-1])
+        group_sorted = np.cumsum(new) - 1
+        self.group = np.empty(t.size, dtype=np.int64)
+        self.group[order] = group_sorted
+        self.by_group = order
+        self.starts = np.r_[np.flatnonzero(new), t.size].astype(np.int64)
+        return self
+
+    def agent_name(self, g: int) -> str | None:
+        return self.table.agents[int(self.table.agent[g])]
+
+    def rollouts_of(self, g: int) -> Any:
+        return self.by_group[self.starts[g] : self.starts[g + 1]]
+
+    def row(self, i: int) -> dict:
+        if self._handle is None:
+            self._handle = open_regular(self.paths.rollouts)
+        raw = read_at(self._handle, int(self.facts.offset[i]), int(self.facts.length[i]))
+        return parse_row(raw, int(self.facts.line[i]), self.paths.rollouts)
+
+    def input_row(self, g: int) -> dict | None:
+        return None if self.inputs is None else self.inputs.row(int(self.table.task[g]), self.agent_name(g))
+
+    def digest(self, i: int, g: int | None = None) -> tuple[RolloutDigest, dict, dict | None]:
+        """(digest, rollout row, input row) of rollout i."""
+        g = int(self.group[i]) if g is None else g
+        row, input_row = self.row(i), self.input_row(g)
+        d = digest(
+            row, input_row, line=int(self.facts.line[i]), threshold=self.threshold, answer_key=self.answer_key
+        )
+        return d, row, input_row
+
+    def preview(self, g: int) -> str:
+        return self.previews.get((int(self.table.task[g]), int(self.table.agent[g])), "")
+
+    def grown(self) -> bool:
+        """True when the rollouts file changed since it was indexed (a run still being collected)."""
+        try:
+            return self.paths.rollouts.stat().st_size != self.scan.size
+        except OSError:
+            return True
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        if self.inputs is not None:
+            self.inputs.close()
+
+
+def _save(path: Path, index: RunIndex) -> None:
+    import numpy as np
+
+    meta = {
+        "agents": index.facts.agents,
+        "previews": [[t, a, text] for (t, a), text in index.previews.items()],
+        "scan": index.scan.__dict__,
+        "inputs": None
+        if index.inputs is None
+        else {
+            "groups": [[t, a, *v] for (t, a), v in index.inputs.groups.items()],
+            "scan": index.inputs.stats.__dict__,
+        },
+    }
+    arrays = {name: getattr(index.facts, name) for name in Facts.COLUMNS}
+    arrays["meta"] = np.frombuffer(orjson.dumps(meta), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, path)
+    _prune(path)
+
+
+def _load(path: Path, paths: RunPaths, answer_key: str, threshold: float) -> RunIndex:
+    import numpy as np
+
+    with np.load(path, allow_pickle=False) as data:
+        meta = orjson.loads(data["meta"].tobytes())
+        facts = Facts(**{name: data[name] for name in Facts.COLUMNS}, agents=meta["agents"])
+    inputs = None
+    if meta["inputs"] is not None and paths.inputs is not None:
+        inputs = InputsIndex(paths.inputs, stats=ScanStats(**meta["inputs"]["scan"]))
+        for t, a, offset, length, count in meta["inputs"]["groups"]:
+            inputs.groups[(t, a)] = [offset, length, count]
+            inputs.by_task.setdefault(t, []).append(a)
+    previews = {(t, a): text for t, a, text in meta["previews"]}
+    return RunIndex(
+        paths, facts, ScanStats(**meta["scan"]), previews, inputs, answer_key, threshold, cached=True
+    )
+
+
+def open_index(
+    paths: RunPaths,
+    *,
+    threshold: float,
+    answer_key: str = "expected_answer",
+    use_cache: bool = True,
+    directory: Path | None = None,
+) -> RunIndex:
+    """The run's index: from the cache when the files are unchanged, else built (and cached)."""
+    import time
+
+    start = time.perf_counter()
+    where = cache_path(paths, directory)
+    index = None
+    if use_cache and where.is_file():
+        try:
+            index = _load(where, paths, answer_key, threshold)
+        except (OSError, ValueError, KeyError, TypeError):  # a damaged or foreign cache file: rebuild it
+            index = None
+    if index is None:
+        facts, stats, builder = scan_all(paths.rollouts, previews=True)
+        inputs = InputsIndex.build(paths.inputs) if paths.inputs else None
+        index = RunIndex(paths, facts, stats, builder.previews or {}, inputs, answer_key, threshold)
+        if use_cache:
+            with contextlib.suppress(OSError):  # a read-only home: the viewer works without its cache
+                _save(where, index)
+    index.finish()
+    index.seconds = time.perf_counter() - start
+    return index
