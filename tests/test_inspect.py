@@ -387,3 +387,59 @@ def test_explicit_inputs_and_profile_paths(tmp_path, run_ngrp):
     )
     lines = [json.loads(line) for line in res.stdout.splitlines()]
     assert all(item["profile"]["mean/reward"] == 0.75 and item["task"]["expected"] == 4 for item in lines)
+
+
+def test_parallel_scan_equals_the_serial_one(tmp_path):
+    import numpy as np
+
+    from ngrp_lib.inspect.facts import Facts, scan_all
+
+    rollouts, _ = write_run(tmp_path, tasks=40, repeats=3, agents=("a1", "a2"), truncate_every=4)
+    lines = rollouts.read_text().splitlines(keepends=True)
+    lines.insert(50, "\n")  # a blank line in the middle
+    rollouts.write_text("".join(lines) + '{"_ng_task_index": 1, "_ng_ro')  # and a torn tail
+    serial = scan_all(rollouts, previews=True, workers=1)
+    for workers in (2, 3):
+        parallel = scan_all(rollouts, previews=True, workers=workers)
+        for name in Facts.COLUMNS:
+            assert np.array_equal(getattr(serial[0], name), getattr(parallel[0], name)), name
+        assert parallel[0].agents == serial[0].agents and parallel[1] == serial[1]
+        assert parallel[2].previews == serial[2].previews
+    assert serial[1].torn_tail and serial[1].blank_lines == 1 and serial[1].rows == 240
+
+
+def test_parallel_scan_names_the_bad_line(tmp_path):
+    from ngrp_lib.errors import InputError
+    from ngrp_lib.inspect.facts import scan_all
+
+    rollouts, _ = write_run(tmp_path, tasks=20, repeats=4)
+    lines = rollouts.read_text().splitlines()
+    lines[70] = lines[70][:-3]
+    rollouts.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"{rollouts}:71:"):
+        scan_all(rollouts, workers=2)
+
+
+@pytest.mark.parametrize("block", [64, 1 << 22])
+def test_lines_holding_equals_a_row_by_row_search(tmp_path, monkeypatch, block):
+    from ngrp_lib.inspect import facts as facts_module
+    from ngrp_lib.inspect.facts import lines_holding, scan_all
+    from ngrp_lib.inspect.select import Needle
+
+    monkeypatch.setattr(facts_module, "BLOCK", block)  # tiny blocks: needles cut across block boundaries
+    rollouts, _ = write_run(tmp_path, tasks=12, repeats=3)
+    lines = rollouts.read_text().splitlines(keepends=True)
+    lines.insert(5, "  \n")
+    rollouts.write_text("".join(lines))
+    facts, stats, _ = scan_all(rollouts)
+    raw = [rollouts.read_bytes()[o : o + n] for o, n in zip(facts.offset, facts.length, strict=True)]
+    for text, fold in [
+        (b"try 2:", False),
+        (b"TRY 2:", True),
+        (b"boxed{71}", False),
+        (b"TASK 1", True),
+        (b"zzz", False),
+    ]:
+        mask = lines_holding(rollouts, Needle(text.lower() if fold else text, fold), facts, stats.size)
+        want = [(text.lower() in r.lower()) if fold else (text in r) for r in raw]
+        assert mask.tolist() == want, text

@@ -96,6 +96,11 @@ def test_reward_where_search_and_truncated_filters(views):
     }
 
 
+def test_search_ignores_case_and_reaches_the_reasoning(views):
+    assert [t["task"] for t in page(views, q="THINKING ABOUT TASK 11 ")["tasks"]] == [11]
+    assert page(views, q='"quoted" \\ text')["total"] == 0, "no raw shortcut for quotes and backslashes"
+
+
 def test_sort_by_pass_rate_both_ways(views):
     rates = [t["pass_rate"] for t in page(views, sort="pass_rate", per_page=100)["tasks"]]
     assert rates == sorted(rates)

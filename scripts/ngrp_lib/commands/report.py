@@ -38,6 +38,13 @@ from ._common import (
     type=click.Path(path_type=Path, dir_okay=False),
     help="HTML file to write (default: <profile stem>_report.html next to the profile).",
 )
+@click.option(
+    "--examples",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Explorer: example rollouts per task (a pass and a fail where both exist); 0: the task table only.",
+)
 @pass_threshold_option()
 @answer_key_option
 @bootstrap_option()
@@ -49,6 +56,7 @@ def command(
     rollouts: Path | None,
     other: Path | None,
     output: Path | None,
+    examples: int,
     pass_threshold: float | None,
     answer_key: str | None,
     n_bootstrap: int,
@@ -59,8 +67,10 @@ def command(
     """Write one self-contained HTML report (inline SVG plots, no external URLs, works offline).
 
     Headline table with task-clustered intervals and denominators, pass@k curve with bootstrap bands,
-    per-task pass-rate histogram, difficulty bands, reward vs length, failures by class, and with
-    --compare a paired comparison, per-task scatter and the list of tasks that flipped.
+    per-task pass-rate histogram, difficulty bands, reward vs length, failures by class, with
+    --compare a paired comparison, per-task scatter and the list of tasks that flipped, and an
+    offline explorer: the task table and up to --examples rollouts per task (from --rollouts, else the
+    rollouts file beside the profile), texts cut so the file stays small; `ngrp view` opens the whole run.
     Needs matplotlib: pip install '<this skill folder>[report]' (or pip install matplotlib).
 
     \b
@@ -81,9 +91,24 @@ def command(
         pass_threshold=pass_threshold, answer_key=answer_key, n_bootstrap=n_bootstrap, seed=seed
     )
     result = build_report(
-        profile, output, rollouts=rollouts, compare=other, settings=settings, overwrite=overwrite
+        profile,
+        output,
+        rollouts=rollouts,
+        compare=other,
+        settings=settings,
+        overwrite=overwrite,
+        examples=examples,
     )
-    emit(
-        result, as_json, lambda r: f"wrote {r.output} ({r.bytes} bytes, {r.n_plots} plots, {r.n_tasks} tasks)"
-    )
+    emit(result, as_json, _summary)
     return 0
+
+
+def _summary(r) -> str:
+    text = f"wrote {r.output} ({r.bytes / 1024:,.0f} KB, {r.n_plots} plots, {r.n_tasks} tasks)"
+    if r.explorer:
+        e = r.explorer
+        text += (
+            f"; explorer: {e['n_examples']} example rollouts of {e['n_tasks_with_examples']} tasks, "
+            f"{e['bytes'] / 1024:,.0f} KB"
+        )
+    return text

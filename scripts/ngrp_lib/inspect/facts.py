@@ -28,6 +28,7 @@ from .digest import finish, last_user_message, reward_of, token_counts
 
 TRUNCATED, MASKED, ERRORED = 1, 2, 4  # flag bits; ERRORED: a status other than completed / incomplete
 CHUNK_ROWS = 4096
+BLOCK = 1 << 22  # bytes read at a time
 PREVIEW_CHARS = 160
 
 
@@ -41,7 +42,7 @@ def open_regular(path: Path) -> Any:
     if not stat.S_ISREG(mode):
         raise InputError("cannot read: not a regular file", path=path)
     try:
-        return open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - the caller closes it
+        return open(path, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
 
@@ -73,31 +74,45 @@ class ScanStats:
         return out
 
 
-def iter_lines(path: Path, stats: ScanStats) -> Iterator[tuple[int, int, bytes]]:
+def iter_lines(
+    path: Path, stats: ScanStats, start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset, line without newline) of every non-blank line up to the size the file had
-    when reading began. Lines appended meanwhile are left for the next read."""
+    when reading began (or of the lines in [start, end), a range that starts and ends at line starts; line
+    numbers then count from `start`). Lines appended meanwhile are left for the next read."""
     handle = open_regular(path)
     with handle:
-        size = os.fstat(handle.fileno()).st_size
+        size = os.fstat(handle.fileno()).st_size if end is None else end
         stats.size = size
-        offset = line_no = 0
-        while offset < size:
-            chunk = handle.readline(size - offset)
-            if not chunk:
+        handle.seek(start)
+        line_no = 0
+        offset = read = start
+        rest = b""
+        while read < size:
+            block = handle.read(min(BLOCK, size - read))
+            if not block:
                 break
+            read += len(block)
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()
+            for raw in lines:
+                line_no += 1
+                start, offset = offset, offset + len(raw) + 1
+                if raw.endswith(b"\r"):
+                    raw = raw.rstrip(b"\r")
+                if not raw or raw.isspace():
+                    stats.blank_lines += 1
+                    continue
+                yield line_no, start, raw
+        if rest:  # a last line without its newline: a complete row, or a cut-off one being written
             line_no += 1
-            start, offset = offset, offset + len(chunk)
-            terminated = chunk.endswith(b"\n")
-            raw = chunk.rstrip(b"\r\n") if terminated else chunk
-            if not raw.strip():
+            record = parse_line(rest, line_no, last_unterminated=True)
+            if isinstance(record, Problem) and record.kind == TORN:
+                stats.torn_tail = True
+            elif rest.isspace():
                 stats.blank_lines += 1
-                continue
-            if not terminated and offset >= size:
-                record = parse_line(raw, line_no, last_unterminated=True)
-                if isinstance(record, Problem) and record.kind == TORN:
-                    stats.torn_tail = True
-                    break
-            yield line_no, start, raw
+            else:
+                yield line_no, offset, rest
         stats.lines = line_no
 
 
@@ -242,8 +257,133 @@ def scan(
     yield builder.take(), builder
 
 
-def scan_all(path: Path | str, *, previews: bool = False) -> tuple[Facts, ScanStats, FactsBuilder]:
-    """The whole file's facts at once (the viewer's index and the report's explorer)."""
+def lines_holding(path: Path, needle: Any, facts: Facts, size: int) -> Any:
+    """Mask of the rollouts whose line holds `needle` (an `inspect.select.Needle`), found by one sequential
+    pass over the file's bytes (case folded per block when asked) instead of reading rows one by one."""
+    import numpy as np
+
+    text, fold = needle.text, needle.ignore_case
+    starts = facts.offset
+    hits: list[int] = []
+    keep = max(len(text) - 1, 0)
+    with open_regular(path) as handle:
+        read, carry = 0, b""
+        while read < size:
+            block = handle.read(min(BLOCK, size - read))
+            if not block:
+                break
+            data = carry + block
+            base = read - len(carry)
+            hay = data.lower() if fold else data
+            at = hay.find(text)
+            while at >= 0:
+                hits.append(base + at)
+                end = hay.find(b"\n", at)  # one hit a line is enough
+                at = -1 if end < 0 else hay.find(text, end)
+            read += len(block)
+            carry = data[len(data) - keep :] if keep else b""
+    mask = np.zeros(len(facts), dtype=bool)
+    if hits and len(facts):
+        positions = np.asarray(hits, dtype=np.int64)
+        where = np.searchsorted(starts, positions, side="right") - 1
+        ok = where >= 0
+        where, positions = where[ok], positions[ok]
+        ok = positions < starts[where] + facts.length[where]  # not in a skipped (blank or keyless) line
+        mask[where[ok]] = True
+    return mask
+
+
+PARALLEL_MIN_BYTES = 64 << 20  # smaller files are read in one process
+
+
+def _scan_part(path: Path, start: int, end: int, previews: bool) -> tuple[Facts, ScanStats, dict | None]:
     stats = ScanStats(str(path))
-    facts, builder = next(scan(path, stats, previews=previews, chunk_rows=None))
-    return facts, stats, builder
+    builder = FactsBuilder(previews=previews)
+    for line, offset, raw in iter_lines(path, stats, start, end):
+        stats.rows += 1
+        if not builder.add(parse_row(raw, line, path), line, offset, len(raw)):
+            stats.rows_without_key += 1
+    return builder.take(), stats, builder.previews
+
+
+def _cuts(path: Path, size: int, parts: int) -> list[int]:
+    """Offsets splitting the file into about equal parts, each at the start of a line."""
+    cuts = [0]
+    with open(path, "rb") as handle:
+        for k in range(1, parts):
+            handle.seek(size * k // parts)
+            handle.readline()
+            cuts.append(min(handle.tell(), size))
+    return sorted(set(cuts + [size]))
+
+
+def _merge(parts: list[tuple[Facts, ScanStats, dict | None]], path: Path, size: int):
+    """One file's facts from its parts': line numbers made absolute, agent codes made common."""
+    import numpy as np
+
+    stats = ScanStats(str(path), size=size)
+    builder = FactsBuilder(previews=parts[0][2] is not None)
+    pieces = []
+    lines_before = 0
+    for facts, part, previews in parts:
+        codes = np.array([builder.code(a) for a in facts.agents] or [0], dtype=np.int32)
+        piece = facts.subset(slice(None))
+        piece.agent, piece.line = codes[facts.agent], facts.line + lines_before
+        pieces.append(piece)
+        for (task, code), text in (previews or {}).items():
+            builder.previews.setdefault((task, int(codes[code])), text)
+        stats.lines += part.lines
+        stats.rows += part.rows
+        stats.blank_lines += part.blank_lines
+        stats.rows_without_key += part.rows_without_key
+        stats.torn_tail = part.torn_tail  # only the last part can end in a cut-off line
+        lines_before += part.lines
+    return Facts.concat(pieces, builder.agents), stats, builder
+
+
+class PendingScan:
+    """A whole-file scan running in worker processes; `result()` waits for it."""
+
+    def __init__(self, path: Path | str, *, previews: bool, workers: int | None) -> None:
+        self.path = Path(path)
+        self.previews = previews
+        with open_regular(self.path) as handle:
+            self.size = os.fstat(handle.fileno()).st_size
+        if workers is None:
+            workers = min(2, os.cpu_count() or 1) if self.size >= PARALLEL_MIN_BYTES else 1
+        self.pool = None
+        self.futures: list = []
+        if workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            cuts = _cuts(self.path, self.size, workers)
+            self.futures = [
+                self.pool.submit(_scan_part, self.path, a, b, previews)
+                for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+            ]
+
+    def result(self) -> tuple[Facts, ScanStats, FactsBuilder]:
+        if self.pool is None:
+            stats = ScanStats(str(self.path))
+            facts, builder = next(scan(self.path, stats, previews=self.previews, chunk_rows=None))
+            return facts, stats, builder
+        try:
+            parts = [future.result() for future in self.futures]
+        except InputError:  # a part's line numbers count from its start: read again in order to name the line
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+            return self.result()
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown()
+        return _merge(parts, self.path, self.size)
+
+
+def scan_all(
+    path: Path | str, *, previews: bool = False, workers: int | None = 1
+) -> tuple[Facts, ScanStats, FactsBuilder]:
+    """The whole file's facts at once (the viewer's index and the report's explorer), read by `workers`
+    processes (None: two for a large file on a machine with two cores or more)."""
+    return PendingScan(path, previews=previews, workers=workers).result()

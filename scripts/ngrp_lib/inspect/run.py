@@ -145,12 +145,16 @@ def _pass2(
     answer_key: str,
 ) -> Iterator[Shown]:
     sel, table = result.selection, result.table
+    needle = sel.raw_needle() if not sel.grep_prompt else None
     handle = open_regular(result.paths.rollouts)
     try:
         for g, i in zip(groups, order, strict=True):
             if result.limit is not None and result.n_shown >= result.limit:
                 break
             raw = read_at(handle, int(facts.offset[i]), int(facts.length[i]))
+            if needle is not None and not needle.found_in(raw):
+                result.n_row_tested += 1
+                continue
             row = parse_row(raw, int(facts.line[i]), result.paths.rollouts)
             task, agent = int(facts.task[i]), table.agents[int(facts.agent[i])]
             input_row = inputs.row(task, agent) if inputs else None

@@ -23,6 +23,8 @@ from .digest import RolloutDigest
 from .facts import TRUNCATED, Facts
 from .tasks import TaskTable
 
+_JSON_VERBATIM = re.compile(r"[ !#-\[\]-~]+")  # printable ASCII but " and \\
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
 BAND_NAMES = {"all-fail": "all_fail", "mixed": "mixed", "all-pass": "all_pass"}
 SORTS = ("task", "reward", "tokens")
 
@@ -59,6 +61,17 @@ class Where:
 
 
 @dataclass(frozen=True)
+class Needle:
+    """A plain byte string to look for in raw lines (ASCII case folding when `ignore_case`)."""
+
+    text: bytes
+    ignore_case: bool
+
+    def found_in(self, raw: bytes) -> bool:
+        return self.text in (raw.lower() if self.ignore_case else raw)
+
+
+@dataclass(frozen=True)
 class Selection:
     tasks: frozenset[int] | None = None
     agent: str | None = None
@@ -68,6 +81,7 @@ class Selection:
     reward_max: float | None = None
     grep: re.Pattern | None = None
     grep_prompt: bool = False
+    grep_literal: str | None = None  # grep is this plain text (so a raw line can be ruled out unparsed)
     where: tuple[Where, ...] = ()
     band: str | None = None  # all_fail | mixed | all_pass
     truncated: bool = False
@@ -75,6 +89,19 @@ class Selection:
     @property
     def needs_rows(self) -> bool:
         return self.grep is not None or bool(self.where)
+
+    def raw_needle(self) -> Needle | None:
+        """Bytes a rollout's raw JSON line must hold for `grep` to match its texts, or None.
+
+        Only for a plain-text grep made of printable ASCII other than `"` and `\\`: JSON writes those
+        characters as they are, so text holding the literal puts it in the line too. Case folding is ASCII
+        only on both sides (grep is compiled with re.ASCII when it ignores case)."""
+        literal = self.grep_literal
+        if self.grep is None or literal is None or not _JSON_VERBATIM.fullmatch(literal):
+            return None
+        ignore_case = bool(self.grep.flags & re.IGNORECASE)
+        needle = literal.encode("ascii")
+        return Needle(needle.lower() if ignore_case else needle, ignore_case)
 
     def describe(self) -> list[str]:
         """The selection in words, for headers and the page's filter line."""
@@ -94,7 +121,9 @@ class Selection:
         if self.truncated:
             parts.append("truncated")
         parts += [f"where {w}" for w in self.where]
-        if self.grep is not None:
+        if self.grep is not None and self.grep_prompt and self.grep_literal is not None:
+            parts.append(f"text {self.grep_literal!r} in prompts and responses")
+        elif self.grep is not None:
             parts.append(f"grep /{self.grep.pattern}/" + (" (prompt too)" if self.grep_prompt else ""))
         return parts
 
@@ -114,6 +143,7 @@ def make_selection(
     reward_max: float | None = None,
     grep: str | None = None,
     grep_prompt: bool = False,
+    search: str | None = None,
     where: tuple[str, ...] | list[str] = (),
     band: str | None = None,
     truncated: bool = False,
@@ -135,12 +165,17 @@ def make_selection(
         raise UsageError(f"--reward-min {reward_min:g} is above --reward-max {reward_max:g}")
     if band is not None and band not in BAND_NAMES:
         raise UsageError(f"--band is one of {', '.join(BAND_NAMES)}, not {band!r}")
-    pattern = None
+    pattern, literal = None, None
+    if grep and search:
+        raise UsageError("a regular expression (--grep) and a text search exclude each other")
     if grep:
         try:
             pattern = re.compile(grep)
         except re.error as exc:
             raise UsageError(f"--grep {grep!r} is not a regular expression: {exc}") from exc
+        literal = grep if not _REGEX_SPECIAL & set(grep) else None
+    elif search:  # plain text, any (ASCII) case
+        pattern, literal = re.compile(re.escape(search), re.IGNORECASE | re.ASCII), search
     for task in tasks:
         if task < 0:
             raise UsageError(f"--task must be a task index (>= 0), not {task}")
@@ -153,6 +188,7 @@ def make_selection(
         reward_max=reward_max,
         grep=pattern,
         grep_prompt=grep_prompt,
+        grep_literal=literal,
         where=tuple(Where.parse(w) for w in where),
         band=BAND_NAMES.get(band) if band else None,
         truncated=truncated,

@@ -16,6 +16,8 @@ from ..artifacts.names import failures_path_for, manifest_path_for
 from ..numbers import num, pval
 from ..stats.summary import K_METRICS, StatsSettings, compute_stats
 from . import plots
+from .explorer import build_explorer, rollouts_beside
+from .explorer import styles as explorer_styles
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -38,6 +40,7 @@ class ReportResult:
     n_rollouts: int
     n_plots: int
     bytes: int
+    explorer: dict[str, Any] | None = None  # the explorer section: its rollouts file, counts and size
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -267,8 +270,11 @@ def build_report(
     compare: Path | str | None = None,
     settings: StatsSettings | None = None,
     overwrite: bool = False,
+    examples: int = 2,
 ) -> ReportResult:
-    """Render the report for a profile (and optional rollouts / second profile) into one HTML file."""
+    """Render the report for a profile (and optional rollouts / second profile) into one HTML file. The
+    explorer section shows up to `examples` rollouts per task from `rollouts` (else the rollouts file beside
+    the profile, by stem)."""
     from ..artifacts.jsonl import refuse_existing
 
     settings = settings or StatsSettings()
@@ -291,10 +297,13 @@ def build_report(
     ]
     if compare is not None:
         parts.append(_compare_section(Path(profile), Path(compare), settings))
+    found = _explorer(Path(profile), Path(rollouts) if rollouts else None, settings, examples)
+    parts.append(found[0])
     notes = "".join(f"<li>{_esc(n)}</li>" for n in stats["notes"])
     page = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ngrp report</title>"
-        f"<style>{CSS}</style></head><body>{''.join(parts)}<ul class='note'>{notes}</ul></body></html>"
+        f"<style>{CSS}{explorer_styles()}</style></head><body>{''.join(parts)}<ul class='note'>{notes}</ul>"
+        "</body></html>"
     )
     data = page.encode()
     with atomic_output(output, overwrite=overwrite) as handle:
@@ -307,4 +316,30 @@ def build_report(
         o["n_rollouts"],
         page.count("<svg"),
         len(data),
+        found[1],
     )
+
+
+def _explorer(
+    profile: Path, rollouts: Path | None, settings: StatsSettings, examples: int
+) -> tuple[str, dict[str, Any] | None]:
+    """The explorer section and its summary, or a note saying how to get one."""
+    from ..profile.extras import DEFAULT_PASS_THRESHOLD
+
+    source = rollouts or rollouts_beside(profile)
+    if source is None:
+        return (
+            "<h2 id='explorer'>Explorer</h2><p class='note'>No rollouts file (none given with --rollouts, "
+            "none beside the profile): pass --rollouts to see example rollouts of each task here.</p>"
+        ), None
+    threshold = DEFAULT_PASS_THRESHOLD if settings.pass_threshold is None else settings.pass_threshold
+    ex = build_explorer(source, threshold=threshold, examples=examples)
+    summary = {
+        "rollouts": str(source),
+        "n_tasks": ex.n_tasks,
+        "n_tasks_with_examples": ex.n_tasks_with_examples,
+        "n_examples": ex.n_examples,
+        "chars_per_text": ex.chars_per_text,
+        "bytes": ex.bytes,
+    }
+    return str(ex.html), summary

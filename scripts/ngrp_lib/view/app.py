@@ -26,7 +26,7 @@ from .compare import Pairs
 from .markup import static_text
 from .queries import Params, Views, parse_params
 
-STATIC = {"view.css": "text/css", "view.js": "text/javascript"}
+STATIC = {"components.css": "text/css", "view.css": "text/css", "view.js": "text/javascript"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'",

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..inspect.digest import RolloutDigest, digest
-from ..inspect.facts import Facts, ScanStats, open_regular, parse_row, read_at, scan_all
+from ..inspect.facts import Facts, PendingScan, ScanStats, open_regular, parse_row, read_at
 from ..inspect.join import InputsIndex, RunPaths
 from ..inspect.tasks import TaskTable, summarize, tally
 
@@ -109,11 +109,14 @@ class RunIndex:
     def rollouts_of(self, g: int) -> Any:
         return self.by_group[self.starts[g] : self.starts[g + 1]]
 
-    def row(self, i: int) -> dict:
+    def raw(self, i: int) -> bytes:
+        """Rollout i's line as it is in the file."""
         if self._handle is None:
             self._handle = open_regular(self.paths.rollouts)
-        raw = read_at(self._handle, int(self.facts.offset[i]), int(self.facts.length[i]))
-        return parse_row(raw, int(self.facts.line[i]), self.paths.rollouts)
+        return read_at(self._handle, int(self.facts.offset[i]), int(self.facts.length[i]))
+
+    def row(self, i: int) -> dict:
+        return parse_row(self.raw(i), int(self.facts.line[i]), self.paths.rollouts)
 
     def input_row(self, g: int) -> dict | None:
         return None if self.inputs is None else self.inputs.row(int(self.table.task[g]), self.agent_name(g))
@@ -195,8 +198,10 @@ def open_index(
     answer_key: str = "expected_answer",
     use_cache: bool = True,
     directory: Path | None = None,
+    workers: int | None = None,
 ) -> RunIndex:
-    """The run's index: from the cache when the files are unchanged, else built (and cached)."""
+    """The run's index: from the cache when the files are unchanged, else built (and cached). A large file
+    is read by two worker processes (`workers`, None: decided by size and cores)."""
     import time
 
     start = time.perf_counter()
@@ -208,8 +213,9 @@ def open_index(
         except (OSError, ValueError, KeyError, TypeError):  # a damaged or foreign cache file: rebuild it
             index = None
     if index is None:
-        facts, stats, builder = scan_all(paths.rollouts, previews=True)
-        inputs = InputsIndex.build(paths.inputs) if paths.inputs else None
+        pending = PendingScan(paths.rollouts, previews=True, workers=workers)
+        inputs = InputsIndex.build(paths.inputs) if paths.inputs else None  # while the workers read
+        facts, stats, builder = pending.result()
         index = RunIndex(paths, facts, stats, builder.previews or {}, inputs, answer_key, threshold)
         if use_cache:
             with contextlib.suppress(OSError):  # a read-only home: the viewer works without its cache

@@ -77,7 +77,7 @@ def rate_text(t: dict[str, Any]) -> tuple[str, str]:
     )
 
 
-def task_row(t: dict[str, Any], url: str) -> Markup:
+def task_row(t: dict[str, Any], url: str | None) -> Markup:
     rate, ci = rate_text(t)
     n = f"{t['n_rollouts']}" + (
         f"/{t['expected']}" if t.get("expected") not in (None, t["n_rollouts"]) else ""
@@ -88,8 +88,10 @@ def task_row(t: dict[str, Any], url: str) -> Markup:
     return render(
         "task_row",
         task=t["task"],
+        task_cell=(Markup('<a href="') + url + Markup('">') + str(t["task"]) + Markup("</a>"))
+        if url
+        else str(t["task"]),
         agent=t["agent"] if t["agent"] is not None else "",
-        url=url,
         preview=t.get("preview", ""),
         n=n,
         rate=rate,
@@ -103,7 +105,7 @@ def task_row(t: dict[str, Any], url: str) -> Markup:
 
 
 def task_table(
-    rows: list[dict[str, Any]], url: Callable[[dict], str], header: Callable[[str | None, str], Markup]
+    rows: list[dict[str, Any]], url: Callable[[dict], str | None], header: Callable[[str | None, str], Markup]
 ) -> Markup:
     headers = join(header(key, label) for key, label in COLUMNS)
     body = join(task_row(t, url(t)) for t in rows) or Markup(

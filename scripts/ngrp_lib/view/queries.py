@@ -9,7 +9,6 @@ through one does not repeat the work.
 from __future__ import annotations
 
 import math
-import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..errors import UsageError
+from ..inspect.digest import last_user_message
+from ..inspect.facts import lines_holding
 from ..inspect.select import Selection, make_selection, rollout_mask, row_ok, task_mask
 from .index import RunIndex
 
@@ -113,15 +114,12 @@ def parse_params(query: Mapping[str, Any], threshold: float) -> Params:
         threshold=threshold,
         reward_min=_float(query, "reward_min"),
         reward_max=_float(query, "reward_max"),
-        grep=None,
+        search=text or None,
+        grep_prompt=bool(text),
         where=_all(query, "where"),
         band=band,
         truncated=(query.get("truncated") or "") in ("1", "on", "true"),
     )
-    if text:  # the search box is plain text, any case, over prompts and responses
-        selection = Selection(
-            **{**selection.__dict__, "grep": re.compile(re.escape(text), re.I), "grep_prompt": True}
-        )
     sort = (query.get("sort") or "task").strip()
     if sort not in SORTS:
         raise UsageError(f"sort is one of {', '.join(SORTS)}, not {sort!r}")
@@ -160,24 +158,38 @@ class Views:
         has[index.group[rollouts]] = True
         tasks &= has
         if sel.needs_rows:
+            needle = sel.raw_needle()
+            hits = (
+                None
+                if needle is None
+                else lines_holding(index.paths.rollouts, needle, index.facts, index.scan.size)
+            )
             for g in np.flatnonzero(tasks):
-                tasks[g] = self._row_tests(sel, int(g), rollouts)
+                tasks[g] = self._row_tests(sel, int(g), rollouts, hits)
             rollouts &= tasks[index.group]
         self._matches[key] = (tasks, rollouts)
         if len(self._matches) > CACHED_SELECTIONS:
             self._matches.popitem(last=False)
         return tasks, rollouts
 
-    def _row_tests(self, sel: Selection, g: int, rollouts: Any) -> bool:
-        """Whether task g has a rollout passing the row tests; rollouts failing them are cleared."""
+    def _row_tests(self, sel: Selection, g: int, rollouts: Any, hits: Any) -> bool:
+        """Whether task g has a rollout passing the row tests; rollouts failing them are cleared. The task's
+        input row is tested once (where, and the prompt), then each rollout, its raw line first."""
         index = self.index
         input_row = index.input_row(g)
         members = [int(i) for i in index.rollouts_of(g) if rollouts[i]]
-        if sel.where and input_row is not None and not all(w.matches(input_row) for w in sel.where):
-            rollouts[members] = False
-            return False
+        if input_row is not None:
+            if sel.where and not all(w.matches(input_row) for w in sel.where):
+                rollouts[members] = False
+                return False
+            prompt = last_user_message(input_row.get("responses_create_params"))
+            if sel.grep is None or (sel.grep_prompt and sel.grep.search(prompt)):
+                return bool(members)
         found = False
         for i in members:
+            if hits is not None and not hits[i]:
+                rollouts[i] = False
+                continue
             d, row, _ = index.digest(i, g)
             if row_ok(sel, d, input_row if input_row is not None else row):
                 found = True
