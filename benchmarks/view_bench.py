@@ -44,11 +44,21 @@ def write_run(folder: Path, rows: int, text_chars: int, repeats: int = 8, seed: 
     with open(inputs, "wb") as out:
         for task in range(tasks):
             for rollout in range(repeats):
-                out.write(orjson.dumps({
-                    "responses_create_params": {"input": [{"role": "user", "content": f"Problem {task}: compute it."}]},
-                    "expected_answer": str(task % 1000), "level": ("easy", "medium", "hard")[task % 3],
-                    "agent_ref": {"name": "math_simple_agent"}, "_ng_task_index": task, "_ng_rollout_index": rollout,
-                }, option=orjson.OPT_APPEND_NEWLINE))  # fmt: skip
+                out.write(
+                    orjson.dumps(
+                        {
+                            "responses_create_params": {
+                                "input": [{"role": "user", "content": f"Problem {task}: compute it."}]
+                            },
+                            "expected_answer": str(task % 1000),
+                            "level": ("easy", "medium", "hard")[task % 3],
+                            "agent_ref": {"name": "math_simple_agent"},
+                            "_ng_task_index": task,
+                            "_ng_rollout_index": rollout,
+                        },
+                        option=orjson.OPT_APPEND_NEWLINE,
+                    )
+                )
     keys = [(t, r) for t in range(tasks) for r in range(repeats)]
     rng.shuffle(keys)
     pad = "".join(rng.choice("abcdefghij klmnop qrstuv wxyz ") for _ in range(text_chars))
@@ -80,8 +90,11 @@ class Server:
         self.start = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, str(SCRIPT), "view", str(rollouts), "--port", "0"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = self.process.stdout.readline()
         found = re.search(r"(http://\S+/)", line)
         if not found:
@@ -130,8 +143,12 @@ def bench_view(rollouts: Path, cache: Path, pages: int) -> dict:
         tasks_seen.append(task)
         rss.append(memory(server.process.pid)[0])
     out["task_page_ms_median"] = 1000 * sorted(task_latency)[len(task_latency) // 2]
-    for name, query in (("filter_failed", "outcome=failed"), ("sort_pass_rate", "sort=pass_rate&desc=1"),
-                        ("where_level", "where=level%3Dhard"), ("search_text", "q=boxed%7B7%7D")):  # fmt: skip
+    for name, query in (
+        ("filter_failed", "outcome=failed"),
+        ("sort_pass_rate", "sort=pass_rate&desc=1"),
+        ("where_level", "where=level%3Dhard"),
+        ("search_text", "q=boxed%7B7%7D"),
+    ):
         seconds, _ = timed(lambda q=query: server.get(f"/?{q}"))
         again, _ = timed(lambda q=query: server.get(f"/?{q}&page=2"))
         out[f"{name}_s"], out[f"{name}_page2_s"] = seconds, again
@@ -149,15 +166,71 @@ def bench_view(rollouts: Path, cache: Path, pages: int) -> dict:
     return out
 
 
+def critical_path(rollouts: Path, cache: Path) -> dict:
+    """CPU seconds of each step of a cold open, measured one by one in this process (imports in a fresh
+    one), and their critical path with two index workers: imports + max(each worker's half, the inputs
+    index) + merge, cache write and the first page. On an idle two-core machine that is the wall time;
+    on a loaded one the wall time is longer by the share of the cores the other jobs take."""
+    code = (
+        "import time; t = time.process_time(); import numpy, aiohttp, ngrp_lib.view.app, "
+        "ngrp_lib.view.index; print(time.process_time() - t)"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO / "scripts"))
+    imports = float(
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True).stdout
+    )
+    sys.path.insert(0, str(REPO / "scripts"))
+    from ngrp_lib.inspect import facts as f
+    from ngrp_lib.inspect.join import InputsIndex, resolve
+    from ngrp_lib.view import index as vi
+    from ngrp_lib.view.pages import tasks_page
+    from ngrp_lib.view.queries import Views, parse_params
+
+    paths = resolve(rollouts)
+    size = rollouts.stat().st_size
+    cuts = f._cuts(rollouts, size, 2)
+    parts, halves = [], []
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        start = time.process_time()
+        parts.append(f._scan_part(rollouts, a, b, True))
+        halves.append(time.process_time() - start)
+    start = time.process_time()
+    inputs = InputsIndex.build(paths.inputs)
+    inputs_s = time.process_time() - start
+    start = time.process_time()
+    facts, stats, builder = f._merge(parts, rollouts, size)
+    index = vi.RunIndex(paths, facts, stats, builder.previews, inputs, "expected_answer", 1.0)
+    vi._save(cache / "critical.npz", index)
+    index.finish()
+    tasks_page(Views(index).tasks(parse_params({}, 1.0)), compare=False)
+    rest = time.process_time() - start
+    return {
+        "cpu_imports_s": imports,
+        "cpu_scan_half_1_s": halves[0],
+        "cpu_scan_half_2_s": halves[-1],
+        "cpu_inputs_index_s": inputs_s,
+        "cpu_merge_save_first_page_s": rest,
+        "critical_path_two_workers_s": imports + max(*halves, inputs_s) + rest,
+        "cpu_serial_total_s": imports + sum(halves) + inputs_s + rest,
+    }
+
+
 def bench_inspect(rollouts: Path) -> dict:
     """Time and peak RSS (os.wait4's rusage of that one child) of `ngrp inspect` runs."""
     out = {}
-    cases = (("inspect_task", ["--task", "123"]), ("inspect_failed_json_all", ["--failed", "--limit", "0", "--json"]))
+    cases = (
+        ("inspect_task", ["--task", "123"]),
+        ("inspect_failed_json_all", ["--failed", "--limit", "0", "--json"]),
+    )
     for name, args in cases:
         start = time.perf_counter()
-        process = subprocess.Popen([sys.executable, str(SCRIPT), "inspect", str(rollouts), *args],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
-        size = sum(len(chunk) for chunk in iter(lambda: process.stdout.read(1 << 20), b""))
+        process = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "inspect", str(rollouts), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        read = process.stdout.read
+        size = sum(len(chunk) for chunk in iter(lambda read=read: read(1 << 20), b""))
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         assert process.returncode == 0, name
@@ -183,6 +256,7 @@ def main() -> int:
             write_run(folder, args.rows, args.text_chars)
         result = {"rows": args.rows, "file_mb": rollouts.stat().st_size / 2**20}
         result.update(bench_view(rollouts, Path(tmp) / "cache", args.pages))
+        result.update(critical_path(rollouts, Path(tmp)))
         result.update(bench_inspect(rollouts))
     if args.json:
         print(json.dumps(result))

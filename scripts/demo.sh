@@ -122,6 +122,10 @@ if [ -f "$ROLLOUTS" ]; then
     "$NGRP" stats "$PROFILE" --rollouts "$ROLLOUTS" --answer-key extracted_answer --group-by difficulty \
       | tee "$OUT/stats.txt"
   fi
+  if has inspect; then
+    step "ngrp inspect (the rollouts behind the numbers: two failed ones)"
+    "$NGRP" inspect "$ROLLOUTS" --failed --limit 2 --max-chars 200 | tee "$OUT/inspect.txt"
+  fi
   if [ -f "$PROFILE" ] && has report; then
     step "ngrp report"
     "$NGRP" report "$PROFILE" --rollouts "$ROLLOUTS" --answer-key extracted_answer --output "$OUT/report.html"
@@ -141,7 +145,7 @@ EOF
 for f in "$INPUTS" "$ROLLOUTS" "$OUT"/rollouts_failures.jsonl "$OUT"/rollouts_run_manifest.json \
   "$OUT"/rollouts_reward_profiling.jsonl "$OUT"/rollouts_agent_metrics.json \
   "$OUT"/rollouts_repeat_level_metrics.json "$OUT"/rollouts_profile_summary.json "$OUT/stats.txt" \
-  "$OUT/report.html"; do
+  "$OUT/inspect.txt" "$OUT/report.html"; do
   if [ -e "$f" ]; then printf '%-36s %s\n' "$(basename "$f"):" "$f"; fi
 done
 printf '\ntimings (s):'
@@ -149,4 +153,5 @@ for k in install_project install_vllm prepare_model server_ready collect profile
   if [ -n "${TIMES[$k]:-}" ]; then printf ' %s=%s' "$k" "${TIMES[$k]}"; fi
 done
 printf ' total=%s\n' "$TOTAL"
+if [ -f "$ROLLOUTS" ]; then echo "browse the rollouts: $NGRP view $ROLLOUTS"; fi
 for s in "${SKIPPED[@]}"; do echo "skipped: $s"; done
