@@ -269,3 +269,17 @@ def test_compare_page_is_off_without_compare(runs):
     with Viewer(runs["a"], cache=runs["cache"], cwd=runs["root"]) as viewer:
         status, _, body = viewer.get("/compare.json")
         assert status == 404 and "--compare" in json.loads(body)["error"]
+
+
+def test_sort_links_keep_every_filter(views):
+    from urllib.parse import parse_qs, urlparse
+
+    from ngrp_lib.view.pages import tasks_page
+
+    params = parse_params({"where": "level=hard", "outcome": "failed"}, 1.0)
+    multi = type(params)(**{**params.__dict__, "filters": (*params.filters, ("where", "expected_answer=20"))})
+    html = str(tasks_page(views.tasks(multi), compare=False))
+    link = html.split('<th><a href="')[4].split('"')[0].replace("&amp;", "&")
+    query = parse_qs(urlparse(link).query)
+    assert query["where"] == ["level=hard", "expected_answer=20"] and query["outcome"] == ["failed"]
+    assert query["sort"] == ["pass_rate"]

@@ -222,7 +222,7 @@ def tasks_page(data: dict[str, Any], *, compare: bool) -> Markup:
         if key is None:
             return render_th(label, None, "")
         flip = key == sort and not desc
-        pairs = [(k, v) for k, v in f.items()] + [("sort", key)] + ([("desc", "1")] if flip else [])
+        pairs = [tuple(pair) for pair in data["query"]] + [("sort", key)] + ([("desc", "1")] if flip else [])
         mark = (" \u25bc" if desc else " \u25b2") if key == sort else ""
         return render_th(label, "/?" + urlencode(pairs), mark)
 

@@ -263,6 +263,7 @@ class Views:
         return {
             "run": self.run_info(),
             "filters": dict(params.filters),
+            "query": [list(pair) for pair in params.filters],
             "selection": params.selection.describe(),
             "sort": params.sort,
             "desc": params.desc,
