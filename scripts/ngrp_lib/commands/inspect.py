@@ -132,13 +132,12 @@ def command(
         resolve(rollouts, inputs, profile), selection, sort=sort, limit=limit or None, answer_key=answer_key
     )
     cut = None if full else max_chars
-    out = click.get_text_stream("stdout")
     if as_json:
         for shown in result.rollouts():
-            out.write(orjson.dumps(shown.to_json(cut), option=orjson.OPT_APPEND_NEWLINE).decode())
+            click.echo(orjson.dumps(shown.to_json(cut)).decode())
         click.echo(footer(result), err=True)
         return 0
     for line in render_lines(result, cut):
-        out.write(line + "\n")
+        click.echo(line)
     click.echo(footer(result))
     return 0
