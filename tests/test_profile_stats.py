@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ngrp_lib.profile.extras import ks_for, pass_at_k, task_extras, wilson_interval
-from ngrp_lib.profile.kernels import describe_groups, series_stats, t_interval
+from ngrp_lib.profile.kernels import describe_groups, gym_confidence_interval, series_stats
 
 scipy_stats = pytest.importorskip("scipy.stats")
 scipy_special = pytest.importorskip("scipy.special")
@@ -18,12 +18,12 @@ scipy_special = pytest.importorskip("scipy.special")
 
 def test_t_interval_is_scipys_interval():
     mean, sem, n = 0.4166666666666667, 0.3004626062886658, 3
-    low, high = t_interval(mean, sem, n)
+    low, high = gym_confidence_interval(mean, sem, n)
     ref = scipy_stats.t.interval(0.95, df=n - 1, loc=mean, scale=sem)
     # 1e-9: scipy's own t quantile moves by ~2e-11 relative between releases (1.15 vs 1.17)
     assert math.isclose(low, ref[0], rel_tol=1e-9) and math.isclose(high, ref[1], rel_tol=1e-9)
-    assert t_interval(1.0, 0.0, 4) == (1.0, 1.0)  # Gym collapses the interval when sem is 0
-    assert t_interval(1.0, 0.5, 1) is None
+    assert gym_confidence_interval(1.0, 0.0, 4) == (1.0, 1.0)  # Gym collapses the interval when sem is 0
+    assert gym_confidence_interval(1.0, 0.5, 1) is None
 
 
 def _brute_pass_at_k(n: int, c: int, k: int) -> float:

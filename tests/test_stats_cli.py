@@ -103,9 +103,9 @@ def test_group_by_agent_on_fan_out_golden(golden):
         None,
         StatsSettings(group_by="agent", n_bootstrap=0),
     )
-    labels = [g["scope"] for g in r.groups]
+    labels = [g.scope for g in r.groups]
     assert labels == ["agent_a", "agent_b"]
-    assert sum(g["n_tasks"] for g in r.groups) == r.overall["n_tasks"]
+    assert sum(g.n_tasks for g in r.groups) == r.overall.n_tasks
 
 
 def test_majority_and_truncation_from_rollouts(tmp_path):
@@ -235,7 +235,7 @@ def test_bootstrap_se_close_to_t_se(tmp_path):
 def test_group_by_missing_field_is_noted(tmp_path):
     prof = write_profile(tmp_path / "p.jsonl", [[1, 0], [0, 0]])
     r = compute_stats(prof, settings=StatsSettings(group_by="difficulty", n_bootstrap=0))
-    assert [g["scope"] for g in r.groups] == ["(missing)"]
+    assert [g.scope for g in r.groups] == ["(missing)"]
     assert any("'difficulty'" in note for note in r.notes)
 
 

@@ -97,8 +97,8 @@ def test_mcnemar_with_one_binary_rollout_per_task(tmp_path):
     tb = [[1]] * 2 + [[0]] + [[1]] * 6 + [[0]]
     r = compare_profiles(write_profile(tmp_path / "a.jsonl", ta), write_profile(tmp_path / "b.jsonl", tb))
     # A-only success: task 2 (b=1); B-only: tasks 3..8 (c=6): exact p = 2 * 8/128
-    assert r.mcnemar["a_only_success"] == 1 and r.mcnemar["b_only_success"] == 6
-    assert r.mcnemar["p_value"] == pytest.approx(0.125)
+    assert r.mcnemar.a_only_success == 1 and r.mcnemar.b_only_success == 6
+    assert r.mcnemar.p_value == pytest.approx(0.125)
 
 
 def test_flips_use_fisher_and_bh(tmp_path):
@@ -109,7 +109,7 @@ def test_flips_use_fisher_and_bh(tmp_path):
     p0 = stats.fisher_exact([[16, 0], [0, 16]])[1]
     assert r.per_task[0].p_value == pytest.approx(p0)
     assert r.per_task[0].q_value == pytest.approx(min(1, p0 * 3))
-    assert r.n_flips == 1 and r.flips[0]["task"] == 0 and r.flips[0]["direction"] == "better_in_b"
+    assert r.n_flips == 1 and r.flips[0].task == 0 and r.flips[0].direction == "better_in_b"
 
 
 def test_null_rewards_excluded_with_count(tmp_path):
@@ -164,7 +164,7 @@ def test_flip_direction_follows_the_pass_counts_the_test_is_on(tmp_path):
     b = write_profile(tmp_path / "b.jsonl", [[1, 1] + [0.45] * 8, [0, 1]])
     r = compare_profiles(a, b, pass_threshold=0.5)
     assert r.per_task[0].diff > 0  # the mean moved up...
-    flips = [(f["task"], f["direction"], f["a"], f["b"]) for f in r.flips]
+    flips = [(f.task, f.direction, f.a, f.b) for f in r.flips]
     assert flips == [(0, "worse_in_b", "10/10", "2/10")]  # ...but the pass count fell
 
 

@@ -199,7 +199,7 @@ def test_between_variance_truncated_at_zero():
 def test_repeats_for_width():
     need = repeats_for_width(0.25, 0.2)
     # (2 * 1.96 * 0.5 / 0.2)^2 = 96.04 -> 97
-    assert need["worst_case_binary"] == 97 and need["typical"] == 97
+    assert need.worst_case_binary == 97 and need.typical == 97
 
 
 def test_fixed_effects_slope_equals_dummy_regression_with_cluster_sandwich():
@@ -218,8 +218,8 @@ def test_fixed_effects_slope_equals_dummy_regression_with_cluster_sandwich():
     bread = np.linalg.inv(X.T @ X)
     meat = sum(np.outer(X[ti == g].T @ e[ti == g], X[ti == g].T @ e[ti == g]) for g in range(tasks))
     cov = tasks / (tasks - 1) * bread @ meat @ bread
-    assert fe["slope"] == pytest.approx(beta[-1])
-    assert fe["se"] == pytest.approx(math.sqrt(cov[-1, -1]))
+    assert fe.slope == pytest.approx(beta[-1])
+    assert fe.se == pytest.approx(math.sqrt(cov[-1, -1]))
 
 
 def test_within_and_pooled_correlation():
@@ -228,9 +228,9 @@ def test_within_and_pooled_correlation():
     lengths = np.array([[10.0, 20.0], [100.0, 110.0]])
     within = L.within_task_correlation(rewards, lengths)
     # demeaned r: +-.5, +-.25; demeaned L: +-5 in both: 7.5 / sqrt(0.625 * 100)
-    assert within["value"] == pytest.approx(7.5 / math.sqrt(62.5)) and within["n_tasks"] == 2
+    assert within.value == pytest.approx(7.5 / math.sqrt(62.5)) and within.n_tasks == 2
     pooled = L.pooled_correlation(rewards, lengths)
-    assert pooled["value"] == pytest.approx(np.corrcoef(rewards.ravel(), lengths.ravel())[0, 1])
+    assert pooled.value == pytest.approx(np.corrcoef(rewards.ravel(), lengths.ravel())[0, 1])
 
 
 def test_length_gap_truncation_tokens_per_success():
@@ -239,15 +239,15 @@ def test_length_gap_truncation_tokens_per_success():
     gap = L.length_gap(success, lengths)
     assert gap.n == 1 and gap.value == pytest.approx(15 - 30)
     trunc = L.truncation(success, np.array([[0, 1, 0], [np.nan, 0, 0]]))
-    assert trunc["n_rollouts"] == 5 and trunc["rate"] == pytest.approx(0.2)
-    assert trunc["mean_reward_truncated"] == 0.0 and trunc["mean_reward_complete"] == 1.0
+    assert trunc.n_rollouts == 5 and trunc.rate == pytest.approx(0.2)
+    assert trunc.mean_reward_truncated == 0.0 and trunc.mean_reward_complete == 1.0
     tps = L.tokens_per_success(success, lengths)
-    assert tps["value"] == pytest.approx(75 / 5)
+    assert tps.value == pytest.approx(75 / 5)
 
 
 def test_repeats_needed_undefined_without_within_task_variance():
-    assert repeats_for_width(0.0, 0.2)["typical"] is None
-    assert repeats_for_width(float("nan"), 0.2)["typical"] is None
+    assert repeats_for_width(0.0, 0.2).typical is None
+    assert repeats_for_width(float("nan"), 0.2).typical is None
 
 
 def test_beta_binomial_shrinkage_hand_worked():

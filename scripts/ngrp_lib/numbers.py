@@ -22,8 +22,10 @@ def pval(value: Any) -> str:
 
 
 def pct(share: Any) -> str:
-    return "n/a" if share is None else f"{share * 100:.1f}%"
+    if share is None or (isinstance(share, float) and math.isnan(share)):
+        return "n/a"
+    return f"{share * 100:.1f}%"
 
 
-def ci(entry: dict, low: str = "ci_low", high: str = "ci_high") -> str:
-    return f"[{num(entry.get(low), 3)}, {num(entry.get(high), 3)}]"
+def interval(low: Any, high: Any, digits: int = 3) -> str:
+    return f"[{num(low, digits)}, {num(high, digits)}]"

@@ -2,44 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..numbers import ci, num, pval
+from ..numbers import interval, num, pval
+from ..stats.compare import CompareResult
 
 MAX_FLIPS = 15
 
 
-def render_compare(result: Any) -> str:
-    r = result.to_json()
+def render_compare(r: CompareResult) -> str:
     lines = [
-        f"A: {r['path_a']}",
-        f"B: {r['path_b']}",
-        f"metric '{r['metric']}', B - A over {r['n_tasks']} paired tasks"
+        f"A: {r.path_a}",
+        f"B: {r.path_b}",
+        f"metric '{r.metric}', B - A over {r.n_tasks} paired tasks"
         + (
-            f" ({r['n_dropped']} dropped by --intersect: {r['n_only_a']} only in A, "
-            f"{r['n_only_b']} only in B)"
-            if r["n_dropped"]
+            f" ({r.n_dropped} dropped by --intersect: {r.n_only_a} only in A, {r.n_only_b} only in B)"
+            if r.n_dropped
             else ""
         )
-        + (f"; {r['n_undefined']} tasks without a value excluded" if r["n_undefined"] else ""),
-        f"  mean A {num(r['mean_a'])}  mean B {num(r['mean_b'])}  diff {num(r['mean_diff'])}  "
-        f"se {num(r['se_diff'])}",
-        f"  95% paired t {ci(r)}  p={pval(r['p_value_t'])};  95% paired bootstrap "
-        f"{ci(r, 'boot_ci_low', 'boot_ci_high')} (B={r['n_bootstrap']}, seed {r['seed']})",
-        f"  sign-flip permutation p={pval(r['p_value_permutation'])} ({r['permutation_method']}, "
-        f"{r['n_permutations']} sign patterns)",
-        f"  minimum detectable effect (80% power, alpha {r['alpha']}): {num(r['mde_80'])}",
+        + (f"; {r.n_undefined} tasks without a value excluded" if r.n_undefined else ""),
+        f"  mean A {num(r.mean_a)}  mean B {num(r.mean_b)}  diff {num(r.mean_diff)}  se {num(r.se_diff)}",
+        f"  95% paired t {interval(r.ci_low, r.ci_high)}  p={pval(r.p_value_t)};  95% paired bootstrap "
+        f"{interval(r.boot_ci_low, r.boot_ci_high)} (B={r.n_bootstrap}, seed {r.seed})",
+        f"  sign-flip permutation p={pval(r.p_value_permutation)} ({r.permutation_method}, "
+        f"{r.n_permutations} sign patterns)",
+        f"  minimum detectable effect (80% power, alpha {r.alpha}): {num(r.mde_80)}",
     ]
-    if r["mcnemar"]:
-        m = r["mcnemar"]
+    if r.mcnemar:
+        m = r.mcnemar
         lines.append(
-            f"  McNemar (one rollout per task): A only {m['a_only_success']}, B only {m['b_only_success']},"
-            f" exact p={pval(m['p_value'])}"
+            f"  McNemar (one rollout per task): A only {m.a_only_success}, B only {m.b_only_success},"
+            f" exact p={pval(m.p_value)}"
         )
-    if r["binary"]:
-        lines.append(f"  tasks that flipped (Fisher exact per task, BH q < {r['alpha']}): {r['n_flips']}")
-        for f in r["flips"][:MAX_FLIPS]:
-            agent = f" agent {f['agent']}" if f["agent"] else ""
-            lines.append(f"    task {f['task']}{agent}: {f['a']} -> {f['b']}  q={pval(f['q_value'])}")
-    lines += [f"note: {n}" for n in r["notes"]]
+    if r.binary:
+        lines.append(f"  tasks that flipped (Fisher exact per task, BH q < {r.alpha}): {r.n_flips}")
+        for f in r.flips[:MAX_FLIPS]:
+            agent = f" agent {f.agent}" if f.agent else ""
+            lines.append(f"    task {f.task}{agent}: {f.a} -> {f.b}  q={pval(f.q_value)}")
+    lines += [f"note: {n}" for n in r.notes]
     return "\n".join(lines)

@@ -4,142 +4,140 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..numbers import ci, num, pct
-from ..stats.summary import K_METRICS
+from ..numbers import interval, num, pct
+from ..stats.registry import k_estimators
+from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
 
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
 
 
-def shown_ks(curve: list[dict]) -> list[dict]:
+def shown_ks(curve: list[AtK]) -> list[AtK]:
     """At most MAX_K_ROWS rows: powers of two and the largest k."""
     if len(curve) <= MAX_K_ROWS:
         return curve
-    picked = [e for e in curve if e["k"] & (e["k"] - 1) == 0][: MAX_K_ROWS - 1]
+    picked = [e for e in curve if e.k & (e.k - 1) == 0][: MAX_K_ROWS - 1]
     return picked + [curve[-1]] if curve[-1] not in picked else picked
 
 
-def _row(label: str, entry: dict | None) -> str:
-    if not entry:
+def _row(label: str, e: Estimate | None) -> str:
+    if not e:
         return f"  {label:<28} n/a"
     return (
-        f"  {label:<28} {num(entry['value']):>8}  t {ci(entry):<17} "
-        f"boot {ci(entry, 'boot_ci_low', 'boot_ci_high'):<17}"
-        f" se {num(entry['se'], 4):>7}  n={entry['n_tasks']} tasks"
+        f"  {label:<28} {num(e.value):>8}  t {interval(e.ci_low, e.ci_high):<17} "
+        f"boot {interval(e.boot_ci_low, e.boot_ci_high):<17}"
+        f" se {num(e.se, 4):>7}  n={e.n_tasks} tasks"
     )
 
 
-def render_scope(scope: dict) -> list[str]:
+def render_scope(scope: ScopeStats) -> list[str]:
     lines = []
-    tw, rw = scope["mean_reward"]["task_weighted"], scope["mean_reward"]["rollout_weighted"]
-    per = scope["rollouts_per_task"]
+    tw, rw = scope.mean_reward.task_weighted, scope.mean_reward.rollout_weighted
+    per = scope.rollouts_per_task
     lines.append(
-        f"[{scope['scope']}] {scope['n_tasks']} tasks, {scope['n_rollouts']} scored rollouts "
-        f"({num(per['min'])}-{per['max']} per task), {scope['n_null_rewards']} null rewards excluded"
+        f"[{scope.scope}] {scope.n_tasks} tasks, {scope.n_rollouts} scored rollouts "
+        f"({num(per.min)}-{per.max} per task), {scope.n_null_rewards} null rewards excluded"
     )
-    lines.append(_row("mean reward (task-weighted)", tw))
+    lines.append(_row("mean reward (task-weighted)", tw.estimate))
     lines.append(
-        f"  {'mean reward (rollout-wtd)':<28} {num(rw['value']):>8}  clustered se {num(rw['se_clustered'])}"
-        f", naive iid se {num(rw['se_naive_iid'])}  n={rw['n_rollouts']} rollouts"
+        f"  {'mean reward (rollout-wtd)':<28} {num(rw.value):>8}  clustered se {num(rw.se_clustered)}"
+        f", naive iid se {num(rw.se_naive_iid)}  n={rw.n_rollouts} rollouts"
     )
     lines.append(
-        f"  {'SE population (new tasks)':<28} {num(tw['se_population']):>8}  n={tw['n_tasks']} tasks; "
-        f"SE conditional (these tasks) {num(tw['se_conditional'])}  n={tw['n_tasks_conditional']}"
+        f"  {'SE population (new tasks)':<28} {num(tw.se_population):>8}  n={tw.estimate.n_tasks} tasks; "
+        f"SE conditional (these tasks) {num(tw.se_conditional)}  n={tw.n_tasks_conditional}"
     )
-    if scope["pass_rate"]:
-        lines.append(_row("pass rate", scope["pass_rate"]))
-    for name, label in K_METRICS:
-        for entry in shown_ks(scope.get(name) or []):
-            lines.append(_row(label.format(k=entry["k"]), entry))
+    if scope.pass_rate:
+        lines.append(_row("pass rate", scope.pass_rate))
+    for est in k_estimators():
+        for entry in shown_ks(scope.curve(est.name)):
+            lines.append(_row(est.labelled(entry.k), entry.estimate))
     lines.extend(_variance_lines(scope))
     lines.extend(_difficulty_lines(scope))
-    lines.extend(_length_lines(scope.get("reward_length")))
+    lines.extend(_length_lines(scope.reward_length))
     return lines
 
 
-def _variance_lines(scope: dict) -> list[str]:
-    v, need = scope["variance"], scope["repeats_needed"]
+def _variance_lines(scope: ScopeStats) -> list[str]:
+    v, need = scope.variance, scope.repeats_needed
     return [
-        f"  variance: within {num(v['sigma2_within'])} (n={v['n_tasks_within']} tasks), between "
-        f"{num(v['sigma2_between'])}, ICC {num(v['icc'], 3)}, design effect {num(v['design_effect'], 2)}, "
-        f"effective n {num(v['n_effective'], 1)} of {v['n_rollouts']} rollouts",
-        f"  repeats per task for a {num(need['target_width'], 2)}-wide {int(need['level'] * 100)}% per-task "
-        f"interval: {need['typical'] or 'n/a'} (pooled within-task variance), "
-        f"{need['worst_case_binary']} (p=0.5)",
+        f"  variance: within {num(v.sigma2_within)} (n={v.n_tasks_within} tasks), between "
+        f"{num(v.sigma2_between)}, ICC {num(v.icc, 3)}, design effect {num(v.design_effect, 2)}, "
+        f"effective n {num(v.n_effective, 1)} of {v.n_rollouts} rollouts",
+        f"  repeats per task for a {num(need.target_width, 2)}-wide {int(need.level * 100)}% per-task "
+        f"interval: {need.typical or 'n/a'} (pooled within-task variance), "
+        f"{need.worst_case_binary} (p=0.5)",
     ]
 
 
-def _difficulty_lines(scope: dict) -> list[str]:
-    d = scope.get("difficulty")
+def _difficulty_lines(scope: ScopeStats) -> list[str]:
+    d = scope.difficulty
     if not d:
         return []
     lines = [
-        f"  difficulty: all fail {d['all_fail']['n_tasks']} ({pct(d['all_fail']['share'])}), "
-        f"mixed {d['mixed']['n_tasks']} ({pct(d['mixed']['share'])}), all pass "
-        f"{d['all_pass']['n_tasks']} ({pct(d['all_pass']['share'])}) of {d['n_tasks']} tasks"
+        f"  difficulty: all fail {d.all_fail.n_tasks} ({pct(d.all_fail.share)}), "
+        f"mixed {d.mixed.n_tasks} ({pct(d.mixed.share)}), all pass "
+        f"{d.all_pass.n_tasks} ({pct(d.all_pass.share)}) of {d.n_tasks} tasks"
     ]
-    if d["all_fail"]["n_tasks"]:
+    if d.all_fail.n_tasks:
         lines.append(
             f"  0 of n solved is not unsolvable: 95% upper bound on those tasks' pass rate 1-0.05^(1/n) = "
-            f"{num(d['all_fail_upper_bound_95_median'], 3)} (median; ~3/n for large n)"
+            f"{num(d.all_fail_upper_bound_95_median, 3)} (median; ~3/n for large n)"
         )
     grpo = ", ".join(
-        f"G={g['group_size']}: {num(g['value'], 3)} (n={g['n_tasks']})" for g in scope["grpo_informative"]
+        f"G={g.group_size}: {num(g.estimate.value, 3)} (n={g.estimate.n_tasks})"
+        for g in scope.grpo_informative
     )
     if grpo:
         lines.append(f"  P(GRPO group informative): {grpo}")
     return lines
 
 
-def _length_lines(rl: dict | None) -> list[str]:
+def _length_lines(rl: RewardLength | None) -> list[str]:
     if not rl:
         return []
-    w, p, fe = rl["within_task_correlation"], rl["pooled_correlation"], rl["fixed_effects_slope"]
+    w, p, fe = rl.within_task_correlation, rl.pooled_correlation, rl.fixed_effects_slope
     lines = [
-        f"  reward vs {rl['length_field']}: within-task r {num(w['value'], 3)} (n={w['n_tasks']} tasks), "
-        f"pooled r {num(p['value'], 3)} (n={p['n_rollouts']}; confounded by difficulty)",
-        f"    fixed-effects slope per 1k tokens {num(_k(fe['slope']), 4)} "
-        f"(clustered se {num(_k(fe['se']), 4)}, n={fe['n_tasks']} tasks)",
+        f"  reward vs {rl.length_field}: within-task r {num(w.value, 3)} (n={w.n_tasks} tasks), "
+        f"pooled r {num(p.value, 3)} (n={p.n_rollouts}; confounded by difficulty)",
+        f"    fixed-effects slope per 1k tokens {num(fe.slope * 1000, 4)} "
+        f"(clustered se {num(fe.se * 1000, 4)}, n={fe.n_tasks} tasks)",
     ]
-    gap, trunc, tps = rl["correct_minus_incorrect_length"], rl["truncation"], rl["tokens_per_success"]
+    gap, trunc, tps = rl.correct_minus_incorrect_length, rl.truncation, rl.tokens_per_success
     extra = []
     if gap:
-        extra.append(f"correct - incorrect length {num(gap['value'], 1)} {ci(gap)} (n={gap['n']} tasks)")
+        gap_ci = interval(gap.ci_low, gap.ci_high)
+        extra.append(f"correct - incorrect length {num(gap.value, 1)} {gap_ci} (n={gap.n} tasks)")
     if tps:
-        extra.append(f"tokens per success {num(tps['value'], 1)} (n={tps['successes']} successes)")
+        extra.append(f"tokens per success {num(tps.value, 1)} (n={tps.successes} successes)")
     if trunc:
         extra.append(
-            f"truncated {pct(trunc['rate'])} of "
-            f"{trunc['n_rollouts']} (mean reward {num(trunc['mean_reward_truncated'], 3)} vs "
-            f"{num(trunc['mean_reward_complete'], 3)})"
+            f"truncated {pct(trunc.rate)} of "
+            f"{trunc.n_rollouts} (mean reward {num(trunc.mean_reward_truncated, 3)} vs "
+            f"{num(trunc.mean_reward_complete, 3)})"
         )
     if extra:
         lines.extend("    " + item for item in extra)
     return lines
 
 
-def _k(value: float | None) -> float | None:
-    return None if value is None else value * 1000
-
-
 def render_stats(result: Any) -> str:
-    data = result.to_json()
-    lines = [f"profile: {data['profile']}" + (f"  rollouts: {data['rollouts']}" if data["rollouts"] else "")]
-    lines += render_scope(data["overall"])
-    groups = data["groups"]
+    lines = [f"profile: {result.profile}" + (f"  rollouts: {result.rollouts}" if result.rollouts else "")]
+    lines += render_scope(result.overall)
+    groups: list[ScopeStats] = result.groups
     if groups:
         lines.append(
-            f"by {data['settings']['group_by']} ({len(groups)} groups"
+            f"by {result.settings['group_by']} ({len(groups)} groups"
             + (f", first {MAX_GROUPS} shown" if len(groups) > MAX_GROUPS else "")
             + "):"
         )
         for g in groups[:MAX_GROUPS]:
-            tw = g["mean_reward"]["task_weighted"]
-            pass1 = (g["pass_at_k"] or [{}])[0].get("value")
+            tw = g.mean_reward.task_weighted.estimate
+            pass1 = g.pass_at_k[0].estimate.value if g.pass_at_k else None
             lines.append(
-                f"  {str(g['scope'])[:24]:<24} mean {num(tw['value'])} {ci(tw)} pass@1 {num(pass1)} "
-                f"n={g['n_tasks']} tasks / {g['n_rollouts']} rollouts"
+                f"  {str(g.scope)[:24]:<24} mean {num(tw.value)} {interval(tw.ci_low, tw.ci_high)} "
+                f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
-    lines += [f"note: {n}" for n in data["notes"]]
+    lines += [f"note: {n}" for n in result.notes]
     lines.append("(--json for every k, every group and the per-task table)")
     return "\n".join(lines)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..jsonvalues import finite
 from ..stats.compare import compare_profiles
 
 
@@ -31,11 +31,7 @@ def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
         result.mean_a,
         result.mean_b,
         result.mean_diff,
-        _finite(result.ci_low),
-        _finite(result.ci_high),
+        finite(result.ci_low),
+        finite(result.ci_high),
         "paired-t (ngrp compare)",
     )
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)

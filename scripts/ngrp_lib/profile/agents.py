@@ -9,7 +9,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..artifacts.names import ROLLOUT_KEY
-from .kernels import STATS, describe_groups, sem_of, series_stats, t_interval
+from .kernels import STATS, describe_groups, gym_confidence_interval, sem_of, series_stats
 from .records import Dataset
 from .table import Table
 
@@ -56,8 +56,8 @@ def _labelled(table: Table) -> tuple[list[str], Any, Any]:
     """Sorted agent labels, per-row label codes (-1 for no label), rows that have a label."""
     import numpy as np
 
-    names = sorted(set(table.labels) - {None})
-    code = {name: i for i, name in enumerate(names)}
+    names = sorted(label for label in set(table.labels) if label is not None)
+    code: dict[str | None, int] = {name: i for i, name in enumerate(names)}
     n = len(table.labels)
     codes = np.fromiter(map(code.get, table.labels, repeat(-1, n)), dtype=np.int64, count=n)
     return names, codes, np.nonzero(codes >= 0)[0]
@@ -128,7 +128,7 @@ def repeat_level(table: Table) -> tuple[list[dict[str, Any]], list[dict[str, Any
                     f"p75/{col}": s["p75"],
                 }
             )
-            ci = t_interval(s["mean"], sem, s["n"])
+            ci = gym_confidence_interval(s["mean"], sem, s["n"])
             if ci:
                 entry[f"ci_low_95/{col}"], entry[f"ci_high_95/{col}"] = ci
         entries.append(entry)
@@ -160,7 +160,7 @@ def across_repeats(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             for stat in ("mean", "median", "std", "min", "max"):
                 agg[f"{stat}{ACROSS}{col}"] = s[stat]
             agg[f"se{ACROSS}{col}"] = se
-            ci = t_interval(s["mean"], se, s["n"])
+            ci = gym_confidence_interval(s["mean"], se, s["n"])
             if ci:
                 agg[f"ci_low_95{ACROSS}{col}"], agg[f"ci_high_95{ACROSS}{col}"] = ci
         out[agent] = agg

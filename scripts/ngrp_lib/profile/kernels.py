@@ -36,7 +36,7 @@ def describe_groups(matrix: Any, starts: Any) -> dict[str, Any]:
         var = np.add.reduceat(dev, starts, axis=0) / (counts - 1)
     var[counts < 2] = np.nan
     std = np.sqrt(var)
-    all_nan = np.isnan(std).all(axis=1)
+    all_nan: Any = np.isnan(std).all(axis=1)
     complete = counts == sizes[:, None]
     std[all_nan[:, None] & complete] = 0.0
     return {
@@ -98,10 +98,10 @@ def series_stats(values: Any) -> dict[str, float] | None:
     }
 
 
-def t_interval(mean: float, sem: float, n: int) -> tuple[float, float] | None:
+def gym_confidence_interval(mean: float, sem: float, n: float) -> tuple[float, float] | None:
     """Gym's `_confidence_interval`: None for n <= 1, a point when sem is 0, else scipy's `t.interval`."""
-    return t_interval_from_sem(mean, sem, n, CONFIDENCE)
+    return t_interval_from_sem(mean, sem, int(n), CONFIDENCE)
 
 
-def sem_of(std: float, n: int) -> float:
+def sem_of(std: float, n: float) -> float:
     return std / n**0.5

@@ -13,8 +13,11 @@ from typing import Any
 
 from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for
+from ..jsonvalues import jsonable
 from ..numbers import num, pval
-from ..stats.summary import K_METRICS, StatsSettings, compute_stats
+from ..stats.registry import BY_NAME, k_estimators
+from ..stats.results import AtK, Estimate, ScopeStats
+from ..stats.summary import StatsSettings, compute_stats
 from . import plots
 from .explorer import build_explorer, rollouts_beside
 from .explorer import styles as explorer_styles
@@ -56,89 +59,92 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _ci(e: dict, low: str = "ci_low", high: str = "ci_high") -> str:
-    return f"[{num(e.get(low), 3)}, {num(e.get(high), 3)}]"
+def _ci(low: Any, high: Any) -> str:
+    return f"[{num(low, 3)}, {num(high, 3)}]"
 
 
-def _estimate_row(label: str, e: dict | None, n_label: str = "tasks") -> list[Any]:
+def _estimate_row(label: str, e: Estimate | None, n_label: str = "tasks") -> list[Any]:
     if not e:
         return [label, "n/a", "", "", "", ""]
     return [
         label,
-        num(e["value"]),
-        _ci(e),
-        _ci(e, "boot_ci_low", "boot_ci_high"),
-        num(e["se"]),
-        f"{e['n_tasks']} {n_label}",
+        num(e.value),
+        _ci(e.ci_low, e.ci_high),
+        _ci(e.boot_ci_low, e.boot_ci_high),
+        num(e.se),
+        f"{e.n_tasks} {n_label}",
     ]
 
 
-def _headline(o: dict) -> str:
-    tw, rw = o["mean_reward"]["task_weighted"], o["mean_reward"]["rollout_weighted"]
+def _headline(o: ScopeStats) -> str:
+    tw, rw = o.mean_reward.task_weighted, o.mean_reward.rollout_weighted
     rows = [
-        _estimate_row("mean reward (task-weighted)", tw),
+        _estimate_row("mean reward (task-weighted)", tw.estimate),
         [
             "mean reward (rollout-weighted)",
-            num(rw["value"]),
+            num(rw.value),
             "",
             "",
-            f"{num(rw['se_clustered'])} (clustered)",
-            f"{rw['n_rollouts']} rollouts",
+            f"{num(rw.se_clustered)} (clustered)",
+            f"{rw.n_rollouts} rollouts",
         ],
         [
             "SE conditional (these tasks)",
-            num(tw["se_conditional"]),
+            num(tw.se_conditional),
             "",
             "",
             "",
-            f"{tw['n_tasks_conditional']} tasks",
+            f"{tw.n_tasks_conditional} tasks",
         ],
     ]
-    if o["pass_rate"]:
-        rows.append(_estimate_row("pass rate", o["pass_rate"]))
-    for name, label in K_METRICS:
-        entry = _largest_full_k(o.get(name) or [], o["n_tasks"])
+    if o.pass_rate:
+        rows.append(_estimate_row("pass rate", o.pass_rate))
+    for est in k_estimators():
+        entry = _largest_full_k(o.curve(est.name), o.n_tasks)
         if entry:
-            rows.append(_estimate_row(label.format(k=entry["k"]), entry))
-    for g in o["grpo_informative"]:
-        rows.append(_estimate_row(f"P(GRPO group of {g['group_size']} informative)", g))
-    v = o["variance"]
+            rows.append(_estimate_row(est.labelled(entry.k), entry.estimate))
+    grpo = BY_NAME["p_informative"]
+    for g in o.grpo_informative:
+        rows.append(_estimate_row(grpo.labelled(g.group_size), g.estimate))
+    v = o.variance
     rows.append(
         [
             "ICC / design effect / effective n",
-            f"{num(v['icc'], 3)} / {num(v['design_effect'], 2)} / {num(v['n_effective'], 1)}",
+            f"{num(v.icc, 3)} / {num(v.design_effect, 2)} / {num(v.n_effective, 1)}",
             "",
             "",
             "",
-            f"{v['n_rollouts']} rollouts",
+            f"{v.n_rollouts} rollouts",
         ]
     )
     table = _table(["metric", "value", "95% CI (t)", "95% CI (task bootstrap)", "SE", "n"], rows)
     note = (
-        f"<p class='note'>{o['n_tasks']} tasks, {o['n_rollouts']} scored rollouts, "
-        f"{o['n_null_rewards']} null rewards excluded. Intervals are task-clustered: t with n-1 df, "
+        f"<p class='note'>{o.n_tasks} tasks, {o.n_rollouts} scored rollouts, "
+        f"{o.n_null_rewards} null rewards excluded. Intervals are task-clustered: t with n-1 df, "
         "and a percentile bootstrap resampling tasks whole. Task-weighted means weight every task "
         "equally.</p>"
     )
     return table + note
 
 
-def _largest_full_k(curve: list[dict], n_tasks: int) -> dict | None:
+def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
     """The largest k that every scored task supports (so the headline compares like with like)."""
-    full = [e for e in curve if e["n_tasks"] == n_tasks]
-    return (full or curve or [None])[-1]
+    full = [e for e in curve if e.estimate.n_tasks == n_tasks]
+    return full[-1] if full else curve[-1] if curve else None
 
 
-def _curves(o: dict) -> tuple[str, str]:
-    if o["binary"]:
-        curves = {"pass@k": o["pass_at_k"], "pass^k": o["pass_hat_k"]}
-        if o.get("majority_at_k"):
-            curves["maj@k"] = o["majority_at_k"]
-        return "pass@k, pass^k" + (" and maj@k" if o.get("majority_at_k") else ""), plots.curve_plot(
-            curves, "rate"
-        )
-    curves = {"E[best of k]": o["best_of_k"], "E[worst of k]": o["worst_of_k"]}
-    return "expected best / worst of k", plots.curve_plot(curves, "reward")
+def _curves(o: ScopeStats) -> tuple[str, str]:
+    """One plot of every k-estimator the registry applies to this scope."""
+    shown = [e for e in k_estimators() if e.applies(o.binary, o.majority_at_k is not None)]
+    curves = {e.labelled("k"): _points(o.curve(e.name)) for e in shown}
+    title = "pass@k, pass^k" if o.binary else "expected best / worst of k"
+    if o.majority_at_k is not None:
+        title += " and maj@k"
+    return title, plots.curve_plot(curves, "rate" if o.binary else "reward")
+
+
+def _points(curve: list[AtK]) -> list[dict]:
+    return [jsonable(e) for e in curve]
 
 
 def _failures(rollouts: Path | None) -> str:
@@ -166,44 +172,41 @@ def _failures(rollouts: Path | None) -> str:
     )
 
 
-def _length_section(o: dict) -> str:
-    rl = o.get("reward_length")
+def _length_section(o: ScopeStats) -> str:
+    rl = o.reward_length
     if not rl:
         return "<p class='note'>No length field in the profile's rollout_infos.</p>"
-    w, fe, p = rl["within_task_correlation"], rl["fixed_effects_slope"], rl["pooled_correlation"]
+    w, fe, p = rl.within_task_correlation, rl.fixed_effects_slope, rl.pooled_correlation
     rows = [
-        ["within-task correlation", num(w["value"], 3), f"{w['n_tasks']} tasks"],
+        ["within-task correlation", num(w.value, 3), f"{w.n_tasks} tasks"],
         [
             "fixed-effects slope per 1k tokens (clustered SE)",
-            f"{num(_k(fe['slope']), 4)} ({num(_k(fe['se']), 4)})",
-            f"{fe['n_tasks']} tasks",
+            f"{num(fe.slope * 1000, 4)} ({num(fe.se * 1000, 4)})",
+            f"{fe.n_tasks} tasks",
         ],
-        ["pooled correlation (confounded by difficulty)", num(p["value"], 3), f"{p['n_rollouts']} rollouts"],
+        ["pooled correlation (confounded by difficulty)", num(p.value, 3), f"{p.n_rollouts} rollouts"],
     ]
-    gap, tps, trunc = rl["correct_minus_incorrect_length"], rl["tokens_per_success"], rl["truncation"]
+    gap, tps, trunc = rl.correct_minus_incorrect_length, rl.tokens_per_success, rl.truncation
     if gap:
-        rows.append(["correct - incorrect length", f"{num(gap['value'], 1)} {_ci(gap)}", f"{gap['n']} tasks"])
+        gap_ci = _ci(gap.ci_low, gap.ci_high)
+        rows.append(["correct - incorrect length", f"{num(gap.value, 1)} {gap_ci}", f"{gap.n} tasks"])
     if tps:
-        rows.append(["tokens per success", num(tps["value"], 1), f"{tps['successes']} successes"])
+        rows.append(["tokens per success", num(tps.value, 1), f"{tps.successes} successes"])
     if trunc:
         rows.append(
             [
                 "truncated share (reward truncated vs complete)",
-                f"{num(trunc['rate'], 3)} "
-                f"({num(trunc['mean_reward_truncated'], 3)} vs {num(trunc['mean_reward_complete'], 3)})",
-                f"{trunc['n_rollouts']} rollouts",
+                f"{num(trunc.rate, 3)} "
+                f"({num(trunc.mean_reward_truncated, 3)} vs {num(trunc.mean_reward_complete, 3)})",
+                f"{trunc.n_rollouts} rollouts",
             ]
         )
-    plot = plots.length_bins(rl["reward_by_length_decile"], rl["length_field"])
+    plot = plots.length_bins([jsonable(b) for b in rl.reward_by_length_decile], rl.length_field)
     return f"<div class='grid'><div>{_table(['measure', 'value', 'n'], rows)}</div><div>{plot}</div></div>"
 
 
-def _k(value: float | None) -> float | None:
-    return None if value is None else value * 1000
-
-
-def _difficulty(o: dict, per_task: list[dict]) -> tuple[str, int]:
-    d = o.get("difficulty")
+def _difficulty(o: ScopeStats, per_task: list[dict]) -> tuple[str, int]:
+    d = o.difficulty
     rates = [t.get("pass_rate", t["mean_reward"]) for t in per_task]
     hist = plots.histogram(
         [r for r in rates if r is not None], "per-task pass rate" if d else "per-task mean reward"
@@ -211,7 +214,7 @@ def _difficulty(o: dict, per_task: list[dict]) -> tuple[str, int]:
     if not d:
         return f"<div>{hist}</div>", 1
     labels = ["all fail", "mixed", "all pass"]
-    counts = [d["all_fail"]["n_tasks"], d["mixed"]["n_tasks"], d["all_pass"]["n_tasks"]]
+    counts = [d.all_fail.n_tasks, d.mixed.n_tasks, d.all_pass.n_tasks]
     band = plots.bars(labels, counts, "tasks", ["#d62728", "#1f77b4", "#2ca02c"])
     return f"<div class='grid'><div>{hist}</div><div>{band}</div></div>", 2
 
@@ -228,37 +231,34 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
         seed=settings.seed,
         n_bootstrap=settings.n_bootstrap,
         pass_threshold=settings.pass_threshold,
-    ).to_json()
+    )
     a, b = f"A = baseline {baseline.name}", f"B = this profile {profile.name}"
     rows = [
         [
             "mean difference B - A",
-            num(r["mean_diff"]),
-            _ci(r),
-            _ci(r, "boot_ci_low", "boot_ci_high"),
-            f"{r['n_tasks']} tasks",
+            num(r.mean_diff),
+            _ci(r.ci_low, r.ci_high),
+            _ci(r.boot_ci_low, r.boot_ci_high),
+            f"{r.n_tasks} tasks",
         ],
-        ["sign-flip permutation p", pval(r["p_value_permutation"]), r["permutation_method"], "", ""],
-        ["minimum detectable effect (80% power)", num(r["mde_80"]), "", "", ""],
+        ["sign-flip permutation p", pval(r.p_value_permutation), r.permutation_method, "", ""],
+        ["minimum detectable effect (80% power)", num(r.mde_80), "", "", ""],
     ]
     table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
-    pairs = [(t["mean_a"], t["mean_b"]) for t in r["per_task"] if t["diff"] is not None]
+    pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
     scatter = plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b)
     flips = _table(
         ["task", "agent", "A (baseline)", "B (this)", "q (BH)", "direction"],
-        [
-            [f["task"], f["agent"] or "", f["a"], f["b"], pval(f["q_value"]), f["direction"]]
-            for f in r["flips"][:MAX_FLIP_ROWS]
-        ],
+        [[f.task, f.agent or "", f.a, f.b, pval(f.q_value), f.direction] for f in r.flips[:MAX_FLIP_ROWS]],
     )
-    dropped = f" {r['n_dropped']} tasks in only one run were left out." if r["n_dropped"] else ""
-    if not r["binary"]:
-        flips = "<p class='note'>" + _esc("; ".join(r["notes"])) + "</p>"
+    dropped = f" {r.n_dropped} tasks in only one run were left out." if r.n_dropped else ""
+    if not r.binary:
+        flips = "<p class='note'>" + _esc("; ".join(r.notes)) + "</p>"
     return (
         f"<h2>Comparison: B - A, with {_esc(a)} and {_esc(b)}</h2>{table}<p class='note'>Paired by "
         f"(task, agent); the same numbers as <code>ngrp compare {_esc(baseline)} {_esc(profile)}</code>."
         f"{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
-        f"({r['n_flips']}, Fisher exact per task, BH q &lt; {r['alpha']})</h3>{flips}</div></div>"
+        f"({r.n_flips}, Fisher exact per task, BH q &lt; {r.alpha})</h3>{flips}</div></div>"
     )
 
 
@@ -280,10 +280,10 @@ def build_report(
     settings = settings or StatsSettings()
     refuse_existing([Path(output)], overwrite)
     plots.pyplot()  # fail early with the install hint when matplotlib is missing
-    stats = compute_stats(profile, rollouts, settings).to_json()
-    o = stats["overall"]
+    stats = compute_stats(profile, rollouts, settings)
+    o = stats.overall
     title, curve_svg = _curves(o)
-    difficulty_html, n_diff = _difficulty(o, stats["per_task"])
+    difficulty_html, n_diff = _difficulty(o, jsonable(stats.per_task))
     parts = [
         f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
         + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
@@ -299,7 +299,7 @@ def build_report(
         parts.append(_compare_section(Path(profile), Path(compare), settings))
     found = _explorer(Path(profile), Path(rollouts) if rollouts else None, settings, examples)
     parts.append(found[0])
-    notes = "".join(f"<li>{_esc(n)}</li>" for n in stats["notes"])
+    notes = "".join(f"<li>{_esc(n)}</li>" for n in stats.notes)
     page = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ngrp report</title>"
         f"<style>{CSS}{explorer_styles()}</style></head><body>{''.join(parts)}<ul class='note'>{notes}</ul>"
@@ -312,8 +312,8 @@ def build_report(
         str(output),
         str(profile),
         None if compare is None else str(compare),
-        o["n_tasks"],
-        o["n_rollouts"],
+        o.n_tasks,
+        o.n_rollouts,
         page.count("<svg"),
         len(data),
         found[1],

@@ -9,11 +9,12 @@ by Fisher's exact test with Benjamini-Hochberg, and the minimum detectable effec
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FindingsError, UsageError
+from ..jsonvalues import finite, jsonable
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, norm_ppf, t_two_sided_p
 from .estimators import counts, row_means, successes
 from .load import ProfileData, load_profile
@@ -36,6 +37,28 @@ class TaskDiff:
     successes_b: int | None = None
     p_value: float | None = None
     q_value: float | None = None
+
+
+@dataclass
+class McNemar:
+    a_only_success: int
+    b_only_success: int
+    n: int
+    p_value: float
+    method: str = "exact binomial on discordant pairs"
+
+
+@dataclass
+class Flip:
+    """A task whose pass count changed beyond chance (Fisher's exact test, BH q < alpha)."""
+
+    task: int
+    agent: str | None
+    direction: str  # better_in_b or worse_in_b: on pass counts (the mean reward can move the other way)
+    a: str  # "successes/n" in A
+    b: str
+    p_value: float
+    q_value: float
 
 
 @dataclass
@@ -65,26 +88,16 @@ class CompareResult:
     n_permutations: int
     mde_80: float
     binary: bool
-    mcnemar: dict | None
+    mcnemar: McNemar | None
     alpha: float
     n_flips: int  # tasks whose BH-adjusted Fisher q-value is below alpha
-    flips: list[dict] = field(default_factory=list)
+    flips: list[Flip] = field(default_factory=list)
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable(asdict(self))
-
-
-def _jsonable(value: Any) -> Any:
-    # NaN and infinities are undefined: null in JSON (the n next to them says why).
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
+        # NaN and infinities are undefined: null in JSON (the n next to them says why).
+        return jsonable(self)
 
 
 def _index(data: ProfileData) -> dict:
@@ -133,20 +146,14 @@ def sign_flip_p_value(diffs, seed: int) -> tuple[float, str, int]:
     return (1 + extreme) / (1 + MONTE_CARLO_PERMUTATIONS), "monte_carlo", MONTE_CARLO_PERMUTATIONS
 
 
-def _mcnemar(na, ca, nb, cb) -> dict | None:
+def _mcnemar(na, ca, nb, cb) -> McNemar | None:
     import numpy as np
 
     if not (np.all(na == 1) and np.all(nb == 1)):
         return None
     only_a = int(((ca == 1) & (cb == 0)).sum())
     only_b = int(((ca == 0) & (cb == 1)).sum())
-    return {
-        "a_only_success": only_a,
-        "b_only_success": only_b,
-        "n": int(na.size),
-        "p_value": mcnemar_exact(only_a, only_b),
-        "method": "exact binomial on discordant pairs",
-    }
+    return McNemar(only_a, only_b, int(na.size), mcnemar_exact(only_a, only_b))
 
 
 @dataclass(frozen=True)
@@ -180,26 +187,19 @@ def flip_tests(
     return out
 
 
-def _flips(rows: list[TaskDiff], alpha: float) -> list[dict]:
-    tests = flip_tests(
-        [r.successes_a for r in rows], [r.n_a for r in rows], [r.successes_b for r in rows],
-        [r.n_b for r in rows], alpha,
-    )  # fmt: skip
-    for row, test in zip(rows, tests, strict=True):
+def _flips(rows: list[TaskDiff], counts: list[tuple[int, int]], alpha: float) -> list[Flip]:
+    """Fisher's exact test per task on (successes A, successes B), then Benjamini-Hochberg (flip_tests)."""
+    for row, (ca, cb) in zip(rows, counts, strict=True):
+        row.successes_a, row.successes_b = ca, cb
+    a_counts, b_counts = [ca for ca, _ in counts], [cb for _, cb in counts]
+    tests = flip_tests(a_counts, [r.n_a for r in rows], b_counts, [r.n_b for r in rows], alpha)
+    flips = []
+    for row, (ca, cb), test in zip(rows, counts, tests, strict=True):
         row.p_value, row.q_value = test.p_value, test.q_value
-    flagged = [(r, t) for r, t in zip(rows, tests, strict=True) if t.flipped]
-    return [
-        {
-            "task": r.task,
-            "agent": r.agent,
-            "direction": t.direction,
-            "a": f"{r.successes_a}/{r.n_a}",
-            "b": f"{r.successes_b}/{r.n_b}",
-            "p_value": r.p_value,
-            "q_value": r.q_value,
-        }
-        for r, t in sorted(flagged, key=lambda rt: rt[0].q_value)
-    ]
+        if test.flipped:
+            a, b = f"{ca}/{row.n_a}", f"{cb}/{row.n_b}"
+            flips.append(Flip(row.task, row.agent, test.direction, a, b, test.p_value, test.q_value or 0.0))
+    return sorted(flips, key=lambda f: f.q_value)
 
 
 def compare_profiles(
@@ -231,7 +231,7 @@ def compare_profiles(
     diffs = mb - ma
     defined = ~np.isnan(diffs)
     rows = [
-        TaskDiff(key[0], key[1], _f(ma[i]), int(na[i]), _f(mb[i]), int(nb[i]), _f(diffs[i]))
+        TaskDiff(key[0], key[1], finite(ma[i]), int(na[i]), finite(mb[i]), int(nb[i]), finite(diffs[i]))
         for i, (key, _, _) in enumerate(pairs)
     ]
     if not defined.any():
@@ -261,10 +261,8 @@ def compare_profiles(
     if binary and used:
         nsa, csa = counts(sa)
         nsb, csb = counts(sb)
-        for r, x, y in zip(used, csa, csb, strict=False):
-            r.successes_a, r.successes_b = int(x), int(y)
         mcnemar = _mcnemar(nsa, csa, nsb, csb)
-        flips = _flips(used, alpha)
+        flips = _flips(used, [(int(x), int(y)) for x, y in zip(csa, csb, strict=True)], alpha)
     elif not binary:
         notes.append(f"'{metric}' is not binary: McNemar and per-task flips need --pass-threshold")
     t_stat = interval.value / interval.se if interval.se and interval.se > 0 else math.nan
@@ -309,10 +307,6 @@ def task_data(sample: dict) -> dict:
     prompt and routing stamps."""
     skip = ("responses_create_params", "agent_ref")
     return {k: v for k, v in sample.items() if k not in skip and not k.startswith("_")}
-
-
-def _f(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
 
 
 def _mean(values) -> float:

@@ -4,8 +4,56 @@ so within-task measures come first: the demeaned correlation and the fixed-effec
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from .uncertainty import t_interval
+from .uncertainty import Interval, t_interval
+
+
+@dataclass
+class PooledCorrelation:
+    value: float
+    n_rollouts: int
+
+
+@dataclass
+class WithinCorrelation:
+    value: float
+    n_tasks: int
+    n_rollouts: int
+
+
+@dataclass
+class Slope:
+    slope: float
+    se: float
+    n_tasks: int
+    n_rollouts: int
+
+
+@dataclass
+class Truncation:
+    rate: float
+    n_truncated: int
+    n_rollouts: int
+    mean_reward_truncated: float
+    mean_reward_complete: float
+    n_complete: int
+
+
+@dataclass
+class TokensPerSuccess:
+    value: float
+    tokens: float
+    successes: int
+    n_rollouts: int
+
+
+@dataclass
+class LengthBin:
+    length_low: float
+    length_high: float
+    mean_reward: float
+    n_rollouts: int
 
 
 def _demean(x, mask):
@@ -17,7 +65,7 @@ def _demean(x, mask):
     return np.where(mask, x - mean[:, None], 0.0)
 
 
-def pooled_correlation(rewards, lengths) -> dict:
+def pooled_correlation(rewards, lengths) -> PooledCorrelation:
     import numpy as np
 
     mask = ~np.isnan(rewards) & ~np.isnan(lengths)
@@ -25,10 +73,10 @@ def pooled_correlation(rewards, lengths) -> dict:
     value = math.nan
     if r.size >= 2 and r.std() > 0 and length.std() > 0:
         value = float(np.corrcoef(r, length)[0, 1])
-    return {"value": value, "n_rollouts": int(r.size)}
+    return PooledCorrelation(value, int(r.size))
 
 
-def within_task_correlation(rewards, lengths) -> dict:
+def within_task_correlation(rewards, lengths) -> WithinCorrelation:
     """Correlation of task-demeaned reward and length, over tasks with variance in both."""
     import numpy as np
 
@@ -38,10 +86,10 @@ def within_task_correlation(rewards, lengths) -> dict:
     rt, lt = rt[keep], lt[keep]
     denom = math.sqrt(float((rt**2).sum() * (lt**2).sum()))
     value = float((rt * lt).sum()) / denom if denom > 0 else math.nan
-    return {"value": value, "n_tasks": int(keep.sum()), "n_rollouts": int(mask[keep].sum())}
+    return WithinCorrelation(value, int(keep.sum()), int(mask[keep].sum()))
 
 
-def fixed_effects_slope(rewards, lengths) -> dict:
+def fixed_effects_slope(rewards, lengths) -> Slope:
     """beta in r_ij = a_i + beta * L_ij + e, with a task-clustered (sandwich, G/(G-1)) SE."""
     import numpy as np
 
@@ -52,14 +100,14 @@ def fixed_effects_slope(rewards, lengths) -> dict:
     sxx = float((lt**2).sum())
     groups = int(keep.sum())
     if sxx == 0:
-        return {"slope": math.nan, "se": math.nan, "n_tasks": groups, "n_rollouts": int(mask[keep].sum())}
+        return Slope(math.nan, math.nan, groups, int(mask[keep].sum()))
     beta = float((rt * lt).sum()) / sxx
     score = (lt * (rt - beta * lt)).sum(axis=1)
     se = math.sqrt(groups / (groups - 1) * float((score**2).sum())) / sxx if groups >= 2 else math.nan
-    return {"slope": beta, "se": se, "n_tasks": groups, "n_rollouts": int(mask[keep].sum())}
+    return Slope(beta, se, groups, int(mask[keep].sum()))
 
 
-def length_gap(success, lengths):
+def length_gap(success, lengths) -> Interval:
     """Per-task mean length of correct minus incorrect rollouts, over tasks with both; t interval."""
     import numpy as np
 
@@ -74,7 +122,7 @@ def length_gap(success, lengths):
     return t_interval(gap[both])
 
 
-def truncation(rewards, truncated) -> dict:
+def truncation(rewards, truncated) -> Truncation:
     """Share of rollouts cut at the token limit and the mean reward of cut vs complete rollouts."""
     import numpy as np
 
@@ -86,31 +134,20 @@ def truncation(rewards, truncated) -> dict:
     def mean(mask) -> float:
         return float(rewards[mask].mean()) if mask.any() else math.nan
 
-    return {
-        "rate": n_cut / n_known if n_known else math.nan,
-        "n_truncated": n_cut,
-        "n_rollouts": n_known,
-        "mean_reward_truncated": mean(cut),
-        "mean_reward_complete": mean(whole),
-        "n_complete": int(whole.sum()),
-    }
+    rate = n_cut / n_known if n_known else math.nan
+    return Truncation(rate, n_cut, n_known, mean(cut), mean(whole), int(whole.sum()))
 
 
-def tokens_per_success(success, lengths) -> dict:
+def tokens_per_success(success, lengths) -> TokensPerSuccess:
     import numpy as np
 
     mask = ~np.isnan(success) & ~np.isnan(lengths)
     wins = float(success[mask].sum())
     tokens = float(lengths[mask].sum())
-    return {
-        "value": tokens / wins if wins else math.nan,
-        "tokens": tokens,
-        "successes": int(wins),
-        "n_rollouts": int(mask.sum()),
-    }
+    return TokensPerSuccess(tokens / wins if wins else math.nan, tokens, int(wins), int(mask.sum()))
 
 
-def reward_by_length_bin(rewards, lengths, bins: int = 10) -> list[dict]:
+def reward_by_length_bin(rewards, lengths, bins: int = 10) -> list[LengthBin]:
     """Mean reward per pooled length decile (for plots); each bin carries its n."""
     import numpy as np
 
@@ -124,12 +161,6 @@ def reward_by_length_bin(rewards, lengths, bins: int = 10) -> list[dict]:
     for b in range(max(len(edges) - 1, 1)):
         sel = which == b
         if sel.any():
-            out.append(
-                {
-                    "length_low": float(edges[b]),
-                    "length_high": float(edges[min(b + 1, len(edges) - 1)]),
-                    "mean_reward": float(r[sel].mean()),
-                    "n_rollouts": int(sel.sum()),
-                }
-            )
+            high = float(edges[min(b + 1, len(edges) - 1)])
+            out.append(LengthBin(float(edges[b]), high, float(r[sel].mean()), int(sel.sum())))
     return out

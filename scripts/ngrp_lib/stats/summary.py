@@ -12,22 +12,29 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FindingsError, UsageError
-from . import estimators, length
+from ..jsonvalues import jsonable
+from . import estimators, length, registry
 from .load import ProfileData, attach_rollouts, load_profile
-from .majority import NO_ANSWER, TIE_RULE, majority_at_k
+from .majority import NO_ANSWER, TIE_RULE
+from .registry import TaskInputs
+from .results import (
+    AtGroupSize,
+    AtK,
+    Difficulty,
+    Estimate,
+    MeanReward,
+    RewardLength,
+    RolloutsPerTask,
+    RolloutWeightedMean,
+    ScopeStats,
+    Share,
+    ShrinkagePrior,
+    TaskWeightedMean,
+)
 from .uncertainty import bootstrap_means, percentile_interval, t_interval
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
-
-# The per-k estimators of a stats scope, with their display labels ({k} filled in).
-K_METRICS = (
-    ("pass_at_k", "pass@{k}"),
-    ("pass_hat_k", "pass^{k}"),
-    ("majority_at_k", "maj@{k}"),
-    ("best_of_k", "E[best of {k}]"),
-    ("worst_of_k", "E[worst of {k}]"),
-)
 
 
 @dataclass
@@ -62,41 +69,33 @@ class StatsResult:
     rollouts: str | None
     settings: dict
     inputs: dict
-    overall: dict
-    groups: list[dict] = field(default_factory=list)
+    overall: ScopeStats
+    groups: list[ScopeStats] = field(default_factory=list)
     per_task: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        # Shallow: the fields already hold plain dicts and lists (asdict would deep-copy 10^5 values).
         return jsonable({f.name: getattr(self, f.name) for f in fields(self)})
 
 
-def jsonable(value: Any) -> Any:
-    """NaN/inf become null; numpy scalars become Python numbers."""
-    if isinstance(value, float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        return jsonable(value.item())
-    return value
+Key = tuple[str, Any]  # (estimator name, k or group size or None)
 
 
 class _Columns:
     """Per-task value vectors, bootstrapped together so every interval uses the same resamples."""
 
     def __init__(self) -> None:
-        self.names: list[tuple[str, int | None]] = []
+        self.names: list[Key] = []
         self.vectors: list[Any] = []
 
-    def add(self, name: str, k: int | None, vector: Any) -> None:
-        self.names.append((name, k))
+    def add(self, name: str, index: Any, vector: Any) -> None:
+        self.names.append((name, index))
         self.vectors.append(vector)
 
-    def summarise(self, settings: StatsSettings) -> dict[tuple[str, int | None], dict]:
+    def vector(self, name: str, index: Any = None) -> Any:
+        return self.vectors[self.names.index((name, index))]
+
+    def summarise(self, settings: StatsSettings) -> dict[Key, Estimate]:
         import numpy as np
 
         if not self.vectors:
@@ -110,20 +109,11 @@ class _Columns:
         out = {}
         for j, key in enumerate(self.names):
             iv = t_interval(matrix[:, j], settings.level)
-            out[key] = {
-                "value": iv.value,
-                "se": iv.se,
-                "ci_low": iv.ci_low,
-                "ci_high": iv.ci_high,
-                "boot_ci_low": low[j],
-                "boot_ci_high": high[j],
-                "boot_se": boot_se[j],
-                "n_tasks": iv.n,
-            }
+            out[key] = Estimate(iv.value, iv.se, iv.ci_low, iv.ci_high, low[j], high[j], boot_se[j], iv.n)
         return out
 
 
-def _replicate_sd(reps):
+def _replicate_sd(reps: Any) -> Any:
     """SD of the bootstrap replicates per column (the bootstrap SE), ignoring undefined replicates."""
     import numpy as np
 
@@ -135,49 +125,38 @@ def _replicate_sd(reps):
     return out
 
 
-def _rollout_weighted(rewards) -> dict:
+def _rollout_weighted(rewards: Any) -> RolloutWeightedMean:
+    """The pooled mean sum(r)/N with its naive iid SE and the task-clustered CR1 SE."""
     import numpy as np
 
     mask = ~np.isnan(rewards)
     n_roll, n_tasks = int(mask.sum()), int(mask.any(axis=1).sum())
     if n_roll == 0:
-        return {
-            "value": math.nan,
-            "se_naive_iid": math.nan,
-            "se_clustered": math.nan,
-            "n_rollouts": 0,
-            "n_tasks": 0,
-        }
+        return RolloutWeightedMean(math.nan, math.nan, math.nan, 0, 0)
     mu = float(rewards[mask].mean())
     naive = float(rewards[mask].std(ddof=1) / math.sqrt(n_roll)) if n_roll > 1 else math.nan
     resid = np.where(mask, rewards - mu, 0.0).sum(axis=1)[mask.any(axis=1)]
     clustered = (
         math.sqrt(n_tasks / (n_tasks - 1) * float((resid**2).sum())) / n_roll if n_tasks > 1 else math.nan
     )
-    return {
-        "value": mu,
-        "se_naive_iid": naive,
-        "se_clustered": clustered,
-        "n_rollouts": n_roll,
-        "n_tasks": n_tasks,
-    }
+    return RolloutWeightedMean(mu, naive, clustered, n_roll, n_tasks)
 
 
-def _difficulty(n, c) -> dict:
+def _difficulty(n: Any, c: Any) -> Difficulty:
     import numpy as np
 
     bands = estimators.difficulty_band(n, c)
     scored = int((n > 0).sum())
-    out: dict[str, Any] = {"n_tasks": scored}
+    shares = {}
     for band in ("all_fail", "mixed", "all_pass"):
         count = int((bands == band).sum())
-        out[band] = {"n_tasks": count, "share": count / scored if scored else math.nan}
+        shares[band] = Share(count, count / scored if scored else math.nan)
     zero_of = n[(c == 0) & (n > 0)]
     # 0 successes in n: the exact one-sided 95% upper bound 1 - 0.05^(1/n) (about 3/n, the rule of three,
     # for large n, but never above 1: with n = 1 it is 0.95)
     bound = 1.0 - 0.05 ** (1.0 / zero_of)
-    out["all_fail_upper_bound_95_median"] = float(np.median(bound)) if zero_of.size else math.nan
-    return out
+    median = float(np.median(bound)) if zero_of.size else math.nan
+    return Difficulty(scored, shares["all_fail"], shares["mixed"], shares["all_pass"], median)
 
 
 def _ks(settings: StatsSettings, kmax: int) -> list[int]:
@@ -190,114 +169,121 @@ def _group_sizes(settings: StatsSettings, kmax: int) -> list[int]:
     return [2**i for i in range(1, 12) if 2**i <= kmax] or [2]
 
 
-def _curve(summary: dict, name: str, ks: list[int]) -> list[dict]:
-    return [{"k": k, **summary[(name, k)]} for k in ks if (name, k) in summary]
-
-
-def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple[dict, dict]:
-    """Statistics for one set of tasks. Returns (JSON-ready dict, per-task columns for the per-task table)."""
+def task_inputs(data: ProfileData, settings: StatsSettings) -> TaskInputs:
+    """The per-task inputs of every estimator: rewards, pass/fail outcomes, answers."""
+    import numpy as np
 
     rewards = data.values["reward"]
+    inputs = TaskInputs(rewards, estimators.successes(rewards, settings.pass_threshold))
+    if inputs.success is not None:
+        inputs.n_success, inputs.c_success = estimators.counts(inputs.success)
+    if "answer" in data.extras:
+        # Rollouts missing from the rollouts file have no known answer: leave them out, not "no answer".
+        # "correct" as pass@k counts it: under --pass-threshold the majority answer scores 1 when it passes
+        scores = rewards if inputs.success is None else inputs.success
+        inputs.answers = data.extras["answer"]
+        inputs.known = np.where(np.isnan(data.extras["truncated"]), np.nan, scores)
+    return inputs
+
+
+def estimate_all(inputs: TaskInputs, ks: list[int], sizes: list[int]) -> _Columns:
+    """Every applicable estimator of the registry, per task, at each of its indices."""
+    binary, answers = inputs.success is not None, inputs.answers is not None
+    cols = _Columns()
+    for est in registry.applicable(binary, answers):
+        indices: list[Any] = {"k": ks, "group_size": sizes}.get(est.index or "", [None])
+        for index, vector in zip(indices, est.per_task(inputs, indices), strict=True):
+            cols.add(est.name, index, vector)
+    return cols
+
+
+def _curve(summary: dict[Key, Estimate], name: str, ks: list[int]) -> list[AtK]:
+    return [AtK(k, summary[(name, k)]) for k in ks if (name, k) in summary]
+
+
+def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple[ScopeStats, dict]:
+    """Statistics for one set of tasks. Returns (the scope's record, per-task columns for the table)."""
+    inputs = task_inputs(data, settings)
+    rewards, binary = inputs.rewards, inputs.success is not None
     n, _ = estimators.counts(rewards)
     kmax = int(n.max()) if n.size else 0
     ks, sizes = _ks(settings, kmax), _group_sizes(settings, kmax)
-    success = estimators.successes(rewards, settings.pass_threshold)
-    cols = _Columns()
-    task_means = estimators.row_means(rewards)
-    cols.add("mean_reward", None, task_means)
-    per_task: dict[str, Any] = {"n": n, "mean_reward": task_means}
-    if success is not None:
-        ns, cs = estimators.counts(success)
-        per_task.update(
-            successes=cs, pass_rate=estimators.row_means(success), band=estimators.difficulty_band(ns, cs)
-        )
-        cols.add("pass_rate", None, per_task["pass_rate"])
-        for k in ks:
-            cols.add("pass_at_k", k, estimators.pass_at_k(ns, cs, k))
-            cols.add("pass_hat_k", k, estimators.pass_hat_k(ns, cs, k))
-        for g in sizes:
-            per_task[f"p_informative_{g}"] = estimators.p_informative(ns, cs, g)
-            cols.add("p_informative", g, per_task[f"p_informative_{g}"])
-    else:
-        for k in ks:
-            cols.add("best_of_k", k, estimators.expected_extreme_of_k(rewards, k, best=True))
-            cols.add("worst_of_k", k, estimators.expected_extreme_of_k(rewards, k, best=False))
-    if "answer" in data.extras:
-        import numpy as np
-
-        # Rollouts missing from the rollouts file have no known answer: leave them out, not "no answer".
-        # "correct" as pass@k counts it: under --pass-threshold the majority answer scores 1 when it passes
-        scores = rewards if success is None else success
-        known = np.where(np.isnan(data.extras["truncated"]), np.nan, scores)
-        maj = majority_at_k(data.extras["answer"].tolist(), known.tolist(), ks)
-        for col, k in enumerate(ks):
-            cols.add("majority_at_k", k, maj[:, col])
+    cols = estimate_all(inputs, ks, sizes)
     summary = cols.summarise(settings)
+    per_task = _per_task_columns(inputs, cols, n, sizes)
     variance = decompose(rewards)
     prior = None
-    if success is not None:
+    if binary:
         a, b, per_task["pass_rate_shrunk"] = estimators.beta_binomial_shrinkage(
-            ns, cs, decompose(success).sigma2_between
+            inputs.n_success, inputs.c_success, decompose(inputs.success).sigma2_between
         )
-        prior = {"alpha": a, "beta": b, "method": "method of moments on per-task pass rates"}
-    out: dict[str, Any] = {
-        "scope": label,
-        "n_tasks": int((n > 0).sum()),
-        "n_tasks_unscored": int((n == 0).sum()),
-        "n_rollouts": int(n.sum()),
-        "n_null_rewards": int((data.rollout_index >= 0).sum() - n.sum()),
-        "rollouts_per_task": {
-            "min": int(n[n > 0].min()) if (n > 0).any() else None,
-            "max": kmax,
-            "mean": float(n[n > 0].mean()) if (n > 0).any() else math.nan,
-        },
-        "binary": success is not None,
-        "mean_reward": {
-            "task_weighted": {
-                **summary[("mean_reward", None)],
-                "se_population": summary[("mean_reward", None)]["se"],
-                "se_conditional": variance.se_conditional,
-                "n_tasks_conditional": variance.n_tasks_within,
-            },
-            "rollout_weighted": _rollout_weighted(rewards),
-        },
-        "pass_rate": summary.get(("pass_rate", None)),
-        "pass_at_k": _curve(summary, "pass_at_k", ks),
-        "pass_hat_k": _curve(summary, "pass_hat_k", ks),
-        "best_of_k": _curve(summary, "best_of_k", ks),
-        "worst_of_k": _curve(summary, "worst_of_k", ks),
-        "majority_at_k": _curve(summary, "majority_at_k", ks) if "answer" in data.extras else None,
-        "variance": asdict(variance),
-        "repeats_needed": repeats_for_width(variance.sigma2_within, settings.target_width, settings.level),
-        "difficulty": _difficulty(*estimators.counts(success)) if success is not None else None,
-        "shrinkage_prior": prior,
-        "grpo_informative": [{"group_size": g, **summary[("p_informative", g)]} for g in sizes]
-        if success is not None
-        else [],
-        "reward_length": _reward_length(data, rewards, success),
-    }
-    return out, per_task
+        prior = ShrinkagePrior(a, b, "method of moments on per-task pass rates")
+    scope = ScopeStats(
+        scope=label,
+        n_tasks=int((n > 0).sum()),
+        n_tasks_unscored=int((n == 0).sum()),
+        n_rollouts=int(n.sum()),
+        n_null_rewards=int((data.rollout_index >= 0).sum() - n.sum()),
+        rollouts_per_task=RolloutsPerTask(
+            int(n[n > 0].min()) if (n > 0).any() else None,
+            kmax,
+            float(n[n > 0].mean()) if (n > 0).any() else math.nan,
+        ),
+        binary=binary,
+        mean_reward=MeanReward(
+            TaskWeightedMean(
+                summary[("mean_reward", None)],
+                summary[("mean_reward", None)].se,
+                variance.se_conditional,
+                variance.n_tasks_within,
+            ),
+            _rollout_weighted(rewards),
+        ),
+        pass_rate=summary.get(("pass_rate", None)),
+        pass_at_k=_curve(summary, "pass_at_k", ks),
+        pass_hat_k=_curve(summary, "pass_hat_k", ks),
+        best_of_k=_curve(summary, "best_of_k", ks),
+        worst_of_k=_curve(summary, "worst_of_k", ks),
+        majority_at_k=_curve(summary, "majority_at_k", ks) if inputs.answers is not None else None,
+        variance=variance,
+        repeats_needed=repeats_for_width(variance.sigma2_within, settings.target_width, settings.level),
+        difficulty=_difficulty(inputs.n_success, inputs.c_success) if binary else None,
+        shrinkage_prior=prior,
+        grpo_informative=[AtGroupSize(g, summary[("p_informative", g)]) for g in sizes] if binary else [],
+        reward_length=_reward_length(data, rewards, inputs.success),
+    )
+    return scope, per_task
 
 
-def _reward_length(data: ProfileData, rewards, success) -> dict | None:
+def _per_task_columns(inputs: TaskInputs, cols: _Columns, n: Any, sizes: list[int]) -> dict[str, Any]:
+    per_task: dict[str, Any] = {"n": n, "mean_reward": cols.vector("mean_reward")}
+    if inputs.success is not None:
+        ns, cs = inputs.n_success, inputs.c_success
+        band = estimators.difficulty_band(ns, cs)
+        per_task.update(successes=cs, pass_rate=cols.vector("pass_rate"), band=band)
+        for g in sizes:
+            per_task[f"p_informative_{g}"] = cols.vector("p_informative", g)
+    return per_task
+
+
+def _reward_length(data: ProfileData, rewards: Any, success: Any) -> RewardLength | None:
     import numpy as np
 
     lengths = data.values.get(LENGTH_FIELD)
     if lengths is None or np.isnan(lengths).all():
         return None
-    gap = length.length_gap(success, lengths) if success is not None else None
     truncated = data.extras.get("truncated")
-    return {
-        "length_field": LENGTH_FIELD,
-        "pooled_correlation": length.pooled_correlation(rewards, lengths),
-        "within_task_correlation": length.within_task_correlation(rewards, lengths),
-        "fixed_effects_slope": length.fixed_effects_slope(rewards, lengths),
-        "correct_minus_incorrect_length": asdict(gap) if gap is not None else None,
-        "truncation": length.truncation(rewards, truncated) if truncated is not None else None,
-        "tokens_per_success": length.tokens_per_success(success, lengths) if success is not None else None,
-        "reward_by_length_decile": length.reward_by_length_bin(rewards, lengths),
-        "mean_length": float(np.nanmean(lengths)),
-    }
+    return RewardLength(
+        length_field=LENGTH_FIELD,
+        pooled_correlation=length.pooled_correlation(rewards, lengths),
+        within_task_correlation=length.within_task_correlation(rewards, lengths),
+        fixed_effects_slope=length.fixed_effects_slope(rewards, lengths),
+        correct_minus_incorrect_length=length.length_gap(success, lengths) if success is not None else None,
+        truncation=length.truncation(rewards, truncated) if truncated is not None else None,
+        tokens_per_success=length.tokens_per_success(success, lengths) if success is not None else None,
+        reward_by_length_decile=length.reward_by_length_bin(rewards, lengths),
+        mean_length=float(np.nanmean(lengths)),
+    )
 
 
 def _group_labels(data: ProfileData, group_by: str) -> list[str]:
@@ -316,9 +302,7 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
     lengths = data.values.get(LENGTH_FIELD)
     mean_len = estimators.row_means(lengths) if lengths is not None else None
     rows = []
-    low = high = None
-    if "successes" in cols:
-        low, high = estimators.wilson_interval(cols["successes"], cols["n"])
+    wilson = estimators.wilson_interval(cols["successes"], cols["n"]) if "successes" in cols else None
     for i, (task, agent) in enumerate(data.keys):
         row: dict[str, Any] = {
             "task": task,
@@ -328,7 +312,8 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
         }
         if labels is not None:
             row["group"] = labels[i]
-        if low is not None:
+        if wilson is not None:
+            low, high = wilson
             row.update(
                 successes=int(cols["successes"][i]),
                 pass_rate=cols["pass_rate"][i],
@@ -368,7 +353,7 @@ def compute_stats(
     if rollouts is not None:
         inputs["rollouts"] = attach_rollouts(data, rollouts, settings.answer_key)
     overall, cols = scope_stats(data, settings, "all")
-    if not overall["binary"]:
+    if not overall.binary:
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
     if data.n_tasks < FEW_TASKS:
         notes.append(
@@ -386,7 +371,7 @@ def compute_stats(
             f"{inputs['rollouts']['profile_rollouts_not_in_file']} profiled rollouts are not in the "
             "rollouts file: left out of majority@k and truncation"
         )
-    if overall["majority_at_k"] is not None:
+    if overall.majority_at_k is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
         if all(answer is None for answer in data.extras["answer"].flat):
             notes.append(
@@ -401,7 +386,7 @@ def compute_stats(
         array = np.array(labels, dtype=object)
         for label in sorted(set(labels)):
             groups.append(scope_stats(data.subset(array == label), settings, label)[0])
-    sizes = [g["group_size"] for g in overall["grpo_informative"]]
+    sizes = [g.group_size for g in overall.grpo_informative]
     return StatsResult(
         profile=str(profile),
         rollouts=None if rollouts is None else str(rollouts),

@@ -57,7 +57,15 @@ def decompose(values) -> VarianceDecomposition:
     )
 
 
-def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -> dict:
+@dataclass
+class RepeatsNeeded:
+    target_width: float
+    level: float
+    typical: int | None  # from the pooled within-task variance
+    worst_case_binary: int | None  # p = 0.5
+
+
+def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -> RepeatsNeeded:
     """Rollouts per task so a per-task normal interval of the mean is at most `width` wide.
 
     `typical` uses the pooled within-task variance; `worst_case_binary` uses p = 0.5 (variance 0.25).
@@ -72,9 +80,4 @@ def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -
             return None
         return max(1, math.ceil(half_widths**2))
 
-    return {
-        "target_width": width,
-        "level": level,
-        "typical": need(sigma2_within),
-        "worst_case_binary": need(0.25),
-    }
+    return RepeatsNeeded(width, level, need(sigma2_within), need(0.25))
