@@ -56,17 +56,17 @@ def main() -> int:
         write_rows(rollouts, args.rows)
         write_inputs(rollouts, inputs)
         result = check_run(inputs, rollouts)
-        assert result.counts["missing"] == args.rows - result.counts["completed"] > 0
+        assert result.counts.missing == args.rows - result.counts.completed > 0
         t_floor = best_of(lambda: (floor(inputs), floor(rollouts)), args.repeat)
         t_check = best_of(lambda: check_run(inputs, rollouts), args.repeat)
         tracemalloc.start()
         check_run(inputs, rollouts)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    rows = args.rows * 2 - result.counts["missing"]
+    rows = args.rows * 2 - result.counts.missing
     figures = {
         "input_rows": args.rows,
-        "rollout_rows": result.counts["completed"],
+        "rollout_rows": result.counts.completed,
         "floor_rows_per_s": round(rows / t_floor),
         "check_rows_per_s": round(rows / t_check),
         "ratio": round(t_check / t_floor, 2),
@@ -77,7 +77,7 @@ def main() -> int:
         print(orjson.dumps(figures).decode())
     else:
         print(
-            f"{args.rows} input rows + {result.counts['completed']} rollout rows, Python {figures['python']}"
+            f"{args.rows} input rows + {result.counts.completed} rollout rows, Python {figures['python']}"
         )
         print(f"floor (orjson parse of both): {figures['floor_rows_per_s']:>9,} rows/s  ({t_floor:.3f} s)")
         print(f"ngrp check:                   {figures['check_rows_per_s']:>9,} rows/s  ({t_check:.3f} s)")

@@ -19,6 +19,7 @@ from ngrp_lib.artifacts import schemas
 from ngrp_lib.artifacts.names import pack_key as pack
 from ngrp_lib.artifacts.names import unpack_key as unpack
 from ngrp_lib.audit.check import check_run
+from ngrp_lib.audit.check_result import TaskCounts
 from ngrp_lib.errors import InputError
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "gym-0.7.0"
@@ -52,8 +53,8 @@ def test_counts_match_gyms_completion_summary(case, stdout):
     total, complete, partial, none = map(int, GYM_INPUT_ROWS.search(gym).groups())
     masked = int(GYM_MASKED.search(gym).group(1))
     r = _case(case)
-    assert (r.counts["completed"], r.counts["expected"], r.counts["masked"]) == (completed, expected, masked)
-    assert r.tasks == {"total": total, "complete": complete, "partial": partial, "none": none}
+    assert (r.counts.completed, r.counts.expected, r.counts.masked) == (completed, expected, masked)
+    assert r.tasks == TaskCounts(total, complete, partial, none)
     assert r.exit_code == (0 if completed == expected else 1)
 
 
@@ -78,7 +79,7 @@ def test_extra_keys_match_gyms_error():
     r = _case("case_extra")
     extra = next(f for f in r.findings if f.code == "extra_rollouts")
     assert extra.examples == _gym_keys(gym, "Extra rollout keys") == [[99, 0]]
-    assert r.counts["extra"] == 1 and r.counts["missing"] == 0 and r.exit_code == 1
+    assert r.counts.extra == 1 and r.counts.missing == 0 and r.exit_code == 1
 
 
 def test_duplicate_matches_gyms_error():
@@ -101,7 +102,7 @@ def test_duplicate_matches_gyms_error():
 
 def test_masked_and_null_reward_are_reported_but_not_errors():
     r = _case("case_masked")
-    assert r.counts["masked"] == 1 and r.counts["null_reward"] == 1 and r.counts["absent_reward"] == 0
+    assert r.counts.masked == 1 and r.counts.null_reward == 1 and r.counts.absent_reward == 0
     assert _codes(r)["masked_rollouts"] == "note" and _codes(r)["rollouts_without_reward"] == "warning"
     assert (
         "ngrp profile --null-reward" in next(f for f in r.findings if f.code == "rollouts_without_reward").fix
@@ -112,16 +113,16 @@ def test_masked_and_null_reward_are_reported_but_not_errors():
 def test_blank_line_and_missing_index():
     blank = _case("case_blank_line")
     assert blank.rollouts.blank_lines == 1 and _codes(blank)["rollouts_blank_lines"] == "error"
-    assert blank.counts["missing"] == 0 and blank.exit_code == 1
+    assert blank.counts.missing == 0 and blank.exit_code == 1
     no_index = _case("case_missing_index")
-    assert no_index.rollouts.rows_without_key == 1 and no_index.counts["missing"] == 1
+    assert no_index.rollouts.rows_without_key == 1 and no_index.counts.missing == 1
     assert no_index.exit_code == 1
 
 
 def test_fan_out_groups_by_task_and_agent():
     r = _case("case_fan_out")
     assert r.grouping == "task_and_agent"
-    assert [(a["agent"], a["expected"], a["completed"], a["tasks"]["total"]) for a in r.agents] == [
+    assert [(a.agent, a.expected, a.completed, a.tasks.total) for a in r.agents] == [
         ("agent_a", 6, 6, 3),
         ("agent_b", 6, 6, 3),
     ]
@@ -173,17 +174,17 @@ def test_failures_sidecar_found_by_default_and_counted(tmp_path):
     assert r.failures_by_class == {"agent_run_error": 3, "agent_request_failed": 1}
     c = r.counts
     assert (
-        c["failed_attempts"],
-        c["failed_keys"],
-        c["failed_keys_still_missing"],
-        c["failed_keys_recovered"],
+        c.failed_attempts,
+        c.failed_keys,
+        c.failed_keys_still_missing,
+        c.failed_keys_recovered,
     ) == (
         4,
         3,
         1,
         1,
     )
-    assert c["failure_keys_not_in_inputs"] == 1 and _codes(r)["failures_not_in_inputs"] == "warning"
+    assert c.failure_keys_not_in_inputs == 1 and _codes(r)["failures_not_in_inputs"] == "warning"
     resume = f"ngrp collect --output {run / 'rollouts.jsonl'} --resume"
     assert resume in next(f for f in r.findings if f.code == "failed_attempts").fix
     assert r.exit_code == 1  # still missing (2, 1) and (2, 3)
@@ -192,7 +193,7 @@ def test_failures_sidecar_found_by_default_and_counted(tmp_path):
 def test_no_sidecar_means_no_failures(tmp_path):
     run = _run_dir(tmp_path, "case_complete")
     r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
-    assert r.failures is None and r.counts["failed_attempts"] == 0 and r.exit_code == 0
+    assert r.failures is None and r.counts.failed_attempts == 0 and r.exit_code == 0
 
 
 def test_torn_tail_and_invalid_lines(tmp_path):
@@ -201,7 +202,7 @@ def test_torn_tail_and_invalid_lines(tmp_path):
     (run / "rollouts.jsonl").write_bytes(data + b'[1]\n{"_ng_task_index": 0, "_ng_rol')
     r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
     assert r.rollouts.torn_tail and r.rollouts.invalid_lines == 1 and r.rollouts.invalid_examples == [13]
-    assert _codes(r)["rollouts_torn_tail"] == "error" and r.counts["completed"] == 12 and r.exit_code == 1
+    assert _codes(r)["rollouts_torn_tail"] == "error" and r.counts.completed == 12 and r.exit_code == 1
     resume = f"ngrp collect --output {run / 'rollouts.jsonl'} --resume"
     assert resume in next(f for f in r.findings if f.code == "rollouts_torn_tail").fix
 
@@ -211,7 +212,7 @@ def test_duplicate_inputs(tmp_path):
     lines = (run / "rollouts_materialized_inputs.jsonl").read_bytes().splitlines(keepends=True)
     (run / "rollouts_materialized_inputs.jsonl").write_bytes(b"".join(lines + lines[:2]))
     r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
-    assert r.inputs.duplicates == 2 and r.counts["expected"] == 12 and r.exit_code == 1
+    assert r.inputs.duplicates == 2 and r.counts.expected == 12 and r.exit_code == 1
     assert r.inputs.duplicate_examples[0] == {"key": [0, 0], "first_line": 1, "line": 13}
 
 
@@ -279,23 +280,23 @@ def test_counts_equal_brute_force(tmp_path, run):
     per_task = Counter(t for t, _ in expected)
     done_task = Counter(t for t, _ in completed)
     c = result.counts
-    assert c["expected"] == len(expected) and c["completed"] == len(completed)
-    assert c["missing"] == len(expected - completed) and c["extra"] == len(set(seen) - expected)
-    assert c["duplicate_rollouts"] == len(order) - len(seen)
-    assert c["masked"] == len({k for k in seen if k in masked})
+    assert c.expected == len(expected) and c.completed == len(completed)
+    assert c.missing == len(expected - completed) and c.extra == len(set(seen) - expected)
+    assert c.duplicate_rollouts == len(order) - len(seen)
+    assert c.masked == len({k for k in seen if k in masked})
     assert result.grouping == "task"  # one agent per task here
-    assert result.tasks["complete"] == sum(1 for t in per_task if done_task[t] == per_task[t])
-    assert result.tasks["none"] == sum(1 for t in per_task if done_task[t] == 0)
-    assert result.tasks["partial"] == len(per_task) - result.tasks["complete"] - result.tasks["none"]
+    assert result.tasks.complete == sum(1 for t in per_task if done_task[t] == per_task[t])
+    assert result.tasks.none == sum(1 for t in per_task if done_task[t] == 0)
+    assert result.tasks.partial == len(per_task) - result.tasks.complete - result.tasks.none
     assert result.order == ("sorted_by_key" if seen == sorted(seen) else "completion_order")
-    by_agent = {a["agent"]: a for a in result.agents}
+    by_agent = {a.agent: a for a in result.agents}
     for agent in {a for _, _, a in inputs}:
         keys = {(t, ro) for t, ro, a in inputs if a == agent}
-        assert by_agent[agent]["expected"] == len(keys) and by_agent[agent]["completed"] == len(
+        assert by_agent[agent].expected == len(keys) and by_agent[agent].completed == len(
             keys & completed
         )
     assert result.exit_code == (
-        0 if completed == expected and c["extra"] == 0 and len(order) == len(seen) else 1
+        0 if completed == expected and c.extra == 0 and len(order) == len(seen) else 1
     )
 
 

@@ -44,16 +44,60 @@ class Finding:
 
 
 @dataclass
+class CheckCounts:
+    """Rollout keys of the run: expected (materialized), completed, missing, and what went wrong."""
+
+    expected: int
+    completed: int
+    missing: int
+    extra: int  # rollout keys with no materialized row
+    duplicate_inputs: int
+    duplicate_rollouts: int
+    masked: int
+    null_reward: int
+    absent_reward: int
+    failed_attempts: int
+    failed_keys: int
+    failed_keys_still_missing: int
+    failed_keys_recovered: int
+    failure_keys_not_in_inputs: int
+
+
+@dataclass
+class TaskCounts:
+    """Task groups (task, or task and agent in fan-out) by completion: every, some or none of their
+    expected rollouts completed."""
+
+    total: int = 0
+    complete: int = 0
+    partial: int = 0
+    none: int = 0
+
+
+@dataclass
+class AgentCheck:
+    agent: str | None
+    expected: int
+    completed: int
+    missing: int
+    extra: int
+    masked: int
+    null_reward: int
+    absent_reward: int
+    tasks: TaskCounts
+
+
+@dataclass
 class CheckResult:
     inputs: FileStats
     rollouts: FileStats
     failures: FileStats | None
-    counts: dict[str, int]
-    tasks: dict[str, int]
+    counts: CheckCounts
+    tasks: TaskCounts
     grouping: str
     order: str
     failures_by_class: dict[str, int]
-    agents: list[dict[str, Any]]
+    agents: list[AgentCheck]
     findings: list[Finding]
 
     @property
@@ -70,11 +114,11 @@ class CheckResult:
                 "rollouts": asdict(self.rollouts),
                 "failures": None if self.failures is None else asdict(self.failures),
             },
-            "counts": self.counts,
-            "tasks": self.tasks,
+            "counts": asdict(self.counts),
+            "tasks": asdict(self.tasks),
             "grouping": self.grouping,
             "order": self.order,
             "failures_by_class": self.failures_by_class,
-            "agents": self.agents,
+            "agents": [asdict(a) for a in self.agents],
             "findings": [asdict(f) for f in self.findings],
         }

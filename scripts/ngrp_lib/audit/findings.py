@@ -6,7 +6,19 @@ from collections import Counter
 from typing import Any
 
 from ..artifacts.names import manifest_path_for, unpack_key
-from .check_result import AGENT_BITS, ERROR, EXAMPLES, NOTE, WARNING, CheckResult, FileStats, Finding
+from .check_result import (
+    AGENT_BITS,
+    ERROR,
+    EXAMPLES,
+    NOTE,
+    WARNING,
+    AgentCheck,
+    CheckCounts,
+    CheckResult,
+    FileStats,
+    Finding,
+    TaskCounts,
+)
 
 _MASK = (1 << AGENT_BITS) - 1
 
@@ -31,14 +43,19 @@ def _groups(expected: dict[Any, int], completed: dict[Any, int]) -> tuple[Counte
     return exp, done, fan_out, missing
 
 
-def _task_counts(exp: Counter, done: Counter, agent: int | None = None) -> dict[str, int]:
-    out = {"total": 0, "complete": 0, "partial": 0, "none": 0}
+def completion_of(expected: int, completed: int) -> str:
+    """A task group's completion: 'complete', 'partial' or 'none' (the one rule check uses)."""
+    return "complete" if completed == expected else "partial" if completed else "none"
+
+
+def _task_counts(exp: Counter, done: Counter, agent: int | None = None) -> TaskCounts:
+    out = TaskCounts()
     for group, n in exp.items():
         if agent is not None and group[1] != agent:
             continue
-        got = done.get(group, 0)
-        out["total"] += 1
-        out["complete" if got == n else "partial" if got else "none"] += 1
+        state = completion_of(n, done.get(group, 0))
+        out.total += 1
+        setattr(out, state, getattr(out, state) + 1)
     return out
 
 
@@ -54,22 +71,22 @@ def summarize(
     exp, done, fan_out, missing_keys = _groups(expected, tally.completed)
     completed = sum(done.values())
     failed_missing = sum(1 for k in fail.keys if k in expected and k not in tally.completed)
-    counts = {
-        "expected": len(expected),
-        "completed": completed,
-        "missing": len(expected) - completed,
-        "extra": tally.extra_count,
-        "duplicate_inputs": inputs.duplicates,
-        "duplicate_rollouts": rollouts.duplicates,
-        "masked": sum(tally.masked.values()),
-        "null_reward": sum(tally.null_reward.values()),
-        "absent_reward": sum(tally.absent_reward.values()),
-        "failed_attempts": sum(fail.by_class.values()),
-        "failed_keys": len(fail.keys),
-        "failed_keys_still_missing": failed_missing,
-        "failed_keys_recovered": sum(1 for k in fail.keys if k in tally.completed),
-        "failure_keys_not_in_inputs": fail.unknown_keys,
-    }
+    counts = CheckCounts(
+        expected=len(expected),
+        completed=completed,
+        missing=len(expected) - completed,
+        extra=tally.extra_count,
+        duplicate_inputs=inputs.duplicates,
+        duplicate_rollouts=rollouts.duplicates,
+        masked=sum(tally.masked.values()),
+        null_reward=sum(tally.null_reward.values()),
+        absent_reward=sum(tally.absent_reward.values()),
+        failed_attempts=sum(fail.by_class.values()),
+        failed_keys=len(fail.keys),
+        failed_keys_still_missing=failed_missing,
+        failed_keys_recovered=sum(1 for k in fail.keys if k in tally.completed),
+        failure_keys_not_in_inputs=fail.unknown_keys,
+    )
     agents = [_agent_row(i, name, exp, done, tally) for i, name in enumerate(agent_names)]
     result = CheckResult(
         inputs=inputs,
@@ -87,20 +104,20 @@ def summarize(
     return result
 
 
-def _agent_row(agent: int, name: str | None, exp: Counter, done: Counter, tally: Any) -> dict[str, Any]:
+def _agent_row(agent: int, name: str | None, exp: Counter, done: Counter, tally: Any) -> AgentCheck:
     expected = sum(n for g, n in exp.items() if g[1] == agent)
     completed = sum(n for g, n in done.items() if g[1] == agent)
-    return {
-        "agent": name,
-        "expected": expected,
-        "completed": completed,
-        "missing": expected - completed,
-        "extra": tally.extra_by_agent.get(agent, 0),
-        "masked": tally.masked.get(agent, 0),
-        "null_reward": tally.null_reward.get(agent, 0),
-        "absent_reward": tally.absent_reward.get(agent, 0),
-        "tasks": _task_counts(exp, done, agent),
-    }
+    return AgentCheck(
+        agent=name,
+        expected=expected,
+        completed=completed,
+        missing=expected - completed,
+        extra=tally.extra_by_agent.get(agent, 0),
+        masked=tally.masked.get(agent, 0),
+        null_reward=tally.null_reward.get(agent, 0),
+        absent_reward=tally.absent_reward.get(agent, 0),
+        tasks=_task_counts(exp, done, agent),
+    )
 
 
 def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
@@ -174,40 +191,38 @@ def _duplicates(role: str, s: FileStats) -> Finding:
 
 def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
     c, t, out = r.counts, r.tasks, []
-    if c["expected"] == 0:
+    if c.expected == 0:
         out.append(
             Finding("no_inputs", ERROR, 0, f"{r.inputs.path}: no materialized rows with identity keys", None)
         )
-    if c["missing"]:
+    if c.missing:
         msg = (
-            f"{c['missing']} of {c['expected']} expected rollouts are missing; "
-            f"tasks: {t['complete']} complete, {t['partial']} partial, {t['none']} with none"
+            f"{c.missing} of {c.expected} expected rollouts are missing; "
+            f"tasks: {t.complete} complete, {t.partial} partial, {t.none} with none"
         )
-        if c["failed_keys_still_missing"]:
-            msg += f" ({c['failed_keys_still_missing']} of the missing keys failed, see the failures sidecar)"
+        if c.failed_keys_still_missing:
+            msg += f" ({c.failed_keys_still_missing} of the missing keys failed, see the failures sidecar)"
         fix = (
             f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path} (profiles"
             f" what exists), or {_resume(r.rollouts.path, why=' (runs only the missing keys)')}"
         )
-        out.append(
-            Finding("missing_rollouts", ERROR, c["missing"], msg, fix, [list(k) for k in missing_keys])
-        )
-    if c["extra"]:
-        msg = f"{c['extra']} rollout keys have no materialized input row (Gym refuses them, even partial)"
+        out.append(Finding("missing_rollouts", ERROR, c.missing, msg, fix, [list(k) for k in missing_keys]))
+    if c.extra:
+        msg = f"{c.extra} rollout keys have no materialized input row (Gym refuses them, even partial)"
         fix = "check that --inputs is this run's materialized file; if so, delete those rows by hand"
-        out.append(Finding("extra_rollouts", ERROR, c["extra"], msg, fix, extra_keys))
-    if c["failure_keys_not_in_inputs"]:
-        msg = f"{c['failure_keys_not_in_inputs']} failed keys are not in the materialized inputs"
-        out.append(Finding("failures_not_in_inputs", WARNING, c["failure_keys_not_in_inputs"], msg, None))
+        out.append(Finding("extra_rollouts", ERROR, c.extra, msg, fix, extra_keys))
+    if c.failure_keys_not_in_inputs:
+        msg = f"{c.failure_keys_not_in_inputs} failed keys are not in the materialized inputs"
+        out.append(Finding("failures_not_in_inputs", WARNING, c.failure_keys_not_in_inputs, msg, None))
     return out
 
 
 def _reward_findings(r: CheckResult) -> list[Finding]:
     c, out = r.counts, []
-    if c["null_reward"] or c["absent_reward"]:
-        n = c["null_reward"] + c["absent_reward"]
+    if c.null_reward or c.absent_reward:
+        n = c.null_reward + c.absent_reward
         msg = (
-            f"{c['null_reward']} rollouts have reward null and {c['absent_reward']} have no reward; "
+            f"{c.null_reward} rollouts have reward null and {c.absent_reward} have no reward; "
             "Gym counts them in num_rollouts but leaves them out of mean/reward"
         )
         fix = "decide explicitly: ngrp profile --null-reward zero|error (default: left out, as Gym does)"
@@ -217,20 +232,20 @@ def _reward_findings(r: CheckResult) -> list[Finding]:
 
 def _notes(r: CheckResult) -> list[Finding]:
     c, out = r.counts, []
-    if c["masked"]:
-        msg = f"{c['masked']} rollouts are masked (mask_sample: true): out of quality metrics, in completion"
-        out.append(Finding("masked_rollouts", NOTE, c["masked"], msg))
-    if c["failed_attempts"]:
+    if c.masked:
+        msg = f"{c.masked} rollouts are masked (mask_sample: true): out of quality metrics, in completion"
+        out.append(Finding("masked_rollouts", NOTE, c.masked, msg))
+    if c.failed_attempts:
         by_class = ", ".join(f"{k} {v}" for k, v in r.failures_by_class.items())
         msg = (
-            f"{c['failed_attempts']} failed attempts ({by_class}) on {c['failed_keys']} keys; "
-            f"{c['failed_keys_recovered']} of those keys later completed"
+            f"{c.failed_attempts} failed attempts ({by_class}) on {c.failed_keys} keys; "
+            f"{c.failed_keys_recovered} of those keys later completed"
         )
         fix = None
-        if c["failed_keys_still_missing"]:  # keys out of attempts are skipped by a plain --resume
+        if c.failed_keys_still_missing:  # keys out of attempts are skipped by a plain --resume
             more = " --max-attempts <more than the run's>"
             fix = _resume(r.rollouts.path, more, " (retries the failed keys)")
-        out.append(Finding("failed_attempts", NOTE, c["failed_attempts"], msg, fix))
+        out.append(Finding("failed_attempts", NOTE, c.failed_attempts, msg, fix))
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"
         out.append(Finding("completion_order", NOTE, 0, msg))

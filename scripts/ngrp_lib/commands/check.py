@@ -62,20 +62,18 @@ def render_text(r: CheckResult) -> str:
     if r.failures is not None:
         lines.append(_file_line("failures", r.failures))
     lines.append(
-        f"rollouts: {c['completed']}/{c['expected']} completed, {c['missing']} missing, {c['extra']} extra, "
-        f"{c['masked']} masked, {c['null_reward'] + c['absent_reward']} without reward"
+        f"rollouts: {c.completed}/{c.expected} completed, {c.missing} missing, {c.extra} extra, "
+        f"{c.masked} masked, {c.null_reward + c.absent_reward} without reward"
     )
     unit = "task-agent groups" if r.grouping == "task_and_agent" else "tasks"
-    lines.append(
-        f"{unit}: {t['total']} ({t['complete']} complete, {t['partial']} partial, {t['none']} with none)"
-    )
-    if len(r.agents) > 1 or (r.agents and r.agents[0]["agent"] is not None):
+    lines.append(f"{unit}: {t.total} ({t.complete} complete, {t.partial} partial, {t.none} with none)")
+    if len(r.agents) > 1 or (r.agents and r.agents[0].agent is not None):
         for a in r.agents:
-            at = a["tasks"]
+            at = a.tasks
             lines.append(
-                f"  agent {a['agent']}: {a['completed']}/{a['expected']} completed, {a['missing']} missing, "
-                f"tasks {at['complete']}/{at['total']} complete, {at['partial']} partial, "
-                f"{at['none']} with none"
+                f"  agent {a.agent}: {a.completed}/{a.expected} completed, {a.missing} missing, "
+                f"tasks {at.complete}/{at.total} complete, {at.partial} partial, "
+                f"{at.none} with none"
             )
     for f in r.findings:
         lines.append(f"{f.severity}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))

@@ -46,9 +46,24 @@ class ProfileOptions:
 
 
 @dataclass
+class GymCompletion:
+    """Gym's `profile_completion_summary`: rollout rows and input rows (task groups) by completion."""
+
+    expected_rollout_rows: int
+    completed_rollout_rows: int
+    missing_rollout_rows: int
+    extra_rollout_rows: int
+    reward_profile_completion_pct: float
+    total_input_rows: int
+    complete_input_rows: int
+    partial_input_rows: int
+    missing_input_rows: int  # task groups with no completed rollout, dropped from the output
+
+
+@dataclass
 class ProfileResult:
     outputs: dict[str, str]
-    completion: dict[str, Any]  # Gym's completion summary
+    completion: GymCompletion
     counts: dict[str, int]
     agents: list[dict[str, Any]]
     profile_rows: int
@@ -154,7 +169,8 @@ def _profile_inner(
         out["repeat_level_metrics"].write(orjson.dumps(repeats))
         if options.save_state:
             write_state(out["profile_state"], data, options, sources)
-        completion, per_agent = account(data)
+        summary_counts, per_agent = account(data)
+        completion = GymCompletion(**summary_counts)
         counts = _counts(completion, per_agent)
         _add_agent_means(per_agent, agents, rewards_by_label, table)
         warnings += _data_warnings(counts, completion, incomplete, table, options, alignment.missing)
@@ -165,8 +181,8 @@ def _profile_inner(
             "inputs": sources,
             "options": options.to_json(),
             "counts": counts,
-            "tasks": {k: completion[v] for k, v in _TASK_KEYS.items()},
-            "gym_completion": completion,
+            "tasks": {k: getattr(completion, v) for k, v in _TASK_KEYS.items()},
+            "gym_completion": asdict(completion),
             "agents": per_agent,
             "outputs": outputs,
             "warnings": warnings,
@@ -183,17 +199,17 @@ _TASK_KEYS = {
 }
 
 
-def _counts(completion: dict[str, Any], per_agent: list[dict[str, Any]]) -> dict[str, int]:
+def _counts(completion: GymCompletion, per_agent: list[dict[str, Any]]) -> dict[str, int]:
     masked = sum(a["counts"]["masked"] for a in per_agent)
     null = sum(a["counts"]["null_reward"] for a in per_agent)
     non_numeric = sum(a["counts"]["non_numeric_reward"] for a in per_agent)
     return {
-        "expected": completion["expected_rollout_rows"],
-        "completed": completion["completed_rollout_rows"],
-        "missing": completion["missing_rollout_rows"],
-        "extra": completion["extra_rollout_rows"],
+        "expected": completion.expected_rollout_rows,
+        "completed": completion.completed_rollout_rows,
+        "missing": completion.missing_rollout_rows,
+        "extra": completion.extra_rollout_rows,
         "masked": masked,
-        "measured": completion["completed_rollout_rows"] - masked,
+        "measured": completion.completed_rollout_rows - masked,
         "null_reward": null,
         "non_numeric_reward": non_numeric,
     }
@@ -238,7 +254,14 @@ def _read_warnings(stats: ReadStats, sources: dict[str, Any]) -> list[str]:
     return out
 
 
-def _data_warnings(counts, completion, incomplete, table, options, missing) -> list[str]:
+def _data_warnings(
+    counts: dict[str, int],
+    completion: GymCompletion,
+    incomplete: list[dict[str, Any]],
+    table: Any,
+    options: ProfileOptions,
+    missing: list[Any],
+) -> list[str]:
     out = []
     if counts["null_reward"]:
         how = {
@@ -257,8 +280,8 @@ def _data_warnings(counts, completion, incomplete, table, options, missing) -> l
     if missing:
         out.append(
             f"partial profile: {len(missing)} rollout(s) missing (first {missing[:5]}); "
-            f"{completion['partial_input_rows']} partial and "
-            f"{completion['missing_input_rows']} dropped task group(s). "
+            f"{completion.partial_input_rows} partial and "
+            f"{completion.missing_input_rows} dropped task group(s). "
             "Agent-level mean/* pools rollouts, so tasks with more completed rollouts weigh more; see "
             "mean_reward_task_weighted in the profile summary"
         )
