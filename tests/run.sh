@@ -27,6 +27,9 @@ echo "== lint: ruff check and ruff format --check"
 .venv/bin/ruff check scripts tests benchmarks
 .venv/bin/ruff format --check scripts tests benchmarks
 
+echo "== types: mypy on scripts/ngrp_lib (settings in pyproject.toml)"
+.venv/bin/mypy
+
 echo "== vLLM CPU venv (real-server tier)"
 NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh)
 export NGRP_VLLM_VENV

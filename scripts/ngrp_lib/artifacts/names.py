@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeGuard
 
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
@@ -60,7 +62,7 @@ def profile_paths_for(rollouts: Path | str, output_dir: Path | str | None = None
 MAX_INDEX = 2**63 - 1  # numpy and pandas (so Gym's profiler) hold identity keys as int64
 
 
-def is_index(value: object) -> bool:
+def is_index(value: object) -> TypeGuard[int]:
     """Identity keys are integers in [0, 2^63) (bools are not integers here)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INDEX
 
@@ -82,7 +84,7 @@ def rollout_key(row: dict) -> RolloutKey | None:
     return None
 
 
-def agent_name(row: dict) -> str | None:
+def agent_name(row: Mapping[str, Any]) -> str | None:
     ref = row.get("agent_ref")
     if isinstance(ref, dict) and isinstance(ref.get("name"), str):
         return ref["name"]

@@ -71,7 +71,9 @@ class DirectRun:
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()
-        endpoint = self.router.endpoint_for(row[TASK_KEY])
+        router = self.router
+        assert router is not None  # direct mode always has model endpoints
+        endpoint = router.endpoint_for(row[TASK_KEY])
 
         async def call(server: Endpoint) -> dict:
             nonlocal endpoint  # the server that answered (or failed last), after any failover
@@ -79,7 +81,7 @@ class DirectRun:
             return await self.call_model(row, server)
 
         try:
-            response = await self.router.dispatch(row[TASK_KEY], call)
+            response = await router.dispatch(row[TASK_KEY], call)
             verdict = await self.verify(row, response)
             out = result_row(row, response, verdict, attempt, time.monotonic() - started)
             out["_ngrp_server"] = endpoint.public_url
@@ -88,8 +90,8 @@ class DirectRun:
             self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
             return
         except TypeError as exc:  # orjson: a verifier value JSON cannot hold (Decimal, an int past 64 bits)
-            failure = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
-            self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
+            not_json = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
+            self.record_failure(row, attempt, not_json, time.monotonic() - started, endpoint)
             return
         self.no_reply_streak = 0
         self.tally.add_result(out.get("reward"), output_tokens(response))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -76,7 +76,7 @@ class FailoverRouter:
         """The home server of a task (what a single-call caller would use)."""
         return self.servers[task_index % len(self.servers)].endpoint
 
-    def pick(self, task_index: int, exclude: set[int] = frozenset()) -> ServerState | None:
+    def pick(self, task_index: int, exclude: Set[int] = frozenset()) -> ServerState | None:
         """Home when healthy and not full; when home is full, the least busy healthy server; when home is
         out, the next healthy server after it that is not full, so a dead server's tasks move together."""
         n = len(self.servers)

@@ -132,6 +132,8 @@ def _targets_from_head(head: str, instances: list, config: dict | None) -> GymTa
 
 def _relayed_agent(config: dict | None, env: dict) -> str | None:
     """The agent an environment server relays to (`<name>.environment_servers.<type>.agent_server.name`)."""
+    if config is None:
+        return None
     try:
         impl = config[env["process_name"]][ENVIRONMENT_SERVERS][env["name"]]
         return impl["agent_server"]["name"]

@@ -159,11 +159,14 @@ class Verifier:
     needs_answer = True
 
     def __init__(self, name: str, answer_key: str, pattern: str | None = None) -> None:
-        if name == "regex" and not pattern:
-            raise UsageError("--verifier regex needs --verifier-pattern REGEX")
         table = {"exact": verify_exact, "math": verify_math, "mcq": verify_mcq}
         self.name = name
-        self.check = regex_verifier(pattern) if name == "regex" else table[name]
+        if name == "regex":
+            if not pattern:
+                raise UsageError("--verifier regex needs --verifier-pattern REGEX")
+            self.check = regex_verifier(pattern)
+        else:
+            self.check = table[name]
         self.answer_key = answer_key
 
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
@@ -257,4 +260,5 @@ def make_verifier(
         return UrlVerifier(url, timeout)
     if function:
         return FunctionVerifier(function)
+    assert name is not None  # exactly one of the three was chosen
     return Verifier(name, answer_key, pattern)

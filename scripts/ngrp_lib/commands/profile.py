@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import click
 
@@ -123,7 +124,7 @@ def command(
     if not rollouts:
         raise UsageError("--rollouts is required", hint="with --merge it names the merged outputs' stem")
     options = ProfileOptions(
-        output_dir=output_dir,
+        output_dir=None if output_dir is None else Path(output_dir),
         allow_partial=allow_partial,
         overwrite=overwrite,
         gym_only=gym_only,
@@ -132,7 +133,8 @@ def command(
         save_state=save_state and not merge,
     )
     if merge:
-        result = merge_profiles(rest, rollouts, options)
+        shards: list[Path | str] = list(rest)
+        result = merge_profiles(shards, rollouts, options)
     else:
         if not inputs:
             raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")

@@ -199,7 +199,7 @@ def _fields(
         "recipe": run.recipe,
         "metric_name": metric_name,
         # The auto-research convention: crash rows carry 0.000000 and 0.0, never a real-looking value.
-        "metric_value": "0.000000" if crash else repr(reading.value),
+        "metric_value": "0.000000" if reading is None else repr(reading.value),
         "memory_gb": "0.0" if crash else _num(run.memory_gb, ".3f"),
         "elapsed_min": _num(run.elapsed_min, ".2f"),
         "launcher": run.launcher,
@@ -208,9 +208,9 @@ def _fields(
         "log_path": run.log_path,
         "status": status,
         "description": description,
-        "ci_low": "" if crash or reading.ci_low is None else repr(reading.ci_low),
-        "ci_high": "" if crash or reading.ci_high is None else repr(reading.ci_high),
-        "n_tasks": "" if crash or reading.n_tasks is None else str(reading.n_tasks),
+        "ci_low": "" if reading is None or reading.ci_low is None else repr(reading.ci_low),
+        "ci_high": "" if reading is None or reading.ci_high is None else repr(reading.ci_high),
+        "n_tasks": "" if reading is None or reading.n_tasks is None else str(reading.n_tasks),
         "profile_path": "" if crash or profile is None else str(profile),
         "compared_to": "" if suggestion is None else suggestion.compared_to,
     }

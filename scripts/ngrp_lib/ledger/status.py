@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from . import runs, table
 from .campaign import Campaign, LedgerPaths, load_campaign, now_utc
@@ -44,7 +45,7 @@ class LedgerStatus:
     open_runs: list[runs.OpenRun] = field(default_factory=list)  # started by `ledger run`, not recorded
 
     def to_json(self) -> dict:
-        out = {"schema": STATUS_SCHEMA}
+        out: dict[str, Any] = {"schema": STATUS_SCHEMA}
         out.update(
             {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("rules", "open_runs")}
         )
@@ -78,7 +79,7 @@ def stop_rules(
     rules: list[Rule] = []
     if campaign.target is not None:
         value = None if best is None else best.number("metric_value")
-        if value is None:
+        if best is None or value is None:
             rules.append(Rule("target", False, f"target {campaign.target:g}: no scored run yet"))
         else:
             met = value >= campaign.target if campaign.direction == "max" else value <= campaign.target

@@ -24,7 +24,7 @@ def group_order(table: Table) -> tuple[Any, Any, list[Any]]:
     if table.per_agent:
         keep = np.array([label is not None for label in table.labels], dtype=bool)  # groupby drops None
         names = sorted({label for label in table.labels if label is not None})
-        code = {name: i for i, name in enumerate(names)}
+        code: dict[str | None, int] = {name: i for i, name in enumerate(names)}
         codes = np.array([code.get(label, -1) for label in table.labels], dtype=np.int64)
         idx = np.nonzero(keep)[0]
         perm = idx[np.lexsort((codes[idx], table.tasks[idx]))]  # stable: rollout order kept inside a group
@@ -43,7 +43,7 @@ def group_order(table: Table) -> tuple[Any, Any, list[Any]]:
 
 def _samples_by_group(data: Dataset, table: Table) -> dict[Any, bytes]:
     best: dict[Any, tuple[int, bytes]] = {}
-    label_of_key = {key: label for label, key in table.group_label.items()}
+    label_of_key: dict[Any, Any] = {key: label for label, key in table.group_label.items()}
     for (task, run_key), (rollout, raw) in data.samples.items():
         group = (task, label_of_key.get(run_key)) if table.per_agent else task
         if group not in best or rollout < best[group][0]:

@@ -94,6 +94,7 @@ def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
                 f"`{TASK_KEY}` and `{ROLLOUT_KEY}` as integers in [0, 2^63) to be matched",
                 hint="rows are joined by (_ng_task_index, _ng_rollout_index); fix or drop this row",
             )
+    assert is_index(task) and is_index(rollout)
     return task, rollout
 
 

@@ -70,7 +70,8 @@ def _usage(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return usage if isinstance(usage, dict) else {}
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], tuple]:
+def _getter(names: tuple[Any, ...]) -> Callable[[Any], tuple]:
+    """itemgetter that always returns a tuple (keys of a row, or positions in a tuple of values)."""
     if len(names) >= 2:
         return itemgetter(*names)
     if len(names) == 1:
@@ -145,17 +146,18 @@ def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
         if types[i] in _NUMERIC_TYPES:
             info[name] = i
     reward_pos = layout.reward_pos
+    head: tuple[int, ...] = ()
     if reward_pos is None:
-        state, head = "absent", ()
+        state = "absent"
     else:
         kind = types[reward_pos]
         state = "ok" if kind in _NUMERIC_TYPES else "null" if kind is type(None) else "non_numeric"
         head = (reward_pos,)
     plan = _Plan(
         tuple(n for n, _ in stats),
-        _getter(tuple(i for _, i in stats)),  # type: ignore[arg-type]
+        _getter(tuple(i for _, i in stats)),
         (*_IDENTITY, *(("reward",) if head else ()), *info),
-        _getter((*head, *info.values())),  # type: ignore[arg-type]
+        _getter((*head, *info.values())),
         # the reward itself (first when present) stays as it is
         tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
         state,

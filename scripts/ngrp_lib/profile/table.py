@@ -55,7 +55,7 @@ def build_table(data: Dataset) -> Table:
         keep = [i for i, rec in enumerate(measured) if rec.result is not None]
         matched = [measured[i] for i in keep]
     else:  # complete run: every measured input has its result
-        keep, matched = range(len(measured)), measured
+        keep, matched = list(range(len(measured))), measured
     tasks = np.fromiter(map(attrgetter("task"), matched), dtype=np.int64, count=len(matched))
     rollouts = np.fromiter(map(attrgetter("rollout"), matched), dtype=np.int64, count=len(matched))
     order = None
@@ -121,6 +121,6 @@ def _dense(results: list, numeric: Any) -> tuple[list[str], Any]:
         if len(uniq) == 1 and cols == list(range(len(col_index))):
             matrix = values  # one layout (the usual case): already the whole table
         else:
-            matrix[np.ix_(rows, cols)] = values
+            matrix[np.ix_(rows, np.asarray(cols, dtype=np.int64))] = values
     del flat  # release the buffer export, so `numeric` could grow again
     return list(col_index), matrix

@@ -183,6 +183,7 @@ def _keep(selection: Selection, rate: float, n: int, c: int) -> bool | None:
         lo = selection.min_rate or 0.0
         hi = 1.0 if selection.max_rate is None else selection.max_rate
         return lo <= rate <= hi
+    assert selection.group_size is not None  # mode "informative" always has one
     value = float(estimators.p_informative(n, c, selection.group_size))
     return None if math.isnan(value) else value >= selection.min_informative
 

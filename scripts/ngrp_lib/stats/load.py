@@ -95,7 +95,8 @@ def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_
             )
         seen[key] = row.line
         keys.append(key)
-        samples.append(row.data.get("sample") if isinstance(row.data.get("sample"), dict) else {})
+        sample = row.data.get("sample")
+        samples.append(sample if isinstance(sample, dict) else {})
         per_task.append(_infos(row.data, path, row.line))
     width = max((len(infos) for infos in per_task), default=0)
     rollout_index = np.full((len(keys), width), -1, dtype=np.int64)
@@ -121,7 +122,7 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     """
     import numpy as np
 
-    position = {}
+    position: dict[tuple[Any, Any], tuple[int, int]] = {}
     for i, (task, _agent) in enumerate(data.keys):
         for j, r in enumerate(data.rollout_index[i]):
             if r >= 0:

@@ -36,8 +36,9 @@ def t_interval(values, level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(mean, math.nan, math.nan, math.nan, n)
     se = float(v.std(ddof=1) / math.sqrt(n))
-    low, high = t_interval_from_sem(mean, se, n, level)
-    return Interval(mean, se, low, high, n)
+    bounds = t_interval_from_sem(mean, se, n, level)
+    assert bounds is not None  # n >= 2
+    return Interval(mean, se, bounds[0], bounds[1], n)
 
 
 def _resample_counts(rng, n_tasks: int, size: int):
