@@ -292,9 +292,7 @@ def test_counts_equal_brute_force(tmp_path, run):
     by_agent = {a.agent: a for a in result.agents}
     for agent in {a for _, _, a in inputs}:
         keys = {(t, ro) for t, ro, a in inputs if a == agent}
-        assert by_agent[agent].expected == len(keys) and by_agent[agent].completed == len(
-            keys & completed
-        )
+        assert by_agent[agent].expected == len(keys) and by_agent[agent].completed == len(keys & completed)
     assert result.exit_code == (
         0 if completed == expected and c.extra == 0 and len(order) == len(seen) else 1
     )

@@ -31,6 +31,15 @@ def bootstrap_option(help: str = "Bootstrap replicates.") -> Callable:
     return click.option("--bootstrap", "n_bootstrap", type=int, default=2000, show_default=True, help=help)
 
 
+interval_option = click.option(
+    "--interval",
+    type=click.Choice(["bounded", "t"]),
+    default="bounded",
+    show_default=True,
+    help="Headline interval of rates in [0, 1]: bounded (Korn-Graubard; a one-sided bound at 0 or 1) or t.",
+)
+
+
 def seed_option(help: str = "Bootstrap seed.") -> Callable:
     return click.option("--seed", type=int, default=0, show_default=True, help=help)
 

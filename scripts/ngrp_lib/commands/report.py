@@ -10,6 +10,7 @@ from ._common import (
     answer_key_option,
     bootstrap_option,
     emit,
+    interval_option,
     json_option,
     overwrite_option,
     pass_threshold_option,
@@ -49,6 +50,7 @@ from ._common import (
 @answer_key_option
 @bootstrap_option()
 @seed_option()
+@interval_option
 @overwrite_option
 @json_option
 def command(
@@ -61,6 +63,7 @@ def command(
     answer_key: str | None,
     n_bootstrap: int,
     seed: int,
+    interval: str,
     overwrite: bool,
     as_json: bool,
 ) -> int:
@@ -88,7 +91,11 @@ def command(
 
     output = output or profile.with_name(profile.stem + "_report.html")
     settings = StatsSettings(
-        pass_threshold=pass_threshold, answer_key=answer_key, n_bootstrap=n_bootstrap, seed=seed
+        pass_threshold=pass_threshold,
+        answer_key=answer_key,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+        interval=interval,
     )
     result = build_report(
         profile,

@@ -10,6 +10,7 @@ from ._common import (
     answer_key_option,
     bootstrap_option,
     emit,
+    interval_option,
     json_option,
     pass_threshold_option,
     profile_argument,
@@ -34,6 +35,7 @@ from ._common import (
 @click.option("--k", "k_list", metavar="LIST", help="k values such as 1,2,4,8 (default: every k up to n).")
 @bootstrap_option("Cluster-bootstrap replicates (tasks resampled whole); 0 turns it off.")
 @seed_option()
+@interval_option
 @click.option(
     "--target-width",
     type=float,
@@ -59,6 +61,7 @@ def command(
     k_list: str | None,
     n_bootstrap: int,
     seed: int,
+    interval: str,
     target_width: float,
     group_sizes: tuple[int, ...],
     as_json: bool,
@@ -67,7 +70,9 @@ def command(
 
     Task-weighted and rollout-weighted mean reward; pass rate; unbiased pass@k and pass^k for every k
     (NaN where a task has fewer than k rollouts); exact majority@k (--answer-key); expected best/worst
-    of k for continuous rewards; task-clustered t and bootstrap intervals; conditional (these tasks)
+    of k for continuous rewards; task-clustered intervals (for rates in [0, 1] the headline is
+    Korn-Graubard, bounded to [0, 1], with a one-sided bound on the tasks behind an estimate of 0 or 1;
+    the t and task-bootstrap intervals beside it); conditional (these tasks)
     and population (new tasks) SE; within/between-task variance, ICC, design effect, effective n,
     repeats needed; difficulty bands and P(GRPO group informative); reward vs length.
 
@@ -92,6 +97,7 @@ def command(
         target_width=target_width,
         group_sizes=list(group_sizes) or None,
         group_by=group_by,
+        interval=interval,
     )
     result = compute_stats(profile, rollouts, settings)
     emit(result, as_json, render_stats)

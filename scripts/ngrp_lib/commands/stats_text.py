@@ -20,11 +20,16 @@ def shown_ks(curve: list[AtK]) -> list[AtK]:
     return picked + [curve[-1]] if curve[-1] not in picked else picked
 
 
+# How the headline interval was made, in a word: Korn-Graubard, a one-sided bound at 0 or 1, or t.
+METHOD_TAGS = {"korn_graubard": "KG", "one_sided_upper": "upper", "one_sided_lower": "lower", "t": "t"}
+
+
 def _row(label: str, e: Estimate | None) -> str:
     if not e:
         return f"  {label:<28} n/a"
+    tag = METHOD_TAGS.get(e.ci_method or "", "")
     return (
-        f"  {label:<28} {num(e.value):>8}  t {interval(e.ci_low, e.ci_high):<17} "
+        f"  {label:<28} {num(e.value):>8}  {tag:>5} {interval(e.ci_low, e.ci_high):<17} "
         f"boot {interval(e.boot_ci_low, e.boot_ci_high):<17}"
         f" se {num(e.se, 4):>7}  n={e.n_tasks} tasks"
     )
@@ -39,9 +44,11 @@ def render_scope(scope: ScopeStats) -> list[str]:
         f"({num(per.min)}-{per.max} per task), {scope.n_null_rewards} null rewards excluded"
     )
     lines.append(_row("mean reward (task-weighted)", tw.estimate))
+    tag, rw_ci = METHOD_TAGS.get(rw.ci_method or "", ""), interval(rw.ci_low, rw.ci_high)
     lines.append(
-        f"  {'mean reward (rollout-wtd)':<28} {num(rw.value):>8}  clustered se {num(rw.se_clustered)}"
-        f", naive iid se {num(rw.se_naive_iid)}  n={rw.n_rollouts} rollouts"
+        f"  {'mean reward (rollout-wtd)':<28} {num(rw.value):>8}  {tag:>5} {rw_ci:<17} "
+        f"clustered (CR1) se {num(rw.se_clustered)}, naive iid se {num(rw.se_naive_iid)}  "
+        f"n={rw.n_rollouts} rollouts, {rw.n_tasks} tasks"
     )
     lines.append(
         f"  {'SE population (new tasks)':<28} {num(tw.se_population):>8}  n={tw.estimate.n_tasks} tasks; "
@@ -74,11 +81,11 @@ def _difficulty_lines(scope: ScopeStats) -> list[str]:
     d = scope.difficulty
     if not d:
         return []
-    lines = [
-        f"  difficulty: all fail {d.all_fail.n_tasks} ({pct(d.all_fail.share)}), "
-        f"mixed {d.mixed.n_tasks} ({pct(d.mixed.share)}), all pass "
-        f"{d.all_pass.n_tasks} ({pct(d.all_pass.share)}) of {d.n_tasks} tasks"
-    ]
+    bands = ", ".join(
+        f"{name} {s.n_tasks} ({pct(s.share)} {interval(s.ci_low, s.ci_high, 2)})"
+        for name, s in (("all fail", d.all_fail), ("mixed", d.mixed), ("all pass", d.all_pass))
+    )
+    lines = [f"  difficulty: {bands} of {d.n_tasks} tasks"]
     if d.all_fail.n_tasks:
         lines.append(
             f"  0 of n solved is not unsolvable: 95% upper bound on those tasks' pass rate 1-0.05^(1/n) = "
@@ -139,5 +146,9 @@ def render_stats(result: Any) -> str:
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
     lines += [f"note: {n}" for n in result.notes]
-    lines.append("(--json for every k, every group and the per-task table)")
+    lines.append(
+        "(95% intervals, task-clustered: KG = Korn-Graubard, bounded to [0, 1]; upper/lower = one-sided "
+        "bound at a value of 0 or 1; t with --interval t or for unbounded rewards; boot = task bootstrap. "
+        "--json for every k, every group and the per-task table)"
+    )
     return "\n".join(lines)

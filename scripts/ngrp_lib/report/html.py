@@ -63,13 +63,26 @@ def _ci(low: Any, high: Any) -> str:
     return f"[{num(low, 3)}, {num(high, 3)}]"
 
 
+METHODS = {
+    "korn_graubard": "Korn-Graubard",
+    "one_sided_upper": "one-sided upper bound",
+    "one_sided_lower": "one-sided lower bound",
+    "t": "t",
+}
+
+
+def _headline_ci(low: Any, high: Any, method: str | None) -> str:
+    return f"{_ci(low, high)} {METHODS.get(method or '', '')}".rstrip()
+
+
 def _estimate_row(label: str, e: Estimate | None, n_label: str = "tasks") -> list[Any]:
     if not e:
-        return [label, "n/a", "", "", "", ""]
+        return [label, "n/a", "", "", "", "", ""]
     return [
         label,
         num(e.value),
-        _ci(e.ci_low, e.ci_high),
+        _headline_ci(e.ci_low, e.ci_high, e.ci_method),
+        _ci(e.t_ci_low, e.t_ci_high),
         _ci(e.boot_ci_low, e.boot_ci_high),
         num(e.se),
         f"{e.n_tasks} {n_label}",
@@ -83,14 +96,16 @@ def _headline(o: ScopeStats) -> str:
         [
             "mean reward (rollout-weighted)",
             num(rw.value),
+            _headline_ci(rw.ci_low, rw.ci_high, rw.ci_method),
             "",
             "",
-            f"{num(rw.se_clustered)} (clustered)",
-            f"{rw.n_rollouts} rollouts",
+            f"{num(rw.se_clustered)} (clustered, CR1)",
+            f"{rw.n_rollouts} rollouts, {rw.n_tasks} tasks",
         ],
         [
             "SE conditional (these tasks)",
             num(tw.se_conditional),
+            "",
             "",
             "",
             "",
@@ -114,15 +129,18 @@ def _headline(o: ScopeStats) -> str:
             "",
             "",
             "",
+            "",
             f"{v.n_rollouts} rollouts",
         ]
     )
-    table = _table(["metric", "value", "95% CI (t)", "95% CI (task bootstrap)", "SE", "n"], rows)
+    table = _table(["metric", "value", "95% CI", "95% CI (t)", "95% CI (task bootstrap)", "SE", "n"], rows)
     note = (
         f"<p class='note'>{o.n_tasks} tasks, {o.n_rollouts} scored rollouts, "
-        f"{o.n_null_rewards} null rewards excluded. Intervals are task-clustered: t with n-1 df, "
-        "and a percentile bootstrap resampling tasks whole. Task-weighted means weight every task "
-        "equally.</p>"
+        f"{o.n_null_rewards} null rewards excluded. Intervals are task-clustered. The first is the headline: "
+        "for a rate in [0, 1], Korn-Graubard (Clopper-Pearson on the effective sample size), which stays in "
+        "[0, 1], and a one-sided bound on the tasks behind it when the value is 0 or 1; t with n-1 df "
+        "otherwise. The t interval and a percentile bootstrap resampling tasks whole are shown beside it. "
+        "Task-weighted means weight every task equally.</p>"
     )
     return table + note
 

@@ -261,3 +261,26 @@ def t_interval_from_sem(mean: float, sem: float, n: int, level: float = 0.95) ->
     low = t_ppf((1.0 - level) / 2.0, n - 1)
     high = t_ppf((1.0 + level) / 2.0, n - 1)
     return mean + low * sem, mean + high * sem
+
+
+def beta_ppf(q: float, a: float, b: float) -> float:
+    """Quantile of Beta(a, b): the x with I_x(a, b) = q (Newton on the density, bisection as safeguard)."""
+    if not 0.0 < q < 1.0:
+        return 0.0 if q <= 0.0 else 1.0
+    log_norm = -log_beta(a, b)
+    lo, hi = 0.0, 1.0
+    x = a / (a + b)  # the mean: a start inside (0, 1)
+    for _ in range(200):
+        f = betainc(a, b, x) - q
+        if f > 0:
+            hi = x
+        else:
+            lo = x
+        density = math.exp(log_norm + (a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x))
+        candidate = x - f / density if density > 0 else math.nan
+        if not lo < candidate < hi:
+            candidate = (lo + hi) / 2.0
+        if abs(candidate - x) <= 1e-15 * max(x, 1e-300) or hi - lo <= 1e-300:
+            return candidate
+        x = candidate
+    return x

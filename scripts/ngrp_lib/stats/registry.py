@@ -40,9 +40,18 @@ class Estimator:
     binary: bool | None  # True: needs pass/fail outcomes; False: continuous rewards only; None: any
     needs_answers: bool = False  # needs --answer-key (and --rollouts)
     index: str | None = None  # "k" (one estimate per k), "group_size", or None (one estimate)
+    # What the per-task values are: "rate" (always in [0, 1]), "reward" (on the reward's scale), or
+    # "score" (pass/fail when there are pass/fail outcomes, else the reward). Rates get bounded intervals.
+    scale: str = "rate"
 
     def applies(self, binary: bool, answers: bool) -> bool:
         return (self.binary is None or self.binary == binary) and (answers or not self.needs_answers)
+
+    def is_rate(self, binary: bool, unit_rewards: bool) -> bool:
+        """Whether every per-task value lies in [0, 1] (unit_rewards: every reward of the scope does)."""
+        if self.scale == "score":
+            return binary or unit_rewards
+        return self.scale == "rate" or unit_rewards
 
     def labelled(self, index: Any) -> str:
         return self.label.format(k=index)
@@ -83,13 +92,13 @@ def _p_informative(t: TaskInputs, sizes: Sequence[Any]) -> list[Any]:
 
 
 ESTIMATORS: tuple[Estimator, ...] = (
-    Estimator("mean_reward", "mean reward (task-weighted)", _mean_reward, None),
+    Estimator("mean_reward", "mean reward (task-weighted)", _mean_reward, None, scale="reward"),
     Estimator("pass_rate", "pass rate", _pass_rate, True),
     Estimator("pass_at_k", "pass@{k}", _pass_at_k, True, index="k"),
     Estimator("pass_hat_k", "pass^{k}", _pass_hat_k, True, index="k"),
-    Estimator("majority_at_k", "maj@{k}", _majority_at_k, None, needs_answers=True, index="k"),
-    Estimator("best_of_k", "E[best of {k}]", _best_of_k, False, index="k"),
-    Estimator("worst_of_k", "E[worst of {k}]", _worst_of_k, False, index="k"),
+    Estimator("majority_at_k", "maj@{k}", _majority_at_k, None, needs_answers=True, index="k", scale="score"),
+    Estimator("best_of_k", "E[best of {k}]", _best_of_k, False, index="k", scale="reward"),
+    Estimator("worst_of_k", "E[worst of {k}]", _worst_of_k, False, index="k", scale="reward"),
     Estimator("p_informative", "P(GRPO group of {k} informative)", _p_informative, True, index="group_size"),
 )
 

@@ -14,17 +14,23 @@ from .variance import RepeatsNeeded, VarianceDecomposition
 
 @dataclass
 class Estimate:
-    """A task-weighted estimate: the mean of per-task values, its t interval and task-bootstrap interval,
-    over the `n_tasks` tasks where the per-task value is defined."""
+    """A task-weighted estimate: the mean of per-task values over the `n_tasks` tasks where the per-task
+    value is defined (`n_rollouts` rollouts). `ci_low`/`ci_high` is the headline interval (`ci_method`:
+    Korn-Graubard for a rate in [0, 1], a one-sided bound when the value is 0 or 1, t otherwise or with
+    --interval t); the t interval and the task-bootstrap percentile interval are kept beside it."""
 
     value: float
     se: float
     ci_low: float
     ci_high: float
+    ci_method: str | None
+    t_ci_low: float
+    t_ci_high: float
     boot_ci_low: float
     boot_ci_high: float
     boot_se: float
     n_tasks: int
+    n_rollouts: int
 
 
 @dataclass
@@ -53,9 +59,15 @@ class TaskWeightedMean:
 
 @dataclass
 class RolloutWeightedMean:
+    """sum(r) / N with the naive iid SE and the task-clustered CR1 SE (G/(G-1) factor), and an interval on
+    the clustered SE with G-1 df (Korn-Graubard when rewards lie in [0, 1])."""
+
     value: float
     se_naive_iid: float
     se_clustered: float
+    ci_low: float
+    ci_high: float
+    ci_method: str | None
     n_rollouts: int
     n_tasks: int
 
@@ -75,8 +87,13 @@ class RolloutsPerTask:
 
 @dataclass
 class Share:
+    """Tasks in one difficulty band: their count, share of the scored tasks, and its interval."""
+
     n_tasks: int
     share: float
+    ci_low: float = float("nan")
+    ci_high: float = float("nan")
+    ci_method: str | None = None
 
 
 @dataclass

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
-from . import estimators, length, registry
+from . import estimators, intervals, length, registry
+from .distributions import t_interval_from_sem
 from .load import ProfileData, attach_rollouts, load_profile
 from .majority import NO_ANSWER, TIE_RULE
 from .registry import TaskInputs
@@ -35,6 +36,7 @@ from .uncertainty import bootstrap_means, percentile_interval, t_interval
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
+INTERVALS = ("bounded", "t")
 
 
 @dataclass
@@ -48,6 +50,7 @@ class StatsSettings:
     group_sizes: list[int] | None = None  # None: powers of two up to the largest n
     group_by: str | None = None  # "agent" or a dataset field in `sample`
     level: float = 0.95
+    interval: str = "bounded"  # headline interval of rates: "bounded" (Korn-Graubard) or "t"
 
     def check(self) -> None:
         if self.ks is not None and any(k < 1 for k in self.ks):
@@ -58,6 +61,8 @@ class StatsSettings:
             raise UsageError("--bootstrap must be >= 0 (0 turns the bootstrap off)")
         if not 0 < self.target_width < math.inf:
             raise UsageError("--target-width must be a positive, finite number")
+        if self.interval not in INTERVALS:
+            raise UsageError(f"--interval must be one of {', '.join(INTERVALS)}, not {self.interval!r}")
 
 
 FEW_TASKS = 10  # below this many clusters, cluster-level intervals are not to be trusted
@@ -95,7 +100,9 @@ class _Columns:
     def vector(self, name: str, index: Any = None) -> Any:
         return self.vectors[self.names.index((name, index))]
 
-    def summarise(self, settings: StatsSettings) -> dict[Key, Estimate]:
+    def summarise(self, settings: StatsSettings, n: Any, rates: set[str]) -> dict[Key, Estimate]:
+        """Every column's estimate; `n` holds the scored rollouts per task, `rates` the estimators whose
+        per-task values lie in [0, 1] (bounded headline intervals)."""
         import numpy as np
 
         if not self.vectors:
@@ -106,11 +113,25 @@ class _Columns:
             reps = bootstrap_means(matrix, settings.n_bootstrap, settings.seed)
             low, high = percentile_interval(reps, settings.level)
             boot_se = _replicate_sd(reps)
+        rollouts = (~np.isnan(matrix)).T.astype(float) @ np.asarray(n, dtype=float)
         out = {}
         for j, key in enumerate(self.names):
-            iv = t_interval(matrix[:, j], settings.level)
-            out[key] = Estimate(iv.value, iv.se, iv.ci_low, iv.ci_high, low[j], high[j], boot_se[j], iv.n)
+            out[key] = _estimate(matrix[:, j], key[0] in rates, int(rollouts[j]), settings)
+            out[key].boot_ci_low, out[key].boot_ci_high, out[key].boot_se = low[j], high[j], boot_se[j]
         return out
+
+
+def _estimate(values: Any, rate: bool, n_rollouts: int, settings: StatsSettings) -> Estimate:
+    iv = t_interval(values, settings.level)
+    head = intervals.headline(
+        iv.value, iv.se, iv.n, (iv.ci_low, iv.ci_high), rate=rate, cap=n_rollouts, level=settings.level,
+        method=settings.interval,
+    )  # fmt: skip
+    nan = math.nan
+    return Estimate(
+        iv.value, iv.se, head.low, head.high, head.method or None, iv.ci_low, iv.ci_high, nan, nan, nan, iv.n,
+        n_rollouts,
+    )  # fmt: skip
 
 
 def _replicate_sd(reps: Any) -> Any:
@@ -125,24 +146,31 @@ def _replicate_sd(reps: Any) -> Any:
     return out
 
 
-def _rollout_weighted(rewards: Any) -> RolloutWeightedMean:
-    """The pooled mean sum(r)/N with its naive iid SE and the task-clustered CR1 SE."""
+def _rollout_weighted(rewards: Any, settings: StatsSettings, unit: bool) -> RolloutWeightedMean:
+    """The pooled mean sum(r)/N with its naive iid SE, the task-clustered CR1 SE and its interval."""
     import numpy as np
 
     mask = ~np.isnan(rewards)
     n_roll, n_tasks = int(mask.sum()), int(mask.any(axis=1).sum())
     if n_roll == 0:
-        return RolloutWeightedMean(math.nan, math.nan, math.nan, 0, 0)
+        return RolloutWeightedMean(math.nan, math.nan, math.nan, math.nan, math.nan, None, 0, 0)
     mu = float(rewards[mask].mean())
     naive = float(rewards[mask].std(ddof=1) / math.sqrt(n_roll)) if n_roll > 1 else math.nan
     resid = np.where(mask, rewards - mu, 0.0).sum(axis=1)[mask.any(axis=1)]
     clustered = (
         math.sqrt(n_tasks / (n_tasks - 1) * float((resid**2).sum())) / n_roll if n_tasks > 1 else math.nan
     )
-    return RolloutWeightedMean(mu, naive, clustered, n_roll, n_tasks)
+    t_bounds = t_interval_from_sem(mu, clustered, n_tasks, settings.level) if n_tasks > 1 else None
+    head = intervals.headline(
+        mu, clustered, n_tasks, t_bounds or (math.nan, math.nan), rate=unit, cap=n_roll,
+        level=settings.level, method=settings.interval,
+    )  # fmt: skip
+    return RolloutWeightedMean(
+        mu, naive, clustered, head.low, head.high, head.method or None, n_roll, n_tasks
+    )
 
 
-def _difficulty(n: Any, c: Any) -> Difficulty:
+def _difficulty(n: Any, c: Any, settings: StatsSettings) -> Difficulty:
     import numpy as np
 
     bands = estimators.difficulty_band(n, c)
@@ -150,7 +178,9 @@ def _difficulty(n: Any, c: Any) -> Difficulty:
     shares = {}
     for band in ("all_fail", "mixed", "all_pass"):
         count = int((bands == band).sum())
-        shares[band] = Share(count, count / scored if scored else math.nan)
+        # the share of tasks in the band: each task is one 0/1 draw, so the tasks are the rollouts here
+        e = _estimate((bands[n > 0] == band).astype(float), True, scored, settings)
+        shares[band] = Share(count, count / scored if scored else math.nan, e.ci_low, e.ci_high, e.ci_method)
     zero_of = n[(c == 0) & (n > 0)]
     # 0 successes in n: the exact one-sided 95% upper bound 1 - 0.05^(1/n) (about 3/n, the rule of three,
     # for large n, but never above 1: with n = 1 it is 0.95)
@@ -203,13 +233,18 @@ def _curve(summary: dict[Key, Estimate], name: str, ks: list[int]) -> list[AtK]:
 
 def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple[ScopeStats, dict]:
     """Statistics for one set of tasks. Returns (the scope's record, per-task columns for the table)."""
+    import numpy as np
+
     inputs = task_inputs(data, settings)
     rewards, binary = inputs.rewards, inputs.success is not None
     n, _ = estimators.counts(rewards)
     kmax = int(n.max()) if n.size else 0
     ks, sizes = _ks(settings, kmax), _group_sizes(settings, kmax)
     cols = estimate_all(inputs, ks, sizes)
-    summary = cols.summarise(settings)
+    defined = rewards[~np.isnan(rewards)]
+    unit = bool(((defined >= 0) & (defined <= 1)).all())
+    rates = {e.name for e in registry.ESTIMATORS if e.is_rate(binary, unit)}
+    summary = cols.summarise(settings, n, rates)
     per_task = _per_task_columns(inputs, cols, n, sizes)
     variance = decompose(rewards)
     prior = None
@@ -237,7 +272,7 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
                 variance.se_conditional,
                 variance.n_tasks_within,
             ),
-            _rollout_weighted(rewards),
+            _rollout_weighted(rewards, settings, unit),
         ),
         pass_rate=summary.get(("pass_rate", None)),
         pass_at_k=_curve(summary, "pass_at_k", ks),
@@ -247,7 +282,7 @@ def scope_stats(data: ProfileData, settings: StatsSettings, label: str) -> tuple
         majority_at_k=_curve(summary, "majority_at_k", ks) if inputs.answers is not None else None,
         variance=variance,
         repeats_needed=repeats_for_width(variance.sigma2_within, settings.target_width, settings.level),
-        difficulty=_difficulty(inputs.n_success, inputs.c_success) if binary else None,
+        difficulty=_difficulty(inputs.n_success, inputs.c_success, settings) if binary else None,
         shrinkage_prior=prior,
         grpo_informative=[AtGroupSize(g, summary[("p_informative", g)]) for g in sizes] if binary else [],
         reward_length=_reward_length(data, rewards, inputs.success),
@@ -284,6 +319,31 @@ def _reward_length(data: ProfileData, rewards: Any, success: Any) -> RewardLengt
         reward_by_length_decile=length.reward_by_length_bin(rewards, lengths),
         mean_length=float(np.nanmean(lengths)),
     )
+
+
+def labelled_estimates(scope: ScopeStats) -> list[tuple[str, Estimate]]:
+    """Every task-weighted estimate of a scope with its display label, in display order."""
+    out = [("mean reward", scope.mean_reward.task_weighted.estimate)]
+    if scope.pass_rate is not None:
+        out.append(("pass rate", scope.pass_rate))
+    for est in registry.k_estimators():
+        out.extend((est.labelled(e.k), e.estimate) for e in scope.curve(est.name))
+    grpo = registry.BY_NAME["p_informative"]
+    out.extend((grpo.labelled(g.group_size), g.estimate) for g in scope.grpo_informative)
+    return out
+
+
+def few_task_estimates(scope: ScopeStats) -> str:
+    """Which estimates stand on fewer than FEW_TASKS tasks (but some), judged on each one's own n:
+    'every estimate (3 tasks)' or 'pass@7 (4 tasks), pass^7 (4 tasks)'; empty when none does."""
+    every = labelled_estimates(scope)
+    few = [(label, e.n_tasks) for label, e in every if 0 < e.n_tasks < FEW_TASKS]
+    if not few:
+        return ""
+    if len(few) == len(every) and len({n for _, n in few}) == 1:
+        return f"every estimate ({few[0][1]} tasks)"
+    shown = ", ".join(f"{label} ({n} tasks)" for label, n in few[:8])
+    return shown + (f" and {len(few) - 8} more" if len(few) > 8 else "")
 
 
 def _group_labels(data: ProfileData, group_by: str) -> list[str]:
@@ -355,11 +415,13 @@ def compute_stats(
     overall, cols = scope_stats(data, settings, "all")
     if not overall.binary:
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
-    if data.n_tasks < FEW_TASKS:
+    few = few_task_estimates(overall)
+    if few:
         notes.append(
-            f"only {data.n_tasks} task(s): no benchmark-level interval is reliable below about {FEW_TASKS} "
-            "(the bootstrap is too narrow, t too wide); quote the counts and the per-task Wilson intervals "
-            "(--json: per_task), and add tasks"
+            f"few tasks behind {few}: below about {FEW_TASKS} "
+            "tasks no benchmark-level interval is reliable (the bootstrap is too narrow, t too wide, the "
+            "bounded one wide); quote the counts and the per-task Wilson intervals (--json: per_task), and "
+            "add tasks"
         )
     if len({task for task, _ in data.keys}) < data.n_tasks:
         notes.append(

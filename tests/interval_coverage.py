@@ -1,0 +1,149 @@
+"""Coverage of benchmark-level intervals in simulation: the designs of references/statistics.md.
+
+    python tests/interval_coverage.py [RUNS]      # prints the coverage table (default 400 runs per design)
+
+Each run draws T new tasks with true pass rates p_i ~ Beta(a, b), K Bernoulli(p_i) rollouts per task,
+computes the per-task estimator (pass rate, pass@k, pass^k: the unbiased ones ngrp uses), and checks
+whether each candidate interval holds the population value (the mean over the task distribution, exact
+from the Beta moments). The slow tests in test_stats_intervals.py assert the headline's coverage.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from ngrp_lib.stats import estimators, intervals  # noqa: E402
+from ngrp_lib.stats.uncertainty import t_interval  # noqa: E402
+
+LEVEL = 0.95
+N_BOOT = 1000
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    estimator: str  # "mean", "pass@k" or "pass^k"
+    tasks: int
+    k: int
+    a: float
+    b: float
+    repeats: int = 8
+
+    @property
+    def truth(self) -> float:
+        """The population value: E over p ~ Beta(a, b) of p, 1 - (1-p)^k or p^k."""
+        if self.estimator == "mean":
+            return self.a / (self.a + self.b)
+        if self.estimator == "pass@k":
+            return 1.0 - math.prod((self.b + j) / (self.a + self.b + j) for j in range(self.k))
+        return math.prod((self.a + j) / (self.a + self.b + j) for j in range(self.k))
+
+    def per_task(self, rng: np.random.Generator) -> np.ndarray:
+        p = rng.beta(self.a, self.b, self.tasks)
+        c = rng.binomial(self.repeats, p)
+        n = np.full(self.tasks, self.repeats)
+        if self.estimator == "mean":
+            return c / self.repeats
+        if self.estimator == "pass@k":
+            return estimators.pass_at_k(n, c, self.k)
+        return estimators.pass_hat_k(n, c, self.k)
+
+
+DESIGNS = (
+    Design("mean, 12 tasks x 8, p ~ Beta(1, 1)", "mean", 12, 1, 1.0, 1.0),
+    Design("mean, 100 tasks x 8, p ~ Beta(1, 1)", "mean", 100, 1, 1.0, 1.0),
+    Design("mean, 12 tasks x 8, skewed easy p ~ Beta(4, 0.5)", "mean", 12, 1, 4.0, 0.5),
+    Design("pass@8, 12 tasks x 8, p ~ Beta(1.25, 1)", "pass@k", 12, 8, 1.25, 1.0),
+    Design("pass@8, 100 tasks x 8, p ~ Beta(1.25, 1)", "pass@k", 100, 8, 1.25, 1.0),
+    Design("pass^8, 100 tasks x 8, p ~ Beta(0.85, 2)", "pass^k", 100, 8, 0.85, 2.0),
+    Design("pass^8, 100 tasks x 8, skewed hard p ~ Beta(0.25, 2)", "pass^k", 100, 8, 0.25, 2.0),
+)
+
+
+def headline(values: np.ndarray, repeats: int, method: str = intervals.KORN_GRAUBARD) -> tuple[float, float]:
+    """The interval `ngrp stats` reports for a rate: the library function, as compute_stats calls it."""
+    iv = t_interval(values, LEVEL)
+    bounds = intervals.rate_interval(iv.value, iv.se, iv.n, LEVEL, iv.n * repeats, method)
+    return (math.nan, math.nan) if bounds is None else (bounds.low, bounds.high)
+
+
+def _bootstrap(values: np.ndarray, rng: np.random.Generator) -> dict[str, tuple[float, float]]:
+    """Percentile and BCa intervals from one set of task resamples."""
+    from scipy.stats import norm
+
+    n = values.size
+    reps = values[rng.integers(0, n, (N_BOOT, n))].mean(axis=1)
+    alpha = (1 - LEVEL) / 2
+    pct = tuple(np.quantile(reps, [alpha, 1 - alpha]))
+    mean = values.mean()
+    share = np.clip((reps < mean).mean() + 0.5 * (reps == mean).mean(), 1 / N_BOOT, 1 - 1 / N_BOOT)
+    z0 = norm.ppf(share)
+    jack = (values.sum() - values) / (n - 1)
+    d = jack.mean() - jack
+    accel = (d**3).sum() / (6 * ((d**2).sum()) ** 1.5) if (d**2).sum() > 0 else 0.0
+    z = norm.ppf([alpha, 1 - alpha])
+    adjusted = norm.cdf(z0 + (z0 + z) / (1 - accel * (z0 + z)))
+    bca = tuple(np.quantile(reps, np.nan_to_num(adjusted, nan=0.5)))
+    return {"bootstrap percentile": pct, "bootstrap BCa": bca}
+
+
+METHODS = (
+    "t",
+    "bootstrap percentile",
+    "bootstrap BCa",
+    intervals.LOGIT_T,
+    intervals.WILSON,
+    intervals.KORN_GRAUBARD,
+)
+
+
+def intervals_of(
+    values: np.ndarray, repeats: int, rng: np.random.Generator
+) -> dict[str, tuple[float, float]]:
+    iv = t_interval(values, LEVEL)
+    out = {"t": (iv.ci_low, iv.ci_high)}
+    out.update(_bootstrap(values, rng))
+    for method in (intervals.LOGIT_T, intervals.WILSON, intervals.KORN_GRAUBARD):
+        out[method] = headline(values, repeats, method)
+    return out
+
+
+def coverage(design: Design, runs: int, seed: int = 0, methods: tuple[str, ...] = METHODS) -> dict[str, dict]:
+    """Per method: the share of runs whose interval holds the truth, and the mean width."""
+    rng = np.random.default_rng(seed)
+    hits = {m: 0 for m in methods}
+    widths: dict[str, list[float]] = {m: [] for m in methods}
+    truth = design.truth
+    for _ in range(runs):
+        values = design.per_task(rng)
+        found = intervals_of(values, design.repeats, rng) if methods != ("headline",) else {}
+        if "headline" in methods:
+            found["headline"] = headline(values, design.repeats)
+        for m in methods:
+            low, high = found[m]
+            hits[m] += bool(low <= truth <= high)
+            widths[m].append(high - low)
+    return {m: {"coverage": hits[m] / runs, "width": float(np.nanmean(widths[m]))} for m in methods}
+
+
+def main(argv: list[str]) -> int:
+    runs = int(argv[0]) if argv else 400
+    print(f"| design | true value | {' | '.join(METHODS)} |")
+    print("|---|---|" + "---|" * len(METHODS))
+    for design in DESIGNS:
+        result = coverage(design, runs)
+        cells = [f"{result[m]['coverage']:.3f} ({result[m]['width']:.3f})" for m in METHODS]
+        print(f"| {design.name} | {design.truth:.4f} | {' | '.join(cells)} |")
+    print(f"\n{runs} runs per design, seed 0; each cell: coverage (mean width); target {LEVEL}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,153 @@
+"""Bounded intervals for rates: each against an independent reference (scipy, statsmodels, brute force),
+the [0, 1] property, the one-sided bound at 0 and 1, each estimate's own n, and coverage in simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from interval_coverage import DESIGNS, coverage
+from scipy import stats as sps
+from stats_helpers import write_profile
+
+from ngrp_lib.stats import intervals
+from ngrp_lib.stats.distributions import beta_ppf
+from ngrp_lib.stats.summary import StatsSettings, compute_stats
+from ngrp_lib.stats.uncertainty import t_interval
+
+statsmodels = pytest.importorskip("statsmodels")
+from statsmodels.stats.proportion import proportion_confint  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "q,a,b", [(0.025, 0.966, 96.6), (0.975, 1.966, 95.6), (0.5, 2, 3), (0.001, 0.3, 50), (0.999, 50, 0.3)]
+)
+def test_beta_ppf_is_scipys(q, a, b):
+    assert beta_ppf(q, a, b) == pytest.approx(sps.beta.ppf(q, a, b), rel=1e-10)
+
+
+def _effective_n(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """p and the df-adjusted effective n, computed here with scipy (not the library's quantiles)."""
+    p, se = values.mean(), values.std(ddof=1) / math.sqrt(values.size)
+    z, t = sps.norm.ppf(0.5 + level / 2), sps.t.ppf(0.5 + level / 2, values.size - 1)
+    return p, p * (1 - p) / se**2 * (z / t) ** 2
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_korn_graubard_is_clopper_pearson_on_the_effective_n(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.binomial(8, rng.beta(1, 2, 30)) / 8
+    iv = t_interval(values)
+    ours = intervals.korn_graubard(iv.value, iv.se, iv.n, 0.95, cap=1e9)
+    p, n = _effective_n(values)
+    ref = proportion_confint(p * n, n, alpha=0.05, method="beta")  # statsmodels: Clopper-Pearson
+    assert (ours.low, ours.high) == pytest.approx(ref, rel=1e-9)
+    wilson = intervals.wilson(iv.value, iv.se, iv.n, 0.95, cap=1e9)
+    assert (wilson.low, wilson.high) == pytest.approx(proportion_confint(p * n, n, 0.05, "wilson"), rel=1e-9)
+
+
+def test_effective_n_is_capped_at_the_rollouts_behind_the_estimate():
+    values = np.full(10, 0.5)  # no spread between tasks: the SE is 0, n_eff falls back to the cap
+    iv = t_interval(values)
+    capped = intervals.korn_graubard(iv.value, iv.se, iv.n, 0.95, cap=80)
+    z, t = sps.norm.ppf(0.975), sps.t.ppf(0.975, 9)
+    n = 80 * (z / t) ** 2
+    assert (capped.low, capped.high) == pytest.approx(proportion_confint(0.5 * n, n, 0.05, "beta"), rel=1e-9)
+
+
+@pytest.mark.parametrize("n_tasks", [1, 3, 12, 100])
+def test_zero_and_one_get_a_one_sided_bound_on_their_tasks(n_tasks):
+    zero = intervals.rate_interval(0.0, 0.0, n_tasks, 0.95, cap=8 * n_tasks)
+    # brute force: the largest p with P(all n_tasks draws are 0) = (1 - p)^n >= 5%
+    grid = np.linspace(0, 1, 200_001)
+    assert zero.high == pytest.approx(grid[(1 - grid) ** n_tasks >= 0.05].max(), abs=1e-5)
+    assert zero.low == 0.0 and zero.method == intervals.UPPER_BOUND and 0 < zero.high < 1
+    one = intervals.rate_interval(1.0, 0.0, n_tasks, 0.95, cap=8 * n_tasks)
+    assert one.high == 1.0 and one.low == pytest.approx(1 - zero.high) and one.method == intervals.LOWER_BOUND
+
+
+rates = st.lists(st.floats(0, 1), min_size=1, max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=rates, level=st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+def test_every_rate_interval_lies_in_0_1_and_holds_its_value(values, level):
+    iv = t_interval(np.array(values), level)
+    for method in intervals.CANDIDATES:
+        bounds = intervals.rate_interval(iv.value, iv.se, iv.n, level, cap=8 * iv.n, method=method)
+        if bounds is None:
+            assert iv.n == 1 and 0 < iv.value < 1
+            continue
+        assert 0.0 <= bounds.low <= bounds.high <= 1.0
+        assert bounds.low <= iv.value + 1e-12 and iv.value - 1e-12 <= bounds.high
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tasks=st.lists(st.lists(st.sampled_from([0, 1, None]), min_size=1, max_size=6), min_size=1, max_size=8)
+)
+def test_every_rate_estimate_of_stats_lies_in_0_1(tmp_path_factory, tasks):
+    prof = write_profile(tmp_path_factory.mktemp("p") / "p.jsonl", tasks)
+    o = compute_stats(prof, settings=StatsSettings(n_bootstrap=50)).to_json()["overall"]
+    estimates = [o["mean_reward"]["task_weighted"], o["mean_reward"]["rollout_weighted"]]
+    estimates += [o["pass_rate"], *o["pass_at_k"], *o["pass_hat_k"], *o["grpo_informative"]]
+    estimates += [o["difficulty"][band] for band in ("all_fail", "mixed", "all_pass")]
+    for e in estimates:
+        if e and e["ci_low"] is not None:
+            assert 0.0 <= e["ci_low"] <= e["ci_high"] <= 1.0, e
+
+
+def test_rollout_weighted_cr1_se_and_interval_are_statsmodels(tmp_path):
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(3)
+    tasks = [
+        rng.binomial(1, p, size=int(k)).tolist()
+        for p, k in zip(rng.beta(1, 1, 25), rng.integers(2, 9, 25), strict=True)
+    ]
+    o = compute_stats(
+        write_profile(tmp_path / "p.jsonl", tasks), settings=StatsSettings(n_bootstrap=0, interval="t")
+    ).to_json()["overall"]
+    y = np.concatenate([np.array(t, dtype=float) for t in tasks])
+    groups = np.repeat(np.arange(len(tasks)), [len(t) for t in tasks])
+    fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+    rw = o["mean_reward"]["rollout_weighted"]
+    assert rw["value"] == pytest.approx(fit.params[0])
+    assert rw["se_clustered"] == pytest.approx(fit.bse[0], rel=1e-10)  # CR1: G/(G-1), (N-1)/(N-k) = 1
+    assert (rw["ci_low"], rw["ci_high"]) == pytest.approx(tuple(fit.conf_int()[0]), rel=1e-10)  # G-1 df
+    assert rw["ci_method"] == "t"
+
+
+def test_zero_estimate_is_a_one_sided_bound_with_its_n(tmp_path):
+    prof = write_profile(tmp_path / "p.jsonl", [[1, 0, 1, 0]] * 30)
+    o = compute_stats(prof, settings=StatsSettings(n_bootstrap=100)).to_json()["overall"]
+    hat4 = o["pass_hat_k"][3]
+    assert hat4["value"] == 0.0 and hat4["ci_method"] == "one_sided_upper" and hat4["n_tasks"] == 30
+    assert hat4["ci_high"] == pytest.approx(1 - 0.05 ** (1 / 30)) and hat4["t_ci_high"] == 0.0
+    assert hat4["n_rollouts"] == 120
+    t_only = compute_stats(prof, settings=StatsSettings(n_bootstrap=0, interval="t")).to_json()["overall"]
+    assert t_only["pass_hat_k"][3]["ci_method"] == "t" and t_only["pass_hat_k"][3]["ci_high"] == 0.0
+
+
+def test_few_tasks_note_is_judged_on_each_estimates_own_n(tmp_path):
+    # 12 tasks, only 4 of them with 7 rollouts: pass@7 stands on 4 tasks, the mean on 12.
+    tasks = [[1, 0, 1]] * 8 + [[1, 0, 0, 1, 1, 0, 1]] * 4
+    r = compute_stats(write_profile(tmp_path / "p.jsonl", tasks), settings=StatsSettings(n_bootstrap=0))
+    note = next(n for n in r.notes if n.startswith("few tasks"))
+    assert "pass@7 (4 tasks)" in note and "pass^4 (4 tasks)" in note and "mean reward" not in note
+    assert r.overall.pass_at_k[6].estimate.n_tasks == 4
+    assert 0 <= r.overall.pass_at_k[6].estimate.ci_low <= r.overall.pass_at_k[6].estimate.ci_high <= 1
+    many = compute_stats(
+        write_profile(tmp_path / "q.jsonl", [[1, 0]] * 12), settings=StatsSettings(n_bootstrap=0)
+    )
+    assert not any(n.startswith("few tasks") for n in many.notes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", DESIGNS, ids=[d.name for d in DESIGNS])
+def test_headline_interval_covers_in_simulation(design):
+    # 400 runs, fixed seed: at least 0.92 (the binomial band of 0.95 at 400 runs) in every design.
+    result = coverage(design, 400, seed=0, methods=("headline",))["headline"]
+    assert result["coverage"] >= 0.92, result
