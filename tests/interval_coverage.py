@@ -133,6 +133,29 @@ def coverage(design: Design, runs: int, seed: int = 0, methods: tuple[str, ...] 
     return {m: {"coverage": hits[m] / runs, "width": float(np.nanmean(widths[m]))} for m in methods}
 
 
+def compare_rejections(
+    runs: int, tasks: int, shift: float, k: int | None, seed: int, repeats: int = 8
+) -> float:
+    """Share of simulated A/B pairs where compare's paired t test rejects at 0.05: B's true pass rates are
+    A's plus `shift` (clipped to [0, 1]); k None compares mean rewards, else pass@k paired by task."""
+    from ngrp_lib.stats.distributions import t_two_sided_p
+
+    rng = np.random.default_rng(seed)
+    n = np.full(tasks, repeats)
+    rejected = 0
+    for _ in range(runs):
+        p = rng.beta(1, 1, tasks)
+        ca, cb = rng.binomial(repeats, p), rng.binomial(repeats, np.clip(p + shift, 0, 1))
+        if k is None:
+            d = (cb - ca) / repeats
+        else:
+            d = estimators.pass_at_k(n, cb, k) - estimators.pass_at_k(n, ca, k)
+        iv = t_interval(d, LEVEL)
+        if iv.se and iv.se > 0:
+            rejected += t_two_sided_p(iv.value / iv.se, iv.n - 1) < 0.05
+    return rejected / runs
+
+
 def main(argv: list[str]) -> int:
     runs = int(argv[0]) if argv else 400
     print(f"| design | true value | {' | '.join(METHODS)} |")
@@ -142,6 +165,10 @@ def main(argv: list[str]) -> int:
         cells = [f"{result[m]['coverage']:.3f} ({result[m]['width']:.3f})" for m in METHODS]
         print(f"| {design.name} | {design.truth:.4f} | {' | '.join(cells)} |")
     print(f"\n{runs} runs per design, seed 0; each cell: coverage (mean width); target {LEVEL}")
+    for tasks, shift in ((50, 0.0), (100, 0.0), (50, 0.05), (100, 0.05), (100, 0.1)):
+        mean = compare_rejections(1000, tasks, shift, None, seed=11)
+        at4 = compare_rejections(1000, tasks, shift, 4, seed=11)
+        print(f"compare, {tasks} tasks x 8, shift {shift}: rejects {mean:.3f} (mean), {at4:.3f} (pass@4)")
     return 0
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from stats_helpers import profile_row, write_profile
 
+from ngrp_lib.artifacts import schemas
 from ngrp_lib.errors import FindingsError
 from ngrp_lib.stats.compare import compare_profiles, sign_flip_p_value
 
@@ -188,10 +189,14 @@ def test_nothing_in_common_is_a_finding_not_a_row_of_nans(tmp_path):
         compare_profiles(a, a, metric="judge")
 
 
-def test_no_spread_gives_no_mde_rather_than_zero(tmp_path):
+def test_no_spread_gives_an_mde_from_within_task_variance_or_none(tmp_path):
     a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1], [1, 1]])
     r = compare_profiles(a, a)
-    assert r.mean_diff == 0 and math.isnan(r.mde_80)
+    # no spread between the paired differences: the MDE comes from rerun noise, s2/n = 0.25 on two tasks
+    assert r.mean_diff == 0 and r.mde_80 == pytest.approx(2.8015852 * math.sqrt(2 * 0.25 + 2 * 0.25) / 3)
+    flat = write_profile(tmp_path / "flat.jsonl", [[1, 1], [0, 0]])
+    r = compare_profiles(flat, flat)  # no variance anywhere: no detectable effect, undefined rather than 0
+    assert math.isnan(r.mde_80) and r.mde_basis == "none" and r.identical == "same_rewards_per_key"
 
 
 def test_pairs_whose_task_data_differ_get_a_note(tmp_path):
@@ -205,3 +210,81 @@ def test_pairs_whose_task_data_differ_get_a_note(tmp_path):
     swapped = write_profile(tmp_path / "c.jsonl", [[1, 1], [0, 0]], sample=same[::-1])  # rows reordered
     notes = compare_profiles(a, swapped).notes
     assert any("2 paired task(s) hold different task data" in n for n in notes)
+
+
+# --- issue 15: pass@k paired by task, correlation, MDE (z and t), tasks needed, degenerate comparisons ---
+
+
+def _two_runs(tmp_path, seed=0, tasks=30, repeats=8, shift=0.0):
+    rng = np.random.default_rng(seed)
+    p = rng.beta(1, 1, tasks)
+    ta = rng.binomial(1, p[:, None], (tasks, repeats)).tolist()
+    tb = rng.binomial(1, np.clip(p + shift, 0, 1)[:, None], (tasks, repeats)).tolist()
+    return write_profile(tmp_path / "a.jsonl", ta), write_profile(tmp_path / "b.jsonl", tb), ta, tb
+
+
+def test_pass_at_k_paired_by_task_against_brute_force_and_scipy(tmp_path):
+    from math import comb
+
+    from scipy import stats as sps
+
+    a, b, ta, tb = _two_runs(tmp_path)
+    r = compare_profiles(a, b, n_bootstrap=0)
+    assert [e.k for e in r.pass_at_k] == [1, 2, 4, 8] and [e.k for e in r.pass_hat_k] == [1, 2, 4, 8]
+    for e in r.pass_at_k + r.pass_hat_k:
+        hat = e in r.pass_hat_k
+
+        def value(row, k=e.k, hat=hat):
+            n, c = len(row), sum(row)
+            return comb(c, k) / comb(n, k) if hat else 1 - comb(n - c, k) / comb(n, k)
+
+        d = np.array([value(y) - value(x) for x, y in zip(ta, tb, strict=True)])
+        assert e.mean_diff == pytest.approx(d.mean(), abs=1e-12) and e.n_tasks == 30
+        if d.std() > 0:
+            test = sps.ttest_1samp(d, 0.0)
+            assert e.p_value_t == pytest.approx(test.pvalue, rel=1e-8)
+            ci = test.confidence_interval(0.95)
+            assert (e.ci_low, e.ci_high) == pytest.approx((ci.low, ci.high), rel=1e-8)
+    schemas.validator("compare_result").validate(r.to_json())
+
+
+def test_correlation_mde_t_and_tasks_needed(tmp_path):
+    from scipy import stats as sps
+    from statsmodels.stats.power import TTestPower
+
+    a, b, ta, tb = _two_runs(tmp_path, seed=4, shift=0.05)
+    r = compare_profiles(a, b, n_bootstrap=0, effect=0.05)
+    ma, mb = np.mean(ta, axis=1), np.mean(tb, axis=1)
+    assert r.correlation.value == pytest.approx(sps.pearsonr(ma, mb).statistic, rel=1e-10)
+    sd = np.std(mb - ma, ddof=1)
+    assert r.mde_80 == pytest.approx((sps.norm.ppf(0.975) + sps.norm.ppf(0.8)) * sd / np.sqrt(30))
+    assert r.mde_80_t == pytest.approx((sps.t.ppf(0.975, 29) + sps.t.ppf(0.8, 29)) * sd / np.sqrt(30))
+    exact = TTestPower().solve_power(effect_size=0.05 / sd, alpha=0.05, power=0.8, alternative="two-sided")
+    assert r.tasks_needed in (math.ceil(exact), math.ceil(exact) + 1) and r.mde_basis == "paired differences"
+
+
+def test_identical_runs_are_a_finding_with_mde_from_within_task_variance(tmp_path, run_ngrp):
+    a, _, ta, _ = _two_runs(tmp_path)
+    twin = write_profile(tmp_path / "twin.jsonl", ta)
+    r = compare_profiles(a, twin, n_bootstrap=0)
+    assert r.identical == "same_rewards_per_key" and r.notes[0].startswith("identical outcomes")
+    s2 = np.var(ta, axis=1, ddof=1) / 8
+    se = math.sqrt(2 * s2.sum()) / 30  # both runs' rerun noise
+    assert r.mde_basis == "within-task variance" and r.mde_80 == pytest.approx(2.8015852 * se, rel=1e-6)
+    # the same per-task means from other rollouts: zero differences, but not the same rewards per key
+    shuffled = write_profile(tmp_path / "shuffled.jsonl", [row[::-1] for row in ta])
+    assert compare_profiles(a, shuffled, n_bootstrap=0).identical == "zero_differences"
+    (tmp_path / "x").mkdir()
+    assert compare_profiles(*_two_runs(tmp_path / "x", seed=1)[:2], n_bootstrap=0).identical is None
+    text = run_ngrp("compare", a, twin, "--bootstrap", "0")
+    assert text.returncode == 0 and "finding: identical outcomes: the same rollouts or seed?" in text.stdout
+
+
+@pytest.mark.slow
+def test_paired_t_type_one_error_under_the_null_and_power():
+    from interval_coverage import compare_rejections
+
+    for k in (None, 4):  # the mean difference, and pass@4 paired by task
+        rate = compare_rejections(runs=1000, tasks=50, shift=0.0, k=k, seed=11)
+        assert 0.03 <= rate <= 0.07, (k, rate)
+    assert compare_rejections(runs=300, tasks=100, shift=0.1, k=None, seed=12) >= 0.8

@@ -20,6 +20,13 @@ from ._common import PROFILE_PATH, bootstrap_option, emit, json_option, pass_thr
 @click.option(
     "--alpha", type=float, default=0.05, show_default=True, help="Level for flips (BH) and the MDE."
 )
+@click.option(
+    "--effect",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Effect (on the metric's scale) for 'tasks needed to detect it' at 80% power.",
+)
 @bootstrap_option("Paired bootstrap replicates (tasks resampled).")
 @seed_option("Seed for the bootstrap and permutations.")
 @json_option
@@ -30,6 +37,7 @@ def command(
     metric: str,
     pass_threshold: float | None,
     alpha: float,
+    effect: float,
     n_bootstrap: int,
     seed: int,
     as_json: bool,
@@ -39,7 +47,10 @@ def command(
     Per-task differences; the paired mean difference with a t interval and a paired (task) bootstrap
     interval; a sign-flip permutation p-value (exact up to 20 tasks, seeded Monte Carlo above); McNemar
     when each run has one binary rollout per task; tasks that flipped (Fisher's exact test per task,
-    Benjamini-Hochberg); the minimum detectable effect at 80% power.
+    Benjamini-Hochberg); pass@k and pass^k paired by task; the correlation of A's and B's per-task
+    means; the minimum detectable effect at 80% power (z and t) and the tasks needed to detect
+    --effect. Identical outcomes in both runs (the same rollouts or seed?) are reported as a finding,
+    with the MDE from the within-task variance.
 
     \b
     Example:
@@ -62,6 +73,7 @@ def command(
         n_bootstrap=n_bootstrap,
         pass_threshold=pass_threshold,
         alpha=alpha,
+        effect=effect,
     )
     emit(result, as_json, render_compare)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..numbers import interval, num, pval
 from ..stats.compare import CompareResult
+from ..stats.paired import IDENTICAL
 
 MAX_FLIPS = 15
 
@@ -24,8 +25,14 @@ def render_compare(r: CompareResult) -> str:
         f"{interval(r.boot_ci_low, r.boot_ci_high)} (B={r.n_bootstrap}, seed {r.seed})",
         f"  sign-flip permutation p={pval(r.p_value_permutation)} ({r.permutation_method}, "
         f"{r.n_permutations} sign patterns)",
-        f"  minimum detectable effect (80% power, alpha {r.alpha}): {num(r.mde_80)}",
+        f"  minimum detectable effect (80% power, alpha {r.alpha}, from the {r.mde_basis}): "
+        f"z {num(r.mde_80)}, t {num(r.mde_80_t)}; tasks needed for an effect of {num(r.effect)}: "
+        f"{r.tasks_needed if r.tasks_needed is not None else 'n/a'}",
+        f"  correlation of A's and B's per-task means: {num(r.correlation.value, 3)} "
+        f"(n={r.correlation.n_tasks} tasks; pairing removes what they share)",
     ]
+    if r.identical:
+        lines.insert(2, f"finding: {IDENTICAL} ({r.identical.replace('_', ' ')})")
     if r.mcnemar:
         m = r.mcnemar
         lines.append(
@@ -37,5 +44,12 @@ def render_compare(r: CompareResult) -> str:
         for f in r.flips[:MAX_FLIPS]:
             agent = f" agent {f.agent}" if f.agent else ""
             lines.append(f"    task {f.task}{agent}: {f.a} -> {f.b}  q={pval(f.q_value)}")
-    lines += [f"note: {n}" for n in r.notes]
+    for name, curve in (("pass@k", r.pass_at_k), ("pass^k", r.pass_hat_k)):
+        if curve:
+            shown = ", ".join(
+                f"k={e.k} {num(e.mean_diff, 3)} {interval(e.ci_low, e.ci_high)} (n={e.n_tasks})"
+                for e in curve
+            )
+            lines.append(f"  {name} B - A, paired by task (t): {shown}")
+    lines += [f"note: {n}" for n in r.notes if not n.startswith(IDENTICAL)]
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FindingsError, UsageError
+from ..stats.paired import IDENTICAL
 from .campaign import Campaign
 from .metric import Reading
 from .paired import compare
@@ -102,6 +103,9 @@ def _paired(direction: str, ref: LedgerRow, ref_profile: Path, profile: Path, me
     summary = f"#{ref.index} {result.method} n={result.n_tasks} diff={result.mean_diff:+.6g}"
     if result.n_dropped:
         summary += f" dropped={result.n_dropped}"
+    if result.identical:  # the same rollouts twice (or the same seed): no evidence either way
+        what = result.identical.replace("_", " ")
+        return Suggestion("discard", f"paired {metric} vs #{ref.index}: {IDENTICAL} ({what})", summary)
     if result.ci_low is None or result.ci_high is None:
         return Suggestion("discard", f"paired {metric} diff has no interval (n={result.n_tasks})", summary)
     summary += f" ci=[{result.ci_low:.6g},{result.ci_high:.6g}]"

@@ -19,6 +19,7 @@ class Paired:
     ci_low: float | None
     ci_high: float | None
     method: str
+    identical: str | None = None  # a degenerate comparison: "same_rewards_per_key" or "zero_differences"
 
 
 def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
@@ -34,4 +35,5 @@ def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
         finite(result.ci_low),
         finite(result.ci_high),
         "paired-t (ngrp compare)",
+        result.identical,
     )

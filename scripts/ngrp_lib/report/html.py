@@ -15,6 +15,7 @@ from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for
 from ..jsonvalues import jsonable
 from ..numbers import num, pval
+from ..stats.paired import IDENTICAL
 from ..stats.registry import BY_NAME, k_estimators
 from ..stats.results import AtK, Estimate, ScopeStats
 from ..stats.summary import StatsSettings, compute_stats
@@ -29,7 +30,7 @@ h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
 h3{font-size:14px}th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}.note{color:#555;font-size:12px}
-.grid{display:flex;flex-wrap:wrap;gap:12px}.grid>div{flex:1 1 480px}svg{max-width:100%;height:auto}
+.finding{color:#a40000;font-size:14px}.grid{display:flex;flex-wrap:wrap;gap:12px}.grid>div{flex:1 1 480px}svg{max-width:100%;height:auto}
 """
 MAX_FLIP_ROWS = 50
 
@@ -260,8 +261,32 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
             f"{r.n_tasks} tasks",
         ],
         ["sign-flip permutation p", pval(r.p_value_permutation), r.permutation_method, "", ""],
-        ["minimum detectable effect (80% power)", num(r.mde_80), "", "", ""],
+        [
+            f"minimum detectable effect (80% power, z / t; from the {r.mde_basis})",
+            f"{num(r.mde_80)} / {num(r.mde_80_t)}",
+            "",
+            "",
+            f"tasks needed for {num(r.effect)}: {r.tasks_needed if r.tasks_needed is not None else 'n/a'}",
+        ],
+        [
+            "correlation of per-task means (A, B)",
+            num(r.correlation.value, 3),
+            "",
+            "",
+            f"{r.correlation.n_tasks} tasks",
+        ],
     ]
+    for name, curve in (("pass@{k}", r.pass_at_k), ("pass^{k}", r.pass_hat_k)):
+        for e in curve:
+            rows.append(
+                [
+                    f"{name.format(k=e.k)} difference",
+                    num(e.mean_diff),
+                    _ci(e.ci_low, e.ci_high),
+                    "",
+                    f"{e.n_tasks} tasks",
+                ]
+            )
     table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
     pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
     scatter = plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b)
@@ -272,8 +297,14 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
     dropped = f" {r.n_dropped} tasks in only one run were left out." if r.n_dropped else ""
     if not r.binary:
         flips = "<p class='note'>" + _esc("; ".join(r.notes)) + "</p>"
+    finding = (
+        f"<p class='finding'><b>{_esc(IDENTICAL)}</b> ({_esc(r.identical.replace('_', ' '))}): both runs "
+        "hold the same outcomes, so the difference is 0 by construction</p>"
+        if r.identical
+        else ""
+    )
     return (
-        f"<h2>Comparison: B - A, with {_esc(a)} and {_esc(b)}</h2>{table}<p class='note'>Paired by "
+        f"<h2>Comparison: B - A, with {_esc(a)} and {_esc(b)}</h2>{finding}{table}<p class='note'>Paired by "
         f"(task, agent); the same numbers as <code>ngrp compare {_esc(baseline)} {_esc(profile)}</code>."
         f"{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
         f"({r.n_flips}, Fisher exact per task, BH q &lt; {r.alpha})</h3>{flips}</div></div>"

@@ -15,9 +15,11 @@ from typing import Any
 
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
-from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, norm_ppf, t_two_sided_p
+from . import paired
+from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
 from .load import ProfileData, load_profile
+from .paired import Correlation, PairedAtK
 from .uncertainty import bootstrap_interval, t_interval
 
 EXACT_PERMUTATION_MAX_TASKS = 20
@@ -86,12 +88,20 @@ class CompareResult:
     p_value_permutation: float
     permutation_method: str
     n_permutations: int
-    mde_80: float
+    mde_80: float  # z-based, at 80% power
+    mde_80_t: float  # t-based (n_tasks - 1 df)
+    mde_basis: str  # "paired differences", "within-task variance" (degenerate comparison) or "none"
+    effect: float | None  # --effect
+    tasks_needed: int | None  # paired tasks a t test needs to detect `effect` at 80% power
+    correlation: Correlation  # of A's and B's per-task means
+    identical: str | None  # "same_rewards_per_key" / "zero_differences": a degenerate comparison
     binary: bool
     mcnemar: McNemar | None
     alpha: float
     n_flips: int  # tasks whose BH-adjusted Fisher q-value is below alpha
     flips: list[Flip] = field(default_factory=list)
+    pass_at_k: list[PairedAtK] = field(default_factory=list)  # paired by task, binary metrics only
+    pass_hat_k: list[PairedAtK] = field(default_factory=list)
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -212,6 +222,7 @@ def compare_profiles(
     n_bootstrap: int = 2000,
     pass_threshold: float | None = None,
     alpha: float = 0.05,
+    effect: float | None = 0.05,
 ) -> CompareResult:
     """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
     import numpy as np
@@ -220,6 +231,8 @@ def compare_profiles(
         raise UsageError("--bootstrap must be >= 0")
     if not 0 < alpha < 1:  # also refuses nan
         raise UsageError(f"--alpha must be between 0 and 1, not {alpha}")
+    if effect is not None and not 0 < effect < math.inf:
+        raise UsageError(f"--effect must be a positive number, not {effect}")
     da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
     pairs, only_a, only_b = _match(da, db, intersect)
     ia = np.array([p[1] for p in pairs], dtype=int)
@@ -256,15 +269,27 @@ def compare_profiles(
             f"task {task}, agent {agent!r}): tasks are paired by _ng_task_index, so check that both runs "
             "used the same task rows in the same order (a prompt change should touch the prompt only)"
         )
-    mcnemar, flips = None, []
+    mcnemar, flips, at_k, hat_k = None, [], [], []
     used = [r for r, ok in zip(rows, defined, strict=False) if ok]
     if binary and used:
         nsa, csa = counts(sa)
         nsb, csb = counts(sb)
         mcnemar = _mcnemar(nsa, csa, nsb, csb)
         flips = _flips(used, [(int(x), int(y)) for x, y in zip(csa, csb, strict=True)], alpha)
+        ks = paired.compare_ks(nsa, nsb)
+        at_k, hat_k = paired.paired_at_k(sa, sb, ks, hat=False), paired.paired_at_k(sa, sb, ks, hat=True)
     elif not binary:
         notes.append(f"'{metric}' is not binary: McNemar and per-task flips need --pass-threshold")
+    identical = paired.identical_kind(
+        da.rollout_index[ia][defined], va[defined], db.rollout_index[ib][defined], vb[defined], d
+    )
+    if identical:
+        what = identical.replace("_", " ")
+        notes.insert(0, f"{paired.IDENTICAL} ({what}): the MDE is from the within-task variance")
+    basis, se = "paired differences", interval.se
+    if identical or not interval.se:
+        basis, se = "within-task variance", paired.within_se(va[defined], vb[defined])
+    power = paired.power(se, se * math.sqrt(d.size), d.size, alpha, basis, effect)
     t_stat = interval.value / interval.se if interval.se and interval.se > 0 else math.nan
     return CompareResult(
         path_a=str(a),
@@ -290,14 +315,22 @@ def compare_profiles(
         p_value_permutation=p_perm,
         permutation_method=method,
         n_permutations=n_perm,
-        # with no spread at all (se 0) there is no meaningful detectable effect: undefined, not 0
-        mde_80=(norm_ppf(1 - alpha / 2) + norm_ppf(0.8)) * interval.se if interval.se else math.nan,
+        # with no spread between tasks the MDE comes from the within-task variance; with none at all: null
+        mde_80=power.mde_80,
+        mde_80_t=power.mde_80_t,
+        mde_basis=power.basis,
+        effect=effect,
+        tasks_needed=power.tasks_needed,
+        correlation=paired.correlation(ma[defined], mb[defined]),
+        identical=identical,
         binary=binary,
         mcnemar=mcnemar,
         alpha=alpha,
         n_flips=len(flips),
         flips=flips,
         per_task=rows,
+        pass_at_k=at_k,
+        pass_hat_k=hat_k,
         notes=notes,
     )
 
