@@ -371,6 +371,13 @@ def test_suggestions_follow_the_paired_interval(tmp_path):
     assert vs_base.status == "keep" and vs_base.row["compared_to"].startswith("#1")
 
 
+def test_identical_outcomes_are_a_finding_and_discarded(tmp_path):
+    paths = _campaign(tmp_path, direction="max")
+    _record(paths, tmp_path, [0.2, 0.4, 0.6, 0.5])
+    again = _record(paths, tmp_path, [0.2, 0.4, 0.6, 0.5])  # the same rewards: the same rollouts or seed?
+    assert again.status == "discard" and "identical outcomes: the same rollouts or seed?" in again.reason
+
+
 def test_min_direction_keeps_decreases(tmp_path):
     paths = _campaign(tmp_path, direction="min")
     _record(paths, tmp_path, [0.5, 0.6, 0.7])

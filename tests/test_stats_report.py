@@ -82,6 +82,15 @@ def test_report_refuses_overwrite_and_cli_exit_codes(run_ngrp, tmp_path):
     assert run_ngrp("report", tmp_path / "missing.jsonl", "-o", tmp_path / "x.html").returncode == 3
 
 
+def test_report_compare_with_itself_shows_the_identical_outcomes_finding(tmp_path):
+    prof, _, _ = make_run(tmp_path)
+    out = tmp_path / "self.html"
+    build_report(prof, out, compare=prof, settings=StatsSettings(n_bootstrap=0))
+    page = out.read_text()
+    assert "identical outcomes: the same rollouts or seed?" in page and "within-task variance" in page
+    assert "Korn-Graubard" in page and "pass^" in page
+
+
 def test_missing_matplotlib_names_the_extra(run_ngrp_process, tmp_path):
     prof, _, _ = make_run(tmp_path)
     blocker = tmp_path / "block"

@@ -30,7 +30,8 @@ h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
 td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
 h3{font-size:14px}th{background:#f3f5f8}td:first-child,th:first-child{text-align:left}.note{color:#555;font-size:12px}
-.finding{color:#a40000;font-size:14px}.grid{display:flex;flex-wrap:wrap;gap:12px}.grid>div{flex:1 1 480px}svg{max-width:100%;height:auto}
+.grid{display:flex;flex-wrap:wrap;gap:12px}.grid>div{flex:1 1 480px}svg{max-width:100%;height:auto}
+.finding{color:#a40000;font-size:14px}
 """
 MAX_FLIP_ROWS = 50
 
