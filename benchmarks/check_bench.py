@@ -76,9 +76,7 @@ def main() -> int:
     if args.json:
         print(orjson.dumps(figures).decode())
     else:
-        print(
-            f"{args.rows} input rows + {result.counts.completed} rollout rows, Python {figures['python']}"
-        )
+        print(f"{args.rows} input rows + {result.counts.completed} rollout rows, Python {figures['python']}")
         print(f"floor (orjson parse of both): {figures['floor_rows_per_s']:>9,} rows/s  ({t_floor:.3f} s)")
         print(f"ngrp check:                   {figures['check_rows_per_s']:>9,} rows/s  ({t_check:.3f} s)")
         print(f"ratio check / floor:          {figures['ratio']:.2f}x")

@@ -86,7 +86,8 @@ def _from_materialized(path: Path, rows: list[Row]) -> TaskLines:
             if all(v == values[0] for v in values):
                 continue
             if name == RCP and all(isinstance(v, dict) for v in values):
-                data[name] = {k: v for k, v in data[name].items() if all(x.get(k) == v for x in values)}
+                dicts: list[dict] = [v for v in values if isinstance(v, dict)]
+                data[name] = {k: v for k, v in data[name].items() if all(x.get(k) == v for x in dicts)}
                 dropped.update(f"{RCP}.{k}" for k in first.data[name] if k not in data[name])
             else:
                 del data[name]
