@@ -149,7 +149,7 @@ class _Experiment:
             "NGRP_LEDGER_RUN_DIR": str(slot.folder.resolve()),
             "NGRP_LEDGER_CAMPAIGN": self.campaign.campaign,
         }
-        common = {
+        common: dict[str, Any] = {
             "timeout_s": self.timeout_s,
             "grace_s": req.grace_s,
             "echo": req.echo,

@@ -103,6 +103,7 @@ def _executable(name: str) -> str | None:
 
 def timeout_seconds(req: RunRequest, campaign: Campaign, now: datetime, warnings: list[str]) -> float | None:
     """The run's timeout: --timeout, else the campaign's; never past the campaign's deadline."""
+    seconds: float | None
     if req.timeout is not None:
         seconds = parse_duration_min(req.timeout) * 60.0
         if not seconds > 0:

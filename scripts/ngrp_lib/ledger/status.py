@@ -9,6 +9,7 @@ from typing import Any
 from . import runs, table
 from .campaign import Campaign, LedgerPaths, load_campaign, now_utc
 from .decide import baseline_row, best_row
+from .runs import OpenRun
 
 STATUS_SCHEMA = "ngrp.ledger_status.v1"
 
@@ -42,7 +43,7 @@ class LedgerStatus:
     default_rule: bool = False
     branch_prefix: str = ""
     runs: list[dict] = field(default_factory=list)  # every row, briefly, in index order
-    open_runs: list[runs.OpenRun] = field(default_factory=list)  # started by `ledger run`, not recorded
+    open_runs: list[OpenRun] = field(default_factory=list)  # started by `ledger run`, not recorded
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"schema": STATUS_SCHEMA}
@@ -55,8 +56,10 @@ class LedgerStatus:
 
 
 def _brief(row: table.LedgerRow | None) -> dict | None:
-    if row is None:
-        return None
+    return None if row is None else _brief_row(row)
+
+
+def _brief_row(row: table.LedgerRow) -> dict:
     keys = (
         "index",
         "branch",
@@ -155,6 +158,6 @@ def ledger_status(paths: LedgerPaths, now: datetime | None = None) -> LedgerStat
         stop=any(rule.met for rule in rules),
         default_rule=campaign.default_rule,
         branch_prefix=campaign.prefix(),
-        runs=[_brief(row) for row in sorted(rows, key=lambda r: r.index)],
+        runs=[_brief_row(row) for row in sorted(rows, key=lambda r: r.index)],
         open_runs=open_now,
     )
