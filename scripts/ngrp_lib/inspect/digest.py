@@ -271,9 +271,11 @@ def digest(
     masked = row.get("mask_sample") is True
     source = input_row if input_row is not None else row
     expected = source.get(answer_key, row.get(answer_key))
+    task: Any = row.get(TASK_KEY)  # the callers pass rows with a valid identity key
+    rollout: Any = row.get(ROLLOUT_KEY)
     return RolloutDigest(
-        task=row.get(TASK_KEY),
-        rollout=row.get(ROLLOUT_KEY),
+        task=task,
+        rollout=rollout,
         agent=agent_name(row) or (agent_name(input_row) if input_row else None),
         line=line,
         reward=reward,

@@ -126,6 +126,7 @@ def parse_row(raw: bytes, line: int, path: Path) -> dict:
     record = parse_line(raw, line)
     if isinstance(record, Problem) and record.kind != BLANK:
         raise InputError(record.message, path=path, line=line, hint=hint_for(record.kind))
+    assert not isinstance(record, Problem)  # a blank line was handled above
     return record.data  # pragma: no cover - parse_line agreed it is an object after all
 
 
@@ -178,7 +179,7 @@ class FactsBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self._cols = {
+        self._cols: dict[str, Any] = {
             "task": array("q"),
             "rollout": array("q"),
             "agent": array("i"),
@@ -331,6 +332,7 @@ def _merge(parts: list[tuple[Facts, ScanStats, dict | None]], path: Path, size: 
         piece.agent, piece.line = codes[facts.agent], facts.line + lines_before
         pieces.append(piece)
         for (task, code), text in (previews or {}).items():
+            assert builder.previews is not None  # parts carry previews only when the builder keeps them
             builder.previews.setdefault((task, int(codes[code])), text)
         stats.lines += part.lines
         stats.rows += part.rows

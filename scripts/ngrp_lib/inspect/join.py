@@ -72,13 +72,14 @@ class InputsIndex:
 
     @classmethod
     def build(cls, path: Path) -> InputsIndex:
-        index = cls(path, stats=ScanStats(str(path)))
+        stats = ScanStats(str(path))
+        index = cls(path, stats=stats)
         groups, by_task = index.groups, index.by_task
-        for line, offset, raw in iter_lines(path, index.stats):
+        for line, offset, raw in iter_lines(path, stats):
             row = parse_row(raw, line, path)
             task = row.get(TASK_KEY)
             if not is_index(task):
-                index.stats.rows_without_key += 1
+                stats.rows_without_key += 1
                 continue
             key = (task, agent_name(row))
             entry = groups.get(key)

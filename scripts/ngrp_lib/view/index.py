@@ -69,7 +69,7 @@ class RunIndex:
     inputs: InputsIndex | None
     answer_key: str
     threshold: float
-    table: TaskTable | None = None
+    table: TaskTable = None  # type: ignore[assignment]  # built by finish()
     group: Any = None  # table position of each rollout
     by_group: Any = None  # rollout positions sorted by (group, rollout index)
     starts: Any = None  # by_group[starts[g]:starts[g + 1]] are group g's rollouts

@@ -67,14 +67,15 @@ class Template:
 @functools.cache
 def template(name: str) -> Template:
     """`templates/<name>.html`, read once."""
-    text = resources.files(__package__).joinpath("templates", f"{name}.html").read_text(encoding="utf-8")
+    folder = resources.files(__package__).joinpath("templates")
+    text = folder.joinpath(f"{name}.html").read_text(encoding="utf-8")
     return Template(text, name)
 
 
 @functools.cache
 def static_text(name: str) -> str:
     """A file of `static/` (CSS, JavaScript), for the viewer's /static route and the report's inline copy."""
-    return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("static").joinpath(name).read_text(encoding="utf-8")
 
 
 def render(name: str, values: Mapping[str, Any] | None = None, /, **more: Any) -> Markup:
