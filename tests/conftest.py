@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from gym_stack_fixture import gym_stack  # noqa: F401  (session fixture: a real NeMo Gym stack)
+from slurm_fixture import slurm_cluster  # noqa: F401  (session fixture: a real one-node Slurm cluster)
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
