@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -78,6 +79,25 @@ def test_parse_shard_specs_and_slurm():
     with pytest.raises(UsageError, match="SLURM_ARRAY_TASK_ID"):
         parse_shard("auto", {})
     assert shard_output_path("o/r.jsonl", Shard(2, 12)).name == "r-shard-02-of-12.jsonl"
+
+
+def slurm_env(ids: list[int], task: int, step: int = 1) -> dict[str, str]:
+    """The array variables sbatch sets for a task of `--array=<ids>`."""
+    return {"SLURM_ARRAY_TASK_ID": str(task), "SLURM_ARRAY_TASK_COUNT": str(len(ids)),
+            "SLURM_ARRAY_TASK_MIN": str(min(ids)), "SLURM_ARRAY_TASK_MAX": str(max(ids)),
+            "SLURM_ARRAY_TASK_STEP": str(step)}  # fmt: skip
+
+
+def test_shard_auto_numbers_arrays_and_refuses_reruns():
+    assert [parse_shard("auto", slurm_env(list(range(8)), t)) for t in (0, 7)] == [Shard(0, 8), Shard(7, 8)]
+    assert parse_shard("auto", slurm_env(list(range(1, 9)), 8)) == Shard(7, 8)  # --array=1-8
+    assert parse_shard("auto", slurm_env([0, 2, 4, 6], 4, step=2)) == Shard(2, 4)  # --array=0-6:2
+    assert parse_shard("auto", slurm_env([0], 0)) == Shard(0, 1)
+    # What a rerun of some tasks of --array=0-7 looks like: its ids are not shards 0..N-1.
+    for ids, task in (([3], 3), ([1], 1), ([3, 4, 5], 4), ([3, 5], 5), ([0, 5], 5)):
+        with pytest.raises(UsageError, match="--shard auto") as err:
+            parse_shard("auto", slurm_env(ids, task))
+        assert "--shard i/N" in err.value.hint
 
 
 def test_identical_duplicates_dropped_even_with_other_key_order(golden, tmp_path):
@@ -262,3 +282,116 @@ def test_cli_missing_shards_exit_1_unless_allowed(golden, tmp_path, run_ngrp):
     assert refused.returncode == 1 and "--allow-missing-shards" in refused.stderr
     merged = run_ngrp(*args, "--allow-missing-shards")
     assert merged.returncode == 0 and "warning: 1 shard(s) missing" in merged.stdout
+
+
+def spread_over_folders(shards: list[Path]) -> list[Path]:
+    """One folder per array task: shard i (and its sidecars) moved to task-i/."""
+    moved = []
+    for i, shard in enumerate(shards):
+        folder = shard.parent / f"task-{i}"
+        folder.mkdir()
+        for path in shard.parent.glob(shard.stem + "*"):
+            path.rename(folder / path.name)
+        moved.append(folder / shard.name)
+    return moved
+
+
+def test_shards_in_one_folder_per_task_are_one_run(golden, tmp_path, run_ngrp):
+    """The bug of issue 20: shards in separate folders were counted per folder, so each looked like a
+    run missing all the other shards."""
+    inputs, rollouts, shards = make_shards(golden / "case_complete", tmp_path, 3)
+    shards = spread_over_folders(shards)
+    proc = run_ngrp("merge", *shards, "-o", tmp_path / "all" / "rollouts.jsonl", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["missing_shards"] == []
+    assert keyed(rows_of(tmp_path / "all" / "rollouts.jsonl")) == keyed(rollouts)
+    assert keyed(rows_of(tmp_path / "all" / "rollouts_materialized_inputs.jsonl")) == keyed(inputs)
+    # A shard missing from a spread-out run is named once, not once per folder.
+    with pytest.raises(FindingsError) as err:
+        merge_shards([shards[0], shards[2]], tmp_path / "m.jsonl")
+    assert "1 shard(s)" in err.value.message and err.value.message.endswith(": rollouts-shard-1-of-3")
+
+
+def test_shards_of_one_name_from_different_runs_are_refused(golden, tmp_path):
+    _, _, shards = make_shards(golden / "case_complete", tmp_path, 2)
+    shards = spread_over_folders(shards)
+    identity = {"input_sha256": "a" * 64, "materialized_sha256": "x", "model": "m1", "shard": "0/2"}
+    for i, shard in enumerate(shards):
+        manifest = shard.with_name(shard.stem + "_run_manifest.json")
+        # Per-shard fields (shard, materialized digest) differ by design; the model must not.
+        identity = {**identity, "shard": f"{i}/2", "materialized_sha256": f"x{i}"}
+        manifest.write_text(json.dumps({"identity": identity}))
+    merge_shards(shards, tmp_path / "ok.jsonl")
+    manifest.write_text(json.dumps({"identity": {**identity, "model": "m2"}}))
+    with pytest.raises(
+        FindingsError, match=r"rollouts-shard-\*-of-2 come from different runs: model is 'm1'"
+    ):
+        merge_shards(shards, tmp_path / "m.jsonl")
+    assert not (tmp_path / "m.jsonl").exists()
+
+
+def gym_chunks(golden_case: Path, folder: Path, chunks: int, seed: int = 0, sep: str = "-chunk") -> list:
+    """A run split the NeMo Gym / NeMo-Skills way: chunk c holds the tasks t with t % chunks == c under
+    their global task index, each chunk a Gym run of its own (rollouts + _materialized_inputs)."""
+    inputs = rows_of(golden_case / "rollouts_materialized_inputs.jsonl")
+    rollouts = rows_of(golden_case / "rollouts.jsonl")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for c in range(chunks):
+        out = folder / f"rollouts-rs{seed}{sep}{c}.jsonl"
+        write_rows(out, [r for r in rollouts if r["_ng_task_index"] % chunks == c])
+        write_rows(out.with_name(out.stem + "_materialized_inputs.jsonl"),
+                   [r for r in inputs if r["_ng_task_index"] % chunks == c])  # fmt: skip
+        paths.append(out)
+    return paths
+
+
+@pytest.mark.parametrize("sep", ["-chunk", "_chunk_"])
+def test_gym_chunks_merge_to_the_whole_run(golden, tmp_path, sep):
+    inputs = rows_of(golden / "case_complete" / "rollouts_materialized_inputs.jsonl")
+    rollouts = rows_of(golden / "case_complete" / "rollouts.jsonl")
+    chunks = gym_chunks(golden / "case_complete", tmp_path, 3, sep=sep)
+    result = merge_shards(chunks, tmp_path / "merged.jsonl")
+    assert keyed(rows_of(tmp_path / "merged.jsonl")) == keyed(rollouts)
+    assert keyed(rows_of(tmp_path / "merged_materialized_inputs.jsonl")) == keyed(inputs)
+    assert result.rollouts.written == len(rollouts) and result.missing_shards == []
+    with pytest.raises(
+        FindingsError, match=rf"1 shard\(s\) .*: {re.escape(str(tmp_path))}/rollouts-rs0{sep}1$"
+    ):
+        merge_shards([chunks[0], chunks[2]], tmp_path / "m.jsonl")  # a gap in the chunk ids
+
+
+def test_done_markers_mark_unfinished_chunks(golden, tmp_path, run_ngrp):
+    chunks = gym_chunks(golden / "case_complete", tmp_path, 3)
+    merge_shards(chunks, tmp_path / "no-markers.jsonl")  # no marker at all: nothing to go by
+    for chunk in chunks[:2]:
+        chunk.with_name(chunk.name + ".done").touch()
+    with pytest.raises(
+        FindingsError, match=r"1 shard\(s\) have no \.done marker .*rollouts-rs0-chunk2\.jsonl"
+    ):
+        merge_shards(chunks, tmp_path / "m.jsonl")
+    proc = run_ngrp("merge", *chunks, "-o", tmp_path / "m.jsonl", "--allow-missing-shards", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["unfinished_shards"] == [str(chunks[2])]
+    chunks[2].with_name(chunks[2].name + ".done").touch()
+    merge_shards(chunks, tmp_path / "m2.jsonl")
+
+
+def test_a_key_in_two_seeds_is_refused_even_when_identical(golden, tmp_path):
+    seed0 = gym_chunks(golden / "case_complete", tmp_path, 2, seed=0)
+    seed1 = gym_chunks(golden / "case_complete", tmp_path, 2, seed=1)
+    with pytest.raises(FindingsError) as err:
+        merge_shards(seed0 + seed1, tmp_path / "m.jsonl")
+    assert "two seeds, rollouts-rs0-chunk* and rollouts-rs1-chunk*" in err.value.message
+    assert "one seed at a time" in err.value.hint
+    merge_shards(seed1, tmp_path / "rs1.jsonl")  # one seed is one run
+
+
+def test_chunks_numbered_from_zero_each_get_the_hint(golden, tmp_path):
+    chunks = gym_chunks(golden / "case_complete", tmp_path, 2)
+    rows = rows_of(chunks[1])
+    shift = min(r["_ng_task_index"] for r in rows)
+    write_rows(chunks[1], [r | {"_ng_task_index": r["_ng_task_index"] - shift} for r in rows])
+    with pytest.raises(FindingsError) as err:
+        merge_shards(chunks, tmp_path / "m.jsonl", inputs=[])
+    assert "conflicting rows" in err.value.message and "global _ng_task_index" in err.value.hint

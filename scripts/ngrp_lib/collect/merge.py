@@ -6,6 +6,10 @@ Rules, per (`_ng_task_index`, `_ng_rollout_index`) key:
 - every row needs both identity keys as non-negative integers;
 - a rollout whose key is not among the merged materialized inputs (when inputs are merged) is refused,
   as NeMo Gym's profiler refuses it.
+- shards are counted per run, by name (`shard_runs`): a shard of the run that is not among the files, or
+  one without the `.done` marker its siblings have, is refused unless allowed;
+- a key found in two seeds (`-rs0-`, `-rs1-` chunks of NeMo Gym / NeMo-Skills) is refused: seeds are
+  separate samples of the same tasks, and one run holds one row per key.
 Failures sidecar rows are attempts (a key may have several): only byte-identical (canonical) rows are
 dropped. Streams: memory holds one key, a 16-byte digest and an origin per row, never the rows.
 All outputs are written through temp files and moved into place only when everything succeeded.
@@ -14,7 +18,6 @@ All outputs are written through temp files and moved into place only when everyt
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -35,6 +38,7 @@ from ..artifacts.names import (
     materialized_path_for,
 )
 from ..errors import FindingsError, InputError, UsageError
+from .shard_runs import DONE_SUFFIX, RunKey, check_manifests, group_runs
 
 MAX_LISTED = 10
 
@@ -60,6 +64,7 @@ class MergeResult:
     torn_tails: list[str]
     sidecars_skipped: list[str] = field(default_factory=list)
     missing_shards: list[str] = field(default_factory=list)  # with allow_missing_shards only
+    unfinished_shards: list[str] = field(default_factory=list)  # no .done marker (allow_missing_shards)
 
     def to_json(self) -> dict:
         from dataclasses import asdict
@@ -90,12 +95,12 @@ def merge_shards(
 ) -> MergeResult:
     """Merge shard rollouts files into `output`, with sidecars next to it under Gym's names."""
     shard_paths, skipped = _rollouts_only([Path(p) for p in shards])
-    missing = missing_shards(shard_paths)
-    if missing and not allow_missing_shards:
-        raise FindingsError(
-            f"{len(missing)} shard(s) of the run are not among the files: {', '.join(missing[:MAX_LISTED])}",
-            hint="wait for (or rerun) those array tasks, or merge what is there with --allow-missing-shards",
-        )
+    runs = group_runs(shard_paths)
+    check_manifests(runs.values())
+    missing = [name for run in runs.values() for name in run.missing()]
+    unfinished = [name for run in runs.values() for name in run.unfinished()]
+    if (missing or unfinished) and not allow_missing_shards:
+        raise FindingsError(_incomplete(missing, unfinished), hint=_INCOMPLETE_HINT)
     output = Path(output)
     input_paths = _resolve_inputs(shard_paths, inputs)
     failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
@@ -103,37 +108,39 @@ def merge_shards(
     _check_paths(shard_paths + input_paths + failure_paths, targets)  # existing outputs: atomic_outputs
     torn: list[str] = []
     result = MergeResult(
-        str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped, missing
+        str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped, missing, unfinished
     )
+    run_of = {str(p): run.key for run in runs.values() for p in run.files()}
+    run_of.update({str(materialized_path_for(Path(p))): key for p, key in list(run_of.items())})
     with jsonl.atomic_outputs(targets, overwrite=overwrite) as out:  # all files or none
         known: dict[RolloutKey, _Seen] | None = None
         if input_paths:
-            known = _merge_keyed(input_paths, out["inputs"], result.inputs, torn, allow_torn)
+            known = _merge_keyed(input_paths, out["inputs"], result.inputs, torn, allow_torn, run_of)
             result.inputs_output = str(targets["inputs"])
-        _merge_keyed(shard_paths, out["rollouts"], result.rollouts, torn, allow_torn, known=known)
+        _merge_keyed(shard_paths, out["rollouts"], result.rollouts, torn, allow_torn, run_of, known=known)
         if failure_paths:
             _merge_attempts(failure_paths, out["failures"], result.failures, torn, allow_torn)
             result.failures_output = str(targets["failures"])
     return result
 
 
-_SHARD_NAME = re.compile(r"-shard-(\d+)-of-(\d+)$")
+def _incomplete(missing: list[str], unfinished: list[str]) -> str:
+    parts = []
+    if missing:
+        parts.append(
+            f"{len(missing)} shard(s) of the run are not among the files: {', '.join(missing[:MAX_LISTED])}"
+        )
+    if unfinished:
+        parts.append(
+            f"{len(unfinished)} shard(s) have no {DONE_SUFFIX} marker while other shards of their run do"
+            f" (still running, or killed): {', '.join(unfinished[:MAX_LISTED])}"
+        )
+    return "; ".join(parts)
 
 
-def missing_shards(paths: list[Path]) -> list[str]:
-    """For files named as `collect --shard i/N` names them (`<stem>-shard-i-of-N.jsonl`): the shards of
-    each run that are not among them. A glob over shard files says nothing about files never written."""
-    found: dict[tuple[Path, int], set[int]] = {}
-    for path in paths:
-        match = _SHARD_NAME.search(path.stem)
-        if match:
-            run = (path.with_name(path.stem[: match.start()]), int(match.group(2)))
-            found.setdefault(run, set()).add(int(match.group(1)))
-    missing = []
-    for (base, count), present in found.items():
-        width = len(str(count - 1))
-        missing += [f"{base}-shard-{i:0{width}d}-of-{count}" for i in range(count) if i not in present]
-    return missing
+_INCOMPLETE_HINT = (
+    "wait for (or rerun) those array tasks or chunks, or merge what is there with --allow-missing-shards"
+)
 
 
 # Files a shell glob like `rollouts-shard-*.jsonl` also matches: sidecars of a shard and profile outputs.
@@ -230,6 +237,7 @@ def _merge_keyed(
     counts: PartCounts,
     torn: list[str],
     allow_torn: bool,
+    run_of: dict[str, RunKey],
     *,
     known: dict[RolloutKey, _Seen] | None = None,
 ) -> dict[RolloutKey, _Seen]:
@@ -243,7 +251,7 @@ def _merge_keyed(
             digest = canonical_digest(row.data)
             first = seen.get(key)
             if first is not None:
-                _same_or_conflict(first, digest, key, path, row.line)
+                _same_or_conflict(first, digest, key, path, row.line, run_of)
                 counts.duplicates_dropped += 1
                 continue
             if known is not None and key not in known:
@@ -260,14 +268,36 @@ def _merge_keyed(
     return seen
 
 
-def _same_or_conflict(first: _Seen, digest: bytes, key: RolloutKey, path: Path, line: int) -> None:
-    if first.digest != digest:
+def _same_or_conflict(
+    first: _Seen, digest: bytes, key: RolloutKey, path: Path, line: int, run_of: dict[str, RunKey]
+) -> None:
+    ours, theirs = run_of.get(str(path)), run_of.get(first.path)
+    where = f"{first.path}:{first.line} and {path}:{line}"
+    if ours is not None and theirs is not None and _other_seed(ours, theirs):
         raise FindingsError(
-            f"conflicting rows for key (task {key[0]}, rollout {key[1]}): "
-            f"{first.path}:{first.line} and {path}:{line} differ",
-            hint="two shards ran the same key with different results; shard with --shard i/N so shards are"
-            " disjoint, or drop one of the files",
+            f"key (task {key[0]}, rollout {key[1]}) is in two seeds, {theirs.label()} and {ours.label()}"
+            f" ({where}): seeds are separate samples of the same tasks",
+            hint=f"merge one seed at a time (ngrp merge {ours.label()}.jsonl ...), or collect the seeds as"
+            " repeats (--num-repeats N --seed-per-repeat) so that every rollout has its own key",
         )
+    if first.digest == digest:
+        return
+    hint = (
+        "two shards ran the same key with different results; shard with --shard i/N so shards are"
+        " disjoint, or drop one of the files"
+    )
+    if ours is not None and ours == theirs and ours.scheme == "chunk":
+        hint = (
+            "the chunks numbered their tasks from 0 each: give the task rows a global _ng_task_index"
+            " before splitting them into chunks (Gym keeps an existing one)"
+        )
+    raise FindingsError(
+        f"conflicting rows for key (task {key[0]}, rollout {key[1]}): {where} differ", hint=hint
+    )
+
+
+def _other_seed(a: RunKey, b: RunKey) -> bool:
+    return a.scheme == b.scheme == "chunk" and a.base == b.base and a.seed != b.seed
 
 
 def _merge_attempts(

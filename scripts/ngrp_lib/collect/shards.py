@@ -4,7 +4,10 @@ Shards are 0-based (`--shard 0/4` .. `--shard 3/4`), so they line up with `--arr
 `_ng_task_index`, never by line position, so all repeats of a task land in the same shard (one prefix
 cache, one complete profile row) and a shard's rows are the same whatever order the file is in.
 `--shard auto` reads Slurm's `SLURM_ARRAY_TASK_ID` and `SLURM_ARRAY_TASK_COUNT` (offset by
-`SLURM_ARRAY_TASK_MIN`, so `--array=1-8` works as well as `--array=0-7`).
+`SLURM_ARRAY_TASK_MIN` and divided by `SLURM_ARRAY_TASK_STEP`, so `--array=1-8` and `--array=0-14:2` work
+as well as `--array=0-7`). It refuses what the variables cannot number: an array that starts past 1
+(`--array=3-5`) or a one-task array past 0 (`--array=3`), which is how a rerun of some tasks looks, and
+an id list with gaps (`--array=3,5`); such a rerun names its shards (`--shard 3/8`).
 """
 
 from __future__ import annotations
@@ -57,12 +60,39 @@ def shard_from_slurm(environ: Mapping[str, str]) -> Shard:
             "--shard auto needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT",
             hint="run inside `sbatch --array=0-(N-1)`, or pass --shard i/N explicitly",
         )
+    names = ("SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP")
     try:
-        index = int(task_id) - int(environ.get("SLURM_ARRAY_TASK_MIN", "0"))
-        total = int(count)
+        ident, total = int(task_id), int(count)
+        low, high, step = (int(environ[n]) if environ.get(n) else None for n in names)
     except ValueError:
-        raise UsageError(f"non-integer Slurm array variables: id={task_id!r} count={count!r}") from None
-    return _checked(index, total, f"SLURM_ARRAY_TASK_ID={task_id}")
+        shown = {n: environ.get(n) for n in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", *names)}
+        raise UsageError(f"non-integer Slurm array variables: {shown}") from None
+    low, step = low or 0, step or 1
+    _check_numbering(low, high, step, total)
+    if (ident - low) % step:
+        raise UsageError(f"SLURM_ARRAY_TASK_ID={ident} is not on the array's step {step} from {low}")
+    return _checked((ident - low) // step, total, f"SLURM_ARRAY_TASK_ID={task_id}")
+
+
+_RERUN_HINT = (
+    "to rerun some tasks of an array, name each shard: --shard i/N (for example"
+    ' `sbatch --array=3 --export=ALL,SHARD=3/8` with `--shard "${SHARD:-auto}"` in the script)'
+)
+
+
+def _check_numbering(low: int, high: int | None, step: int, total: int) -> None:
+    """Refuse arrays whose ids cannot be shards 0..N-1: a rerun of some tasks looks like these."""
+    if low > 1 or (total == 1 and low != 0):
+        raise UsageError(
+            f"--shard auto: the array starts at task id {low} ({total} task(s)), so its ids are not"
+            " shards 0..N-1; is this a rerun of some tasks?",
+            hint=_RERUN_HINT,
+        )
+    if high is not None and (step < 1 or (high - low) % step or (high - low) // step + 1 != total):
+        raise UsageError(
+            f"--shard auto: the array's ids {low}..{high} (step {step}) have gaps: {total} task(s)",
+            hint=_RERUN_HINT,
+        )
 
 
 def _checked(index: int, count: int, spec: str) -> Shard:

@@ -24,7 +24,7 @@ from ._common import emit, json_option, overwrite_option
 @click.option(
     "--allow-missing-shards",
     is_flag=True,
-    help="Merge shards named -shard-i-of-N even when some i are absent (listed in the summary).",
+    help="Merge what is there when shards of a run are absent or lack a .done marker (listed as such).",
 )
 @click.option(
     "--allow-torn",
@@ -50,14 +50,22 @@ def command(
     refused naming both file:line, and rollouts with no materialized input row are refused. Nothing is
     written unless everything merged; an existing output is never replaced without --overwrite.
 
+    Shards are counted per run by their names, whatever folder each is in: <base>-shard-i-of-N (ngrp
+    collect --shard) and NeMo Gym / NeMo-Skills chunks <base>-rs<seed>-chunk<id> (gym eval run
+    +disable_aggregation=true per chunk; merged, they are the rows gym eval aggregate writes). A shard
+    of the run that is absent, or without the <file>.done marker its siblings have, is refused unless
+    --allow-missing-shards; a key found in two seeds is refused.
+
     \b
     Example:
       ngrp merge out/rollouts-shard-*-of-8.jsonl --output out/rollouts.jsonl
+      ngrp merge out/task-*/rollouts-shard-*-of-8.jsonl --output out/rollouts.jsonl   # a folder per task
+      ngrp merge results/rollouts-rs0-chunk*.jsonl --output results/rollouts.jsonl    # NeMo Gym chunks
       ngrp profile --inputs out/rollouts_materialized_inputs.jsonl --rollouts out/rollouts.jsonl
 
     \b
-    Exit codes: 0 merged; 1 conflicting duplicates, rollouts without inputs, or shards -shard-i-of-N
-    missing (see --allow-missing-shards); 2 usage or refused
+    Exit codes: 0 merged; 1 conflicting duplicates, a key in two seeds, rollouts without inputs, shards
+    of different runs, or shards missing or unfinished (see --allow-missing-shards); 2 usage or refused
     overwrite; 3 unreadable or malformed shard (names file:line).
     """
     result = merge_shards(
@@ -87,6 +95,11 @@ def _render(result: MergeResult) -> str:
     if result.missing_shards:
         lines.append(
             f"warning: {len(result.missing_shards)} shard(s) missing: {', '.join(result.missing_shards[:5])}"
+        )
+    if result.unfinished_shards:
+        lines.append(
+            f"warning: {len(result.unfinished_shards)} shard(s) without a .done marker merged: "
+            + ", ".join(result.unfinished_shards[:5])
         )
     if result.sidecars_skipped:
         lines.append(
