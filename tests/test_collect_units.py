@@ -10,7 +10,14 @@ import os
 import pytest
 
 from ngrp_lib.collect import convert, verify
-from ngrp_lib.collect.routing import Endpoint, Router, load_endpoints, normalize_base_url, public_url
+from ngrp_lib.collect.routing import (
+    Endpoint,
+    Router,
+    load_endpoint_files,
+    load_endpoints,
+    normalize_base_url,
+    public_url,
+)
 from ngrp_lib.collect.state import CollectorLock
 from ngrp_lib.errors import InputError, UsageError
 from ngrp_lib.inspect.digest import response_text
@@ -240,6 +247,25 @@ def test_endpoints_file(tmp_path):
     path.write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:9/v1"}]}))
     with pytest.raises(InputError, match="pass --model"):
         load_endpoints(path, None)
+
+
+def test_one_endpoints_file_per_node_all_servers_used_once(tmp_path):
+    """`collect --endpoints a.json --endpoints b.json`: every server of every file, in order; a server
+    that two files list (a node's file copied) is one server, not two with double its share of tasks."""
+    urls = {"node1": ["http://node1:8000/v1", "http://node1:8001/v1"], "node2": ["http://node2:8000/v1"]}
+    files = []
+    for node, node_urls in urls.items():
+        files.append(tmp_path / f"endpoints-{node}.json")
+        files[-1].write_text(
+            json.dumps({"endpoints": [{"base_url": u, "model": "policy"} for u in node_urls]})
+        )
+    again = tmp_path / "copy.json"
+    again.write_text(files[0].read_text())
+    assert [e.base_url for e in load_endpoint_files([*files, again], None)] == [
+        *urls["node1"],
+        *urls["node2"],
+    ]
+    assert {e.model for e in load_endpoint_files(files, "other")} == {"other"}
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@ so multi-server failover can replace it without touching the runner."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -61,6 +62,12 @@ def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
             raise InputError("endpoint has no model; pass --model", path=path, pointer=f"/endpoints/{i}")
         endpoints.append(Endpoint(normalize_base_url(item["base_url"]), name))
     return endpoints
+
+
+def load_endpoint_files(paths: Iterable[Path | str], model: str | None) -> list[Endpoint]:
+    """The servers of several endpoints files (one per node, say), in order; a server listed twice is
+    used once."""
+    return list(dict.fromkeys(e for path in paths for e in load_endpoints(path, model)))
 
 
 class Router:

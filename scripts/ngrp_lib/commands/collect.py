@@ -53,9 +53,10 @@ or another collector holds the lock, 3 malformed input (file:line named).
 @click.option("--base-url", "base_urls", multiple=True, help="Server base URL (…/v1), repeatable.")
 @click.option(
     "--endpoints",
-    "endpoints_file",
+    "endpoint_files",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False),
-    help="Endpoints file (JSON) written by `ngrp serve`.",
+    help="Endpoints file (JSON) written by `ngrp serve`; repeatable (one per node): every server is used.",
 )
 @click.option("--model", default=None, help="Served model name (optional with --endpoints).")
 @click.option(
@@ -132,7 +133,7 @@ def command(
     interleave,
     limit,
     base_urls,
-    endpoints_file,
+    endpoint_files,
     model,
     api,
     api_key_env,
@@ -178,8 +179,8 @@ def command(
                 hint="drop them, or materialize again (ngrp materialize) with the repeats you want",
             )
     shard = parse_shard(shard_spec) if shard_spec else None
-    gym_only = gym_url and not (base_urls or endpoints_file)
-    endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoints_file, model))
+    gym_only = gym_url and not (base_urls or endpoint_files)
+    endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoint_files, model))
     # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
     options = CollectOptions(
         output=shard_output_path(output, shard) if shard else output,
@@ -219,13 +220,13 @@ def command(
     return 0 if result.complete else 1
 
 
-def _endpoints(base_urls, endpoints_file, model):
-    from ..collect.routing import Endpoint, load_endpoints, normalize_base_url
+def _endpoints(base_urls, endpoint_files, model):
+    from ..collect.routing import Endpoint, load_endpoint_files, normalize_base_url
 
-    if base_urls and endpoints_file:
+    if base_urls and endpoint_files:
         raise UsageError("give --base-url or --endpoints, not both")
-    if endpoints_file:
-        return load_endpoints(endpoints_file, model)
+    if endpoint_files:
+        return load_endpoint_files(endpoint_files, model)
     if not model:
         raise UsageError("--model is required with --base-url (the served model name)")
     if not base_urls:
