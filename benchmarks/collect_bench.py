@@ -8,6 +8,10 @@ alternate floor / ngrp to spread the machine's noise over both. Goal: ngrp >= 90
 
     NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh) python3 benchmarks/collect_bench.py   # starts a tiny server
     python3 benchmarks/collect_bench.py --base-url http://127.0.0.1:8000/v1 --model NAME
+
+`--long` adds the long run: 20,000 rollouts of 1 output token in one `collect()`, with the collector's
+RSS sampled as rollouts land (at 2,000 and at the end; goal: the end within 1.2x of 2,000) and its client
+CPU per request, next to the short rounds' figure. `--long-only` skips the short rounds.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,6 +101,10 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--long", action="store_true", help="also the long run (RSS over many rollouts)")
+    parser.add_argument("--long-only", action="store_true", help="the long run only")
+    parser.add_argument("--long-rollouts", type=int, default=20_000)
+    parser.add_argument("--long-checkpoint", type=int, default=2_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="collect-bench-") as tmp:
         workdir, server = Path(tmp), None
@@ -103,29 +113,39 @@ def main() -> int:
             server = start_server(workdir)
             base_url = server.base_url
         try:
-            figures = measure(args, workdir, Endpoint(normalize_base_url(base_url), args.model))
+            endpoint = Endpoint(normalize_base_url(base_url), args.model)
+            figures = {} if args.long_only else measure(args, workdir, endpoint)
+            if args.long or args.long_only:
+                figures["long"] = long_run(args, workdir, endpoint)
         finally:
             if server is not None:
                 server.stop()
     if args.json:
         print(json.dumps(figures))
-    else:
-        n = figures["requests"]
-        print(
-            f"{n} requests ({args.tasks} tasks x {args.repeats}), {args.max_tokens} tokens each, "
-            f"concurrency {args.concurrency}, median of {args.rounds} alternating rounds"
-        )
-        print(f"floor (bare aiohttp): {figures['floor_rps']:.1f} req/s   rounds {figures['floor_s']}")
-        print(f"ngrp collect:         {figures['ngrp_rps']:.1f} req/s   rounds {figures['ngrp_s']}")
-        print(
-            f"ratio ngrp/floor:     {figures['ratio']:.3f} median, {figures['ratio_best']:.3f} best round, "
-            f"{figures['ratio_paired_median']:.3f} median of paired rounds"
-        )
-        print(
-            f"client CPU per request: floor {figures['floor_client_cpu_ms_per_request']:.2f} ms, "
-            f"ngrp {figures['ngrp_client_cpu_ms_per_request']:.2f} ms"
-        )
+        return 0
+    if "requests" in figures:
+        print_short(figures, args)
+    if "long" in figures:
+        print_long(figures["long"])
     return 0
+
+
+def print_short(figures: dict, args) -> None:
+    n = figures["requests"]
+    print(
+        f"{n} requests ({args.tasks} tasks x {args.repeats}), {args.max_tokens} tokens each, "
+        f"concurrency {args.concurrency}, median of {args.rounds} alternating rounds"
+    )
+    print(f"floor (bare aiohttp): {figures['floor_rps']:.1f} req/s   rounds {figures['floor_s']}")
+    print(f"ngrp collect:         {figures['ngrp_rps']:.1f} req/s   rounds {figures['ngrp_s']}")
+    print(
+        f"ratio ngrp/floor:     {figures['ratio']:.3f} median, {figures['ratio_best']:.3f} best round, "
+        f"{figures['ratio_paired_median']:.3f} median of paired rounds"
+    )
+    print(
+        f"client CPU per request: floor {figures['floor_client_cpu_ms_per_request']:.2f} ms, "
+        f"ngrp {figures['ngrp_client_cpu_ms_per_request']:.2f} ms"
+    )
 
 
 def measure(args, workdir: Path, endpoint: Endpoint) -> dict:
@@ -165,6 +185,103 @@ def measure(args, workdir: Path, endpoint: Endpoint) -> dict:
         "floor_client_cpu_ms_per_request": round(statistics.median(c for _, c in floor_runs) / n * 1000, 3),
         "ngrp_client_cpu_ms_per_request": round(statistics.median(c for _, c in ngrp_runs) / n * 1000, 3),
     }
+
+
+def rss_bytes() -> int:
+    """This process's resident set size now (Linux /proc)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class RssSampler(threading.Thread):
+    """Counts the rollouts file's lines as they land and records this process's RSS at each checkpoint."""
+
+    def __init__(self, path: Path, checkpoints: list[int], interval: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.path, self.checkpoints, self.interval = path, sorted(checkpoints), interval
+        self.at: dict[int, int] = {}  # rollouts -> RSS bytes
+        self.peak = 0
+        self.lines = 0
+        self._offset = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            self.sample()
+            self._done.wait(self.interval)
+
+    def sample(self) -> None:
+        if self.path.exists():
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+            self._offset += len(data)
+            self.lines += data.count(b"\n")
+        rss = rss_bytes()
+        self.peak = max(self.peak, rss)
+        for mark in self.checkpoints:
+            if self.lines >= mark and mark not in self.at:
+                self.at[mark] = rss
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+        self.sample()
+
+
+def long_run(args, workdir: Path, endpoint: Endpoint) -> dict:
+    """One collect() of many 1-token rollouts: RSS at the checkpoint and at the end, CPU per request."""
+    tasks, repeats = args.long_rollouts // 4, 4
+    task_file = workdir / "long_tasks.jsonl"
+    write_tasks(task_file, tasks, 1)
+    materialized = workdir / "long_materialized.jsonl"
+    materialize(task_file, materialized, MaterializeOptions(num_repeats=repeats, agent="bench"))
+    output = workdir / "long" / "rollouts.jsonl"
+    options = CollectOptions(
+        output=output,
+        endpoints=(endpoint,),
+        materialized=materialized,
+        verifier="math",
+        concurrency=args.concurrency,
+    )
+    sampler = RssSampler(output, [args.long_checkpoint, tasks * repeats])
+    before = rss_bytes()
+    sampler.start()
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = collect(options)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    sampler.stop()
+    assert result.complete, result
+    n = tasks * repeats
+    at_mark, at_end = sampler.at[args.long_checkpoint], sampler.at[n]
+    return {
+        "rollouts": n,
+        "concurrency": args.concurrency,
+        "max_tokens": 1,
+        "wall_s": round(wall, 2),
+        "rollouts_per_s": round(n / wall, 1),
+        "client_cpu_ms_per_request": round(cpu / n * 1000, 3),
+        "rss_before_mb": round(before / 2**20, 1),
+        f"rss_at_{args.long_checkpoint}_mb": round(at_mark / 2**20, 1),
+        "rss_at_end_mb": round(at_end / 2**20, 1),
+        "rss_peak_mb": round(sampler.peak / 2**20, 1),
+        "rss_end_over_checkpoint": round(at_end / at_mark, 3),
+    }
+
+
+def print_long(figures: dict) -> None:
+    n = figures["rollouts"]
+    mark = next(k for k in figures if k.startswith("rss_at_") and k != "rss_at_end_mb")
+    print(
+        f"long run: {n} rollouts, {figures['max_tokens']} token each, concurrency {figures['concurrency']}: "
+        f"{figures['wall_s']} s ({figures['rollouts_per_s']} rollouts/s)"
+    )
+    print(
+        f"collector RSS: {figures['rss_before_mb']} MB before, {figures[mark]} MB at {mark[7:-3]} rollouts, "
+        f"{figures['rss_at_end_mb']} MB at the end (x{figures['rss_end_over_checkpoint']}; goal <= 1.2), "
+        f"peak {figures['rss_peak_mb']} MB"
+    )
+    print(f"client CPU per request: {figures['client_cpu_ms_per_request']} ms")
 
 
 def start_server(workdir: Path):
