@@ -22,8 +22,9 @@ Usage (the whole interface):
 `SlurmCluster` fields: `partition` (the default partition, "debug"), `node` (its one node), `cpus`,
 `conf` (the slurm.conf), `env` (os.environ plus `SLURM_CONF`: pass it to anything that runs a Slurm
 command). Jobs run as root with the submitting environment (`--export=ALL`, Slurm's default), in the
-`cwd` given. Accounting is off: use `state()`, `wait()`, the job's output files and `sbatch --wait`'s
-exit code, not `sacct`. At teardown every job is cancelled and every daemon the fixture started is stopped.
+`cwd` given. Accounting is off: use `state()` (its `JobState` is in `FINISHED` once a job is over),
+`wait()`, the job's output files and `sbatch --wait`'s exit code, not `sacct`. At teardown every job
+is cancelled and every daemon the fixture started is stopped.
 """
 
 from __future__ import annotations

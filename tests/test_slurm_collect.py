@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from slurm_fixture import FINISHED
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm]
 
@@ -106,9 +107,7 @@ def wait_merge(cluster, job: str, timeout: float = 600) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         state = cluster.state(job)
-        if state["JobState"] not in {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING"}:
-            return state
-        if state.get("Reason") == "DependencyNeverSatisfied":
+        if state["JobState"] in FINISHED or state.get("Reason") == "DependencyNeverSatisfied":
             return state
         assert time.monotonic() < deadline, f"merge job {job} still {state['JobState']} after {timeout} s"
         time.sleep(0.5)
