@@ -19,6 +19,7 @@ from .errors import EXIT_INPUT, NgrpError
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("ngrp_lib.commands.validate", "Check artifacts against their schemas, line by line."),
     "check": ("ngrp_lib.commands.check", "Account for every rollout key: missing, extra, duplicate, failed."),
+    "health": ("ngrp_lib.commands.health", "Is a zero the policy's fault? Judge every rollout's health."),
     "serve": ("ngrp_lib.commands.serve", "Start or stop local vLLM servers; write an endpoints file."),
     "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),

@@ -21,6 +21,10 @@ REPEAT_METRICS_SUFFIX = "_repeat_level_metrics"
 PROFILE_SUMMARY_SUFFIX = "_profile_summary"  # ours
 MANIFEST_SUFFIX = "_run_manifest"  # ours
 LOCK_SUFFIX = ".lock"  # ours
+# `gym eval health-check` writes these two names into the run folder; we prefix them with the rollouts
+# file's stem unless that stem is Gym's default `rollouts`, so two runs in one folder do not collide.
+QUALITY_SUMMARY_NAME = "quality_summary.json"
+VERDICTS_NAME = "rollout_verdicts.jsonl"
 
 
 def sibling(path: Path | str, suffix: str, extension: str) -> Path:
@@ -57,6 +61,24 @@ def profile_paths_for(rollouts: Path | str, output_dir: Path | str | None = None
         "repeat_level_metrics": sibling(base, REPEAT_METRICS_SUFFIX, ".json"),
         "profile_summary": sibling(base, PROFILE_SUMMARY_SUFFIX, ".json"),
     }
+
+
+def health_paths_for(rollouts: Path | str) -> dict[str, Path]:
+    """`ngrp health` outputs: Gym's names next to `rollouts.jsonl`, `<stem>_<name>` next to any other."""
+    path = Path(rollouts)
+    prefix = "" if path.stem == "rollouts" else path.stem + "_"
+    return {
+        "quality_summary": path.with_name(prefix + QUALITY_SUMMARY_NAME),
+        "rollout_verdicts": path.with_name(prefix + VERDICTS_NAME),
+    }
+
+
+def rollouts_path_of_profile(profile: Path | str) -> Path | None:
+    """`out/run_reward_profiling.jsonl` -> `out/run.jsonl` (the rollouts file it was named from), or None."""
+    path = Path(profile)
+    if not path.stem.endswith(REWARD_PROFILE_SUFFIX):
+        return None
+    return path.with_name(path.stem.removesuffix(REWARD_PROFILE_SUFFIX) + ".jsonl")
 
 
 MAX_INDEX = 2**63 - 1  # numpy and pandas (so Gym's profiler) hold identity keys as int64

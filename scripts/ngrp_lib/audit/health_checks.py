@@ -1,0 +1,296 @@
+"""The health checks: their registry, and how one rollout row is judged from what the row itself holds.
+
+Gym's ids are used where the meaning is Gym's (NeMo Gym 0.7.0 `nemo_gym/health/checks.py`); Gym reads most
+of them from its own trajectory capture, we read them from the row's `response` (usage, status,
+incomplete_details, output items), the failures sidecar and the materialized input's `max_output_tokens`.
+Our own checks have `ngrp/` ids. A check returns evidence (findings); verdicts are derived in health.py.
+
+One root cause per rollout: the content checks (`ngrp/empty_final_answer`,
+`ngrp/reasoning_without_final_answer`, `ngrp/answer_not_extracted`) are not raised when a check that
+already explains the missing answer fired (a failed call, zero completion tokens, a stop at the token
+cap), and `ngrp/answer_not_extracted` not when the answer is empty. A check named in --ignore-checks
+does not fire, so what it would have explained is reported by the next check instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+from .health_text import (
+    FAILED_STATUSES,
+    LENGTH_REASONS,
+    find_loop,
+    has_content,
+    split_output,
+    stop_reason,
+    token_counts,
+)
+
+ROLLOUT, TASK = "rollout", "task"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    scope: str  # "rollout" or "task"
+    reads: str  # the evidence it reads
+    summary: str
+
+    @property
+    def origin(self) -> str:
+        return "ngrp" if self.id.startswith("ngrp/") else "gym"
+
+
+REGISTRY: tuple[Check, ...] = (
+    Check("check_execution_error", ROLLOUT, "record", "a check raised on this row (an ngrp bug: report it)"),
+    Check("record_unreadable", ROLLOUT, "record", "the line is not a JSON object (invalid JSON, torn write)"),
+    Check(
+        "rollout_duplicate_identity", ROLLOUT, "record",
+        "several rows hold the same identity key; every copy is flagged",
+    ),
+    Check(
+        "model_call_zero_completion_tokens", ROLLOUT, "response.usage",
+        "the model returned 0 completion tokens",
+    ),
+    Check(
+        "model_call_missing_token_counts", ROLLOUT, "response.usage",
+        "usage lacks a prompt or completion token count",
+    ),
+    Check(
+        "model_call_failed", ROLLOUT, "response.status, response.error, failures sidecar",
+        "the response failed, or the key has only failed attempts (sidecar)",
+    ),
+    Check(
+        "model_call_runaway_generation", ROLLOUT, "response, materialized max_output_tokens",
+        "stopped at the token cap with no content at all",
+    ),
+    Check(
+        "ngrp/record_without_identity", ROLLOUT, "record",
+        "no integer _ng_task_index / _ng_rollout_index: cannot be joined",
+    ),
+    Check(
+        "ngrp/truncated_at_token_cap", ROLLOUT, "response, materialized max_output_tokens",
+        "stopped at the token cap with some content (answer may be cut off)",
+    ),
+    Check(
+        "ngrp/empty_final_answer", ROLLOUT, "response.output",
+        "no answer text, no reasoning and no tool call",
+    ),
+    Check(
+        "ngrp/reasoning_without_final_answer", ROLLOUT, "response.output",
+        "reasoning text but no answer text and no tool call",
+    ),
+    Check(
+        "ngrp/repetition_loop", ROLLOUT, "response.output",
+        "answer or reasoning repeats one unit back to back (--loop-min-*)",
+    ),
+    Check("ngrp/reward_not_numeric", ROLLOUT, "reward", "reward is null, absent or not a number"),
+    Check(
+        "ngrp/verifier_error", ROLLOUT, "failure_kind, failure_reason, invalid_judge_response, sidecar",
+        "an error the verifier recorded in the row, or verify_failed attempts",
+    ),
+    Check(
+        "ngrp/answer_not_extracted", ROLLOUT, "extracted_answer",
+        "extracted_answer is null or blank (rows without it: not applicable)",
+    ),
+    Check(
+        "task_consistently_unhealthy", TASK, "rollout verdicts",
+        "every judged repeat of the task is unhealthy (2 or more judged)",
+    ),
+    Check(
+        "task_no_successful_model_calls", TASK, "rollout responses, failures sidecar",
+        "no repeat of the task got a successful model call",
+    ),
+)  # fmt: skip
+CHECK_IDS = tuple(check.id for check in REGISTRY)
+ROLLOUT_IDS = tuple(check.id for check in REGISTRY if check.scope == ROLLOUT)
+TASK_IDS = tuple(check.id for check in REGISTRY if check.scope == TASK)
+# Checks that read the response: they cannot be judged on a row that has none.
+RESPONSE_IDS = (
+    "model_call_zero_completion_tokens",
+    "model_call_missing_token_counts",
+    "model_call_failed",
+    "model_call_runaway_generation",
+    "ngrp/truncated_at_token_cap",
+    "ngrp/empty_final_answer",
+    "ngrp/reasoning_without_final_answer",
+    "ngrp/repetition_loop",
+)
+# Checks with a condition under which they do not apply (counted as not applicable, not unobserved).
+CONDITIONAL_IDS = ("ngrp/answer_not_extracted",)
+VERIFIER_ERROR_FIELDS = ("failure_kind", "failure_reason", "verifier_error")
+TEXT_LIMIT = 200  # characters of free text (a failure reason, a loop unit) copied into a finding
+
+
+def parse_ignored(values: tuple[str, ...] | list[str] | str | None) -> frozenset[str]:
+    """Gym's rule: comma-separated ids, blanks dropped, duplicates merged, an unknown id is an error."""
+    if values is None:
+        return frozenset()
+    raw = [values] if isinstance(values, str) else list(values)
+    ids = {part.strip() for value in raw for part in value.split(",") if part.strip()}
+    unknown = sorted(ids - set(CHECK_IDS))
+    if unknown:
+        raise UsageError(
+            f"unknown health check(s): {', '.join(unknown)}",
+            hint=f"known checks: {', '.join(CHECK_IDS)}",
+        )
+    return frozenset(ids)
+
+
+@dataclass(frozen=True)
+class Settings:
+    ignored: frozenset[str] = frozenset()
+    loop_min_repeats: int = 10
+    loop_min_chars: int = 200
+
+    def check(self) -> None:
+        if self.loop_min_repeats < 2:
+            raise UsageError("--loop-min-repeats must be at least 2")
+        if self.loop_min_chars < 1:
+            raise UsageError("--loop-min-chars must be at least 1")
+
+
+@dataclass(slots=True)
+class Judgement:
+    findings: list[dict[str, Any]]
+    unobserved: list[str]
+    not_applicable: tuple[str, ...] = ()
+    successful_call: bool | None = None  # None: no response to tell
+    failed_call: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    zero_reward: bool = False
+
+
+def finding(check: str, detail: dict[str, Any], locator: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A finding as Gym writes it in rollout_verdicts.jsonl (its `subject` is the row's identity)."""
+    out: dict[str, Any] = {"check": check}
+    if locator is not None:
+        out["locator"] = locator
+    out["detail"] = detail
+    return out
+
+
+def _clip(value: Any) -> Any:
+    return value[:TEXT_LIMIT] if isinstance(value, str) else value
+
+
+def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Judgement:
+    """Every rollout-level check but the cross-row ones (duplicates) on one parsed row."""
+    ignored = settings.ignored
+    findings: list[dict[str, Any]] = []
+    judged = Judgement(findings, [])
+    response = row.get("response")
+    explained = False
+    if isinstance(response, dict):
+        explained = _response_checks(response, cap, settings, judged)
+    else:
+        judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
+    reward = row.get("reward", _ABSENT)
+    if type(reward) in (int, float, bool):
+        judged.zero_reward = reward == 0
+    elif "ngrp/reward_not_numeric" not in ignored:
+        kind = "absent" if reward is _ABSENT else "null" if reward is None else type(reward).__name__
+        findings.append(finding("ngrp/reward_not_numeric", {"reward": kind}))
+    if "ngrp/verifier_error" not in ignored:
+        _verifier_error(row, findings)
+    if "extracted_answer" not in row:
+        judged.not_applicable = CONDITIONAL_IDS
+    elif not explained and "ngrp/answer_not_extracted" not in ignored:
+        extracted = row["extracted_answer"]
+        if extracted is None or (isinstance(extracted, str) and not extracted.strip()):
+            findings.append(finding("ngrp/answer_not_extracted", {"extracted_answer": extracted}))
+    return judged
+
+
+_ABSENT = object()
+
+
+def _response_checks(
+    response: dict[str, Any], cap: int | None, settings: Settings, judged: Judgement
+) -> bool:
+    """The checks that read the response; True when one that explains a missing answer fired."""
+    ignored, findings = settings.ignored, judged.findings
+    prompt, completion = token_counts(response)
+    judged.prompt_tokens, judged.completion_tokens = prompt or 0, completion or 0
+    locator = {"call_id": str(response.get("id") or 0)}
+    status = response.get("status")
+    error = response.get("error")
+    failed = status in FAILED_STATUSES or bool(error)
+    judged.failed_call, judged.successful_call = failed, not failed
+    explained = False
+    if failed and "model_call_failed" not in ignored:
+        code = error.get("code") if isinstance(error, dict) else error
+        findings.append(finding("model_call_failed", {"status": status, "error": _clip(code)}, locator))
+        explained = True
+    if (prompt is None or completion is None) and "model_call_missing_token_counts" not in ignored:
+        missing = [
+            name for name, v in (("prompt_tokens", prompt), ("completion_tokens", completion)) if v is None
+        ]
+        findings.append(finding("model_call_missing_token_counts", {"missing": missing}, locator))
+    if completion == 0 and not explained and "model_call_zero_completion_tokens" not in ignored:
+        findings.append(finding("model_call_zero_completion_tokens", {"completion_tokens": 0}, locator))
+        explained = True
+    answer, reasoning, tools = split_output(response)
+    if not explained:
+        explained = _cap_checks(response, completion, cap, ignored, findings, locator)
+    if not explained:
+        explained = _answer_checks(answer, reasoning, tools, ignored, findings)
+    if "ngrp/repetition_loop" not in ignored:
+        _loop_check(answer, reasoning, settings, findings)
+    return explained
+
+
+def _cap_checks(
+    response: dict[str, Any],
+    completion: int | None,
+    cap: int | None,
+    ignored: frozenset[str],
+    findings: list[dict[str, Any]],
+    locator: dict[str, Any],
+) -> bool:
+    reason = stop_reason(response)
+    at_cap = reason in LENGTH_REASONS or (cap is not None and completion is not None and completion >= cap)
+    if not at_cap:
+        return False
+    detail = {"finish_reason": reason, "completion_tokens": completion, "max_output_tokens": cap}
+    check = "ngrp/truncated_at_token_cap" if has_content(response) else "model_call_runaway_generation"
+    if check in ignored:
+        return False
+    findings.append(finding(check, detail, locator))
+    return True
+
+
+def _answer_checks(
+    answer: str, reasoning: str, tools: bool, ignored: frozenset[str], findings: list[dict[str, Any]]
+) -> bool:
+    if answer.strip() or tools:
+        return False
+    if reasoning.strip():
+        check, detail = "ngrp/reasoning_without_final_answer", {"reasoning_chars": len(reasoning)}
+    else:
+        check, detail = "ngrp/empty_final_answer", {"answer_chars": len(answer)}
+    if check in ignored:
+        return False
+    findings.append(finding(check, detail))
+    return True
+
+
+def _loop_check(answer: str, reasoning: str, settings: Settings, findings: list[dict[str, Any]]) -> None:
+    for where, text in (("answer", answer), ("reasoning", reasoning)):
+        loop = find_loop(text, settings.loop_min_repeats, settings.loop_min_chars)
+        if loop is not None:
+            unit, copies, start = loop
+            detail = {"where": where, "unit": unit[:TEXT_LIMIT], "unit_chars": len(unit), "copies": copies}
+            findings.append(finding("ngrp/repetition_loop", detail, {"offset": start}))
+            return
+
+
+def _verifier_error(row: dict[str, Any], findings: list[dict[str, Any]]) -> None:
+    recorded = {k: _clip(row[k]) for k in VERIFIER_ERROR_FIELDS if row.get(k) not in (None, "")}
+    if row.get("invalid_judge_response") is True:
+        recorded["invalid_judge_response"] = True
+    if recorded:
+        findings.append(finding("ngrp/verifier_error", recorded))

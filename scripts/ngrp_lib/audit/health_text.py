@@ -1,0 +1,159 @@
+"""What a stored response says: its answer text, reasoning text, tool calls, content and cap, and loops.
+
+Pure functions over one `response` object (an OpenAI Responses object as Gym stores it). They never raise
+on odd shapes: a field of the wrong type reads as absent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Finish reasons (Responses `incomplete_details.reason`, chat `finish_reason`) that mean "stopped at the cap".
+LENGTH_REASONS = frozenset({"length", "max_output_tokens", "max_tokens"})
+FAILED_STATUSES = frozenset({"failed", "error", "cancelled"})
+TOOL_CALL_TYPES = frozenset(
+    {
+        "function_call", "tool_call", "tool_use", "mcp_call", "mcp_list_tools", "mcp_approval_request",
+        "file_search_call", "web_search_call", "computer_call", "image_generation_call",
+        "code_interpreter_call", "local_shell_call", "custom_tool_call",
+    }
+)  # fmt: skip
+# Keys whose non-blank text counts as content (what Gym's runaway check reads as "the call said something").
+_CONTENT_KEYS = (
+    "text", "content", "output_text", "answer", "refusal", "encrypted_content", "reasoning",
+    "reasoning_content", "summary",
+)  # fmt: skip
+MAX_UNIT = 500  # longest repeated unit (characters) the loop detector looks for
+_WINDOW = 16  # characters matched at each anchor to find a candidate period
+_CANDIDATES = 4  # earlier occurrences of an anchor's window tried as periods
+
+
+def _nonblank(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, list):
+        return any(_nonblank(item) for item in value)
+    if isinstance(value, dict):
+        return any(_nonblank(value.get(key)) for key in _CONTENT_KEYS)
+    return False
+
+
+def has_content(response: dict) -> bool:
+    """Whether the response holds any non-blank text (answer, reasoning, refusal, ...) in its output."""
+    return _nonblank(response.get("output_text")) or _nonblank(response.get("output"))
+
+
+def _texts(parts: Any) -> list[str]:
+    if isinstance(parts, str):
+        return [parts]
+    if not isinstance(parts, list):
+        return []
+    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+
+
+def split_output(response: dict) -> tuple[str, str, bool]:
+    """(answer text, reasoning text, whether any tool call was made) of a response's output items.
+
+    The answer is every `output_text` / `refusal` part of the message items; reasoning is the summary
+    and content texts of the reasoning items (and a message's `reasoning_content`, as some servers put it).
+    """
+    answer: list[str] = []
+    reasoning: list[str] = []
+    tools = False
+    output = response.get("output")
+    for item in output if isinstance(output, list) else ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            content = item.get("content")
+            if isinstance(content, str):
+                answer.append(content)
+            elif isinstance(content, list):
+                for part in content:
+                    if isinstance(part, dict) and part.get("type") in ("output_text", "refusal", "text"):
+                        value = part.get("text", part.get("refusal"))
+                        if isinstance(value, str):
+                            answer.append(value)
+            if isinstance(item.get("reasoning_content"), str):
+                reasoning.append(item["reasoning_content"])
+        elif kind == "reasoning":
+            reasoning += _texts(item.get("summary")) + _texts(item.get("content"))
+        elif kind in TOOL_CALL_TYPES or item.get("tool_calls"):
+            tools = True
+    return "".join(answer), "\n".join(reasoning), tools
+
+
+def stop_reason(response: dict) -> str | None:
+    """The reason a response stopped early (`incomplete_details.reason`), if it says so."""
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    return reason if isinstance(reason, str) else None
+
+
+def token_counts(response: dict) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens from `usage`; None when absent or not a non-negative integer.
+
+    Responses names (`input_tokens`, `output_tokens`) first, chat names (`prompt_tokens`,
+    `completion_tokens`) otherwise, as Gym reads them.
+    """
+    usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None, None
+    prompt = usage.get("input_tokens", usage.get("prompt_tokens"))
+    completion = usage.get("output_tokens", usage.get("completion_tokens"))
+    return (
+        prompt if type(prompt) is int and prompt >= 0 else None,
+        completion if type(completion) is int and completion >= 0 else None,
+    )
+
+
+def find_loop(text: str, min_repeats: int, min_chars: int) -> tuple[str, int, int] | None:
+    """The first degenerate loop found: (unit, copies, start) where `unit` (1 to MAX_UNIT characters)
+    repeats at least `min_repeats` times back to back over at least `min_chars` characters.
+
+    Anchors every min_chars/2 characters (and the end of the text) look for the nearest earlier copy of
+    the 16 characters before them; a candidate period is then counted in both directions. Any loop of
+    at least `min_chars` characters holds an anchor far enough inside it to be found.
+    """
+    n = len(text)
+    if n < min_chars or n < 2:
+        return None
+    stride = max(1, min_chars // 2)
+    anchor = n
+    while anchor >= 2:
+        found = _loop_at(text, anchor, min_repeats, min_chars)
+        if found is not None:
+            return found
+        anchor -= stride
+    return None
+
+
+def _loop_at(text: str, a: int, min_repeats: int, min_chars: int) -> tuple[str, int, int] | None:
+    w = min(_WINDOW, a - 1)
+    window = text[a - w : a]
+    lo = max(0, a - w - MAX_UNIT)
+    end = a - 1
+    for _ in range(_CANDIDATES):
+        j = text.rfind(window, lo, end)
+        if j < 0:
+            return None
+        p = a - w - j
+        copies, start = _copies(text, a, p)
+        if copies >= min_repeats and copies * p >= min_chars:
+            return text[start : start + p], copies, start
+        end = j + w - 1
+    return None
+
+
+def _copies(text: str, a: int, p: int) -> tuple[int, int]:
+    """Back-to-back copies of text[a-p:a] around position a, and where the first one starts."""
+    unit = text[a - p : a]
+    back = 1
+    while a - (back + 1) * p >= 0 and text[a - (back + 1) * p : a - back * p] == unit:
+        back += 1
+    forward = 0
+    n = len(text)
+    while a + (forward + 1) * p <= n and text[a + forward * p : a + (forward + 1) * p] == unit:
+        forward += 1
+    return back + forward, a - back * p

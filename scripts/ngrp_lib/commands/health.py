@@ -1,0 +1,145 @@
+"""`ngrp health`: a thin shell over `ngrp_lib.audit.health.run_health`, with its text rendering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ._common import emit, json_option, overwrite_option
+
+
+def _check_list() -> str:
+    from ..audit.health_checks import REGISTRY
+
+    return "\n".join(f"  {check.id}\n      {check.summary}" for check in REGISTRY)
+
+
+@click.command(
+    "health",
+    epilog="""\b
+Example:
+  ngrp health --inputs results/rollouts_materialized_inputs.jsonl --rollouts results/rollouts.jsonl
+  ngrp health --inputs m.jsonl --rollouts r.jsonl --ignore-checks ngrp/answer_not_extracted --json
+  ngrp profile --inputs m.jsonl --rollouts r.jsonl --exclude-unhealthy r_rollout_verdicts.jsonl
+
+\b
+Outputs, next to --rollouts: quality_summary.json and rollout_verdicts.jsonl (Gym's names) when the
+file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verdicts.jsonl.
+
+\b
+Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, 2 bad options or an
+output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
+""",
+)
+@click.option("--inputs", required=True, type=click.Path(path_type=Path), help="Materialized inputs JSONL.")
+@click.option("--rollouts", required=True, type=click.Path(path_type=Path), help="Rollouts JSONL.")
+@click.option(
+    "--failures",
+    type=click.Path(path_type=Path),
+    help="Failures sidecar; default <rollouts stem>_failures.jsonl when it exists.",
+)
+@click.option(
+    "--ignore-checks",
+    "--ignore",
+    "ignore_checks",
+    multiple=True,
+    metavar="CHECK[,CHECK...]",
+    help="Check ids to leave out of the verdicts (comma-separated, repeatable; Gym's option).",
+)
+@click.option(
+    "--loop-min-repeats",
+    type=int,
+    default=10,
+    show_default=True,
+    help="ngrp/repetition_loop: back-to-back copies of one unit that make a loop.",
+)
+@click.option(
+    "--loop-min-chars",
+    type=int,
+    default=200,
+    show_default=True,
+    help="ngrp/repetition_loop: characters the copies must cover.",
+)
+@overwrite_option
+@json_option
+def command(
+    inputs: Path,
+    rollouts: Path,
+    failures: Path | None,
+    ignore_checks: tuple[str, ...],
+    loop_min_repeats: int,
+    loop_min_chars: int,
+    overwrite: bool,
+    as_json: bool,
+) -> int:
+    """Is a zero the policy's fault? Judge every rollout from its row (response usage, status,
+    incomplete_details and output items; reward and verifier fields), the failures sidecar and the
+    materialized max_output_tokens, with NeMo Gym's health-check ids where the meaning is Gym's and
+    ngrp/ ids for ours. Writes Gym's two files (verdict healthy, unhealthy, or unobserved where a
+    check cannot be judged) and prints counts per check, tasks where every repeat is unhealthy and the
+    share of zero rewards that are unhealthy.
+
+    \b
+    Checks:
+    {checks}
+    """
+    from ..audit.health import run_health
+    from ..audit.health_checks import Settings, parse_ignored
+
+    settings = Settings(parse_ignored(ignore_checks), loop_min_repeats, loop_min_chars)
+    result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite)
+    emit(result, as_json, render_text)
+    return result.exit_code
+
+
+command.help = (command.help or "").replace("{checks}", _check_list().replace("\n", "\n    "))
+
+
+def render_text(result) -> str:
+    from ..audit.health_checks import REGISTRY, TASK
+
+    data = result.to_json()
+    keys, v = data["keys"], data["verdicts"]
+    lines = [
+        f"health: {keys['judged']} rollouts judged ({keys['rollout_rows']} rows, {keys['unreadable_lines']} "
+        f"unreadable lines, {keys['failure_only']} keys only in the failures sidecar); "
+        f"{v['healthy']} healthy, {v['unhealthy']} unhealthy, {v['unobserved']} unobserved",
+    ]
+    if keys["missing"] or keys["not_in_inputs"]:
+        lines.append(
+            f"  keys: {keys['missing']} of {keys['expected']} expected never attempted, "
+            f"{keys['not_in_inputs']} not in the inputs (ngrp check accounts for them)"
+        )
+    if data["ignored_checks"]:
+        lines.append(f"  ignored: {', '.join(data['ignored_checks'])}")
+    found = [c for c in data["checks"] if c["findings"]]
+    if found:
+        lines.append("findings by check (findings / rollouts or tasks affected):")
+        scope = {check.id: check.scope for check in REGISTRY}
+        width = max(len(c["id"]) for c in found)
+        for c in found:
+            unit = "tasks" if scope[c["id"]] == TASK else "rollouts"
+            lines.append(f"  {c['id']:<{width}}  {c['findings']} / {c['affected']} {unit}")
+    tasks = data["flagged_tasks"]["task_consistently_unhealthy"]
+    n_tasks = next(c["affected"] for c in data["checks"] if c["id"] == "task_consistently_unhealthy")
+    if n_tasks:
+        more = f" and {n_tasks - len(tasks)} more" if n_tasks > len(tasks) else ""
+        lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(tasks)}{more})")
+    zero = data["zero_rewards"]
+    if zero["total"]:
+        lines.append(
+            f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
+            f"({100 * zero['share_unhealthy']:.1f}%): those zeros may not be the policy's fault"
+        )
+    lines.append(f"wrote {data['outputs']['quality_summary']} and {data['outputs']['rollout_verdicts']}")
+    if v["unhealthy"]:
+        lines.append(
+            "next: look at the verdicts, fix what is fixable (ngrp reverify for a verifier problem), or "
+            f"leave them out: ngrp profile ... --exclude-unhealthy {data['outputs']['rollout_verdicts']}"
+        )
+    return "\n".join(lines)
+
+
+def _list(values: list) -> str:
+    return ", ".join(str(v) for v in values)
