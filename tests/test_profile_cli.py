@@ -49,7 +49,7 @@ def test_output_dir_json_and_schemas(golden, tmp_path, run_ngrp):
     _schema("profile_result").validate(result)
     assert result["counts"] == {
         "expected": 12, "completed": 12, "missing": 0, "extra": 0,
-        "masked": 1, "measured": 11, "null_reward": 1, "non_numeric_reward": 0,
+        "masked": 1, "measured": 11, "null_reward": 1, "non_numeric_reward": 0, "unhealthy_excluded": 0,
     }  # fmt: skip
     assert "null or absent reward" in proc.stderr  # the loud warning Gym never gives
     out = tmp_path / "out"

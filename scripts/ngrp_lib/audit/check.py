@@ -18,6 +18,7 @@ from ..artifacts.names import agent_name, failures_path_for, pack_key, rollout_k
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .findings import summarize
+from .health_text import LENGTH_REASONS, stop_reason, token_counts
 
 
 def _scan(path: Path, stats: FileStats):
@@ -98,6 +99,8 @@ class _RolloutTally:
     null_reward: Counter = field(default_factory=Counter)
     absent_reward: Counter = field(default_factory=Counter)
     sorted_by_key: bool = True
+    zero_tokens: int = 0  # rollouts whose response has 0 completion tokens
+    capped: int = 0  # rollouts that stopped at the token cap
 
 
 def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tuple[FileStats, _RolloutTally]:
@@ -124,7 +127,23 @@ def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tup
             tally.absent_reward[agent] += 1
         elif row["reward"] is None:
             tally.null_reward[agent] += 1
+        response = row.get("response")
+        if isinstance(response, dict):
+            _note_generation(row, response, tally)
     return stats, tally
+
+
+def _note_generation(row: dict[str, Any], response: dict[str, Any], tally: _RolloutTally) -> None:
+    """Count a response with no completion tokens, or one stopped at the token cap (for `ngrp health`)."""
+    completion = token_counts(response)[1]
+    if completion == 0:
+        tally.zero_tokens += 1
+        return
+    params = row.get("responses_create_params")
+    cap = params.get("max_output_tokens") if isinstance(params, dict) else None
+    at_cap = type(cap) is int and completion is not None and completion >= cap > 0
+    if at_cap or stop_reason(response) in LENGTH_REASONS:
+        tally.capped += 1
 
 
 @dataclass

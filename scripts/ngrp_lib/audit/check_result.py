@@ -61,6 +61,8 @@ class CheckCounts:
     failed_keys_still_missing: int
     failed_keys_recovered: int
     failure_keys_not_in_inputs: int
+    zero_completion_tokens: int  # responses with 0 completion tokens (`ngrp health` judges them)
+    stopped_at_token_cap: int  # responses stopped at the token cap
 
 
 @dataclass

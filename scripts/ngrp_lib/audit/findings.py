@@ -86,6 +86,8 @@ def summarize(
         failed_keys_still_missing=failed_missing,
         failed_keys_recovered=sum(1 for k in fail.keys if k in tally.completed),
         failure_keys_not_in_inputs=fail.unknown_keys,
+        zero_completion_tokens=tally.zero_tokens,
+        stopped_at_token_cap=tally.capped,
     )
     agents = [_agent_row(i, name, exp, done, tally) for i, name in enumerate(agent_names)]
     result = CheckResult(
@@ -227,6 +229,17 @@ def _reward_findings(r: CheckResult) -> list[Finding]:
         )
         fix = "decide explicitly: ngrp profile --null-reward zero|error (default: left out, as Gym does)"
         out.append(Finding("rollouts_without_reward", WARNING, n, msg, fix))
+    zero, capped = c.zero_completion_tokens, c.stopped_at_token_cap
+    if zero or capped:
+        msg = (
+            f"{zero} rollouts have 0 completion tokens and {capped} stopped at the token cap: "
+            "their rewards may say nothing about the policy"
+        )
+        fix = (
+            f"ngrp health --inputs {r.inputs.path} --rollouts {r.rollouts.path} (judges every rollout; "
+            "then profile with --exclude-unhealthy)"
+        )
+        out.append(Finding("zero_token_or_capped_rollouts", WARNING, zero + capped, msg, fix))
     return out
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..artifacts.jsonl import BLANK, Row, atomic_outputs, iter_records, refuse_existing
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, failures_path_for, health_paths_for, is_index, pack_key
 from ..errors import InputError
-from ..artifacts.jsonl import BLANK, Row, atomic_outputs, iter_records, refuse_existing
 from .health_checks import (
     CONDITIONAL_IDS,
     REGISTRY,

@@ -23,6 +23,14 @@ answer_key_option = click.option(
 )
 
 
+exclude_unhealthy_option = click.option(
+    "--exclude-unhealthy",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="VERDICTS",
+    help="rollout_verdicts.jsonl from `ngrp health`: leave its unhealthy rollouts out, as masked ones are.",
+)
+
+
 def pass_threshold_option(help: str = "Success means reward >= X (non-binary rewards).") -> Callable:
     return click.option("--pass-threshold", type=float, metavar="X", help=help)
 

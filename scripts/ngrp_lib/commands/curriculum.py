@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option, overwrite_option, pass_threshold_option, profile_argument
+from ._common import (
+    emit,
+    exclude_unhealthy_option,
+    json_option,
+    overwrite_option,
+    pass_threshold_option,
+    profile_argument,
+)
 
 
 def _render(result) -> str:
@@ -28,6 +35,11 @@ def _render(result) -> str:
         lines.append(f"  {result.n_undetermined} tasks have fewer rollouts than the group size: not selected")
     if result.n_unscored:
         lines.append(f"  {result.n_unscored} tasks have no scored rollout (all rewards null): not selected")
+    if result.exclude_unhealthy:
+        lines.append(
+            f"  {result.n_unhealthy_excluded} unhealthy rollouts left out ({result.exclude_unhealthy}): "
+            "pass rates stand on the healthy ones"
+        )
     if result.n_key_replaced:
         lines.append(f"  note: {result.n_key_replaced} rows already had '{result.key}'; replaced")
     if result.tasks_kind == "materialized":
@@ -81,6 +93,7 @@ def _render(result) -> str:
 )
 @pass_threshold_option()
 @click.option("--agent", help="With fan-out profiles (several agents per task): whose pass rates to use.")
+@exclude_unhealthy_option
 @overwrite_option
 @json_option
 def command(
@@ -94,6 +107,7 @@ def command(
     key: str,
     pass_threshold: float | None,
     agent: str | None,
+    exclude_unhealthy: Path | None,
     overwrite: bool,
     as_json: bool,
 ) -> int:
@@ -136,6 +150,7 @@ def command(
         pass_threshold=pass_threshold,
         agent=agent,
         overwrite=overwrite,
+        exclude_unhealthy=exclude_unhealthy,
     )
     emit(result, as_json, _render)
     return 0

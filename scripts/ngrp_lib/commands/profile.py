@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ._common import emit, json_option, overwrite_option
+from ._common import emit, exclude_unhealthy_option, json_option, overwrite_option
 
 # Gym's Hydra spelling of our options, accepted as extra arguments: `++allow_partial_rollouts=True` etc.
 _GYM_TOKEN = re.compile(
@@ -74,6 +74,7 @@ def _flag(value: str) -> bool:
 @click.option(
     "--merge", is_flag=True, help="Merge shard profiles (ARGS) into the outputs named by --rollouts."
 )
+@exclude_unhealthy_option
 @json_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def command(
@@ -87,6 +88,7 @@ def command(
     null_reward: str,
     save_state: bool,
     merge: bool,
+    exclude_unhealthy,
     as_json: bool,
     args: tuple[str, ...],
 ) -> int:
@@ -103,6 +105,11 @@ def command(
       ngrp profile --inputs m.jsonl --rollouts r.jsonl ++allow_partial_rollouts=True
       ngrp profile --inputs s0/m.jsonl --rollouts s0/r.jsonl --save-state   # one per shard
       ngrp profile --merge --rollouts all/r.jsonl s0/r_reward_profiling.jsonl s1/r_reward_profiling.jsonl
+      ngrp profile --inputs m.jsonl --rollouts r.jsonl --exclude-unhealthy r_rollout_verdicts.jsonl
+
+    With --exclude-unhealthy (a verdicts file from `ngrp health`), its unhealthy rollouts are treated as
+    masked in every output (Gym's files count them as masked) and counted as unhealthy_excluded in the
+    summary; without it the outputs are byte-identical to Gym's.
 
     \b
     Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys
@@ -123,6 +130,11 @@ def command(
         raise UsageError(f"unexpected arguments: {' '.join(rest)}", hint="shard files go with --merge")
     if not rollouts:
         raise UsageError("--rollouts is required", hint="with --merge it names the merged outputs' stem")
+    if merge and exclude_unhealthy is not None:
+        raise UsageError(
+            "--exclude-unhealthy applies when profiling rollouts, not to --merge",
+            hint="profile each shard with --exclude-unhealthy and --save-state, then merge the shards",
+        )
     options = ProfileOptions(
         output_dir=None if output_dir is None else Path(output_dir),
         allow_partial=allow_partial,
@@ -131,6 +143,7 @@ def command(
         pass_threshold=pass_threshold,
         null_reward=null_reward,
         save_state=save_state and not merge,
+        exclude_unhealthy=exclude_unhealthy,
     )
     if merge:
         shards: list[Path | str] = list(rest)
@@ -152,6 +165,11 @@ def render_text(result) -> str:
     lines = [text, f"Profile summary (ngrp): {result.outputs['profile_summary']}"]
     if "profile_state" in result.outputs:
         lines.append(f"Profile state for --merge (ngrp): {result.outputs['profile_state']}")
+    if result.counts.get("unhealthy_excluded"):
+        lines.append(
+            f"Unhealthy rollouts left out (--exclude-unhealthy): {result.counts['unhealthy_excluded']} "
+            "rollout rows, as masked ones (kept in completion accounting above)."
+        )
     if result.counts["null_reward"]:
         lines.append(f"Null or absent rewards: {result.counts['null_reward']} rollout rows (see warnings).")
     return "\n".join(lines)

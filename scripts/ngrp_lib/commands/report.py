@@ -10,6 +10,7 @@ from ._common import (
     answer_key_option,
     bootstrap_option,
     emit,
+    exclude_unhealthy_option,
     interval_option,
     json_option,
     overwrite_option,
@@ -51,6 +52,7 @@ from ._common import (
 @bootstrap_option()
 @seed_option()
 @interval_option
+@exclude_unhealthy_option
 @overwrite_option
 @json_option
 def command(
@@ -64,6 +66,7 @@ def command(
     n_bootstrap: int,
     seed: int,
     interval: str,
+    exclude_unhealthy: Path | None,
     overwrite: bool,
     as_json: bool,
 ) -> int:
@@ -105,6 +108,7 @@ def command(
         settings=settings,
         overwrite=overwrite,
         examples=examples,
+        exclude_unhealthy=exclude_unhealthy,
     )
     emit(result, as_json, _summary)
     return 0

@@ -10,6 +10,7 @@ from ._common import (
     answer_key_option,
     bootstrap_option,
     emit,
+    exclude_unhealthy_option,
     interval_option,
     json_option,
     pass_threshold_option,
@@ -51,6 +52,7 @@ from ._common import (
     metavar="G",
     help="GRPO group size for P(informative); repeatable (default: powers of two up to n).",
 )
+@exclude_unhealthy_option
 @json_option
 def command(
     profile: Path,
@@ -64,6 +66,7 @@ def command(
     interval: str,
     target_width: float,
     group_sizes: tuple[int, ...],
+    exclude_unhealthy: Path | None,
     as_json: bool,
 ) -> int:
     """Statistics of a reward profile (*_reward_profiling.jsonl), each number with its n.
@@ -81,6 +84,10 @@ def command(
       ngrp stats results/rollouts_reward_profiling.jsonl
       ngrp stats results/rollouts_reward_profiling.jsonl --rollouts results/rollouts.jsonl \\
           --answer-key extracted_answer --group-by difficulty --json > stats.json
+      ngrp stats results/rollouts_reward_profiling.jsonl \\
+          --exclude-unhealthy results/rollout_verdicts.jsonl     # after `ngrp health`
+
+    Without --exclude-unhealthy, a verdicts file `ngrp health` wrote next to the run is counted in a note.
 
     \b
     Exit codes: 0 ok, 2 bad options, 3 unreadable or malformed input.
@@ -99,6 +106,6 @@ def command(
         group_by=group_by,
         interval=interval,
     )
-    result = compute_stats(profile, rollouts, settings)
+    result = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     emit(result, as_json, render_stats)
     return 0

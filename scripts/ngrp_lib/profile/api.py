@@ -38,10 +38,12 @@ class ProfileOptions:
     pass_threshold: float = DEFAULT_PASS_THRESHOLD
     null_reward: str = "exclude"
     save_state: bool = False
+    exclude_unhealthy: Path | None = None  # a rollout_verdicts.jsonl: its unhealthy rollouts are masked
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["output_dir"] = None if self.output_dir is None else str(self.output_dir)
+        out["exclude_unhealthy"] = None if self.exclude_unhealthy is None else str(self.exclude_unhealthy)
         return out
 
 
@@ -101,8 +103,13 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
     inputs, rollouts = Path(inputs), Path(rollouts)
     paths = output_paths(rollouts, options)
     refuse_existing(list(paths.values()), options.overwrite)
+    unhealthy = None
+    if options.exclude_unhealthy is not None:
+        from ..audit.verdicts import load_unhealthy
+
+        unhealthy = load_unhealthy(options.exclude_unhealthy).keys
     with no_gc():  # one span: re-enabling between read and profile would trigger a full collection
-        data, stats = read_dataset(inputs, rollouts, options.null_reward, options.allow_partial)
+        data, stats = read_dataset(inputs, rollouts, options.null_reward, options.allow_partial, unhealthy)
         sources = {
             "materialized_inputs": _file_ref(inputs, stats, "inputs"),
             "rollouts": _file_ref(rollouts, stats, "rollouts"),
@@ -201,6 +208,7 @@ _TASK_KEYS = {
 
 def _counts(completion: GymCompletion, per_agent: list[dict[str, Any]]) -> dict[str, int]:
     masked = sum(a["counts"]["masked"] for a in per_agent)
+    unhealthy = sum(a["counts"]["unhealthy_excluded"] for a in per_agent)
     null = sum(a["counts"]["null_reward"] for a in per_agent)
     non_numeric = sum(a["counts"]["non_numeric_reward"] for a in per_agent)
     return {
@@ -209,9 +217,10 @@ def _counts(completion: GymCompletion, per_agent: list[dict[str, Any]]) -> dict[
         "missing": completion.missing_rollout_rows,
         "extra": completion.extra_rollout_rows,
         "masked": masked,
-        "measured": completion.completed_rollout_rows - masked,
+        "measured": completion.completed_rollout_rows - masked - unhealthy,
         "null_reward": null,
         "non_numeric_reward": non_numeric,
+        "unhealthy_excluded": unhealthy,
     }
 
 
@@ -294,6 +303,11 @@ def _data_warnings(
         )
     if counts["masked"]:
         out.append(f"{counts['masked']} masked rollout(s) (mask_sample) left out of the quality metrics")
+    if counts["unhealthy_excluded"]:
+        out.append(
+            f"{counts['unhealthy_excluded']} unhealthy rollout(s) left out of the quality metrics as masked "
+            f"ones are (--exclude-unhealthy {options.exclude_unhealthy}); Gym's files count them as masked"
+        )
     if not options.gym_only and _non_binary_rewards(table):
         out.append(
             f"rewards are not all 0/1: ngrp/pass_rate and ngrp/pass@k count a rollout as passed when its "

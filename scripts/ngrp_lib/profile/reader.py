@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 
 from ..artifacts.jsonl import BLANK, Problem, hint_for, iter_records
-from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index
+from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index, pack_key
 from ..errors import FindingsError, InputError
-from .records import ENV_SERVER_KEY, Dataset, InputRec, Key, result_record, sample_bytes
+from .records import ENV_SERVER_KEY, UNHEALTHY, Dataset, InputRec, Key, ResultRec, result_record, sample_bytes
 
 
 @dataclass
@@ -99,10 +99,15 @@ def _key(row: dict[str, Any], line: int, path: Path, role: str) -> Key:
 
 
 def read_dataset(
-    inputs: Path, rollouts: Path, null_policy: str, skip_torn_tail: bool = False
+    inputs: Path,
+    rollouts: Path,
+    null_policy: str,
+    skip_torn_tail: bool = False,
+    unhealthy: set | None = None,
 ) -> tuple[Dataset, ReadStats]:
     """Both files, once each. `skip_torn_tail` (partial profiles) passes over a rollouts file's torn last
-    line, as a run interrupted mid-write leaves it."""
+    line, as a run interrupted mid-write leaves it. `unhealthy` (packed keys from a verdicts file) are
+    kept as masked results, marked UNHEALTHY."""
     data, stats = Dataset(), ReadStats()
     results, numeric = data.results, data.numeric
     for line, row in _rows(rollouts, "rollouts", stats, skip_torn_tail):
@@ -110,6 +115,9 @@ def read_dataset(
         if key in results:
             stats.duplicate_results.append(key)
             stats.repeated_at.setdefault(("rollouts", key), f"{rollouts}:{line}")
+            continue
+        if unhealthy and pack_key(key) in unhealthy:
+            results[key] = ResultRec(masked=True, reward_state=UNHEALTHY)
             continue
         results[key] = result_record(row, task, rollout, null_policy, numeric)
     seen: set[Key] = set()

@@ -22,6 +22,7 @@ MASK_FIELD = "mask_sample"
 ENV_SERVER_KEY = "_ng_environment_server"
 NULL_POLICIES = ("exclude", "zero", "error")
 NO_REWARD = ("null", "absent")  # what --null-reward decides about; a non-numeric reward is a verifier bug
+UNHEALTHY = "unhealthy"  # reward_state of a rollout left out by --exclude-unhealthy (masked as well)
 
 Key = tuple[int, int]
 
@@ -41,7 +42,8 @@ class ResultRec:
     names: tuple[str, ...] = ()  # numeric fields in Gym's column order for this row
     values: tuple[float, ...] = ()
     info: bytes = b"{}"  # orjson of Gym's rollout_info
-    reward_state: str = "ok"  # "ok", "null" (reward: null), "absent" (no reward key) or "non_numeric"
+    reward_state: str = "ok"  # "ok", "null" (reward: null), "absent" (no reward key), "non_numeric",
+    # or UNHEALTHY (masked because --exclude-unhealthy named it)
     offset: int = -1  # where `values` start in Dataset.numeric as float64 (-1: not stored there)
 
 

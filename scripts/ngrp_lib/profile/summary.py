@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .records import Dataset
+from .records import UNHEALTHY, Dataset
 
 
 def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -14,7 +14,8 @@ def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     per (task, run key)) and our per-agent counts (per agent_ref.name; null for rows without one)."""
     expected: Counter = Counter()
     completed: Counter = Counter()
-    agents: dict[Any, list[int]] = {}  # agent -> [expected, completed, missing, masked, null, non-numeric]
+    # agent -> [expected, completed, missing, masked, null, non-numeric, unhealthy]
+    agents: dict[Any, list[int]] = {}
     agent_tasks: dict[Any, dict[int, list[int]]] = {}  # agent -> task -> [expected, completed]
     for rec in data.inputs:
         group = (rec.task, rec.run_key)
@@ -22,7 +23,7 @@ def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         expected[group] += 1
         c = agents.get(rec.agent)
         if c is None:
-            c = agents[rec.agent] = [0, 0, 0, 0, 0, 0]
+            c = agents[rec.agent] = [0, 0, 0, 0, 0, 0, 0]
             agent_tasks[rec.agent] = {}
         c[0] += 1
         done = agent_tasks[rec.agent].get(rec.task)
@@ -35,7 +36,9 @@ def account(data: Dataset) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         completed[group] += 1
         c[1] += 1
         done[1] += 1
-        if result.masked:
+        if result.reward_state == UNHEALTHY:
+            c[6] += 1
+        elif result.masked:
             c[3] += 1
         elif result.reward_state == "non_numeric":
             c[5] += 1
@@ -61,7 +64,9 @@ def _gym_summary(data: Dataset, expected: Counter, completed: Counter) -> dict[s
     }
 
 
-_AGENT_COUNTS = ("expected", "completed", "missing", "masked", "null_reward", "non_numeric_reward")
+_AGENT_COUNTS = (
+    "expected", "completed", "missing", "masked", "null_reward", "non_numeric_reward", "unhealthy_excluded",
+)  # fmt: skip
 
 
 def _agent_entries(agents: dict, agent_tasks: dict) -> list[dict[str, Any]]:

@@ -46,6 +46,7 @@ class ReportResult:
     n_plots: int
     bytes: int
     explorer: dict[str, Any] | None = None  # the explorer section: its rollouts file, counts and size
+    health: dict[str, Any] | None = None  # the verdicts file applied or found next to the run
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -145,6 +146,25 @@ def _headline(o: ScopeStats) -> str:
         "Task-weighted means weight every task equally.</p>"
     )
     return table + note
+
+
+def _health(health: dict | None) -> str:
+    """One line under the headline: unhealthy rollouts left out, or found next to the run and kept."""
+    if not health or "verdicts" not in health:
+        return ""
+    if health["applied"]:
+        text = (
+            f"Rollout health: {health['excluded']} unhealthy rollouts left out of every number "
+            f"(--exclude-unhealthy {health['verdicts']})."
+        )
+    elif health["unhealthy_in_profile"]:
+        text = (
+            f"Rollout health: {health['unhealthy_in_profile']} of these rollouts are unhealthy by "
+            f"{health['verdicts']} and are counted in every number; --exclude-unhealthy leaves them out."
+        )
+    else:
+        return ""
+    return f"<p class='note'>{_esc(text)}</p>"
 
 
 def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
@@ -321,6 +341,7 @@ def build_report(
     settings: StatsSettings | None = None,
     overwrite: bool = False,
     examples: int = 2,
+    exclude_unhealthy: Path | str | None = None,
 ) -> ReportResult:
     """Render the report for a profile (and optional rollouts / second profile) into one HTML file. The
     explorer section shows up to `examples` rollouts per task from `rollouts` (else the rollouts file beside
@@ -330,7 +351,7 @@ def build_report(
     settings = settings or StatsSettings()
     refuse_existing([Path(output)], overwrite)
     plots.pyplot()  # fail early with the install hint when matplotlib is missing
-    stats = compute_stats(profile, rollouts, settings)
+    stats = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     o = stats.overall
     title, curve_svg = _curves(o)
     difficulty_html, n_diff = _difficulty(o, jsonable(stats.per_task))
@@ -338,7 +359,7 @@ def build_report(
         f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
         + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
         + "</p>",
-        f"<h2>Headline</h2>{_headline(o)}",
+        f"<h2>Headline</h2>{_headline(o)}{_health(stats.inputs.get('health'))}",
         f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
         "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
         f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
@@ -367,6 +388,7 @@ def build_report(
         page.count("<svg"),
         len(data),
         found[1],
+        stats.inputs.get("health"),
     )
 
 

@@ -148,6 +148,8 @@ class CurriculumResult:
     bands: dict = field(default_factory=dict)
     tasks_kind: str = "tasks"  # "materialized": --tasks was a materialized inputs file, one row per task
     dropped_fields: list[str] = field(default_factory=list)
+    exclude_unhealthy: str | None = None  # the verdicts file whose unhealthy rollouts were left out
+    n_unhealthy_excluded: int = 0  # rollouts of the profile left out by it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -199,10 +201,16 @@ def export_curriculum(
     pass_threshold: float | None = None,
     agent: str | None = None,
     overwrite: bool = False,
+    exclude_unhealthy: Path | str | None = None,
 ) -> CurriculumResult:
-    """Write the selected original task rows with `key` (pass rate) and `key_n` (its n) added."""
+    """Write the selected original task rows with `key` (pass rate) and `key_n` (its n) added.
+
+    With `exclude_unhealthy` (a rollout_verdicts.jsonl), pass rates stand on the healthy rollouts only."""
+    from ..audit.verdicts import load_unhealthy
+
     selection.check()
-    data = load_profile(profile, ("reward",))
+    unhealthy = None if exclude_unhealthy is None else load_unhealthy(exclude_unhealthy).keys
+    data = load_profile(profile, ("reward",), unhealthy, exclude=unhealthy is not None)
     picked = _pick_agent(data.keys, agent)
     success = estimators.successes(data.values["reward"][picked], pass_threshold)
     if success is None:
@@ -255,6 +263,8 @@ def export_curriculum(
         bands={b: int((bands == b).sum()) for b in ("all_fail", "mixed", "all_pass")},
         tasks_kind=lines.kind,
         dropped_fields=lines.dropped_fields,
+        exclude_unhealthy=None if exclude_unhealthy is None else str(exclude_unhealthy),
+        n_unhealthy_excluded=data.n_unhealthy,
     )
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import iter_rows
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index, pack_key
 from ..errors import FindingsError, InputError
 from ..inspect.digest import finish
 
@@ -28,6 +28,7 @@ class ProfileData:
     values: dict[str, Any]  # field -> float matrix (T, K), NaN where padded, null or absent
     n_rows_measured: int = 0
     extras: dict[str, Any] = field(default_factory=dict)  # per-rollout data joined from --rollouts
+    n_unhealthy: int = 0  # rollouts of the file that are in `unhealthy` (left out when excluded)
 
     @property
     def n_tasks(self) -> int:
@@ -76,8 +77,27 @@ def _infos(row: dict, path: Path, line: int) -> list[dict]:
     return infos
 
 
-def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_tokens")) -> ProfileData:
-    """Load a profile file. Raises InputError (exit 3) on malformed rows or duplicate (task, agent) keys."""
+def _split_unhealthy(task: int, infos: list[dict], unhealthy: Any) -> tuple[list[dict], int]:
+    """(the infos whose rollout is not in the packed-key set `unhealthy`, how many were)."""
+    kept = [
+        info
+        for info in infos
+        if not (is_index(r := info.get(ROLLOUT_KEY)) and pack_key((task, r)) in unhealthy)
+    ]
+    return kept, len(infos) - len(kept)
+
+
+def load_profile(
+    path: Path | str,
+    fields: tuple[str, ...] = ("reward", "output_tokens"),
+    unhealthy: Any = None,
+    exclude: bool = False,
+) -> ProfileData:
+    """Load a profile file. Raises InputError (exit 3) on malformed rows or duplicate (task, agent) keys.
+
+    `unhealthy` (packed rollout keys, from `audit.verdicts.load_unhealthy`) is counted into
+    `n_unhealthy`; with `exclude` those rollouts are also left out, as if masked.
+    """
     import numpy as np
 
     path = Path(path)
@@ -85,6 +105,7 @@ def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_
     samples: list[dict] = []
     per_task: list[list[dict]] = []
     seen: dict[TaskKey, int] = {}
+    n_unhealthy = 0
     for row in iter_rows(path):
         key = _row_key(row.data, path, row.line)
         if key in seen:
@@ -97,7 +118,12 @@ def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_
         keys.append(key)
         sample = row.data.get("sample")
         samples.append(sample if isinstance(sample, dict) else {})
-        per_task.append(_infos(row.data, path, row.line))
+        infos = _infos(row.data, path, row.line)
+        if unhealthy:
+            kept, n = _split_unhealthy(key[0], infos, unhealthy)
+            n_unhealthy += n
+            infos = kept if exclude else infos
+        per_task.append(infos)
     width = max((len(infos) for infos in per_task), default=0)
     rollout_index = np.full((len(keys), width), -1, dtype=np.int64)
     values = {name: np.full((len(keys), width), np.nan) for name in fields}
@@ -110,7 +136,8 @@ def load_profile(path: Path | str, fields: tuple[str, ...] = ("reward", "output_
             # bool is an int here (True -> 1.0), as Gym counts bools; null, strings and absent values are NaN.
             raw = [info.get(name) for info in infos]
             values[name][i, :m] = [float(v) if isinstance(v, (int, float)) else nan for v in raw]
-    return ProfileData(path, keys, samples, rollout_index, values, int((rollout_index >= 0).sum()))
+    measured = int((rollout_index >= 0).sum())
+    return ProfileData(path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy)
 
 
 def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | None) -> dict[str, int]:

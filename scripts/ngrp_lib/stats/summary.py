@@ -390,10 +390,18 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
 
 
 def compute_stats(
-    profile: Path | str, rollouts: Path | str | None = None, settings: StatsSettings | None = None
+    profile: Path | str,
+    rollouts: Path | str | None = None,
+    settings: StatsSettings | None = None,
+    exclude_unhealthy: Path | str | None = None,
 ) -> StatsResult:
-    """All statistics for a profile (and optional rollouts file), overall and per group."""
+    """All statistics for a profile (and optional rollouts file), overall and per group.
+
+    With `exclude_unhealthy` (a rollout_verdicts.jsonl) its unhealthy rollouts are left out; without it a
+    verdicts file next to the run is only counted, in a note."""
     import numpy as np
+
+    from ..audit.verdicts import health_input
 
     settings = settings or StatsSettings()
     settings.check()
@@ -402,14 +410,17 @@ def compute_stats(
             "--answer-key needs --rollouts (answers are not in the profile)",
             hint="pass the rollouts.jsonl the profile was made from",
         )
-    data = load_profile(profile, ("reward", LENGTH_FIELD))
+    health = health_input(exclude_unhealthy, profile, rollouts)
+    keys = None if health.unhealthy is None else health.unhealthy.keys
+    data = load_profile(profile, ("reward", LENGTH_FIELD), keys, exclude=health.applied)
     if data.n_tasks == 0:
         raise FindingsError(
             f"{profile} has no rows: nothing to compute",
             hint="was profiling run on an empty or fully masked rollouts file?",
         )
     inputs: dict[str, Any] = {"profile_rows": data.n_tasks, "profile_rollouts": data.n_rows_measured}
-    notes: list[str] = []
+    inputs["health"] = health.to_json(data.n_unhealthy)
+    notes: list[str] = health.notes(data.n_unhealthy, data.n_rows_measured)
     if rollouts is not None:
         inputs["rollouts"] = attach_rollouts(data, rollouts, settings.answer_key)
     overall, cols = scope_stats(data, settings, "all")
