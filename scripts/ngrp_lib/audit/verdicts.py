@@ -37,23 +37,13 @@ class UnhealthyKeys:
     def __contains__(self, key: tuple[int, int]) -> bool:
         return pack_key(key) in self.keys
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "rows": self.rows,
-            "verdicts": self.counts,
-            "unhealthy_keys": len(self.keys),
-        }
-
 
 def load_unhealthy(path: Path | str) -> UnhealthyKeys:
     """Every row needs both identity keys and a verdict; an unknown verdict or a malformed line is exit 3."""
     path = Path(path)
     if not path.is_file():
         why = "not a regular file" if path.exists() else "no such file"
-        raise InputError(
-            f"cannot read the verdicts file: {why}", path=path, hint="write one with `ngrp health`"
-        )
+        raise InputError(f"cannot read the verdicts file: {why}", path=path, hint="ngrp health writes one")
     out = UnhealthyKeys(str(path))
     for row in iter_rows(path):
         verdict = row.data.get("verdict")
@@ -97,7 +87,7 @@ def unhealthy_note(found: Path, unhealthy_in_run: int, measured: int) -> str:
 
 @dataclass
 class HealthInput:
-    """What a command reading a profile learned from a verdicts file: given, found next to the run, or none."""
+    """What a profile reader learned from a verdicts file: given, found next to the run, or none."""
 
     unhealthy: UnhealthyKeys | None = None
     applied: bool = False  # given with --exclude-unhealthy: those rollouts are left out
