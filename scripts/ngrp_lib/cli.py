@@ -25,6 +25,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
     "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k), strict or partial."),
     "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),
+    "reverify": (
+        "ngrp_lib.commands.reverify",
+        "Re-score stored rollouts with another verifier; no generation.",
+    ),
     "compare": ("ngrp_lib.commands.compare", "Paired comparison of two runs on the same tasks (B - A)."),
     "curriculum": ("ngrp_lib.commands.curriculum", "Select tasks by pass-rate band or learnability."),
     "report": ("ngrp_lib.commands.report", "One self-contained HTML report with plots."),

@@ -20,6 +20,7 @@ AGENT_METRICS_SUFFIX = "_agent_metrics"
 REPEAT_METRICS_SUFFIX = "_repeat_level_metrics"
 PROFILE_SUMMARY_SUFFIX = "_profile_summary"  # ours
 MANIFEST_SUFFIX = "_run_manifest"  # ours
+REVERIFY_MANIFEST_SUFFIX = "_reverify_manifest"  # ours: what `ngrp reverify --resume` checks
 LOCK_SUFFIX = ".lock"  # ours
 # `gym eval health-check` writes these two names into the run folder; we prefix them with the rollouts
 # file's stem unless that stem is Gym's default `rollouts`, so two runs in one folder do not collide.

@@ -21,6 +21,7 @@ from .http import AttemptFailed, post_json
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
 from .routing import Endpoint
+from .verify import score
 
 IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
 # Transport failures with no reply: many in a row mean the server is gone, so stop admitting rows.
@@ -120,12 +121,7 @@ class DirectRun:
             raise AttemptFailed("agent_run_error", type(exc).__name__, message) from exc
 
     async def verify(self, row: dict, response: dict) -> dict:
-        try:
-            return await self.verifier(row, response, self.session)
-        except AttemptFailed:
-            raise
-        except Exception as exc:  # VerifyError, or anything a user verifier raises: record it, do not crash
-            raise AttemptFailed("verify_failed", type(exc).__name__, str(exc)[:2000]) from exc
+        return await score(self.verifier, row, response, self.session)
 
     def record_failure(
         self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float, endpoint: Endpoint

@@ -95,6 +95,7 @@ def collect(options: CollectOptions) -> CollectResult:
             url=options.verify_url,
             function=options.verifier_fn,
             timeout=options.retry.timeout,
+            retry=options.retry,
         )
     )
     with CollectorLock(options.output):

@@ -2,6 +2,9 @@
 
 A built-in verifier compares the response text with the row's answer field (`expected_answer` unless
 `--answer-key` says otherwise) and returns Gym-style fields: `reward`, `extracted_answer`, `is_correct`.
+`/verify` is posted with collect's retry policy (http.py: per-request timeout, bounded retries). `score`
+runs any verifier and turns whatever it raises into a `verify_failed` attempt; `collect` and `reverify`
+both go through it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..inspect.digest import response_text
+from .http import AttemptFailed, RetryPolicy, post_json
 
 BUILTINS = ("exact", "math", "mcq", "regex")
 
@@ -177,27 +181,35 @@ class Verifier:
 
 
 class UrlVerifier:
-    """POST the row plus `response` to a NeMo Gym resources server's `/verify`; keep what it returns."""
+    """POST the row plus `response` to a NeMo Gym resources server's `/verify`; keep what it returns.
+
+    Connection errors, timeouts, 429 and 5xx are retried as collect retries the model (`policy`); when the
+    retries run out, or on another status, the attempt fails as `verify_failed` with the HTTP status and
+    the start of the body."""
 
     kind = "url"
     needs_answer = False
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, policy: RetryPolicy | None = None) -> None:
         self.url, self.timeout = url, timeout
+        self.policy = policy or RetryPolicy(timeout=timeout)
 
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
-        import aiohttp
         import orjson
 
         body = orjson.dumps({**row, "response": response})
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
-        async with session.post(
-            self.url, data=body, headers={"content-type": "application/json"}, timeout=timeout
-        ) as reply:
-            payload = await reply.read()
-            if reply.status != 200:
-                raise VerifyError(f"/verify answered HTTP {reply.status}: {payload[:300]!r}")
-        result = orjson.loads(payload)
+        try:
+            payload = await post_json(
+                session, self.url, body, {"content-type": "application/json"}, self.policy
+            )
+        except AttemptFailed as failure:
+            failure.failure_class = "verify_failed"
+            failure.message = f"/verify: {failure.message}"
+            raise
+        try:
+            result = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise VerifyError(f"/verify answered something that is not JSON: {payload[:300]!r}") from exc
         if not isinstance(result, dict) or "reward" not in result:
             raise VerifyError("/verify returned no 'reward'")
         return {k: v for k, v in result.items() if k not in ("response", "responses_create_params")}
@@ -210,6 +222,7 @@ class FunctionVerifier:
     needs_answer = False
 
     def __init__(self, spec: str) -> None:
+        self.spec = spec
         self.function = load_function(spec)
 
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
@@ -223,6 +236,27 @@ class FunctionVerifier:
         raise VerifyError(
             f"verifier function returned {type(value).__name__}, not a number or a dict with 'reward'"
         )
+
+
+async def score(verifier: Any, row: dict, response: dict, session: Any) -> dict[str, Any]:
+    """Run one verifier; anything it raises becomes a `verify_failed` attempt (never a crash of the run)."""
+    try:
+        return await verifier(row, response, session)
+    except AttemptFailed:
+        raise
+    except Exception as exc:  # VerifyError, or anything a user verifier raises
+        raise AttemptFailed("verify_failed", type(exc).__name__, str(exc)[:2000]) from exc
+
+
+def describe(verifier: Any) -> str:
+    """A credential-free name of the verifier: `builtin:math`, `url:http://host/verify`, `function:m:f`."""
+    if isinstance(verifier, UrlVerifier):
+        from .routing import public_url
+
+        return f"url:{public_url(verifier.url)}"
+    if isinstance(verifier, FunctionVerifier):
+        return f"function:{verifier.spec}"
+    return f"builtin:{verifier.name}"
 
 
 def load_function(spec: str) -> Callable:
@@ -249,6 +283,7 @@ def make_verifier(
     url: str | None,
     function: str | None,
     timeout: float,
+    retry: RetryPolicy | None = None,
 ):
     chosen = [x for x in (name, url, function) if x]
     if len(chosen) != 1:
@@ -257,7 +292,7 @@ def make_verifier(
             "--verify-url URL or --verifier-fn MOD:FN"
         )
     if url:
-        return UrlVerifier(url, timeout)
+        return UrlVerifier(url, timeout, retry)
     if function:
         return FunctionVerifier(function)
     assert name is not None  # exactly one of the three was chosen

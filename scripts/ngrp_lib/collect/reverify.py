@@ -1,0 +1,471 @@
+"""`reverify`: re-score stored rollouts with another verifier. Nothing is sent to the model.
+
+Plan from disk (the source rollouts, optional materialized inputs, what an earlier run already wrote),
+then re-score the pending rows with bounded admission, exactly as `collect` runs its rows: workers pull
+from one shared generator, every result and every failed attempt is appended and flushed as it
+completes, so a kill at any moment and `--resume` leave every key exactly once. The verifier options and
+their code are collect's (verify.py; /verify goes through http.py's timeouts and bounded retries).
+
+A re-scored row is the stored row with the new verifier's fields written over it: identity, response and
+everything else are kept, `reward` is the new reward and `ngrp/previous_reward` the old one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..artifacts import jsonl
+from ..artifacts import names as artifacts
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
+from ..errors import FindingsError, InputError, UsageError
+from .http import AttemptFailed, RetryPolicy
+from .materialize import sha256_file
+from .progress import ProgressBar, Tally
+from .routing import public_url
+from .state import CollectorLock, check_manifest, now_iso, scan_outputs
+from .verify import describe, make_verifier, score
+
+PREVIOUS_REWARD = "ngrp/previous_reward"
+REVERIFIED_WITH = "ngrp/reverified_with"
+IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
+# Never taken from a verifier's answer: the row's identity and what the model produced.
+_KEPT = frozenset({*IDENTITY_KEYS, "response", "responses_create_params"})
+# Not sent to the verifier when the rollout row itself is the verifier's input (no --inputs).
+_NOT_SENT = frozenset({"reward", PREVIOUS_REWARD, REVERIFIED_WITH, "response"})
+
+
+@dataclass(frozen=True)
+class ReverifyOptions:
+    rollouts: Path
+    output: Path
+    inputs: Path | None = None  # materialized inputs: the verifier gets the input row, as Gym's reverify
+    verifier: str | None = None
+    verifier_pattern: str | None = None
+    answer_key: str = "expected_answer"
+    verify_url: str | None = None
+    verifier_fn: str | None = None
+    concurrency: int = 32
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_attempts: int = 3
+    resume: bool = False
+    overwrite: bool = False
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.resume and self.overwrite:
+            raise UsageError("--resume and --overwrite contradict each other; choose one")
+        if self.concurrency < 1 or self.max_attempts < 1:
+            raise UsageError("--concurrency and --max-attempts must be at least 1")
+        if self.retry.timeout <= 0 or self.retry.max_retries < 0:
+            raise UsageError("--timeout must be > 0 and --max-retries >= 0")
+        written = {p.resolve() for p in (self.output, self.failures_path, self.manifest_path)}
+        for role, path in (("--rollouts", self.rollouts), ("--inputs", self.inputs)):
+            if path is not None and Path(path).resolve() in written:
+                raise UsageError(
+                    f"{role} {path} would be written over: reverify never rewrites its input in place",
+                    hint="give --output a new file name",
+                )
+
+    @property
+    def failures_path(self) -> Path:
+        return artifacts.failures_path_for(self.output)
+
+    @property
+    def manifest_path(self) -> Path:
+        return artifacts.sibling(self.output, artifacts.REVERIFY_MANIFEST_SUFFIX, ".json")
+
+    def identity(self, source_sha: str, inputs_sha: str | None) -> dict[str, Any]:
+        """What shapes the results; --resume refuses to continue when any of it changed."""
+        return {
+            "rollouts_sha256": source_sha,
+            "inputs_sha256": inputs_sha,
+            "verifier": self.verifier,
+            "verifier_pattern": self.verifier_pattern,
+            "answer_key": self.answer_key,
+            "verify_url": None if self.verify_url is None else public_url(self.verify_url),
+            "verifier_fn": self.verifier_fn,
+        }
+
+
+@dataclass
+class RewardChanges:
+    """Old reward (`ngrp/previous_reward`) against new (`reward`) over the rows of the output file."""
+
+    rows: int = 0
+    increased: int = 0
+    decreased: int = 0
+    unchanged: int = 0
+    newly_scored: int = 0  # old reward null, absent or not a number; new one a number
+    no_longer_scored: int = 0  # the other way round
+    unscored: int = 0  # neither is a number
+    mean_before: float | None = None  # over the rows where both are numbers
+    mean_after: float | None = None
+
+    @property
+    def changed(self) -> int:
+        return self.increased + self.decreased + self.newly_scored + self.no_longer_scored
+
+
+@dataclass
+class ReverifyResult:
+    rollouts: str
+    output: str
+    failures: str
+    manifest: str
+    verifier: str
+    source_rows: int
+    completed: int
+    missing: int
+    rescored: int
+    failed: int
+    skipped_completed: int
+    exhausted: int
+    failures_by_class: dict[str, int]
+    changes: RewardChanges
+    elapsed_s: float
+    rows_per_s: float
+    resumed: bool
+    repaired: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.missing == 0
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["changes"]["changed"] = self.changes.changed
+        return {**out, "complete": self.complete, "exit_code": 0 if self.complete else 1}
+
+
+@dataclass
+class _Plan:
+    keys: set[Any]  # packed source keys
+    sha256: str
+    inputs: dict[Any, tuple[int, int]] | None  # packed key -> (offset, length) of its materialized line
+    inputs_sha256: str | None
+
+
+def _index_inputs(path: Path, answer_key: str | None) -> tuple[dict[Any, tuple[int, int]], set[Any]]:
+    """Where each key's materialized line is (so no input row is held), and the keys without `answer_key`."""
+    index: dict[Any, tuple[int, int]] = {}
+    no_answer: set[Any] = set()
+    offset = 0
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, 1):
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            parsed = jsonl.parse_line(line.rstrip(b"\r\n"), number)
+            if not isinstance(parsed, jsonl.Row):
+                raise InputError(parsed.message, path=path, line=number)
+            key = rollout_key(parsed.data)
+            if key is None:
+                raise InputError(f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path,
+                                 line=number)  # fmt: skip
+            index.setdefault(pack_key(key), (start, len(line)))
+            if answer_key is not None and parsed.data.get(answer_key) is None:
+                no_answer.add(pack_key(key))
+    return index, no_answer
+
+
+def _plan(options: ReverifyOptions, needs_answer: bool) -> _Plan:
+    source = options.rollouts
+    for role, path in (("rollouts", source), ("inputs", options.inputs)):
+        if path is not None and not Path(path).is_file():
+            why = "not a regular file" if Path(path).exists() else "no such file"
+            raise InputError(f"cannot read {role}: {why}", path=path)
+    answer_key = options.answer_key if needs_answer else None
+    inputs, no_answer = (None, set()) if options.inputs is None else _index_inputs(options.inputs, answer_key)
+    keys: dict[Any, int] = {}
+    for row in jsonl.iter_rows(source):
+        key = rollout_key(row.data)
+        if key is None:
+            raise InputError(
+                f"rollout row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=source, line=row.line
+            )
+        packed = pack_key(key)
+        if packed in keys:
+            raise FindingsError(
+                f"{source}:{row.line}: rollout key {key} is also at line {keys[packed]}: which to re-score?",
+                hint=f"deduplicate first: ngrp merge {source} --output <new file>",
+            )
+        keys[packed] = row.line
+        _check_verifiable(options, row, key, packed, inputs, no_answer, answer_key)
+    return _Plan(set(keys), sha256_file(source), inputs,
+                 None if options.inputs is None else sha256_file(options.inputs))  # fmt: skip
+
+
+def _check_verifiable(options, row, key, packed, inputs, no_answer, answer_key) -> None:
+    """Stop before any request when a row could never be re-scored for want of its input."""
+    if inputs is not None and packed not in inputs:
+        raise InputError(
+            f"rollout key {key} has no row in --inputs {options.inputs}", path=options.rollouts,
+            line=row.line, hint="pass the materialized inputs this run was collected from",
+        )  # fmt: skip
+    if answer_key is None:
+        return
+    missing = packed in no_answer if inputs is not None else row.data.get(answer_key) is None
+    if missing:
+        raise InputError(
+            f"no {answer_key!r} for the verifier to compare with (key {key})",
+            path=options.inputs if inputs is not None else options.rollouts,
+            line=None if inputs is not None else row.line,
+            hint="choose the field with --answer-key, or pass --inputs with the materialized inputs",
+        )
+
+
+def rescored_row(row: dict[str, Any], verdict: dict[str, Any], verifier: str) -> dict[str, Any]:
+    """The stored row with the new verifier's fields over it; the old reward under ngrp/previous_reward."""
+    out = dict(row)
+    out.update((k, v) for k, v in verdict.items() if k not in _KEPT)
+    out[PREVIOUS_REWARD] = row.get("reward")
+    out[REVERIFIED_WITH] = verifier
+    return out
+
+
+def reverify(options: ReverifyOptions) -> ReverifyResult:
+    verifier = make_verifier(
+        options.verifier,
+        answer_key=options.answer_key,
+        pattern=options.verifier_pattern,
+        url=options.verify_url,
+        function=options.verifier_fn,
+        timeout=options.retry.timeout,
+        retry=options.retry,
+    )
+    with CollectorLock(options.output):
+        resume = options.resume and not _nothing_written(options)
+        if not resume:
+            _start_fresh(options)
+        plan = _plan(options, getattr(verifier, "needs_answer", False))
+        identity = options.identity(plan.sha256, plan.inputs_sha256)
+        if resume:
+            check_manifest(options.manifest_path, identity)
+        else:
+            jsonl.write_json(options.manifest_path, _manifest(options, identity, plan), indent=True)
+        disk = scan_outputs(options.output, options.failures_path)
+        stray = {pack_key(k) for k in disk.completed} - plan.keys
+        if stray:
+            raise InputError(
+                f"{len(stray)} keys of the output are not in {options.rollouts}", path=options.output,
+                hint="--output belongs to another run: choose a new file, or --overwrite",
+            )  # fmt: skip
+        done = {pack_key(k) for k in disk.completed}
+        exhausted = sum(
+            1 for k, n in disk.attempts.items() if n >= options.max_attempts and pack_key(k) not in done
+        )
+        to_run = len(plan.keys) - len(done) - exhausted
+        run = _Run(options, verifier, disk, to_run, plan)
+        asyncio.run(run.run_all())
+    return _result(options, verifier, plan, disk, run, resume)
+
+
+def _nothing_written(options: ReverifyOptions) -> bool:
+    return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
+
+
+def _start_fresh(options: ReverifyOptions) -> None:
+    outputs = [options.output, options.failures_path, options.manifest_path]
+    existing = [p for p in outputs if p.exists()]
+    if existing and not options.overwrite:
+        raise UsageError(
+            f"outputs of an earlier reverify exist: {', '.join(map(str, existing))}",
+            hint="pass --resume to continue it, or --overwrite to discard it and start over",
+        )
+    for path in outputs:
+        path.unlink(missing_ok=True)
+
+
+def _manifest(options: ReverifyOptions, identity: dict[str, Any], plan: _Plan) -> dict[str, Any]:
+    return {
+        "tool": {"name": "ngrp", "version": __version__},
+        "command": "reverify",
+        "created_at": now_iso(),
+        "rollouts": {"path": str(options.rollouts), "sha256": plan.sha256, "rows": len(plan.keys)},
+        "inputs": None if options.inputs is None
+        else {"path": str(options.inputs), "sha256": plan.inputs_sha256},
+        "output": {"path": str(options.output)},
+        "identity": identity,
+        "options": {"concurrency": options.concurrency, "timeout": options.retry.timeout,
+                    "max_retries": options.retry.max_retries, "max_attempts": options.max_attempts},
+    }  # fmt: skip
+
+
+class _Run:
+    """State shared by the workers of one reverify run."""
+
+    def __init__(self, options: ReverifyOptions, verifier: Any, disk: Any, to_run: int, plan: _Plan) -> None:
+        self.options, self.verifier, self.disk, self.plan = options, verifier, disk, plan
+        self.label = describe(verifier)
+        self.tally = Tally(total=to_run, done_before=len(disk.completed))
+        self.bar = ProgressBar(self.tally, options.progress)
+        self.session: Any = None
+        self._inputs_fd: int | None = None
+
+    async def run_all(self) -> None:
+        results, failures = jsonl.Appender(self.options.output), jsonl.Appender(self.options.failures_path)
+        if self.plan.inputs is not None:
+            self._inputs_fd = os.open(self.options.inputs, os.O_RDONLY)
+        try:
+            async with _session(self.verifier, self.options.concurrency) as self.session:
+                rows = self.pending()
+                workers = (self.worker(rows, results, failures) for _ in range(self.options.concurrency))
+                await asyncio.gather(*workers)
+        finally:
+            self.bar.close()
+            results.close()
+            failures.close()
+            if self._inputs_fd is not None:
+                os.close(self._inputs_fd)
+
+    def pending(self) -> Iterator[tuple[dict, int]]:
+        for row in jsonl.iter_rows(self.options.rollouts):
+            key = (row.data[TASK_KEY], row.data[ROLLOUT_KEY])
+            if key in self.disk.completed or self.disk.attempts[key] >= self.options.max_attempts:
+                continue
+            yield row.data, self.disk.attempts[key]
+
+    def input_row(self, key: tuple[int, int]) -> dict | None:
+        if self._inputs_fd is None:
+            return None
+        offset, length = self.plan.inputs[pack_key(key)]
+        return orjson.loads(os.pread(self._inputs_fd, length, offset))
+
+    async def worker(self, rows: Iterator[tuple[dict, int]], results: Any, failures: Any) -> None:
+        for row, attempt in rows:  # one shared generator: a row is admitted only when a worker is free
+            started = time.monotonic()
+            try:
+                out = await self.rescore(row)
+                results.write(out)  # serialized whole first: a failure here writes no byte
+            except AttemptFailed as failure:
+                self.record_failure(failures, row, attempt, failure, time.monotonic() - started)
+            except TypeError as exc:  # orjson: a verifier value JSON cannot hold
+                failure = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
+                self.record_failure(failures, row, attempt, failure, time.monotonic() - started)
+            else:
+                self.tally.add_result(out.get("reward"), 0)
+            self.bar.update()
+
+    async def rescore(self, row: dict) -> dict:
+        response = row.get("response")
+        if not isinstance(response, dict):
+            raise AttemptFailed(
+                "no_response", "MissingResponse", "the row has no response object to re-score"
+            )
+        source = self.input_row((row[TASK_KEY], row[ROLLOUT_KEY]))
+        if source is None:
+            source = {k: v for k, v in row.items() if k not in _NOT_SENT}
+        verdict = await score(self.verifier, source, response, self.session)
+        if not isinstance(verdict, dict) or "reward" not in verdict:
+            raise AttemptFailed("verify_failed", "VerifyError", "the verifier returned no 'reward'")
+        return rescored_row(row, verdict, self.label)
+
+    def record_failure(
+        self, failures: Any, row: dict, attempt: int, failure: AttemptFailed, elapsed: float
+    ) -> None:
+        failures.write(
+            {
+                **failure.fields(),
+                **{k: row[k] for k in IDENTITY_KEYS if k in row},
+                "_ng_attempt_index": attempt,
+                "_ngrp_elapsed_s": round(elapsed, 4),
+                "_ngrp_retries": failure.retries,
+            }
+        )
+        self.tally.add_failure(failure.failure_class)
+
+
+class _session:
+    """An aiohttp session only for /verify (built-in and function verifiers need none: no aiohttp import)."""
+
+    def __init__(self, verifier: Any, concurrency: int) -> None:
+        self.verifier, self.concurrency, self.session = verifier, concurrency, None
+
+    async def __aenter__(self) -> Any:
+        if getattr(self.verifier, "kind", None) != "url":
+            return None
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(limit=self.concurrency + 8, limit_per_host=0)
+        self.session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
+        return self.session
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if type(value) in (int, float, bool) else None
+
+
+def reward_changes(output: Path | str) -> RewardChanges:
+    """Count, over the output rows, how the reward moved from `ngrp/previous_reward` to `reward`."""
+    changes = RewardChanges()
+    before = after = 0.0
+    paired = 0
+    for row in jsonl.iter_rows(output):
+        changes.rows += 1
+        old, new = _number(row.data.get(PREVIOUS_REWARD)), _number(row.data.get("reward"))
+        if old is None or new is None:
+            field_name = (
+                "unscored"
+                if old is None and new is None
+                else "newly_scored"
+                if old is None
+                else "no_longer_scored"
+            )
+            setattr(changes, field_name, getattr(changes, field_name) + 1)
+            continue
+        paired += 1
+        before, after = before + old, after + new
+        if new > old:
+            changes.increased += 1
+        elif new < old:
+            changes.decreased += 1
+        else:
+            changes.unchanged += 1
+    if paired:
+        changes.mean_before, changes.mean_after = before / paired, after / paired
+    return changes
+
+
+def _result(
+    options: ReverifyOptions, verifier: Any, plan: _Plan, disk: Any, run: _Run, resumed: bool
+) -> ReverifyResult:
+    t = run.tally
+    completed = len(disk.completed) + t.completed
+    classes: Counter = t.failure_classes
+    exhausted = sum(
+        1 for k, n in disk.attempts.items() if n >= options.max_attempts and k not in disk.completed
+    )
+    return ReverifyResult(
+        rollouts=str(options.rollouts),
+        output=str(options.output),
+        failures=str(options.failures_path),
+        manifest=str(options.manifest_path),
+        verifier=run.label,
+        source_rows=len(plan.keys),
+        completed=completed,
+        missing=len(plan.keys) - completed,
+        rescored=t.completed,
+        failed=t.failed,
+        skipped_completed=len(disk.completed),
+        exhausted=exhausted,
+        failures_by_class=dict(classes),
+        changes=reward_changes(options.output),
+        elapsed_s=round(t.elapsed, 3),
+        rows_per_s=round(t.completed / t.elapsed, 3),
+        resumed=resumed,
+        repaired=disk.repaired,
+    )

@@ -1,0 +1,150 @@
+"""`ngrp reverify`: re-score stored rollouts with another verifier (no generation)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ._common import emit, json_option, overwrite_option
+
+
+@click.command(
+    "reverify",
+    epilog="""\b
+Example:
+  ngrp reverify --rollouts results/rollouts.jsonl --output results/rollouts_v2.jsonl --verifier math
+  ngrp reverify --rollouts r.jsonl --output r_judge.jsonl --inputs r_materialized_inputs.jsonl \\
+      --verify-url http://127.0.0.1:8001/verify --concurrency 16 --resume
+  ngrp profile --inputs r_materialized_inputs.jsonl --rollouts r_judge.jsonl   # then compare:
+  ngrp compare r_reward_profiling.jsonl r_judge_reward_profiling.jsonl
+
+\b
+Files, next to OUTPUT: <stem>_failures.jsonl (rows that could not be re-scored, with a failure class:
+verify_failed, no_response), <stem>_reverify_manifest.json (checked by --resume), OUTPUT.lock.
+Each output row is the stored row with the new verifier's fields over it: identity, response and
+everything else are kept, `reward` is new, `ngrp/previous_reward` holds the old one and
+`ngrp/reverified_with` names the verifier. Rows are written in completion order.
+
+\b
+Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resume), 2 bad options,
+--output is the input, outputs exist without --resume/--overwrite, or changed configuration on
+--resume, 3 unreadable or malformed input (file:line named).
+""",
+)
+@click.option(
+    "--rollouts", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Rollouts to re-score."
+)
+@click.option(
+    "--output", required=True, type=click.Path(path_type=Path, dir_okay=False), help="New rollouts file."
+)
+@click.option(
+    "--inputs",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Materialized inputs: the verifier gets each key's input row (as Gym's reverify), not the rollout.",
+)
+@click.option(
+    "--verifier",
+    type=click.Choice(["exact", "math", "mcq", "regex"]),
+    default=None,
+    help="Built-in verifier comparing the answer with the row's --answer-key field.",
+)
+@click.option("--verifier-pattern", default=None, help="Regex for --verifier regex (group 1 if any).")
+@click.option("--answer-key", default="expected_answer", show_default=True, help="Row field with the answer.")
+@click.option("--verify-url", default=None, help="A NeMo Gym resources server's /verify URL.")
+@click.option("--verifier-fn", default=None, help="module:function(row, response) -> reward or dict.")
+@click.option("--concurrency", type=int, default=32, show_default=True, help="Rows in flight.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per /verify request.")
+@click.option(
+    "--max-retries",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Retries per /verify request on connection errors, timeouts, 429 and 5xx.",
+)
+@click.option(
+    "--max-attempts",
+    type=int,
+    default=3,
+    show_default=True,
+    help="--resume retries a failed row until it has this many failed attempts.",
+)
+@click.option("--resume", is_flag=True, help="Continue an earlier reverify (checked against its manifest).")
+@overwrite_option
+@json_option
+def command(
+    rollouts: Path,
+    output: Path,
+    inputs: Path | None,
+    verifier: str | None,
+    verifier_pattern: str | None,
+    answer_key: str,
+    verify_url: str | None,
+    verifier_fn: str | None,
+    concurrency: int,
+    timeout: float,
+    max_retries: int,
+    max_attempts: int,
+    resume: bool,
+    overwrite: bool,
+    as_json: bool,
+) -> int:
+    """Re-score stored rollouts with another verifier; nothing is sent to the model.
+
+    Uses collect's verifier options (--verifier, --verify-url, --verifier-fn) and its retry policy.
+    Kill it at any moment: --resume finishes with every key exactly once. Prints how many rewards
+    changed, and in which direction.
+    """
+    from ..collect.http import RetryPolicy
+    from ..collect.reverify import ReverifyOptions, reverify
+
+    options = ReverifyOptions(
+        rollouts=rollouts,
+        output=output,
+        inputs=inputs,
+        verifier=verifier,
+        verifier_pattern=verifier_pattern,
+        answer_key=answer_key,
+        verify_url=verify_url,
+        verifier_fn=verifier_fn,
+        concurrency=concurrency,
+        retry=RetryPolicy(timeout=timeout, max_retries=max_retries),
+        max_attempts=max_attempts,
+        resume=resume,
+        overwrite=overwrite,
+        progress=not as_json and sys.stderr.isatty(),
+    )
+    result = reverify(options)
+    emit(result, as_json, render_text)
+    if not result.complete:
+        click.echo("incomplete: rerun the same command with --resume to retry the rows that failed", err=True)
+    return 0 if result.complete else 1
+
+
+def _mean(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def render_text(r) -> str:
+    c = r.changes
+    lines = [
+        f"reverify ({r.verifier}): {r.completed}/{r.source_rows} rows re-scored into {r.output}, "
+        f"{r.missing} missing",
+        f"this run: {r.rescored} re-scored, {r.failed} failed attempts"
+        + (f" {r.failures_by_class}" if r.failures_by_class else "")
+        + f", {r.skipped_completed} already done, {r.exhausted} out of attempts",
+        f"rewards: {c.changed} of {c.rows} changed ({c.increased} up, {c.decreased} down, "
+        f"{c.newly_scored} newly scored, {c.no_longer_scored} no longer scored), {c.unchanged} unchanged"
+        + (f", {c.unscored} unscored before and after" if c.unscored else ""),
+        f"mean reward over the rows scored both times: {_mean(c.mean_before)} -> {_mean(c.mean_after)}",
+    ]
+    if r.repaired:
+        lines.append(f"repaired torn tails: {r.repaired}")
+    if r.failed or r.missing:
+        lines.append(f"failed rows: {r.failures}")
+    lines.append(
+        "next: profile both files, then `ngrp compare OLD_reward_profiling.jsonl NEW_reward_profiling.jsonl` "
+        "lists the tasks the verifier change flipped"
+    )
+    return "\n".join(lines)
