@@ -36,6 +36,8 @@ KIND_SCHEMAS: dict[str, str] = {
     "endpoints": "endpoints",
     "validate_output": "validate_output",
     "check_output": "check_output",
+    "rollout_verdicts": "rollout_verdict",
+    "quality_summary": "quality_summary",
 }
 
 

@@ -25,7 +25,6 @@ _CONTENT_KEYS = (
 )  # fmt: skip
 MAX_UNIT = 500  # longest repeated unit (characters) the loop detector looks for
 _WINDOW = 16  # characters matched at each anchor to find a candidate period
-_CANDIDATES = 4  # earlier occurrences of an anchor's window tried as periods
 
 
 def _nonblank(value: Any) -> bool:
@@ -112,48 +111,51 @@ def find_loop(text: str, min_repeats: int, min_chars: int) -> tuple[str, int, in
     """The first degenerate loop found: (unit, copies, start) where `unit` (1 to MAX_UNIT characters)
     repeats at least `min_repeats` times back to back over at least `min_chars` characters.
 
-    Anchors every min_chars/2 characters (and the end of the text) look for the nearest earlier copy of
-    the 16 characters before them; a candidate period is then counted in both directions. Any loop of
-    at least `min_chars` characters holds an anchor far enough inside it to be found.
+    A loop is a stretch of text with period p (text[i] == text[i + p] throughout) holding
+    `copies = len // p` whole copies. Anchors every few characters look for an earlier copy of the
+    window before them within MAX_UNIT characters; each candidate period is then grown into its maximal
+    stretch. The anchors are close enough that every loop of at least `min_chars` characters holds one
+    (tested against a brute-force search).
     """
     n = len(text)
     if n < min_chars or n < 2:
         return None
-    stride = max(1, min_chars // 2)
+    window = max(1, min(_WINDOW, min_chars // 4))
+    stride = max(1, min_chars // 2 - window)
     anchor = n
-    while anchor >= 2:
-        found = _loop_at(text, anchor, min_repeats, min_chars)
+    while anchor > window:
+        found = _loop_at(text, anchor, window, min_repeats, min_chars)
         if found is not None:
             return found
         anchor -= stride
     return None
 
 
-def _loop_at(text: str, a: int, min_repeats: int, min_chars: int) -> tuple[str, int, int] | None:
-    w = min(_WINDOW, a - 1)
-    window = text[a - w : a]
+def _loop_at(text: str, a: int, w: int, min_repeats: int, min_chars: int) -> tuple[str, int, int] | None:
+    probe = text[a - w : a]
     lo = max(0, a - w - MAX_UNIT)
     end = a - 1
-    for _ in range(_CANDIDATES):
-        j = text.rfind(window, lo, end)
+    while True:
+        j = text.rfind(probe, lo, end)
         if j < 0:
             return None
         p = a - w - j
-        copies, start = _copies(text, a, p)
+        start, stop = _stretch(text, j, a, p)
+        copies = (stop - start) // p
         if copies >= min_repeats and copies * p >= min_chars:
             return text[start : start + p], copies, start
         end = j + w - 1
-    return None
 
 
-def _copies(text: str, a: int, p: int) -> tuple[int, int]:
-    """Back-to-back copies of text[a-p:a] around position a, and where the first one starts."""
-    unit = text[a - p : a]
-    back = 1
-    while a - (back + 1) * p >= 0 and text[a - (back + 1) * p : a - back * p] == unit:
-        back += 1
-    forward = 0
+def _stretch(text: str, left: int, right: int, p: int) -> tuple[int, int]:
+    """Grow [left, right), where text[i] == text[i + p] for left <= i < right - p, to its maximal extent."""
+    while left >= p and text[left - p : left] == text[left : left + p]:
+        left -= p
+    while left > 0 and text[left - 1] == text[left - 1 + p]:
+        left -= 1
     n = len(text)
-    while a + (forward + 1) * p <= n and text[a + forward * p : a + (forward + 1) * p] == unit:
-        forward += 1
-    return back + forward, a - back * p
+    while right + p <= n and text[right : right + p] == text[right - p : right]:
+        right += p
+    while right < n and text[right] == text[right - p]:
+        right += 1
+    return left, right

@@ -33,8 +33,10 @@ from ..artifacts.names import (
 )
 from ..errors import InputError, UsageError
 
-JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile")
-JSON_KINDS = ("agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest", "endpoints")
+JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile", "rollout_verdicts")
+JSON_KINDS = (
+    "agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest", "endpoints", "quality_summary",
+)  # fmt: skip
 KINDS = JSONL_KINDS + JSON_KINDS
 DUPLICATE_CHECKED = ("materialized", "rollouts")
 IDENTITY_CHECKED = ("materialized", "rollouts", "failures")
@@ -49,6 +51,8 @@ _NAMED_KINDS = [
     (PROFILE_SUMMARY_SUFFIX, ".json", "profile_summary"),
     (MANIFEST_SUFFIX, ".json", "run_manifest"),
     ("endpoints", ".json", "endpoints"),  # `ngrp serve` writes ngrp_endpoints.json; hand-written ones too
+    ("rollout_verdicts", ".jsonl", "rollout_verdicts"),  # `ngrp health`, `gym eval health-check`
+    ("quality_summary", ".json", "quality_summary"),
 ]
 
 SCHEMA = "schema"
