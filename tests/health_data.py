@@ -91,8 +91,9 @@ def _text(row: dict, text: str) -> None:
     row["response"]["output"][-1]["content"][0]["text"] = text
 
 
-def planted_run() -> Run:
-    """Clean run of 20 tasks x 4 repeats; rollout 0 of task k carries defect k (one per check)."""
+def planted_run(identityless: bool = True) -> Run:
+    """Clean run of 20 tasks x 4 repeats; rollout 0 of task k carries defect k (one per check).
+    `identityless=False` leaves out the row without identity (where Gym and ngrp name the row differently)."""
     run = clean_run(20)
     rows = [orjson.loads(line) for line in run.lines]
     at = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in rows}
@@ -176,16 +177,15 @@ def planted_run() -> Run:
     dup = orjson.dumps(at[(14, 0)]) + b"\n"
     lines.insert(7, dup)
     planted["rollout_duplicate_identity"] = (14, 0)
-    no_id = dict(at[(15, 0)])
-    del no_id["_ng_rollout_index"]
     index = lines.index(orjson.dumps(at[(15, 0)]) + b"\n")
-    lines[index] = orjson.dumps(no_id) + b"\n"
-    planted["ngrp/record_without_identity"] = (f"__no_identity__:line-{index + 1}", 0)
+    if identityless:
+        no_id = dict(at[(15, 0)])
+        del no_id["_ng_rollout_index"]
+        lines[index] = orjson.dumps(no_id) + b"\n"
+        # its line number once the broken line below is in
+        planted["ngrp/record_without_identity"] = (f"__no_identity__:line-{index + 1 + (index >= 30)}", 0)
     lines.insert(30, b'{"_ng_task_index": 16, "_ng_rollout_index": \n')
     planted["record_unreadable"] = ("__unreadable_record__:input-0:line-31", 0)
-    # shift the identity-less line's number when the broken line lands before it
-    if index + 1 >= 31:
-        planted["ngrp/record_without_identity"] = (f"__no_identity__:line-{index + 2}", 0)
     return Run(run.inputs, lines, failures, planted)
 
 

@@ -63,8 +63,11 @@ def test_planted_defects_each_flagged_with_its_id_and_nothing_else(tmp_path):
     assert result.exit_code == 1
     assert summary["run"]["verdicts"]["unhealthy"] == sum(expected.values())
     keys = summary["ngrp"]["keys"]
-    assert (keys["failure_only"], keys["unreadable_lines"], keys["missing"]) == (2, 1, 1)  # 15:0 lost its identity
-    assert rows == sorted(rows, key=lambda r: tuple(_part(r[k]) for k in ("_ng_task_index", "_ng_rollout_index")))
+    # 15:0 lost its identity, so that key is missing
+    assert (keys["failure_only"], keys["unreadable_lines"], keys["missing"]) == (2, 1, 1)
+    assert rows == sorted(
+        rows, key=lambda r: tuple(_part(r[k]) for k in ("_ng_task_index", "_ng_rollout_index"))
+    )
     _valid("quality_summary", summary)
     for row in rows:
         _valid("rollout_verdict", row)
@@ -91,8 +94,11 @@ def test_clean_generated_run_is_all_healthy(tmp_path):
     assert result.verdicts == {"healthy": 6 * REPEATS, "unhealthy": 0, "unobserved": 0}
     coverage = result.summary["run"]["artifacts"]["coverage"]
     assert coverage["ngrp/answer_not_extracted"] == {
-        "evaluated": 24, "unobserved": 0, "ignored": 0, "not_applicable": 0
-    }  # fmt: skip
+        "evaluated": 24,
+        "unobserved": 0,
+        "ignored": 0,
+        "not_applicable": 0,
+    }
     assert coverage["task_consistently_unhealthy"] == {"evaluated": 6, "unobserved": 0, "ignored": 0}
 
 
@@ -125,8 +131,9 @@ def test_a_rollout_without_response_is_unobserved_not_healthy(tmp_path):
 
 def test_ignore_checks_as_gym(tmp_path):
     assert parse_ignored(("model_call_failed, ngrp/repetition_loop", "model_call_failed")) == {
-        "model_call_failed", "ngrp/repetition_loop"
-    }  # fmt: skip
+        "model_call_failed",
+        "ngrp/repetition_loop",
+    }
     with pytest.raises(UsageError, match="unknown health check"):
         parse_ignored(["model_call_failed,no_such_check"])
     run = planted_run()
@@ -139,7 +146,11 @@ def test_ignore_checks_as_gym(tmp_path):
     assert [f["check"] for f in rows[(4, 0)][0]["findings"]] == ["ngrp/empty_final_answer"]
     assert all(r["verdict"] == "healthy" for r in rows[(14, 0)])
     coverage = summary["run"]["artifacts"]["coverage"]["model_call_runaway_generation"]
-    assert coverage == {"evaluated": 0, "unobserved": 0, "ignored": summary["run"]["artifacts"]["records"] + 2}
+    assert coverage == {
+        "evaluated": 0,
+        "unobserved": 0,
+        "ignored": summary["run"]["artifacts"]["records"] + 2,
+    }
     assert all("model_call_runaway_generation" not in r["unobserved"] for c in rows.values() for r in c)
 
 
@@ -210,15 +221,25 @@ def test_gym_stack_rows_stopped_at_the_cap(golden, tmp_path):
 def test_check_names_health_for_capped_rollouts(golden, tmp_path, run_ngrp):
     stack = golden.parent / "gym-stack"
     proc = run_ngrp(
-        "check", "--inputs", stack / "rollouts_materialized_inputs.jsonl", "--rollouts", stack / "rollouts_2rows.jsonl",
+        "check",
+        "--inputs",
+        stack / "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        stack / "rollouts_2rows.jsonl",
         "--json",
-    )  # fmt: skip
-    finding = next(f for f in json.loads(proc.stdout)["findings"] if f["code"] == "zero_token_or_capped_rollouts")
+    )
+    finding = next(
+        f for f in json.loads(proc.stdout)["findings"] if f["code"] == "zero_token_or_capped_rollouts"
+    )
     assert finding["count"] == 2 and finding["fix"].startswith("ngrp health --inputs")
     clean = run_ngrp(
-        "check", "--json", "--inputs", golden / "case_complete" / "rollouts_materialized_inputs.jsonl",
-        "--rollouts", golden / "case_complete" / "rollouts.jsonl",
-    )  # fmt: skip
+        "check",
+        "--json",
+        "--inputs",
+        golden / "case_complete" / "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        golden / "case_complete" / "rollouts.jsonl",
+    )
     assert all(f["code"] != "zero_token_or_capped_rollouts" for f in json.loads(clean.stdout)["findings"])
 
 
@@ -226,11 +247,19 @@ def test_loop_threshold_options(tmp_path, run_ngrp):
     inputs, rollouts, _ = planted_run().write(tmp_path)
     base = ["health", "--inputs", inputs, "--rollouts", rollouts, "--json", "--overwrite"]
     loops = {
-        n: next(c for c in json.loads(run_ngrp(*base, *extra).stdout)["checks"] if c["id"] == "ngrp/repetition_loop")
-        for n, extra in ((30, ["--loop-min-repeats", "30"]), (31, ["--loop-min-repeats", "31"]),
-                         (0, ["--loop-min-chars", "600"]))
-    }  # fmt: skip
-    assert (loops[30]["findings"], loops[31]["findings"], loops[0]["findings"]) == (1, 0, 0)  # 30 copies, 540 chars
+        n: next(
+            c
+            for c in json.loads(run_ngrp(*base, *extra).stdout)["checks"]
+            if c["id"] == "ngrp/repetition_loop"
+        )
+        for n, extra in (
+            (30, ["--loop-min-repeats", "30"]),
+            (31, ["--loop-min-repeats", "31"]),
+            (0, ["--loop-min-chars", "600"]),
+        )
+    }
+    # the planted loop: 30 copies over 540 characters
+    assert (loops[30]["findings"], loops[31]["findings"], loops[0]["findings"]) == (1, 0, 0)
     assert run_ngrp(*base, "--loop-min-repeats", "1").returncode == 2
 
 
@@ -261,8 +290,10 @@ def test_find_loop_equals_brute_force_on_random_texts():
             text = text[:at] + unit * rng.randint(2, 12) + unit[: rng.randint(0, len(unit))] + text[at:]
         repeats, chars = rng.randint(2, 12), rng.randint(1, 100)
         assert (find_loop(text, repeats, chars) is not None) == brute_force_loop(text, repeats, chars), (
-            text, repeats, chars,
-        )  # fmt: skip
+            text,
+            repeats,
+            chars,
+        )
 
 
 def test_find_loop_reports_unit_copies_and_start():

@@ -44,9 +44,14 @@ def _rewards(folder: Path, exclude: bool) -> dict[int, list[float]]:
 
 def _profile(run_ngrp, folder: Path, *extra):
     proc = run_ngrp(
-        "profile", "--inputs", folder / "rollouts_materialized_inputs.jsonl", "--rollouts", folder / "rollouts.jsonl",
-        "--overwrite", *extra,
-    )  # fmt: skip
+        "profile",
+        "--inputs",
+        folder / "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        folder / "rollouts.jsonl",
+        "--overwrite",
+        *extra,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -57,9 +62,10 @@ def test_profile_excludes_unhealthy_as_masked_and_counts_them(run_dir, run_ngrp)
     assert result["counts"]["unhealthy_excluded"] == len(UNHEALTHY)
     assert result["counts"]["masked"] == 0
     assert result["counts"]["measured"] == 40 - len(UNHEALTHY)
-    assert f"Unhealthy rollouts left out (--exclude-unhealthy): {len(UNHEALTHY)}" in _profile(
-        run_ngrp, run_dir, "--exclude-unhealthy", run_dir / "rollout_verdicts.jsonl"
-    ).stdout
+    assert (
+        f"Unhealthy rollouts left out (--exclude-unhealthy): {len(UNHEALTHY)}"
+        in _profile(run_ngrp, run_dir, "--exclude-unhealthy", run_dir / "rollout_verdicts.jsonl").stdout
+    )
     summary = json.loads((run_dir / "rollouts_profile_summary.json").read_text())
     assert schemas.validator("profile_summary").is_valid(summary)
     assert summary["options"]["exclude_unhealthy"].endswith("rollout_verdicts.jsonl")
@@ -91,8 +97,12 @@ def test_stats_with_and_without_exclusion(run_dir, run_ngrp):
     verdicts = run_dir / "rollout_verdicts.jsonl"
     found = json.loads(run_ngrp("stats", profile, "--json", "--bootstrap", "0").stdout)
     assert found["inputs"]["health"] == {
-        "verdicts": str(verdicts), "applied": False, "unhealthy_in_file": 4, "unhealthy_in_profile": 4, "excluded": 0,
-    }  # fmt: skip
+        "verdicts": str(verdicts),
+        "applied": False,
+        "unhealthy_in_file": 4,
+        "unhealthy_in_profile": 4,
+        "excluded": 0,
+    }
     assert any("4 of these 40 rollouts are unhealthy" in n for n in found["notes"])
     text = run_ngrp("stats", profile, "--bootstrap", "0").stdout
     assert "--exclude-unhealthy" in text
@@ -122,7 +132,10 @@ def test_stats_names_an_unreadable_verdicts_file_without_failing(run_dir, run_ng
     assert proc.returncode == 0, proc.stderr
     assert "cannot be read" in json.loads(proc.stdout)["inputs"]["health"]["problem"]
     bad = run_ngrp(
-        "stats", run_dir / "rollouts_reward_profiling.jsonl", "--exclude-unhealthy", run_dir / "rollout_verdicts.jsonl"
+        "stats",
+        run_dir / "rollouts_reward_profiling.jsonl",
+        "--exclude-unhealthy",
+        run_dir / "rollout_verdicts.jsonl",
     )
     assert bad.returncode == 3 and "rollout_verdicts.jsonl:1" in bad.stderr
 
@@ -146,9 +159,20 @@ def test_curriculum_pass_rates_stand_on_healthy_rollouts(run_dir, run_ngrp):
     _profile(run_ngrp, run_dir)
     out = run_dir / "band.jsonl"
     proc = run_ngrp(
-        "curriculum", run_dir / "rollouts_reward_profiling.jsonl", "--tasks", run_dir / "tasks.jsonl", "-o", out,
-        "--min", "0", "--max", "1", "--json", "--exclude-unhealthy", run_dir / "rollout_verdicts.jsonl",
-    )  # fmt: skip
+        "curriculum",
+        run_dir / "rollouts_reward_profiling.jsonl",
+        "--tasks",
+        run_dir / "tasks.jsonl",
+        "-o",
+        out,
+        "--min",
+        "0",
+        "--max",
+        "1",
+        "--json",
+        "--exclude-unhealthy",
+        run_dir / "rollout_verdicts.jsonl",
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert schemas.validator("curriculum_result").is_valid(result)
@@ -165,7 +189,14 @@ def test_gym_verdicts_file_is_accepted(run_dir, run_ngrp, golden):
     _profile(run_ngrp, run_dir)
     gym = run_dir / "gym_verdicts.jsonl"
     shutil.copy(golden.parent / "gym-stack" / "rollout_verdicts_2rows.jsonl", gym)
-    proc = run_ngrp("stats", run_dir / "rollouts_reward_profiling.jsonl", "--json", "--exclude-unhealthy", gym,
-                    "--bootstrap", "0")  # fmt: skip
+    proc = run_ngrp(
+        "stats",
+        run_dir / "rollouts_reward_profiling.jsonl",
+        "--json",
+        "--exclude-unhealthy",
+        gym,
+        "--bootstrap",
+        "0",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["inputs"]["health"]["excluded"] == 0

@@ -36,11 +36,9 @@ from .health_checks import (
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 VERIFY_FAILED = "verify_failed"  # the collector's failure class for a verifier that could not score
 EXAMPLES = 20
-# What a failure-only key (no rollout row, only failed attempts) can be judged on.
-_FAILURE_JUDGED = frozenset(
-    {"check_execution_error", "record_unreadable", "rollout_duplicate_identity", "model_call_failed",
-     "ngrp/verifier_error", "ngrp/record_without_identity"}
-)  # fmt: skip
+# What a failure-only key (no rollout row, only failed attempts) can be judged on; it is not a record, so
+# the record checks are unobserved on it (and Gym's coverage of them stays Gym's plus these keys).
+_FAILURE_JUDGED = frozenset({"model_call_failed", "ngrp/verifier_error"})
 
 
 @dataclass(slots=True)

@@ -35,8 +35,13 @@ from ..errors import InputError, UsageError
 
 JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile", "rollout_verdicts")
 JSON_KINDS = (
-    "agent_metrics", "repeat_level_metrics", "profile_summary", "run_manifest", "endpoints", "quality_summary",
-)  # fmt: skip
+    "agent_metrics",
+    "repeat_level_metrics",
+    "profile_summary",
+    "run_manifest",
+    "endpoints",
+    "quality_summary",
+)
 KINDS = JSONL_KINDS + JSON_KINDS
 DUPLICATE_CHECKED = ("materialized", "rollouts")
 IDENTITY_CHECKED = ("materialized", "rollouts", "failures")
