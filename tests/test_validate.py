@@ -204,7 +204,7 @@ def test_unreadable_files(tmp_path):
 
 
 def test_unknown_json_file_needs_a_kind(tmp_path):
-    path = tmp_path / "quality_summary.json"
+    path = tmp_path / "aggregate_metrics.json"
     path.write_text("{}")
     with pytest.raises(UsageError):
         validate_files([path])
