@@ -310,3 +310,14 @@ def test_every_check_id_is_documented_in_the_schema_and_skill():
     assert ids == set(CHECK_IDS)
     docs = (Path(__file__).resolve().parents[1] / "references" / "health.md").read_text()
     assert all(f"`{check}`" in docs for check in CHECK_IDS)
+
+
+def test_healthy_row_shortcut_writes_what_orjson_writes():
+    import orjson
+
+    from ngrp_lib.audit.health import _HEALTHY_ROW, Digest, verdict_row
+
+    for task, rollout in ((0, 0), (7, 12), (2**40, 3)):
+        digest = Digest(task, rollout)
+        expected = orjson.dumps(verdict_row(digest), option=orjson.OPT_APPEND_NEWLINE)
+        assert _HEALTHY_ROW % (task, rollout, task, rollout) == expected

@@ -11,16 +11,25 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .. import __version__
-from ..artifacts.jsonl import BLANK, Row, atomic_outputs, iter_records, refuse_existing
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, failures_path_for, health_paths_for, is_index, pack_key
+from ..artifacts.jsonl import BLANK, NOT_OBJECT, atomic_outputs, gc_paused, iter_parsed, refuse_existing
+from ..artifacts.names import (
+    MAX_INDEX,
+    ROLLOUT_KEY,
+    TASK_KEY,
+    failures_path_for,
+    health_paths_for,
+    is_index,
+    pack_key,
+)
 from ..errors import InputError
 from .health_checks import (
     CONDITIONAL_IDS,
@@ -28,6 +37,7 @@ from .health_checks import (
     RESPONSE_IDS,
     ROLLOUT_IDS,
     TASK_IDS,
+    Digest,
     Settings,
     finding,
     judge_row,
@@ -39,29 +49,6 @@ EXAMPLES = 20
 # What a failure-only key (no rollout row, only failed attempts) can be judged on; it is not a record, so
 # the record checks are unobserved on it (and Gym's coverage of them stays Gym's plus these keys).
 _FAILURE_JUDGED = frozenset({"model_call_failed", "ngrp/verifier_error"})
-
-
-@dataclass(slots=True)
-class Digest:
-    """One judged rollout (a rollouts line, or a key seen only in the failures sidecar)."""
-
-    task: int | str
-    rollout: int | str
-    rollout_id: str
-    findings: list[dict[str, Any]]
-    unobserved: list[str]
-    stage: Any = None
-    not_applicable: tuple[str, ...] = ()
-    successful_call: bool | None = None  # None: nothing tells whether a model call succeeded
-    failed_call: bool = False
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    zero_reward: bool = False
-    from_failures: bool = False
-
-    @property
-    def verdict(self) -> str:
-        return "unhealthy" if self.findings else "unobserved" if self.unobserved else "healthy"
 
 
 @dataclass
@@ -135,15 +122,28 @@ def _read_inputs(path: Path) -> dict[Any, int | None]:
     """Expected keys (packed) -> the row's max_output_tokens (None when unset). Malformed lines stop here."""
     _regular_file(path, "materialized inputs")
     caps: dict[Any, int | None] = {}
-    for record in iter_records(path):
-        if isinstance(record, Row):
-            row = record.data
+    for line, row in iter_parsed(path):
+        if type(row) is dict:
             task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-            if is_index(task) and is_index(rollout):
-                caps.setdefault(pack_key((task, rollout)), _cap(row))
-        elif record.kind != BLANK:
-            raise InputError(record.message, path=path, line=record.line)
+            if (
+                type(task) is int
+                and type(rollout) is int
+                and 0 <= task <= MAX_INDEX
+                and 0 <= rollout <= MAX_INDEX
+            ):
+                packed = pack_key((task, rollout))
+                if packed not in caps:  # a repeated key: the first row counts (`ngrp check` reports it)
+                    params = row.get("responses_create_params")
+                    cap = params.get("max_output_tokens") if type(params) is dict else None
+                    caps[packed] = cap if type(cap) is int and cap > 0 else None
+        elif row.kind != BLANK:
+            raise InputError(row.message, path=path, line=line)
     return caps
+
+
+def _keyed(task: Any, rollout: Any) -> bool:
+    """is_index on both, inlined: this runs once per row."""
+    return type(task) is int and type(rollout) is int and 0 <= task <= MAX_INDEX and 0 <= rollout <= MAX_INDEX
 
 
 def _cap(row: dict[str, Any]) -> int | None:
@@ -157,21 +157,20 @@ def _read_failures(path: Path | None) -> _Failures:
     if path is None:
         return out
     _regular_file(path, "failures sidecar")
-    for record in iter_records(path):
-        if not isinstance(record, Row):
-            out.unreadable += record.kind != BLANK
+    for line, row in iter_parsed(path):
+        if type(row) is not dict:
+            out.unreadable += row.kind != BLANK
             continue
         out.rows += 1
-        row = record.data
         task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
         if not (is_index(task) and is_index(rollout)):
             continue
         packed = pack_key((task, rollout))
         cls = row.get("_ng_failure_class")
         cls = cls if isinstance(cls, str) else "(no class)"
-        entry = out.by_key.setdefault(packed, [0, cls, record.line, (task, rollout)])
+        entry = out.by_key.setdefault(packed, [0, cls, line, (task, rollout)])
         entry[0] += 1
-        entry[1], entry[2] = cls, record.line
+        entry[1], entry[2] = cls, line
         if cls != VERIFY_FAILED:
             out.call_errors[packed] += 1
             status = row.get("_ng_failure_http_status")
@@ -199,40 +198,47 @@ def _unreadable(path: Path, line: int, error: str, settings: Settings) -> Digest
     return Digest(task, 0, f"{task}-0", findings, unobserved)
 
 
-def _judge(row: dict[str, Any], line: int, caps: dict[Any, int | None], settings: Settings) -> Digest:
+def _failed_checks(exc: Exception, settings: Settings) -> Digest:
+    """A check raised on this row (a bug): every check unobserved, and Gym's check_execution_error."""
+    unobserved = [c for c in ROLLOUT_IDS if c not in settings.ignored and c != "check_execution_error"]
+    digest = Digest(unobserved=unobserved)
+    if "check_execution_error" not in settings.ignored:
+        detail = {"reason": "check raised an unexpected exception", "error": type(exc).__name__}
+        digest.findings.append(finding("check_execution_error", detail))
+    return digest
+
+
+def _judge(
+    row: dict[str, Any], line: int, caps: dict[Any, int | None], settings: Settings, seen: set
+) -> Digest:
     task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-    keyed = is_index(task) and is_index(rollout)
-    cap = caps.get(pack_key((task, rollout))) if keyed else None
+    keyed = _keyed(task, rollout)
+    cap = None
+    if keyed:
+        packed = pack_key((task, rollout))
+        seen.add(packed)
+        cap = caps.get(packed)
     if cap is None:
         cap = _cap(row)
     try:
-        judged = judge_row(row, cap, settings)
+        digest = judge_row(row, cap, settings)
     except Exception as exc:  # a check must never stop the run: record it as Gym does
-        unobserved = [c for c in ROLLOUT_IDS if c not in settings.ignored and c != "check_execution_error"]
-        findings = []
-        if "check_execution_error" not in settings.ignored:
-            detail = {"reason": "check raised an unexpected exception", "error": type(exc).__name__}
-            findings.append(finding("check_execution_error", detail))
-        judged = None
-    else:
-        findings, unobserved = judged.findings, judged.unobserved
+        digest = _failed_checks(exc, settings)
     if not keyed:
         task, rollout = f"__no_identity__:line-{line}", 0
         if "ngrp/record_without_identity" not in settings.ignored:
             detail = {TASK_KEY: _describe(row.get(TASK_KEY)), ROLLOUT_KEY: _describe(row.get(ROLLOUT_KEY))}
-            findings.insert(0, finding("ngrp/record_without_identity", detail, {"line": line}))
+            digest.findings.insert(0, finding("ngrp/record_without_identity", detail, {"line": line}))
     explicit = row.get(ROLLOUT_ID_KEY)
-    trajectory = row.get("ng_trajectory")
-    if not explicit and isinstance(trajectory, dict):
-        explicit = trajectory.get("rollout_id")
-    digest = Digest(
-        task, rollout, str(explicit or f"{task}-{rollout}"), findings, unobserved, row.get("stage_index")
-    )
-    if judged is not None:
-        digest.not_applicable = judged.not_applicable
-        digest.successful_call, digest.failed_call = judged.successful_call, judged.failed_call
-        digest.prompt_tokens, digest.completion_tokens = judged.prompt_tokens, judged.completion_tokens
-        digest.zero_reward = judged.zero_reward
+    if not explicit and "ng_trajectory" in row:
+        trajectory = row["ng_trajectory"]
+        if type(trajectory) is dict:
+            explicit = trajectory.get("rollout_id")
+    digest.task, digest.rollout, digest.stage = task, rollout, row.get("stage_index")
+    if keyed and type(packed) is int and digest.stage is None:
+        digest.packed = packed
+    if explicit:  # else "<task>-<rollout>", made when the row is written
+        digest.rollout_id = str(explicit)
     return digest
 
 
@@ -244,39 +250,17 @@ def _scan_rollouts(path: Path, caps: dict[Any, int | None], settings: Settings) 
     _regular_file(path, "rollouts")
     scan = _Scan()
     append, seen = scan.digests.append, scan.seen
-    for record in iter_records(path):
-        if isinstance(record, Row):
-            scan.rows += 1
-            digest = _judge(record.data, record.line, caps, settings)
-            if type(digest.task) is int:
-                seen.add(pack_key((digest.task, digest.rollout)))
-            append(digest)
-        elif record.kind == BLANK:
+    for line, row in iter_parsed(path):
+        if type(row) is dict:
+            append(_judge(row, line, caps, settings, seen))
+        elif row.kind == BLANK:
             scan.blank_lines += 1
         else:
             scan.unreadable += 1
-            error = "ValueError" if record.kind == "not_an_object" else "JSONDecodeError"
-            append(_unreadable(path, record.line, error, settings))
+            error = "ValueError" if row.kind == NOT_OBJECT else "JSONDecodeError"
+            append(_unreadable(path, line, error, settings))
+    scan.rows = len(scan.digests) - scan.unreadable
     return scan
-
-
-def _mark_duplicates(digests: list[Digest], settings: Settings) -> None:
-    if "rollout_duplicate_identity" in settings.ignored:
-        return
-    groups: dict[tuple[Any, Any, Any], list[Digest]] = defaultdict(list)
-    for digest in digests:
-        if not digest.from_failures:
-            groups[(_hashable(digest.stage), digest.task, digest.rollout)].append(digest)
-    for copies in groups.values():
-        if len(copies) > 1:
-            for digest in copies:
-                digest.findings.append(
-                    finding("rollout_duplicate_identity", {"duplicate_count": len(copies)})
-                )
-
-
-def _hashable(value: Any) -> Any:
-    return value if value is None or isinstance(value, (int, str, float)) else orjson.dumps(value)
 
 
 def _failure_only(failures: _Failures, scan: _Scan, caps: dict, settings: Settings) -> list[Digest]:
@@ -291,7 +275,8 @@ def _failure_only(failures: _Failures, scan: _Scan, caps: dict, settings: Settin
         if check not in settings.ignored:
             detail = {"source": "failures", "failure_class": cls, "attempts": attempts}
             findings.append(finding(check, detail, {"source_file": str(failures.path), "line": line}))
-        digest = Digest(task, rollout, f"{task}-{rollout}", findings, list(unobserved), from_failures=True)
+        digest = Digest(task, rollout, "", findings, list(unobserved), from_failures=True)
+        digest.packed = packed if type(packed) is int else -1
         digest.successful_call = cls == VERIFY_FAILED  # the model answered; its verifier failed
         digest.failed_call = cls != VERIFY_FAILED
         out.append(digest)
@@ -315,14 +300,15 @@ def run_health(
     failures = None if failures is None else Path(failures)
     paths = health_paths_for(rollouts)
     refuse_existing(list(paths.values()), overwrite)
-    caps = _read_inputs(inputs)
-    sidecar = _read_failures(failures)
-    scan = _scan_rollouts(rollouts, caps, settings)
-    _mark_duplicates(scan.digests, settings)
-    digests = scan.digests + _failure_only(sidecar, scan, caps, settings)
     from .health_summary import summarize
 
-    summary, affected, flagged = summarize(digests, scan, sidecar, caps, settings)
+    with gc_paused():  # one digest per rollout accumulates: no cycles, nothing for the GC to find
+        caps = _read_inputs(inputs)
+        sidecar = _read_failures(failures)
+        scan = _scan_rollouts(rollouts, caps, settings)
+        digests = scan.digests + _failure_only(sidecar, scan, caps, settings)
+        _sort(digests)  # Gym's order; summarize marks duplicates (adjacent copies) on its way
+        summary, affected, flagged = summarize(digests, scan, sidecar, caps, settings)
     summary["ngrp"]["sources"] = {
         "rollouts": {"path": str(rollouts), "rows": scan.rows, "blank_lines": scan.blank_lines,
                      "unreadable_lines": scan.unreadable},
@@ -331,7 +317,7 @@ def run_health(
                                                    "unreadable_lines": sidecar.unreadable},
     }  # fmt: skip
     _write(paths, summary, digests, overwrite)
-    examples = [[d.task, d.rollout] for d in sorted(digests, key=_sort_key) if d.findings][:EXAMPLES]
+    examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
     return HealthResult(
         rollouts=str(rollouts),
         inputs=str(inputs),
@@ -344,11 +330,30 @@ def run_health(
     )
 
 
-def _sort_key(digest: Digest) -> tuple[tuple[int, Any], ...]:
-    def part(value: Any) -> tuple[int, Any]:
-        return (0, value) if type(value) is int else (1, str(value))
+def _sort(digests: list[Digest]) -> None:
+    """Gym's order. The usual run (integer keys, no stages) sorts on one packed int per digest."""
+    if all(d.packed >= 0 for d in digests):
+        digests.sort(key=attrgetter("packed"))
+    else:
+        digests.sort(key=_sort_key)
 
-    return part(digest.task), part(digest.rollout), part(digest.stage)
+
+def _part(value: Any) -> tuple[int, Any]:
+    return (0, value) if type(value) is int else (1, str(value))
+
+
+def _sort_key(digest: Digest) -> tuple[Any, ...]:
+    """Gym's order (part(task), part(rollout), part(stage), integers before strings). A real key has
+    integer task and rollout; only pseudo-identities (an unreadable line, a row without identity) have
+    a string task."""
+    t, r, s = digest.task, digest.rollout, digest.stage
+    stage = _STAGE_NONE if s is None else _part(s)
+    if type(t) is int and type(r) is int:
+        return (0, t, r, stage)
+    return (1, str(t), _part(r), stage)
+
+
+_STAGE_NONE = (1, "None")  # Gym's part(None)
 
 
 def verdict_row(digest: Digest) -> dict[str, Any]:
@@ -356,7 +361,7 @@ def verdict_row(digest: Digest) -> dict[str, Any]:
     row: dict[str, Any] = {
         TASK_KEY: digest.task,
         ROLLOUT_KEY: digest.rollout,
-        "rollout_id": digest.rollout_id,
+        "rollout_id": digest.rollout_id or f"{digest.task}-{digest.rollout}",
         "verdict": digest.verdict,
         "findings": digest.findings,
         "unobserved": digest.unobserved,
@@ -366,14 +371,24 @@ def verdict_row(digest: Digest) -> dict[str, Any]:
     return row
 
 
+# A healthy rollout with integer keys and Gym's default rollout_id, as orjson writes verdict_row() of it.
+_HEALTHY_ROW = (
+    b'{"_ng_task_index":%d,"_ng_rollout_index":%d,"rollout_id":"%d-%d","verdict":"healthy",'
+    b'"findings":[],"unobserved":[]}\n'
+)
+
+
 def _write(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
     dumps = orjson.dumps
     newline = orjson.OPT_APPEND_NEWLINE
     with atomic_outputs(paths, overwrite=overwrite) as out:
         out["quality_summary"].write(dumps(summary, option=orjson.OPT_INDENT_2))
-        handle = out["rollout_verdicts"]
-        for digest in sorted(digests, key=_sort_key):
-            handle.write(dumps(verdict_row(digest), option=newline))
+        write = out["rollout_verdicts"].write
+        for d in digests:  # already in Gym's order
+            if d.findings or d.unobserved or d.rollout_id or d.stage is not None or type(d.task) is not int:
+                write(dumps(verdict_row(d), option=newline))
+            else:  # most rows: the same bytes, without building a dict per row
+                write(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
 
 
 __all__ = ["CONDITIONAL_IDS", "RESPONSE_IDS", "TASK_IDS", "Digest", "HealthResult", "run_health"]

@@ -14,7 +14,7 @@ does not fire, so what it would have explained is reported by the next check ins
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
@@ -153,15 +153,28 @@ class Settings:
 
 
 @dataclass(slots=True)
-class Judgement:
-    findings: list[dict[str, Any]]
-    unobserved: list[str]
+class Digest:
+    """One judged rollout (a rollouts line, or a key seen only in the failures sidecar): its findings, the
+    checks that could not be judged on it, and what the run-level summary needs."""
+
+    task: Any = None
+    rollout: Any = None
+    rollout_id: str = ""  # an explicit _ng_rollout_id; "" means Gym's default "<task>-<rollout>"
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    unobserved: list[str] = field(default_factory=list)
+    stage: Any = None
     not_applicable: tuple[str, ...] = ()
-    successful_call: bool | None = None  # None: no response to tell
+    successful_call: bool | None = None  # None: nothing tells whether a model call succeeded
     failed_call: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
     zero_reward: bool = False
+    from_failures: bool = False
+    packed: int = -1  # pack_key of an integer identity below 2^32 rollouts with no stage (sorts fast)
+
+    @property
+    def verdict(self) -> str:
+        return "unhealthy" if self.findings else "unobserved" if self.unobserved else "healthy"
 
 
 def finding(check: str, detail: dict[str, Any], locator: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -177,14 +190,15 @@ def _clip(value: Any) -> Any:
     return value[:TEXT_LIMIT] if isinstance(value, str) else value
 
 
-def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Judgement:
-    """Every rollout-level check but the cross-row ones (duplicates) on one parsed row."""
+def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Digest:
+    """Every rollout-level check but the cross-row ones (duplicates) on one parsed row; the digest's
+    identity is the caller's to fill in."""
     ignored = settings.ignored
-    findings: list[dict[str, Any]] = []
-    judged = Judgement(findings, [])
+    judged = Digest()
+    findings = judged.findings
     response = row.get("response")
     explained = False
-    if isinstance(response, dict):
+    if type(response) is dict:
         explained = _response_checks(response, cap, settings, judged)
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
@@ -194,7 +208,10 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Judge
     elif "ngrp/reward_not_numeric" not in ignored:
         kind = "absent" if reward is _ABSENT else "null" if reward is None else type(reward).__name__
         findings.append(finding("ngrp/reward_not_numeric", {"reward": kind}))
-    if "ngrp/verifier_error" not in ignored:
+    if (
+        row.get("failure_kind") or row.get("failure_reason") or row.get("verifier_error")
+        or row.get("invalid_judge_response") is True
+    ) and "ngrp/verifier_error" not in ignored:  # fmt: skip
         _verifier_error(row, findings)
     if "extracted_answer" not in row:
         judged.not_applicable = CONDITIONAL_IDS
@@ -208,38 +225,63 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Judge
 _ABSENT = object()
 
 
-def _response_checks(
-    response: dict[str, Any], cap: int | None, settings: Settings, judged: Judgement
-) -> bool:
-    """The checks that read the response; True when one that explains a missing answer fired."""
-    ignored, findings = settings.ignored, judged.findings
+def _response_checks(response: dict[str, Any], cap: int | None, settings: Settings, judged: Digest) -> bool:
+    """The checks that read the response; True when one that explains a missing answer fired. The common
+    case (a completed call with counts, an answer, no cap) takes the straight path; anything odd goes to
+    the helpers that build findings."""
+    ignored = settings.ignored
     prompt, completion = token_counts(response)
     judged.prompt_tokens, judged.completion_tokens = prompt or 0, completion or 0
-    locator = {"call_id": str(response.get("id") or 0)}
-    status = response.get("status")
     error = response.get("error")
-    failed = status in FAILED_STATUSES or bool(error)
+    failed = bool(error) or response.get("status") in FAILED_STATUSES
     judged.failed_call, judged.successful_call = failed, not failed
     explained = False
+    if failed or prompt is None or completion is None or completion == 0:
+        explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
+    answer, reasoning, tools = split_output(response)
+    if not explained and (
+        response.get("incomplete_details")
+        or (cap is not None and completion is not None and completion >= cap)
+    ):
+        explained = _cap_checks(response, completion, cap, ignored, judged.findings)
+    if not explained and not tools and (not answer or answer.isspace()):
+        explained = _answer_checks(answer, reasoning, ignored, judged.findings)
+    chars = settings.loop_min_chars
+    if (len(answer) >= chars or len(reasoning) >= chars) and "ngrp/repetition_loop" not in ignored:
+        _loop_check(answer, reasoning, settings, judged.findings)
+    return explained
+
+
+def _locator(response: dict[str, Any]) -> dict[str, str]:
+    return {"call_id": str(response.get("id") or 0)}
+
+
+def _call_problems(
+    response: dict[str, Any],
+    failed: bool,
+    prompt: int | None,
+    completion: int | None,
+    ignored: frozenset[str],
+    findings: list[dict[str, Any]],
+) -> bool:
+    """A failed call, missing token counts, zero completion tokens; True when one explains no answer."""
+    explained = False
     if failed and "model_call_failed" not in ignored:
+        error = response.get("error")
         code = error.get("code") if isinstance(error, dict) else error
-        findings.append(finding("model_call_failed", {"status": status, "error": _clip(code)}, locator))
+        detail = {"status": response.get("status"), "error": _clip(code)}
+        findings.append(finding("model_call_failed", detail, _locator(response)))
         explained = True
     if (prompt is None or completion is None) and "model_call_missing_token_counts" not in ignored:
         missing = [
             name for name, v in (("prompt_tokens", prompt), ("completion_tokens", completion)) if v is None
         ]
-        findings.append(finding("model_call_missing_token_counts", {"missing": missing}, locator))
+        findings.append(finding("model_call_missing_token_counts", {"missing": missing}, _locator(response)))
     if completion == 0 and not explained and "model_call_zero_completion_tokens" not in ignored:
-        findings.append(finding("model_call_zero_completion_tokens", {"completion_tokens": 0}, locator))
+        findings.append(
+            finding("model_call_zero_completion_tokens", {"completion_tokens": 0}, _locator(response))
+        )
         explained = True
-    answer, reasoning, tools = split_output(response)
-    if not explained:
-        explained = _cap_checks(response, completion, cap, ignored, findings, locator)
-    if not explained:
-        explained = _answer_checks(answer, reasoning, tools, ignored, findings)
-    if "ngrp/repetition_loop" not in ignored:
-        _loop_check(answer, reasoning, settings, findings)
     return explained
 
 
@@ -249,7 +291,6 @@ def _cap_checks(
     cap: int | None,
     ignored: frozenset[str],
     findings: list[dict[str, Any]],
-    locator: dict[str, Any],
 ) -> bool:
     reason = stop_reason(response)
     at_cap = reason in LENGTH_REASONS or (cap is not None and completion is not None and completion >= cap)
@@ -259,16 +300,15 @@ def _cap_checks(
     check = "ngrp/truncated_at_token_cap" if has_content(response) else "model_call_runaway_generation"
     if check in ignored:
         return False
-    findings.append(finding(check, detail, locator))
+    findings.append(finding(check, detail, _locator(response)))
     return True
 
 
 def _answer_checks(
-    answer: str, reasoning: str, tools: bool, ignored: frozenset[str], findings: list[dict[str, Any]]
+    answer: str, reasoning: str, ignored: frozenset[str], findings: list[dict[str, Any]]
 ) -> bool:
-    if answer.strip() or tools:
-        return False
-    if reasoning.strip():
+    """No answer text (and no tool call): reasoning only, or nothing at all."""
+    if reasoning and not reasoning.isspace():
         check, detail = "ngrp/reasoning_without_final_answer", {"reasoning_chars": len(reasoning)}
     else:
         check, detail = "ngrp/empty_final_answer", {"answer_chars": len(answer)}
@@ -280,6 +320,8 @@ def _answer_checks(
 
 def _loop_check(answer: str, reasoning: str, settings: Settings, findings: list[dict[str, Any]]) -> None:
     for where, text in (("answer", answer), ("reasoning", reasoning)):
+        if len(text) < settings.loop_min_chars:
+            continue
         loop = find_loop(text, settings.loop_min_repeats, settings.loop_min_chars)
         if loop is not None:
             unit, copies, start = loop

@@ -1,10 +1,14 @@
 """Reduce the per-rollout digests to Gym's `quality_summary.json` (task checks, coverage, verdicts, issues,
-stats, per-task counts) plus our `ngrp` block (keys, rollouts affected per check, zero rewards)."""
+stats, per-task counts) plus our `ngrp` block (keys, rollouts affected per check, zero rewards).
+
+One pass over the digests in identity order: copies of one identity are adjacent, so duplicates are
+marked and each task's repeats collapsed as the pass goes; every count is taken in the same loop.
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
@@ -15,39 +19,100 @@ if TYPE_CHECKING:
     from .health import Digest, _Failures, _Scan
 
 EXAMPLES = 20
+Repeat = tuple[str, bool, bool]  # (verdict, every copy tells whether a call succeeded, one copy did)
 
 
-@dataclass(slots=True)
-class _Repeat:
-    """One rollout index of a task, its copies collapsed as Gym collapses duplicate records."""
+@dataclass
+class _Pass:
+    repeats: dict[Any, list[Repeat]] = field(default_factory=dict)
+    patterns: Counter = field(default_factory=Counter)  # (unobserved, not applicable) -> digests
+    issues: Counter = field(default_factory=Counter)
+    affected: Counter = field(default_factory=Counter)
+    unhealthy: int = 0
+    unobserved: int = 0
+    prompt: int = 0
+    completion: int = 0
+    failed_rows: int = 0  # failed responses in the rollouts file
+    ended_on_error: int = 0
+    zero: int = 0
+    zero_unhealthy: int = 0
+    failure_only: int = 0
 
-    verdict: str
-    observed: bool  # every copy tells whether a model call succeeded
-    successful: bool
+
+def _stage_key(stage: Any) -> Any:
+    return stage if stage is None or type(stage) in (int, str, float) else repr(stage)
 
 
-def _repeats(digests: list[Digest]) -> dict[Any, list[_Repeat]]:
-    copies: dict[Any, dict[Any, list[Digest]]] = defaultdict(lambda: defaultdict(list))
-    for digest in digests:
-        copies[digest.task][digest.rollout].append(digest)
-    out: dict[Any, list[_Repeat]] = {}
-    for task, by_rollout in copies.items():
-        repeats = []
-        for group in by_rollout.values():
-            verdicts = {d.verdict for d in group}
-            repeats.append(
-                _Repeat(
-                    verdict=verdicts.pop() if len(verdicts) == 1 else "unobserved",
-                    observed=all(d.successful_call is not None for d in group),
-                    successful=any(d.successful_call for d in group),
-                )
+def mark_duplicates(copies: list[Digest]) -> None:
+    """Gym's rollout_duplicate_identity: every record sharing (stage, task, rollout) with another."""
+    by_stage: dict[Any, list[Digest]] = {}
+    for d in copies:
+        if not d.from_failures:
+            by_stage.setdefault(_stage_key(d.stage), []).append(d)
+    for group in by_stage.values():
+        if len(group) > 1:
+            for d in group:
+                d.findings.append(finding("rollout_duplicate_identity", {"duplicate_count": len(group)}))
+
+
+def _verdict(d: Digest) -> str:
+    return "unhealthy" if d.findings else "unobserved" if d.unobserved else "healthy"
+
+
+def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
+    """Mark duplicates, collapse repeats and count, in one walk over the digests in identity order."""
+    mark = "rollout_duplicate_identity" not in settings.ignored
+    acc = _Pass()
+    repeats, patterns, issues, affected = acc.repeats, acc.patterns, acc.issues, acc.affected
+    unhealthy = unobserved = prompt = completion = failed_rows = ended = zero = zero_bad = only = 0
+    i, n = 0, len(ordered)
+    while i < n:
+        first = ordered[i]
+        task, rollout = first.task, first.rollout
+        j = i + 1
+        while j < n and ordered[j].rollout == rollout and ordered[j].task == task:
+            j += 1
+        group = ordered[i:j] if j - i > 1 else (first,)
+        if mark and j - i > 1:
+            mark_duplicates(group)  # type: ignore[arg-type]
+        for d in group:
+            findings, missing = d.findings, d.unobserved
+            if findings:
+                unhealthy += 1
+                checks = [f["check"] for f in findings]
+                issues.update(checks)
+                affected.update(set(checks))
+            elif missing:
+                unobserved += 1
+            patterns[(tuple(missing) if missing else (), d.not_applicable)] += 1
+            prompt += d.prompt_tokens
+            completion += d.completion_tokens
+            if d.failed_call:
+                ended += 1
+                failed_rows += not d.from_failures
+            if d.zero_reward:
+                zero += 1
+                zero_bad += bool(findings)
+            only += d.from_failures
+        if j - i == 1:
+            repeat = (_verdict(first), first.successful_call is not None, bool(first.successful_call))
+        else:
+            verdicts = {_verdict(d) for d in group}
+            repeat = (
+                verdicts.pop() if len(verdicts) == 1 else "unobserved",
+                all(d.successful_call is not None for d in group),
+                any(d.successful_call for d in group),
             )
-        out[task] = repeats
-    return out
+        repeats.setdefault(task, []).append(repeat)
+        i = j
+    acc.unhealthy, acc.unobserved, acc.prompt, acc.completion = unhealthy, unobserved, prompt, completion
+    acc.failed_rows, acc.ended_on_error, acc.zero, acc.zero_unhealthy = failed_rows, ended, zero, zero_bad
+    acc.failure_only = only
+    return acc
 
 
 def _task_checks(
-    repeats: dict[Any, list[_Repeat]], ignored: frozenset[str]
+    repeats: dict[Any, list[Repeat]], ignored: frozenset[str]
 ) -> tuple[dict[Any, list[dict[str, Any]]], dict[str, dict[str, int]]]:
     findings: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     coverage = {c: {"evaluated": 0, "unobserved": 0, "ignored": 0} for c in TASK_IDS}
@@ -55,29 +120,28 @@ def _task_checks(
         if "task_consistently_unhealthy" in ignored:
             coverage["task_consistently_unhealthy"]["ignored"] += 1
         else:
-            judged = [r for r in reps if r.verdict != "unobserved"]
+            judged = [r for r in reps if r[0] != "unobserved"]
             if len(judged) >= 2:
                 coverage["task_consistently_unhealthy"]["evaluated"] += 1
-                if all(r.verdict == "unhealthy" for r in judged):
+                if all(r[0] == "unhealthy" for r in judged):
                     detail = {"computable_repeats": len(judged)}
                     findings[task].append(finding("task_consistently_unhealthy", detail))
             else:
                 coverage["task_consistently_unhealthy"]["unobserved"] += 1
         if "task_no_successful_model_calls" in ignored:
             coverage["task_no_successful_model_calls"]["ignored"] += 1
-        elif reps and all(r.observed for r in reps):
+        elif reps and all(r[1] for r in reps):
             coverage["task_no_successful_model_calls"]["evaluated"] += 1
-            if not any(r.successful for r in reps):
+            if not any(r[2] for r in reps):
                 findings[task].append(finding("task_no_successful_model_calls", {"repeats": len(reps)}))
         else:
             coverage["task_no_successful_model_calls"]["unobserved"] += 1
     return findings, coverage
 
 
-def _coverage(digests: list[Digest], ignored: frozenset[str]) -> dict[str, dict[str, int]]:
+def _coverage(patterns: Counter, ignored: frozenset[str]) -> dict[str, dict[str, int]]:
     """Per check: rollouts where it was evaluated, unobserved, ignored (and not applicable, for the
-    checks that have a condition). Counted per distinct (unobserved, not applicable) pattern: few."""
-    patterns = Counter((tuple(d.unobserved), d.not_applicable) for d in digests)
+    checks that have a condition), from the few distinct (unobserved, not applicable) patterns."""
     coverage: dict[str, dict[str, int]] = {}
     for check in CHECK_IDS:
         entry = {"evaluated": 0, "unobserved": 0, "ignored": 0}
@@ -87,56 +151,54 @@ def _coverage(digests: list[Digest], ignored: frozenset[str]) -> dict[str, dict[
     for (unobserved, not_applicable), n in patterns.items():
         missing, na = set(unobserved), set(not_applicable)
         for check in ROLLOUT_IDS:
-            entry = coverage[check]
             slot = (
                 "ignored" if check in ignored
                 else "unobserved" if check in missing
                 else "not_applicable" if check in na
                 else "evaluated"
             )  # fmt: skip
-            entry[slot] += n
+            coverage[check][slot] += n
     return coverage
 
 
-def _stats(digests: list[Digest], sidecar: _Failures) -> dict[str, Any]:
+def _stats(acc: _Pass, sidecar: _Failures, digests: list[Digest]) -> dict[str, Any]:
     """Gym's `run.stats`: failed model calls come from failed responses and the sidecar's attempts."""
     by_status = Counter(sidecar.statuses)
-    affected = set(sidecar.call_errors)
-    total = sum(sidecar.call_errors.values())
-    ended = 0
-    for d in digests:
-        if d.failed_call:
-            ended += 1
-            if not d.from_failures:
-                total += 1
-                by_status["unknown"] += 1
+    if acc.failed_rows:
+        by_status["unknown"] += acc.failed_rows
+    affected: set[Any] = set(sidecar.call_errors)
+    if acc.failed_rows:  # a failed response whose key also failed earlier attempts is one rollout
+        for d in digests:
+            if d.failed_call and not d.from_failures:
                 affected.add(pack_key((d.task, d.rollout)) if type(d.task) is int else id(d))
     return {
         "model_call_errors": {
-            "total": total,
+            "total": sum(sidecar.call_errors.values()) + acc.failed_rows,
             "by_status": dict(sorted(by_status.items())),
             "rollouts_affected": len(affected),
-            "ended_on_error": ended,
+            "ended_on_error": acc.ended_on_error,
         },
         "duplicated_calls": {"replayed": 0, "rollouts": 0},
         "tokens": {
-            "prompt": sum(d.prompt_tokens for d in digests),
-            "completion": sum(d.completion_tokens for d in digests),
+            "prompt": acc.prompt,
+            "completion": acc.completion,
             "capture_prompt": 0,
             "capture_completion": 0,
         },
     }
 
 
-def _task_table(repeats: dict[Any, list[_Repeat]], task_findings: dict) -> dict[str, Any]:
+def _task_table(repeats: dict[Any, list[Repeat]], task_findings: dict) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     for task in sorted(repeats, key=lambda v: (isinstance(v, str), str(v))):  # Gym's order: "10" < "2"
-        counts = Counter(r.verdict for r in repeats[task])
+        reps = repeats[task]
+        bad = sum(1 for r in reps if r[0] == "unhealthy")
+        unknown = sum(1 for r in reps if r[0] == "unobserved")
         tasks[str(task)] = {
-            "repeats": len(repeats[task]),
-            "healthy": counts["healthy"],
-            "unhealthy": counts["unhealthy"],
-            "unobserved": counts["unobserved"],
+            "repeats": len(reps),
+            "healthy": len(reps) - bad - unknown,
+            "unhealthy": bad,
+            "unobserved": unknown,
             "flags": [f["check"] for f in task_findings.get(task, [])],
         }
     return tasks
@@ -145,18 +207,14 @@ def _task_table(repeats: dict[Any, list[_Repeat]], task_findings: dict) -> dict[
 def summarize(
     digests: list[Digest], scan: _Scan, sidecar: _Failures, caps: dict, settings: Settings
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, list[Any]]]:
-    """(quality summary, rollouts or tasks affected per check, first flagged tasks per task check)."""
+    """(quality summary, rollouts or tasks affected per check, first flagged tasks per task check).
+    `digests` are in Gym's order (by identity); duplicates are marked here."""
     ignored = settings.ignored
-    repeats = _repeats(digests)
-    task_findings, task_coverage = _task_checks(repeats, ignored)
-    coverage = _coverage(digests, ignored)
+    acc = one_pass(digests, settings)
+    task_findings, task_coverage = _task_checks(acc.repeats, ignored)
+    coverage = _coverage(acc.patterns, ignored)
     coverage.update(task_coverage)
-    issues: Counter = Counter()
-    affected: Counter = Counter()
-    for d in digests:
-        checks = [f["check"] for f in d.findings]
-        issues.update(checks)
-        affected.update(set(checks))
+    issues, affected = acc.issues, acc.affected
     flagged: dict[str, list[Any]] = {c: [] for c in TASK_IDS}
     for task in sorted(task_findings, key=lambda v: (isinstance(v, str), str(v))):
         for f in task_findings[task]:
@@ -164,28 +222,23 @@ def summarize(
             affected[f["check"]] += 1
             if len(flagged[f["check"]]) < EXAMPLES:
                 flagged[f["check"]].append(task)
-    verdicts = Counter(d.verdict for d in digests)
+    healthy = len(digests) - acc.unhealthy - acc.unobserved
     summary = {
         "run": {
             "ignored_checks": sorted(ignored),
             "artifacts": {"records": scan.rows + scan.unreadable, "captures": 0, "coverage": coverage},
-            "verdicts": {k: verdicts[k] for k in ("healthy", "unhealthy", "unobserved")},
+            "verdicts": {"healthy": healthy, "unhealthy": acc.unhealthy, "unobserved": acc.unobserved},
             "issues": {c: issues[c] for c in CHECK_IDS},
-            "stats": _stats(digests, sidecar),
+            "stats": _stats(acc, sidecar, digests),
         },
-        "tasks": _task_table(repeats, task_findings),
-        "ngrp": _ngrp_block(digests, scan, caps, settings, affected),
+        "tasks": _task_table(acc.repeats, task_findings),
+        "ngrp": _ngrp_block(acc, len(digests), scan, caps, settings),
     }
     return summary, {c: affected[c] for c in CHECK_IDS}, flagged
 
 
-def _ngrp_block(
-    digests: list[Digest], scan: _Scan, caps: dict, settings: Settings, affected: Counter
-) -> dict:
-    failure_only = sum(1 for d in digests if d.from_failures)
+def _ngrp_block(acc: _Pass, judged: int, scan: _Scan, caps: dict, settings: Settings) -> dict:
     in_inputs = sum(1 for k in scan.seen if k in caps)
-    zero = [d for d in digests if d.zero_reward]
-    zero_unhealthy = sum(1 for d in zero if d.findings)
     return {
         "tool": {"name": "ngrp", "version": __version__},
         "settings": {
@@ -196,15 +249,15 @@ def _ngrp_block(
             "expected": len(caps),
             "rollout_rows": scan.rows,
             "unreadable_lines": scan.unreadable,
-            "failure_only": failure_only,
-            "judged": len(digests),
-            "missing": len(caps) - in_inputs - failure_only,
+            "failure_only": acc.failure_only,
+            "judged": judged,
+            "missing": len(caps) - in_inputs - acc.failure_only,
             "not_in_inputs": len(scan.seen) - in_inputs,
         },
-        "rollouts_affected": {c: affected[c] for c in CHECK_IDS},
+        "rollouts_affected": {c: acc.affected[c] for c in CHECK_IDS},
         "zero_rewards": {
-            "total": len(zero),
-            "unhealthy": zero_unhealthy,
-            "share_unhealthy": zero_unhealthy / len(zero) if zero else None,
+            "total": acc.zero,
+            "unhealthy": acc.zero_unhealthy,
+            "share_unhealthy": acc.zero_unhealthy / acc.zero if acc.zero else None,
         },
     }

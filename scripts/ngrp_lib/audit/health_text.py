@@ -42,42 +42,56 @@ def has_content(response: dict) -> bool:
     return _nonblank(response.get("output_text")) or _nonblank(response.get("output"))
 
 
-def _texts(parts: Any) -> list[str]:
-    if isinstance(parts, str):
-        return [parts]
-    if not isinstance(parts, list):
-        return []
-    return [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+def _append_texts(parts: Any, out: list[str]) -> None:
+    if type(parts) is list:
+        for part in parts:
+            if type(part) is dict:
+                text = part.get("text")
+                if type(text) is str:
+                    out.append(text)
+    elif type(parts) is str:
+        out.append(parts)
 
 
 def split_output(response: dict) -> tuple[str, str, bool]:
     """(answer text, reasoning text, whether any tool call was made) of a response's output items.
 
-    The answer is every `output_text` / `refusal` part of the message items; reasoning is the summary
-    and content texts of the reasoning items (and a message's `reasoning_content`, as some servers put it).
+    The answer is every `output_text` / `text` / `refusal` part of the message items; reasoning is the
+    summary and content texts of the reasoning items (and a message's `reasoning_content`, as some servers
+    put it). Runs once per rollout: plain loops and exact type checks.
     """
     answer: list[str] = []
     reasoning: list[str] = []
     tools = False
     output = response.get("output")
-    for item in output if isinstance(output, list) else ():
-        if not isinstance(item, dict):
+    if type(output) is not list:
+        return "", "", False
+    for item in output:
+        if type(item) is not dict:
             continue
         kind = item.get("type")
         if kind == "message":
             content = item.get("content")
-            if isinstance(content, str):
-                answer.append(content)
-            elif isinstance(content, list):
+            if type(content) is list:
                 for part in content:
-                    if isinstance(part, dict) and part.get("type") in ("output_text", "refusal", "text"):
-                        value = part.get("text", part.get("refusal"))
-                        if isinstance(value, str):
+                    if type(part) is dict:
+                        ptype = part.get("type")
+                        if ptype == "output_text" or ptype == "text":
+                            value = part.get("text")
+                        elif ptype == "refusal":
+                            value = part.get("refusal")
+                        else:
+                            continue
+                        if type(value) is str:
                             answer.append(value)
-            if isinstance(item.get("reasoning_content"), str):
-                reasoning.append(item["reasoning_content"])
+            elif type(content) is str:
+                answer.append(content)
+            extra = item.get("reasoning_content")
+            if type(extra) is str:
+                reasoning.append(extra)
         elif kind == "reasoning":
-            reasoning += _texts(item.get("summary")) + _texts(item.get("content"))
+            _append_texts(item.get("summary"), reasoning)
+            _append_texts(item.get("content"), reasoning)
         elif kind in TOOL_CALL_TYPES or item.get("tool_calls"):
             tools = True
     return "".join(answer), "\n".join(reasoning), tools
@@ -97,10 +111,14 @@ def token_counts(response: dict) -> tuple[int | None, int | None]:
     `completion_tokens`) otherwise, as Gym reads them.
     """
     usage = response.get("usage")
-    if not isinstance(usage, dict):
+    if type(usage) is not dict:
         return None, None
-    prompt = usage.get("input_tokens", usage.get("prompt_tokens"))
-    completion = usage.get("output_tokens", usage.get("completion_tokens"))
+    prompt = usage.get("input_tokens")
+    if prompt is None:
+        prompt = usage.get("prompt_tokens")
+    completion = usage.get("output_tokens")
+    if completion is None:
+        completion = usage.get("completion_tokens")
     return (
         prompt if type(prompt) is int and prompt >= 0 else None,
         completion if type(completion) is int and completion >= 0 else None,

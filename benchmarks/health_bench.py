@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Benchmark `ngrp health` on 80,000 rollouts (10,000 tasks x 8) against the floor: orjson parsing both files.
+
+The rollouts are `validate_bench.py`'s rows (completion order) plus the matching materialized inputs (with a
+max_output_tokens); every 100th rollout stops at that cap, so there are findings to write. `--text-chars N`
+pads each reasoning text to about N characters (natural-looking words), to time the loop detector on long
+generations. The timed call is `run_health` (read, judge, reduce, write both files); --overwrite each time.
+
+    python3 benchmarks/health_bench.py [--rows 80000] [--repeat 3] [--text-chars 0] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from validate_bench import _text, best_of, floor, write_rows  # noqa: E402
+
+from ngrp_lib.audit.health import run_health  # noqa: E402
+
+CAP = 4096
+
+
+def prepare(rollouts: Path, inputs: Path, text_chars: int, cap_every: int = 100) -> None:
+    """Materialized rows for every key; every `cap_every`-th rollout reaches the cap; longer texts."""
+    rng = random.Random(1)
+    out_rows = []
+    with open(rollouts, "rb") as handle, open(inputs, "wb") as out:
+        for i, line in enumerate(handle):
+            row = orjson.loads(line)
+            params = {**row["responses_create_params"], "max_output_tokens": CAP}
+            material = {
+                "responses_create_params": params,
+                "expected_answer": row["expected_answer"],
+                "agent_ref": row["agent_ref"],
+                "_ng_task_index": row["_ng_task_index"],
+                "_ng_rollout_index": row["_ng_rollout_index"],
+            }
+            out.write(orjson.dumps(material, option=orjson.OPT_APPEND_NEWLINE))
+            row["responses_create_params"] = params
+            if text_chars:
+                summary = row["response"]["output"][0]["summary"][0]
+                words = []
+                while sum(map(len, words)) + len(words) < text_chars:
+                    words.append(_text(rng, 12))
+                summary["text"] = " ".join(words)[:text_chars]
+            if i % cap_every == 0:
+                row["response"]["usage"]["output_tokens"] = CAP
+            out_rows.append(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    rollouts.write_bytes(b"".join(out_rows))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=80_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--text-chars", type=int, default=0, help="pad each reasoning text to this length")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        rollouts, inputs = Path(tmp) / "rollouts.jsonl", Path(tmp) / "rollouts_materialized_inputs.jsonl"
+        write_rows(rollouts, args.rows)
+        prepare(rollouts, inputs, args.text_chars)
+        size_mb = (rollouts.stat().st_size + inputs.stat().st_size) / 1e6
+        result = run_health(inputs, rollouts)
+        capped = result.affected["ngrp/truncated_at_token_cap"]
+        assert capped == -(-args.rows // 100), result.affected
+        floors, healths = [], []
+        for _ in range(args.repeat):  # interleaved, so a burst of load on the machine hits both
+            floors.append(best_of(lambda: (floor(inputs), floor(rollouts)), 1))
+            healths.append(best_of(lambda: run_health(inputs, rollouts, overwrite=True), 1))
+        t_floor, t_health = min(floors), min(healths)
+        paired = sorted(h / f for h, f in zip(healths, floors, strict=True))
+        tracemalloc.start()
+        run_health(inputs, rollouts, overwrite=True)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    figures = {
+        "rollout_rows": args.rows,
+        "text_chars": args.text_chars,
+        "input_mb": round(size_mb, 1),
+        "floor_s": round(t_floor, 3),
+        "health_s": round(t_health, 3),
+        "health_rollouts_per_s": round(args.rows / t_health),
+        "ratio": round(t_health / t_floor, 2),
+        "median_paired_ratio": round(paired[len(paired) // 2], 2),
+        "unhealthy": result.verdicts["unhealthy"],
+        "peak_python_mb": round(peak / 1e6, 1),
+        "python": sys.version.split()[0],
+    }
+    if args.json:
+        print(orjson.dumps(figures).decode())
+    else:
+        rate = figures["health_rollouts_per_s"]
+        print(f"{args.rows} rollouts + {args.rows} inputs ({size_mb:.0f} MB), Python {figures['python']}")
+        print(f"floor (orjson parse of both):  {t_floor:.3f} s (best of {args.repeat})")
+        print(f"ngrp health (read, judge, write): {t_health:.3f} s  ({rate:,} rollouts/s)")
+        print(f"ratio health / floor:          {figures['ratio']:.2f}x  (goal: at most 3x)")
+        print(f"median of the paired ratios:   {figures['median_paired_ratio']:.2f}x")
+        print(f"unhealthy rollouts found:      {figures['unhealthy']}")
+        print(f"peak Python memory in health:  {figures['peak_python_mb']} MB (tracemalloc)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
