@@ -5,6 +5,8 @@ The rollouts are `validate_bench.py`'s rows (completion order) plus the matching
 max_output_tokens); every 100th rollout stops at that cap, so there are findings to write. `--text-chars N`
 pads each reasoning text to about N characters (natural-looking words), to time the loop detector on long
 generations. The timed call is `run_health` (read, judge, reduce, write both files); --overwrite each time.
+Wall time and CPU time of this process are both reported: on a machine shared with other jobs the wall
+clock swings with their load, the CPU seconds do not (both runs are single-threaded and read from cache).
 
     python3 benchmarks/health_bench.py [--rows 80000] [--repeat 3] [--text-chars 0] [--json]
 """
@@ -15,6 +17,7 @@ import argparse
 import random
 import sys
 import tempfile
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -74,12 +77,18 @@ def main() -> int:
         result = run_health(inputs, rollouts)
         capped = result.affected["ngrp/truncated_at_token_cap"]
         assert capped == -(-args.rows // 100), result.affected
-        floors, healths = [], []
+        floors, healths, cpu_floors, cpu_healths = [], [], [], []
         for _ in range(args.repeat):  # interleaved, so a burst of load on the machine hits both
-            floors.append(best_of(lambda: (floor(inputs), floor(rollouts)), 1))
-            healths.append(best_of(lambda: run_health(inputs, rollouts, overwrite=True), 1))
+            for walls, cpus, work in (
+                (floors, cpu_floors, lambda: (floor(inputs), floor(rollouts))),
+                (healths, cpu_healths, lambda: run_health(inputs, rollouts, overwrite=True)),
+            ):
+                cpu = time.process_time()
+                walls.append(best_of(work, 1))
+                cpus.append(time.process_time() - cpu)
         t_floor, t_health = min(floors), min(healths)
         paired = sorted(h / f for h, f in zip(healths, floors, strict=True))
+        cpu_ratio = min(cpu_healths) / min(cpu_floors)
         tracemalloc.start()
         run_health(inputs, rollouts, overwrite=True)
         peak = tracemalloc.get_traced_memory()[1]
@@ -93,6 +102,9 @@ def main() -> int:
         "health_rollouts_per_s": round(args.rows / t_health),
         "ratio": round(t_health / t_floor, 2),
         "median_paired_ratio": round(paired[len(paired) // 2], 2),
+        "cpu_floor_s": round(min(cpu_floors), 3),
+        "cpu_health_s": round(min(cpu_healths), 3),
+        "cpu_ratio": round(cpu_ratio, 2),
         "unhealthy": result.verdicts["unhealthy"],
         "peak_python_mb": round(peak / 1e6, 1),
         "python": sys.version.split()[0],
@@ -106,6 +118,10 @@ def main() -> int:
         print(f"ngrp health (read, judge, write): {t_health:.3f} s  ({rate:,} rollouts/s)")
         print(f"ratio health / floor:          {figures['ratio']:.2f}x  (goal: at most 3x)")
         print(f"median of the paired ratios:   {figures['median_paired_ratio']:.2f}x")
+        print(
+            f"CPU seconds, floor / health:   {figures['cpu_floor_s']:.3f} / {figures['cpu_health_s']:.3f}"
+            f"  ratio {figures['cpu_ratio']:.2f}x (steady on a loaded machine)"
+        )
         print(f"unhealthy rollouts found:      {figures['unhealthy']}")
         print(f"peak Python memory in health:  {figures['peak_python_mb']} MB (tracemalloc)")
     return 0

@@ -25,7 +25,6 @@ from .health_text import (
     has_content,
     split_output,
     stop_reason,
-    token_counts,
 )
 
 ROLLOUT, TASK = "rollout", "task"
@@ -230,7 +229,19 @@ def _response_checks(response: dict[str, Any], cap: int | None, settings: Settin
     case (a completed call with counts, an answer, no cap) takes the straight path; anything odd goes to
     the helpers that build findings."""
     ignored = settings.ignored
-    prompt, completion = token_counts(response)
+    usage = response.get("usage")  # token_counts(), inlined: once per rollout
+    if type(usage) is dict:
+        prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+        if prompt is None:
+            prompt = usage.get("prompt_tokens")
+        if completion is None:
+            completion = usage.get("completion_tokens")
+        if type(prompt) is not int or prompt < 0:
+            prompt = None
+        if type(completion) is not int or completion < 0:
+            completion = None
+    else:
+        prompt = completion = None
     judged.prompt_tokens, judged.completion_tokens = prompt or 0, completion or 0
     error = response.get("error")
     failed = bool(error) or response.get("status") in FAILED_STATUSES

@@ -19,12 +19,15 @@ if TYPE_CHECKING:
     from .health import Digest, _Failures, _Scan
 
 EXAMPLES = 20
-Repeat = tuple[str, bool, bool]  # (verdict, every copy tells whether a call succeeded, one copy did)
+# Per task, over its repeats (rollout indices, copies collapsed as Gym does):
+# [repeats, unhealthy, unobserved, observed (every copy tells whether a call succeeded), successful]
+TaskCounts = list[int]
+REPEATS, UNHEALTHY, UNOBSERVED, OBSERVED, SUCCESSFUL = range(5)
 
 
 @dataclass
 class _Pass:
-    repeats: dict[Any, list[Repeat]] = field(default_factory=dict)
+    repeats: dict[Any, TaskCounts] = field(default_factory=dict)
     patterns: Counter = field(default_factory=Counter)  # (unobserved, not applicable) -> digests
     issues: Counter = field(default_factory=Counter)
     affected: Counter = field(default_factory=Counter)
@@ -55,6 +58,9 @@ def mark_duplicates(copies: list[Digest]) -> None:
                 d.findings.append(finding("rollout_duplicate_identity", {"duplicate_count": len(group)}))
 
 
+_NO_TASK = object()
+
+
 def _verdict(d: Digest) -> str:
     return "unhealthy" if d.findings else "unobserved" if d.unobserved else "healthy"
 
@@ -65,6 +71,8 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
     acc = _Pass()
     repeats, patterns, issues, affected = acc.repeats, acc.patterns, acc.issues, acc.affected
     unhealthy = unobserved = prompt = completion = failed_rows = ended = zero = zero_bad = only = 0
+    plain = not_applicable = 0  # digests with every check judged / with only the conditional ones n/a
+    current_task, current = _NO_TASK, [0] * 5
     i, n = 0, len(ordered)
     while i < n:
         first = ordered[i]
@@ -82,9 +90,13 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
                 checks = [f["check"] for f in findings]
                 issues.update(checks)
                 affected.update(set(checks))
-            elif missing:
-                unobserved += 1
-            patterns[(tuple(missing) if missing else (), d.not_applicable)] += 1
+            if missing:
+                unobserved += not findings
+                patterns[(tuple(missing), d.not_applicable)] += 1
+            elif d.not_applicable:
+                not_applicable += 1
+            else:
+                plain += 1
             prompt += d.prompt_tokens
             completion += d.completion_tokens
             if d.failed_call:
@@ -94,17 +106,28 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
                 zero += 1
                 zero_bad += bool(findings)
             only += d.from_failures
-        if j - i == 1:
-            repeat = (_verdict(first), first.successful_call is not None, bool(first.successful_call))
-        else:
+        if task != current_task:
+            current_task, current = task, repeats.setdefault(task, [0] * 5)
+        current[REPEATS] += 1
+        if j - i > 1:
             verdicts = {_verdict(d) for d in group}
-            repeat = (
-                verdicts.pop() if len(verdicts) == 1 else "unobserved",
-                all(d.successful_call is not None for d in group),
-                any(d.successful_call for d in group),
-            )
-        repeats.setdefault(task, []).append(repeat)
+            verdict = verdicts.pop() if len(verdicts) == 1 else "unobserved"
+            observed = all(d.successful_call is not None for d in group)
+            successful = any(d.successful_call for d in group)
+        else:
+            verdict = _verdict(first)
+            observed, successful = first.successful_call is not None, first.successful_call is True
+        if verdict == "unhealthy":
+            current[UNHEALTHY] += 1
+        elif verdict == "unobserved":
+            current[UNOBSERVED] += 1
+        current[OBSERVED] += observed
+        current[SUCCESSFUL] += successful
         i = j
+    if plain:
+        patterns[((), ())] += plain
+    if not_applicable:
+        patterns[((), CONDITIONAL_IDS)] += not_applicable
     acc.unhealthy, acc.unobserved, acc.prompt, acc.completion = unhealthy, unobserved, prompt, completion
     acc.failed_rows, acc.ended_on_error, acc.zero, acc.zero_unhealthy = failed_rows, ended, zero, zero_bad
     acc.failure_only = only
@@ -112,30 +135,34 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
 
 
 def _task_checks(
-    repeats: dict[Any, list[Repeat]], ignored: frozenset[str]
+    repeats: dict[Any, TaskCounts], ignored: frozenset[str]
 ) -> tuple[dict[Any, list[dict[str, Any]]], dict[str, dict[str, int]]]:
     findings: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     coverage = {c: {"evaluated": 0, "unobserved": 0, "ignored": 0} for c in TASK_IDS}
-    for task, reps in repeats.items():
-        if "task_consistently_unhealthy" in ignored:
-            coverage["task_consistently_unhealthy"]["ignored"] += 1
+    consistently, no_calls = (
+        coverage["task_consistently_unhealthy"],
+        coverage["task_no_successful_model_calls"],
+    )
+    skip_consistently = "task_consistently_unhealthy" in ignored
+    skip_no_calls = "task_no_successful_model_calls" in ignored
+    for task, (n, unhealthy, unobserved, observed, successful) in repeats.items():
+        if skip_consistently:
+            consistently["ignored"] += 1
+        elif n - unobserved >= 2:  # Gym needs two judged repeats
+            consistently["evaluated"] += 1
+            if unhealthy == n - unobserved:
+                detail = {"computable_repeats": n - unobserved}
+                findings[task].append(finding("task_consistently_unhealthy", detail))
         else:
-            judged = [r for r in reps if r[0] != "unobserved"]
-            if len(judged) >= 2:
-                coverage["task_consistently_unhealthy"]["evaluated"] += 1
-                if all(r[0] == "unhealthy" for r in judged):
-                    detail = {"computable_repeats": len(judged)}
-                    findings[task].append(finding("task_consistently_unhealthy", detail))
-            else:
-                coverage["task_consistently_unhealthy"]["unobserved"] += 1
-        if "task_no_successful_model_calls" in ignored:
-            coverage["task_no_successful_model_calls"]["ignored"] += 1
-        elif reps and all(r[1] for r in reps):
-            coverage["task_no_successful_model_calls"]["evaluated"] += 1
-            if not any(r[2] for r in reps):
-                findings[task].append(finding("task_no_successful_model_calls", {"repeats": len(reps)}))
+            consistently["unobserved"] += 1
+        if skip_no_calls:
+            no_calls["ignored"] += 1
+        elif n and observed == n:
+            no_calls["evaluated"] += 1
+            if not successful:
+                findings[task].append(finding("task_no_successful_model_calls", {"repeats": n}))
         else:
-            coverage["task_no_successful_model_calls"]["unobserved"] += 1
+            no_calls["unobserved"] += 1
     return findings, coverage
 
 
@@ -188,18 +215,16 @@ def _stats(acc: _Pass, sidecar: _Failures, digests: list[Digest]) -> dict[str, A
     }
 
 
-def _task_table(repeats: dict[Any, list[Repeat]], task_findings: dict) -> dict[str, Any]:
+def _task_table(repeats: dict[Any, TaskCounts], task_findings: dict) -> dict[str, Any]:
     tasks: dict[str, Any] = {}
     for task in sorted(repeats, key=lambda v: (isinstance(v, str), str(v))):  # Gym's order: "10" < "2"
-        reps = repeats[task]
-        bad = sum(1 for r in reps if r[0] == "unhealthy")
-        unknown = sum(1 for r in reps if r[0] == "unobserved")
+        n, bad, unknown = repeats[task][:3]
         tasks[str(task)] = {
-            "repeats": len(reps),
-            "healthy": len(reps) - bad - unknown,
+            "repeats": n,
+            "healthy": n - bad - unknown,
             "unhealthy": bad,
             "unobserved": unknown,
-            "flags": [f["check"] for f in task_findings.get(task, [])],
+            "flags": [f["check"] for f in task_findings[task]] if task in task_findings else [],
         }
     return tasks
 
@@ -238,7 +263,7 @@ def summarize(
 
 
 def _ngrp_block(acc: _Pass, judged: int, scan: _Scan, caps: dict, settings: Settings) -> dict:
-    in_inputs = sum(1 for k in scan.seen if k in caps)
+    in_inputs = len(scan.seen & caps.keys())
     return {
         "tool": {"name": "ngrp", "version": __version__},
         "settings": {

@@ -24,7 +24,7 @@ _CONTENT_KEYS = (
     "reasoning_content", "summary",
 )  # fmt: skip
 MAX_UNIT = 500  # longest repeated unit (characters) the loop detector looks for
-_WINDOW = 16  # characters matched at each anchor to find a candidate period
+_WINDOW = 32  # characters matched at each anchor to find a candidate period
 
 
 def _nonblank(value: Any) -> bool:
@@ -40,17 +40,6 @@ def _nonblank(value: Any) -> bool:
 def has_content(response: dict) -> bool:
     """Whether the response holds any non-blank text (answer, reasoning, refusal, ...) in its output."""
     return _nonblank(response.get("output_text")) or _nonblank(response.get("output"))
-
-
-def _append_texts(parts: Any, out: list[str]) -> None:
-    if type(parts) is list:
-        for part in parts:
-            if type(part) is dict:
-                text = part.get("text")
-                if type(text) is str:
-                    out.append(text)
-    elif type(parts) is str:
-        out.append(parts)
 
 
 def split_output(response: dict) -> tuple[str, str, bool]:
@@ -90,11 +79,22 @@ def split_output(response: dict) -> tuple[str, str, bool]:
             if type(extra) is str:
                 reasoning.append(extra)
         elif kind == "reasoning":
-            _append_texts(item.get("summary"), reasoning)
-            _append_texts(item.get("content"), reasoning)
+            for parts in (item.get("summary"), item.get("content")):
+                if type(parts) is list:
+                    for part in parts:
+                        if type(part) is dict:
+                            text = part.get("text")
+                            if type(text) is str:
+                                reasoning.append(text)
+                elif type(parts) is str:
+                    reasoning.append(parts)
         elif kind in TOOL_CALL_TYPES or item.get("tool_calls"):
             tools = True
-    return "".join(answer), "\n".join(reasoning), tools
+    return (
+        answer[0] if len(answer) == 1 else "".join(answer),
+        reasoning[0] if len(reasoning) == 1 else "\n".join(reasoning),
+        tools,
+    )
 
 
 def stop_reason(response: dict) -> str | None:
@@ -130,31 +130,39 @@ def find_loop(text: str, min_repeats: int, min_chars: int) -> tuple[str, int, in
     repeats at least `min_repeats` times back to back over at least `min_chars` characters.
 
     A loop is a stretch of text with period p (text[i] == text[i + p] throughout) holding
-    `copies = len // p` whole copies. Anchors every few characters look for an earlier copy of the
-    window before them within MAX_UNIT characters; each candidate period is then grown into its maximal
-    stretch. The anchors are close enough that every loop of at least `min_chars` characters holds one
-    (tested against a brute-force search).
+    `copies = len // p` whole copies. Anchors spaced about min_chars * (1 - 1/min_repeats) apart look
+    for an earlier copy of the 32 characters before them within MAX_UNIT characters; each candidate
+    period is then grown into its maximal stretch. Every loop of at least `min_chars` characters holds
+    an anchor (tested against a brute-force search); normal text costs one `rfind` per anchor.
     """
     n = len(text)
     if n < min_chars or n < 2:
         return None
+    # A loop of L >= min_chars characters has period p <= L / min_repeats, so the stretch where an anchor
+    # finds it (the window and its copy p earlier, inside the loop) is L - window - p long, at least
+    # min_chars * (1 - 1 / min_repeats) - window: anchors that far apart cannot all miss it.
     window = max(1, min(_WINDOW, min_chars // 4))
-    stride = max(1, min_chars // 2 - window)
-    anchor = n
-    while anchor > window:
-        found = _loop_at(text, anchor, window, min_repeats, min_chars)
-        if found is not None:
-            return found
-        anchor -= stride
+    stride = max(1, int(min_chars * (1 - 1 / min_repeats)) - window)
+    a = n
+    rfind = text.rfind
+    while a > window:
+        # the usual anchor: the window has no earlier copy nearby (one C call, no function call)
+        j = rfind(text[a - window : a], max(0, a - window - MAX_UNIT), a - 1)
+        if j >= 0:
+            found = _loop_at(text, a, window, j, min_repeats, min_chars)
+            if found is not None:
+                return found
+        a -= stride
     return None
 
 
-def _loop_at(text: str, a: int, w: int, min_repeats: int, min_chars: int) -> tuple[str, int, int] | None:
+def _loop_at(
+    text: str, a: int, w: int, j: int, min_repeats: int, min_chars: int
+) -> tuple[str, int, int] | None:
+    """Try each earlier copy of the window before `a` (the nearest, at j, first) as the loop's period."""
     probe = text[a - w : a]
     lo = max(0, a - w - MAX_UNIT)
-    end = a - 1
     while True:
-        j = text.rfind(probe, lo, end)
         if j < 0:
             return None
         p = a - w - j
@@ -162,7 +170,7 @@ def _loop_at(text: str, a: int, w: int, min_repeats: int, min_chars: int) -> tup
         copies = (stop - start) // p
         if copies >= min_repeats and copies * p >= min_chars:
             return text[start : start + p], copies, start
-        end = j + w - 1
+        j = text.rfind(probe, lo, j + w - 1)
 
 
 def _stretch(text: str, left: int, right: int, p: int) -> tuple[int, int]:
