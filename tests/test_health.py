@@ -321,3 +321,19 @@ def test_healthy_row_shortcut_writes_what_orjson_writes():
         digest = Digest(task, rollout)
         expected = orjson.dumps(verdict_row(digest), option=orjson.OPT_APPEND_NEWLINE)
         assert _HEALTHY_ROW % (task, rollout, task, rollout) == expected
+
+
+def test_an_inline_think_block_with_nothing_after_it_is_reasoning_without_answer(tmp_path):
+    """inspect's reading of a message: a model served without a reasoning parser writes its thoughts
+    inline; what follows `</think>` is the final answer."""
+    run = clean_run(2)
+    rows = [json.loads(line) for line in run.lines]
+    rows[0]["response"]["output"][-1]["content"][0]["text"] = "<think>add 0 and 0, carefully</think>  "
+    rows[1]["response"]["output"][-1]["content"][0]["text"] = "<think>add 0 and 1</think>\\boxed{1}"
+    run.lines = [(json.dumps(r) + "\n").encode() for r in rows]
+    inputs, rollouts, _ = run.write(tmp_path)
+    run_health(inputs, rollouts)
+    verdicts = _by_key(_verdicts(tmp_path))
+    first, second = ((rows[i]["_ng_task_index"], rows[i]["_ng_rollout_index"]) for i in (0, 1))
+    assert [f["check"] for f in verdicts[first][0]["findings"]] == ["ngrp/reasoning_without_final_answer"]
+    assert verdicts[second][0]["verdict"] == "healthy"

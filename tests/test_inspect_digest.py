@@ -157,3 +157,54 @@ def test_cut_middle_keeps_the_end_and_marks_the_cut():
     assert cut.endswith("END") and cut.startswith("a" * 10) and "[... 73 chars cut ...]" in cut
     assert cut_middle(text, None) == text and cut_middle("short", 30) == "short"
     assert cut_middle("b" * 60, 30) == "b" * 60, "a little over the budget is kept whole"
+
+
+def _reference_final_and_reasoning(response):
+    """final_and_reasoning as first written (a list of messages, then a pass over reasoning items): the
+    one-walk version must give the same texts."""
+    from ngrp_lib.inspect.digest import _parts_text
+
+    items = response.get("output") if isinstance(response, dict) else None
+    items = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    messages = [item for item in items if item.get("type") == "message"]
+    final = _parts_text(messages[-1].get("content"), ("output_text",)) if messages else ""
+    thoughts = []
+    for item in items:
+        if item.get("type") == "reasoning":
+            text = _parts_text(item.get("summary"), ("summary_text",))
+            text += _parts_text(item.get("content"), ("reasoning_text",))
+            if text:
+                thoughts.append(text)
+    inline, final = split_think(final)
+    if inline:
+        thoughts.append(inline)
+    return final, "\n\n".join(thoughts)
+
+
+def test_final_and_reasoning_equals_its_reference_on_random_outputs():
+    import random
+
+    rng = random.Random(5)
+    texts = ["", " ", "4", "so \\boxed{4}", "<think>hmm</think>42", "a</think>b", "<think>x", "plan"]
+
+    def part(kind):
+        return {"type": kind, "text": rng.choice(texts)} if rng.random() < 0.9 else {"type": kind, "text": 3}
+
+    def item():
+        kind = rng.choice(["message", "reasoning", "function_call", "other", None])
+        if kind == "message":
+            content = [part(rng.choice(["output_text", "refusal", "text"])) for _ in range(rng.randint(0, 3))]
+            return {"type": "message", "content": rng.choice([content, rng.choice(texts), None])}
+        if kind == "reasoning":
+            return {
+                "type": "reasoning",
+                "summary": [part("summary_text") for _ in range(rng.randint(0, 2))],
+                "content": rng.choice([None, [part("reasoning_text")], "raw"]),
+            }
+        return rng.choice([{"type": kind}, "not a dict", 7])
+
+    for _ in range(3000):
+        response = rng.choice(
+            [{"output": [item() for _ in range(rng.randint(0, 5))]}, {"output": None}, {}, None]
+        )
+        assert final_and_reasoning(response) == _reference_final_and_reasoning(response), response

@@ -20,7 +20,15 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ..artifacts.jsonl import BLANK, NOT_OBJECT, atomic_outputs, gc_paused, iter_parsed, refuse_existing
+from ..artifacts.jsonl import (
+    BLANK,
+    NOT_OBJECT,
+    Problem,
+    atomic_outputs,
+    gc_paused,
+    iter_parsed,
+    refuse_existing,
+)
 from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
@@ -123,7 +131,10 @@ def _read_inputs(path: Path) -> dict[Any, int | None]:
     _regular_file(path, "materialized inputs")
     caps: dict[Any, int | None] = {}
     for line, row in iter_parsed(path):
-        if type(row) is dict:
+        if isinstance(row, Problem):
+            if row.kind != BLANK:
+                raise InputError(row.message, path=path, line=line)
+        else:
             task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
             if (
                 type(task) is int
@@ -136,8 +147,6 @@ def _read_inputs(path: Path) -> dict[Any, int | None]:
                     params = row.get("responses_create_params")
                     cap = params.get("max_output_tokens") if type(params) is dict else None
                     caps[packed] = cap if type(cap) is int and cap > 0 else None
-        elif row.kind != BLANK:
-            raise InputError(row.message, path=path, line=line)
     return caps
 
 
@@ -158,7 +167,7 @@ def _read_failures(path: Path | None) -> _Failures:
         return out
     _regular_file(path, "failures sidecar")
     for line, row in iter_parsed(path):
-        if type(row) is not dict:
+        if isinstance(row, Problem):
             out.unreadable += row.kind != BLANK
             continue
         out.rows += 1
@@ -211,7 +220,8 @@ def _failed_checks(exc: Exception, settings: Settings) -> Digest:
 def _judge(
     row: dict[str, Any], line: int, caps: dict[Any, int | None], settings: Settings, seen: set
 ) -> Digest:
-    task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+    task: Any = row.get(TASK_KEY)
+    rollout: Any = row.get(ROLLOUT_KEY)
     keyed = _keyed(task, rollout)
     cap = None
     if keyed:
@@ -251,7 +261,7 @@ def _scan_rollouts(path: Path, caps: dict[Any, int | None], settings: Settings) 
     scan = _Scan()
     append, seen = scan.digests.append, scan.seen
     for line, row in iter_parsed(path):
-        if type(row) is dict:
+        if not isinstance(row, Problem):
             append(_judge(row, line, caps, settings, seen))
         elif row.kind == BLANK:
             scan.blank_lines += 1

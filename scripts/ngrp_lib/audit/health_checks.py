@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UsageError
+from ..inspect.digest import final_and_reasoning
 from .health_text import (
     FAILED_STATUSES,
     LENGTH_REASONS,
     find_loop,
     has_content,
-    split_output,
+    made_tool_call,
     stop_reason,
 )
 
@@ -249,13 +250,13 @@ def _response_checks(response: dict[str, Any], cap: int | None, settings: Settin
     explained = False
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
-    answer, reasoning, tools = split_output(response)
+    answer, reasoning = final_and_reasoning(response)  # inspect's one definition of both
     if not explained and (
         response.get("incomplete_details")
         or (cap is not None and completion is not None and completion >= cap)
     ):
         explained = _cap_checks(response, completion, cap, ignored, judged.findings)
-    if not explained and not tools and (not answer or answer.isspace()):
+    if not explained and (not answer or answer.isspace()) and not made_tool_call(response):
         explained = _answer_checks(answer, reasoning, ignored, judged.findings)
     chars = settings.loop_min_chars
     if (len(answer) >= chars or len(reasoning) >= chars) and "ngrp/repetition_loop" not in ignored:

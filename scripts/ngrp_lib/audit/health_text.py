@@ -1,4 +1,6 @@
-"""What a stored response says: its answer text, reasoning text, tool calls, content and cap, and loops.
+"""What a stored response says beyond its texts: tool calls, any content at all, where it stopped, its
+token counts, and degenerate loops. (The final text and the reasoning are `inspect.digest`'s, the one
+definition every command reads.)
 
 Pure functions over one `response` object (an OpenAI Responses object as Gym stores it). They never raise
 on odd shapes: a field of the wrong type reads as absent.
@@ -42,58 +44,12 @@ def has_content(response: dict) -> bool:
     return _nonblank(response.get("output_text")) or _nonblank(response.get("output"))
 
 
-def split_output(response: dict) -> tuple[str, str, bool]:
-    """(answer text, reasoning text, whether any tool call was made) of a response's output items.
-
-    The answer is every `output_text` / `text` / `refusal` part of the message items; reasoning is the
-    summary and content texts of the reasoning items (and a message's `reasoning_content`, as some servers
-    put it). Runs once per rollout: plain loops and exact type checks.
-    """
-    answer: list[str] = []
-    reasoning: list[str] = []
-    tools = False
+def made_tool_call(response: dict) -> bool:
+    """Whether any output item is a tool call (an agent turn that ends on a call has no final text)."""
     output = response.get("output")
-    if type(output) is not list:
-        return "", "", False
-    for item in output:
-        if type(item) is not dict:
-            continue
-        kind = item.get("type")
-        if kind == "message":
-            content = item.get("content")
-            if type(content) is list:
-                for part in content:
-                    if type(part) is dict:
-                        ptype = part.get("type")
-                        if ptype == "output_text" or ptype == "text":
-                            value = part.get("text")
-                        elif ptype == "refusal":
-                            value = part.get("refusal")
-                        else:
-                            continue
-                        if type(value) is str:
-                            answer.append(value)
-            elif type(content) is str:
-                answer.append(content)
-            extra = item.get("reasoning_content")
-            if type(extra) is str:
-                reasoning.append(extra)
-        elif kind == "reasoning":
-            for parts in (item.get("summary"), item.get("content")):
-                if type(parts) is list:
-                    for part in parts:
-                        if type(part) is dict:
-                            text = part.get("text")
-                            if type(text) is str:
-                                reasoning.append(text)
-                elif type(parts) is str:
-                    reasoning.append(parts)
-        elif kind in TOOL_CALL_TYPES or item.get("tool_calls"):
-            tools = True
-    return (
-        answer[0] if len(answer) == 1 else "".join(answer),
-        reasoning[0] if len(reasoning) == 1 else "\n".join(reasoning),
-        tools,
+    return isinstance(output, list) and any(
+        isinstance(item, dict) and (item.get("type") in TOOL_CALL_TYPES or bool(item.get("tool_calls")))
+        for item in output
     )
 
 

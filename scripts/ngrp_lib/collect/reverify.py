@@ -314,7 +314,7 @@ class _Run:
 
     async def run_all(self) -> None:
         results, failures = jsonl.Appender(self.options.output), jsonl.Appender(self.options.failures_path)
-        if self.plan.inputs is not None:
+        if self.plan.inputs is not None and self.options.inputs is not None:
             self._inputs_fd = os.open(self.options.inputs, os.O_RDONLY)
         try:
             async with _session(self.verifier, self.options.concurrency) as self.session:
@@ -336,7 +336,7 @@ class _Run:
             yield row.data, self.disk.attempts[key]
 
     def input_row(self, key: tuple[int, int]) -> dict | None:
-        if self._inputs_fd is None:
+        if self._inputs_fd is None or self.plan.inputs is None:
             return None
         offset, length = self.plan.inputs[pack_key(key)]
         return orjson.loads(os.pread(self._inputs_fd, length, offset))
@@ -350,8 +350,8 @@ class _Run:
             except AttemptFailed as failure:
                 self.record_failure(failures, row, attempt, failure, time.monotonic() - started)
             except TypeError as exc:  # orjson: a verifier value JSON cannot hold
-                failure = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
-                self.record_failure(failures, row, attempt, failure, time.monotonic() - started)
+                not_json = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
+                self.record_failure(failures, row, attempt, not_json, time.monotonic() - started)
             else:
                 self.tally.add_result(out.get("reward"), 0)
             self.bar.update()
@@ -389,7 +389,8 @@ class _session:
     """An aiohttp session only for /verify (built-in and function verifiers need none: no aiohttp import)."""
 
     def __init__(self, verifier: Any, concurrency: int) -> None:
-        self.verifier, self.concurrency, self.session = verifier, concurrency, None
+        self.verifier, self.concurrency = verifier, concurrency
+        self.session: Any = None
 
     async def __aenter__(self) -> Any:
         if getattr(self.verifier, "kind", None) != "url":

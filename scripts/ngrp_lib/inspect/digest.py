@@ -53,11 +53,12 @@ def _parts_text(parts: Any, kinds: tuple[str, ...]) -> str:
         return parts
     if not isinstance(parts, list):
         return ""
-    return "".join(
+    texts = [
         p["text"]
         for p in parts
         if isinstance(p, dict) and p.get("type") in kinds and isinstance(p.get("text"), str)
-    )
+    ]
+    return texts[0] if len(texts) == 1 else "".join(texts)  # one part is the usual case: no join
 
 
 def response_text(response: Any) -> str:
@@ -83,21 +84,30 @@ def split_think(text: str) -> tuple[str, str]:
 
 
 def final_and_reasoning(response: Any) -> tuple[str, str]:
-    """(final text, reasoning text) of a response; either may be empty."""
-    items = _items(response)
-    messages = [item for item in items if item.get("type") == "message"]
-    final = _parts_text(messages[-1].get("content"), ("output_text",)) if messages else ""
+    """(final text, reasoning text) of a response; either may be empty. One walk over the output items
+    (`ngrp health` calls this for every rollout of a run)."""
+    output = response.get("output") if isinstance(response, dict) else None
+    if not isinstance(output, list):
+        return "", ""
+    last_message: dict | None = None
     thoughts = []
-    for item in items:
-        if item.get("type") == "reasoning":
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            last_message = item
+        elif kind == "reasoning":
             text = _parts_text(item.get("summary"), ("summary_text",))
             text += _parts_text(item.get("content"), ("reasoning_text",))
             if text:
                 thoughts.append(text)
-    inline, final = split_think(final)
-    if inline:
-        thoughts.append(inline)
-    return final, "\n\n".join(thoughts)
+    final = _parts_text(last_message.get("content"), ("output_text",)) if last_message is not None else ""
+    if THINK_CLOSE in final:
+        inline, final = split_think(final)
+        if inline:
+            thoughts.append(inline)
+    return final, thoughts[0] if len(thoughts) == 1 else "\n\n".join(thoughts)
 
 
 def finish(response: Any) -> Finish:
