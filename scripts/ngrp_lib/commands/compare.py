@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from ._common import PROFILE_PATH, bootstrap_option, emit, json_option, pass_threshold_option, seed_option
+from ._common import (
+    PROFILE_PATH,
+    FiniteFloat,
+    bootstrap_option,
+    emit,
+    json_option,
+    pass_threshold_option,
+    seed_option,
+)
 
 
 @click.command("compare")
@@ -18,7 +26,11 @@ from ._common import PROFILE_PATH, bootstrap_option, emit, json_option, pass_thr
 @click.option("--metric", default="reward", show_default=True, help="Per-rollout field to compare.")
 @pass_threshold_option("Success means value >= X (for McNemar and flips when the metric is not 0/1).")
 @click.option(
-    "--alpha", type=float, default=0.05, show_default=True, help="Level for flips (BH) and the MDE."
+    "--alpha",
+    type=FiniteFloat(0.0, strict_minimum=True),
+    default=0.05,
+    show_default=True,
+    help="Level for flips (BH) and the MDE.",
 )
 @click.option(
     "--effect",

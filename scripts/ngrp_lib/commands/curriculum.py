@@ -6,7 +6,16 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option, overwrite_option, pass_threshold_option, profile_argument
+from ._common import (
+    FINITE,
+    INPUT_FILE,
+    OUTPUT_FILE,
+    emit,
+    json_option,
+    overwrite_option,
+    pass_threshold_option,
+    profile_argument,
+)
 
 
 def _render(result) -> str:
@@ -45,7 +54,7 @@ def _render(result) -> str:
     "--tasks",
     "tasks",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="The ORIGINAL tasks JSONL the run was materialized from, or the run's materialized inputs "
     "(one row per task is written back).",
 )
@@ -53,11 +62,11 @@ def _render(result) -> str:
     "--output",
     "-o",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     help="Where to write the selected task rows (JSONL).",
 )
-@click.option("--min", "min_rate", type=float, help="Band mode: keep tasks with pass rate >= this.")
-@click.option("--max", "max_rate", type=float, help="Band mode: keep tasks with pass rate <= this.")
+@click.option("--min", "min_rate", type=FINITE, help="Band mode: keep tasks with pass rate >= this.")
+@click.option("--max", "max_rate", type=FINITE, help="Band mode: keep tasks with pass rate <= this.")
 @click.option(
     "--learnable-for",
     "group_size",
@@ -67,7 +76,7 @@ def _render(result) -> str:
 )
 @click.option(
     "--min-informative",
-    type=float,
+    type=FINITE,
     default=0.5,
     show_default=True,
     metavar="P",

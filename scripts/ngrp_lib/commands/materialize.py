@@ -6,7 +6,7 @@ import click
 
 from ..collect.materialize import MaterializeOptions, MaterializeResult, materialize
 from ..errors import UsageError
-from ._common import emit, json_option, overwrite_option
+from ._common import INPUT_FILE, OUTPUT_FILE, emit, json_option, overwrite_option
 
 
 def materialize_options(f):
@@ -35,12 +35,8 @@ Example:
 Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
 """
 )
-@click.option(
-    "--input", "input_path", required=True, type=click.Path(dir_okay=False), help="Task rows (JSONL)."
-)
-@click.option(
-    "--output", "output_path", required=True, type=click.Path(dir_okay=False), help="Materialized file."
-)
+@click.option("--input", "input_path", required=True, type=INPUT_FILE, help="Task rows (JSONL).")
+@click.option("--output", "output_path", required=True, type=OUTPUT_FILE, help="Materialized file.")
 @materialize_options
 @click.option(
     "--fan-out",

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from ._common import (
+    INPUT_FILE,
+    FiniteFloat,
     answer_key_option,
     bootstrap_option,
     emit,
@@ -22,7 +24,7 @@ from ._common import (
 @profile_argument
 @click.option(
     "--rollouts",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="rollouts.jsonl the profile came from: adds answers (majority@k) and truncation.",
 )
 @click.option(
@@ -38,7 +40,7 @@ from ._common import (
 @interval_option
 @click.option(
     "--target-width",
-    type=float,
+    type=FiniteFloat(0.0, strict_minimum=True),
     default=0.2,
     show_default=True,
     help="Per-task 95% interval width used for 'repeats needed'.",
