@@ -30,7 +30,7 @@ async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: R
     retry = 0
     while True:
         try:
-            payload = await post_once(session, url, body, headers, policy.timeout)
+            payload = await post_once(session, url, body, headers, policy.timeout, policy=policy)
             break
         except AttemptFailed as failure:
             if failure.failure_class == "timeout":  # Gym has no request timeout: no reply at all
@@ -86,11 +86,11 @@ class GymRun(DirectRun):
         stamp(row, result, target, attempt)
         kind = outcome(result)
         if kind == "no_persist":
-            self.tally.add_failure(str(result.get(FAILURE_CLASS_KEY) or "no_persist"))
+            self.tally.add_failure(self.redactor.text(str(result.get(FAILURE_CLASS_KEY) or "no_persist")))
             return
         if kind == "failure":
             self.failures.write(result)
-            self.tally.add_failure(str(result[FAILURE_CLASS_KEY]))
+            self.tally.add_failure(self.redactor.text(str(result[FAILURE_CLASS_KEY])))
             return
         self.results.write(result)
         usage = (result.get("response") or {}).get("usage") or {}

@@ -32,6 +32,7 @@ from typing import Any
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.numbering import TaskNumbering
+from ..artifacts.opening import open_input, same_file
 from ..errors import InputError, UsageError
 
 AGENT_REF = "agent_ref"
@@ -99,6 +100,7 @@ def expand(
     out: list[dict] = []
     for record in rows:
         row = dict(record.data)
+        _check_routing_fields(row, source, record.line)
         basis = _routing_key(row)  # Gym fans out by the name as written, before any routing
         if not _route(row, options):
             missing_agent.append(record.line)
@@ -136,6 +138,21 @@ def _route(row: dict, options: MaterializeOptions) -> bool:
         row[AGENT_REF] = {"name": options.default_agent}
         return True
     return row.get("task_source") is not None
+
+
+def _check_routing_fields(row: dict, source: Path | str, line: int) -> None:
+    """agent_ref is an object whose name (when given) is a string, task_source a string: both route rows."""
+    ref = row.get(AGENT_REF)
+    if ref is not None and not isinstance(ref, dict):
+        raise InputError(f"{AGENT_REF} must be an object such as {{\"name\": \"my_agent\"}}", path=source,
+                         line=line, pointer=f"/{AGENT_REF}")  # fmt: skip
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"{AGENT_REF}.name must be a string, not {type(name).__name__}", path=source,
+                         line=line, pointer=f"/{AGENT_REF}/name")  # fmt: skip
+    source_name = row.get("task_source")
+    if source_name is not None and not isinstance(source_name, str):
+        raise InputError("task_source must be a string", path=source, line=line, pointer="/task_source")
 
 
 def _routing_key(row: dict) -> str | None:
@@ -197,7 +214,7 @@ def materialize(
     input_path: Path | str, output_path: Path | str, options: MaterializeOptions, *, overwrite: bool = False
 ) -> MaterializeResult:
     """Read tasks, expand them, and write the materialized file atomically."""
-    if Path(input_path).resolve() == Path(output_path).resolve():
+    if same_file(input_path, output_path):
         raise UsageError(f"{input_path} is both the input and the output", hint="write to another file")
     jsonl.refuse_existing([Path(output_path)], overwrite)
     records = list(read_task_lines(input_path, options.limit))
@@ -216,7 +233,7 @@ def materialize(
 
 def sha256_file(path: Path | str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_input(path, buffering=0) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..inspect.digest import response_text
+from .http import RetryPolicy, read_limited, read_prefix
 
 BUILTINS = ("exact", "math", "mcq", "regex")
 
@@ -113,8 +114,23 @@ def extract_letter(text: str) -> str | None:
 # ---- the verifier objects -----------------------------------------------------------------------
 
 
+MAX_EXTRACTED = 1000  # characters of an extracted answer stored (the whole reply is in `response`)
+
+
+def bounded_answer(text: str | None, limit: int = MAX_EXTRACTED) -> str | None:
+    """The answer as stored: whole up to `limit` characters; longer, its start plus its length and a
+    digest, so two long answers still compare equal only when they are equal (majority@k)."""
+    if text is None or len(text) <= limit:
+        return text
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:limit]}...[{len(text)} characters, sha256 {digest}]"
+
+
 def _fields(extracted: str | None, correct: bool) -> dict[str, Any]:
-    return {"reward": 1.0 if correct else 0.0, "extracted_answer": extracted, "is_correct": correct}
+    answer = bounded_answer(extracted)
+    return {"reward": 1.0 if correct else 0.0, "extracted_answer": answer, "is_correct": correct}
 
 
 def verify_exact(text: str, expected: str) -> dict[str, Any]:
@@ -182,8 +198,9 @@ class UrlVerifier:
     kind = "url"
     needs_answer = False
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: str, timeout: float, policy: RetryPolicy | None = None) -> None:
         self.url, self.timeout = url, timeout
+        self.policy = policy or RetryPolicy(timeout=timeout)
 
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
         import aiohttp
@@ -192,11 +209,16 @@ class UrlVerifier:
         body = orjson.dumps({**row, "response": response})
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         async with session.post(
-            self.url, data=body, headers={"content-type": "application/json"}, timeout=timeout
+            self.url,
+            data=body,
+            headers={"content-type": "application/json"},
+            timeout=timeout,
+            allow_redirects=self.policy.follow_redirects,
         ) as reply:
-            payload = await reply.read()
             if reply.status != 200:
+                payload = await read_prefix(reply, 300)
                 raise VerifyError(f"/verify answered HTTP {reply.status}: {payload[:300]!r}")
+            payload = await read_limited(reply, self.policy.max_response_bytes, self.url)
         result = orjson.loads(payload)
         if not isinstance(result, dict) or "reward" not in result:
             raise VerifyError("/verify returned no 'reward'")
@@ -249,6 +271,7 @@ def make_verifier(
     url: str | None,
     function: str | None,
     timeout: float,
+    policy: RetryPolicy | None = None,
 ):
     chosen = [x for x in (name, url, function) if x]
     if len(chosen) != 1:
@@ -257,7 +280,7 @@ def make_verifier(
             "--verify-url URL or --verifier-fn MOD:FN"
         )
     if url:
-        return UrlVerifier(url, timeout)
+        return UrlVerifier(url, timeout, policy)
     if function:
         return FunctionVerifier(function)
     assert name is not None  # exactly one of the three was chosen
