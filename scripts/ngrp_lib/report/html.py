@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import atomic_output, iter_rows
-from ..artifacts.names import failures_path_for, manifest_path_for
+from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
 from ..numbers import num, pval
 from ..stats.paired import IDENTICAL
@@ -183,7 +183,9 @@ def _failures(rollouts: Path | None) -> str:
     keys: set = set()
     for row in iter_rows(path):
         classes[str(row.data.get("_ng_failure_class") or row.data.get("failure_class") or "unknown")] += 1
-        keys.add((row.data.get("_ng_task_index"), row.data.get("_ng_rollout_index")))
+        key = rollout_key(row.data)  # a row without a valid key still counts as an attempt
+        if key is not None:
+            keys.add(key)
     rows = [[name, count] for name, count in classes.most_common()]
     return (
         _table(["failure class", "attempts"], rows)
