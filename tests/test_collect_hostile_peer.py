@@ -74,6 +74,9 @@ def peer():
             return reply
         if mode == "redirect":
             raise web.HTTPTemporaryRedirect(state["other"] + "/v1/chat/completions")
+        if mode == "gym_odd_shapes":  # a /run reply whose response and usage are not objects
+            odd = [{"response": "text", "reward": 1.0}, {"response": {"usage": [1, 2]}, "reward": "high"}]
+            return web.json_response(odd[state["posts"] % 2])
         if mode == "gym_echo":
             response = {"output": [], "usage": {"output_tokens": 1}, "status": "completed", "echo": headers}
             return web.json_response({"response": response, "reward": 1.0})
@@ -207,3 +210,15 @@ def test_a_long_exact_answer_is_stored_bounded(run_ngrp, tmp_path, peer):
         text = row["response"]["output"][0]["content"][0]["text"]
         assert len(text) > 1000 and len(row["extracted_answer"]) < 1100
         assert row["extracted_answer"].startswith(text[:1000]) and "sha256" in row["extracted_answer"]
+
+
+def test_a_gym_reply_of_odd_shapes_is_stored_without_a_crash(run_ngrp, tmp_path, peer):
+    """Gym mode stores what /run answers, as Gym does; a response that is text, or usage that is a list,
+    must not crash the collector's bookkeeping."""
+    peer["mode"] = "gym_odd_shapes"
+    _tasks(tmp_path)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--agent", "a", "--gym-url", peer["url"] + "/run", "--max-retries", "0", "--json"]  # fmt: skip
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(_rows(tmp_path / "out" / "r.jsonl")) == 2

@@ -277,3 +277,19 @@ def test_a_full_disk_names_the_file(tmp_path):
     with pytest.raises(OSError) as info:
         writer.write(b"x")
     assert info.value.filename == str(tmp_path / "out.jsonl") and info.value.errno == errno.ENOSPC
+
+
+def test_validate_lists_a_too_long_line_and_its_json_matches_the_schema(tmp_path, monkeypatch):
+    import jsonschema
+
+    from ngrp_lib.artifacts import schemas
+    from ngrp_lib.audit.validate import validate_files
+
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text('{"a": "' + "x" * 300 + '"}\n{"b": 1}\n')
+    monkeypatch.setenv("NGRP_MAX_LINE_BYTES", "100")
+    report = validate_files([path], kind="tasks").to_json()
+    jsonschema.validate(report, schemas.load("validate_output"))
+    problems = report["files"][0]["problems"]
+    assert [(p["line"], p["kind"]) for p in problems] == [(1, "line_too_long")]
+    assert report["files"][0]["rows"] == 1 and report["exit_code"] == 1

@@ -23,14 +23,14 @@ import os
 import re
 import socket
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
 import orjson
 
-from ..errors import InputError, OutputExistsError
+from ..errors import InputError, OutputExistsError, UsageError
 from .opening import (
     check_output_path,
     line_too_long,
@@ -38,6 +38,7 @@ from .opening import (
     open_append,
     open_input,
     read_document,
+    same_file,
 )
 
 # Problem kinds, stable strings used in --json output.
@@ -332,11 +333,16 @@ class Appender:
         self.close()
 
 
-def refuse_existing(paths: list[Path], overwrite: bool) -> None:
-    """Fail before doing any work when an output exists and overwriting was not asked for, or when an
-    output path is a folder or another file that is not a regular one (exit 3, overwrite or not)."""
+def refuse_existing(paths: list[Path], overwrite: bool, *, inputs: Iterable[Path | str | None] = ()) -> None:
+    """Fail before doing any work when an output exists and overwriting was not asked for, when an
+    output path is a folder or another file that is not a regular one (exit 3, overwrite or not), or when
+    an output is one of the command's `inputs` (exit 2: --overwrite would replace what is being read)."""
+    sources = [Path(p) for p in inputs if p is not None]
     for path in paths:
         check_output_path(path)
+        for source in sources:
+            if same_file(source, path):
+                raise UsageError(f"{path} is both an input and an output", hint="write to another path")
         if not overwrite and os.path.lexists(path):
             raise OutputExistsError(path)
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..artifacts import jsonl
-from .direct import DirectRun
+from .direct import DirectRun, output_tokens
 from .gym_run import FAILURE_CLASS_KEY, GymTargets, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_once
 from .routing import Endpoint
@@ -93,5 +93,6 @@ class GymRun(DirectRun):
             self.tally.add_failure(self.redactor.text(str(result[FAILURE_CLASS_KEY])))
             return
         self.results.write(result)
-        usage = (result.get("response") or {}).get("usage") or {}
-        self.tally.add_result(result.get("reward"), usage.get("output_tokens") or 0)
+        response = result.get("response")  # the server's reply, whatever its shape: never a crash here
+        tokens = output_tokens(response) if isinstance(response, dict) else 0
+        self.tally.add_result(result.get("reward"), tokens)

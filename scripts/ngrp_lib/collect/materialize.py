@@ -32,7 +32,7 @@ from typing import Any
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.numbering import TaskNumbering
-from ..artifacts.opening import open_input, same_file
+from ..artifacts.opening import open_input
 from ..errors import InputError, UsageError
 
 AGENT_REF = "agent_ref"
@@ -54,6 +54,9 @@ class MaterializeOptions:
             raise UsageError(f"--num-repeats must be at least 1, got {self.num_repeats}")
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--limit must be at least 1, got {self.limit}")
+        for name in ("agent", "default_agent"):
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise UsageError("--agent must name an agent (it is empty)")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -214,9 +217,7 @@ def materialize(
     input_path: Path | str, output_path: Path | str, options: MaterializeOptions, *, overwrite: bool = False
 ) -> MaterializeResult:
     """Read tasks, expand them, and write the materialized file atomically."""
-    if same_file(input_path, output_path):
-        raise UsageError(f"{input_path} is both the input and the output", hint="write to another file")
-    jsonl.refuse_existing([Path(output_path)], overwrite)
+    jsonl.refuse_existing([Path(output_path)], overwrite, inputs=[input_path])
     records = list(read_task_lines(input_path, options.limit))
     rows = expand(records, options, input_path)
     jsonl.write_jsonl(output_path, rows, overwrite=overwrite)

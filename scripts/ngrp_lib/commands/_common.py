@@ -77,6 +77,15 @@ class FiniteFloat(click.ParamType):
         return number
 
 
+def count(minimum: int = 0, maximum: int = 2**63 - 1) -> click.IntRange:
+    """An integer option within bounds: by default one JSON (and orjson) can hold, so a value written
+    to a manifest or a campaign file cannot fail half-way with "Integer exceeds 64-bit range"."""
+    return click.IntRange(minimum, maximum)
+
+
+MAX_REPEATS = 100_000  # rollouts per task: beyond any profile, and the materialized rows are held in memory
+MAX_SEED = 2**63 - 1
+
 FINITE = FiniteFloat()
 DURATION = FiniteFloat(0.0, strict_minimum=True)  # seconds or minutes: finite and > 0
 DELAY = FiniteFloat(0.0)  # finite and >= 0 (0 = no wait)
@@ -100,7 +109,14 @@ def pass_threshold_option(help: str = "Success means reward >= X (non-binary rew
 
 
 def bootstrap_option(help: str = "Bootstrap replicates.") -> Callable:
-    return click.option("--bootstrap", "n_bootstrap", type=int, default=2000, show_default=True, help=help)
+    return click.option(
+        "--bootstrap",
+        "n_bootstrap",
+        type=count(0, 100_000),  # stats.uncertainty.MAX_BOOTSTRAP (not imported: `ngrp --help` stays cheap)
+        default=2000,
+        show_default=True,
+        help=help,
+    )
 
 
 interval_option = click.option(
@@ -113,7 +129,7 @@ interval_option = click.option(
 
 
 def seed_option(help: str = "Bootstrap seed.") -> Callable:
-    return click.option("--seed", type=int, default=0, show_default=True, help=help)
+    return click.option("--seed", type=count(0, MAX_SEED), default=0, show_default=True, help=help)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import UsageError
-from ._common import DELAY, DURATION, INPUT_FILE, OUTPUT_FILE, emit, json_option, overwrite_option
+from ._common import DELAY, DURATION, INPUT_FILE, OUTPUT_FILE, count, emit, json_option, overwrite_option
 from .materialize import materialize_options
 
 
@@ -82,11 +82,13 @@ or another collector holds the lock, 3 malformed input (file:line named).
 @click.option(
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )
-@click.option("--concurrency", type=int, default=32, show_default=True, help="Requests in flight.")
+@click.option(
+    "--concurrency", type=count(1, 10_000), default=32, show_default=True, help="Requests in flight."
+)
 @click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
     "--max-retries",
-    type=int,
+    type=count(0, 1000),
     default=3,
     show_default=True,
     help="Retries per request on connection errors, timeouts, 429 and 5xx.",
@@ -94,7 +96,7 @@ or another collector holds the lock, 3 malformed input (file:line named).
 @click.option("--retry-base-delay", type=DELAY, default=0.5, show_default=True, help="First retry delay (s).")
 @click.option(
     "--max-response-mb",
-    type=click.IntRange(min=1),
+    type=count(1, 1 << 20),
     default=16,
     show_default=True,
     help="Largest reply read (MiB); a larger one is a response_too_large failure.",
@@ -106,14 +108,14 @@ or another collector holds the lock, 3 malformed input (file:line named).
 )
 @click.option(
     "--max-attempts",
-    type=int,
+    type=count(1, 1000),
     default=3,
     show_default=True,
     help="--resume retries a failed key until it has this many failed attempts.",
 )
 @click.option(
     "--abort-after",
-    type=int,
+    type=count(1),
     default=16,
     show_default=True,
     help="Stop admitting rows after this many attempts in a row got no reply.",

@@ -10,6 +10,7 @@ from ._common import (
     FINITE,
     INPUT_FILE,
     OUTPUT_FILE,
+    count,
     emit,
     json_option,
     overwrite_option,
@@ -70,7 +71,7 @@ def _render(result) -> str:
 @click.option(
     "--learnable-for",
     "group_size",
-    type=int,
+    type=count(2, 2**31),
     metavar="G",
     help="Learnability mode: keep tasks where a GRPO group of G rollouts is likely informative.",
 )

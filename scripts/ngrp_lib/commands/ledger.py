@@ -9,7 +9,7 @@ import click
 from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
 from ..ledger.campaign import now_utc
 from ..ledger.gitinfo import read_git, warnings_for
-from ._common import FINITE, FOLDER, INPUT_FILE, NON_NEGATIVE, emit, json_option
+from ._common import FINITE, FOLDER, INPUT_FILE, NON_NEGATIVE, count, emit, json_option
 from .ledger_common import campaign_option, dir_option, render_record
 from .ledger_text import render as render_status
 
@@ -45,7 +45,7 @@ def command() -> None:
 @click.option("--target", type=FINITE, help="Stop when the best kept run reaches this value.")
 @click.option(
     "--max-experiments",
-    type=int,
+    type=count(1, 2**31),
     help="Stop after this many attempted runs. The baseline counts, and so do crashes: "
     "--max-experiments 5 is the baseline plus 4 experiments.",
 )

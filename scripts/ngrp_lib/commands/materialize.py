@@ -6,12 +6,12 @@ import click
 
 from ..collect.materialize import MaterializeOptions, MaterializeResult, materialize
 from ..errors import UsageError
-from ._common import INPUT_FILE, OUTPUT_FILE, emit, json_option, overwrite_option
+from ._common import INPUT_FILE, MAX_REPEATS, OUTPUT_FILE, count, emit, json_option, overwrite_option
 
 
 def materialize_options(f):
     """Options shared with `collect` (which materializes raw tasks first)."""
-    f = click.option("--limit", type=int, default=None, help="Read only the first N input lines.")(f)
+    f = click.option("--limit", type=count(1), default=None, help="Read only the first N input lines.")(f)
     f = click.option("--interleave", is_flag=True, help='Order rows round by round ("abcabc").')(f)
     f = click.option(
         "--seed-per-repeat",
@@ -19,7 +19,9 @@ def materialize_options(f):
         help='Set metadata.extra_body to {"seed": <rollout index>} (Gym\'s num_repeats_add_seed).',
     )(f)
     f = click.option("--agent", default=None, help="Route every row to this agent (agent_ref.name).")(f)
-    f = click.option("--num-repeats", type=int, default=1, show_default=True, help="Rollouts per task.")(f)
+    f = click.option(
+        "--num-repeats", type=count(1, MAX_REPEATS), default=1, show_default=True, help="Rollouts per task."
+    )(f)
     return f
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ._common import DELAY, FOLDER, OUTPUT_FILE, FiniteFloat, emit, json_option
+from ._common import DELAY, FOLDER, OUTPUT_FILE, FiniteFloat, count, emit, json_option
 
 EXIT_CODES = """\b
 Exit codes: 0 ok, 1 a server failed to start or is not healthy, 2 usage error or no vLLM found,
@@ -48,19 +48,17 @@ def command() -> None:
 @command.command("start", epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", required=True, help="Model directory (or a hub id on GPU machines with network).")
 @click.option("--served-model-name", help="Name clients use in requests. Default: the model directory name.")
-@click.option(
-    "--num-servers", type=click.IntRange(min=1), help="Default: one per visible GPU group; 1 on CPU."
-)
+@click.option("--num-servers", type=count(1, 1024), help="Default: one per visible GPU group; 1 on CPU.")
 @click.option(
     "--tensor-parallel",
-    type=click.IntRange(min=1),
+    type=count(1, 1024),
     default=1,
     show_default=True,
     help="GPUs per model replica.",
 )
 @click.option(
     "--data-parallel",
-    type=click.IntRange(min=1),
+    type=count(1, 1024),
     default=1,
     show_default=True,
     help="vLLM data-parallel replicas inside each server.",

@@ -11,6 +11,7 @@ from ._common import (
     FiniteFloat,
     answer_key_option,
     bootstrap_option,
+    count,
     emit,
     interval_option,
     json_option,
@@ -48,7 +49,7 @@ from ._common import (
 @click.option(
     "--group-size",
     "group_sizes",
-    type=int,
+    type=count(2, 2**31),
     multiple=True,
     metavar="G",
     help="GRPO group size for P(informative); repeatable (default: powers of two up to n).",

@@ -186,6 +186,8 @@ def init_campaign(
     """Create the campaign file and an empty ledger; refuse if either exists."""
     now = now or now_utc()
     check_name(campaign)
+    if not metric.strip():
+        raise UsageError("--metric must name the metric (it is empty)")
     prefix = branch_prefix or f"autoresearch/{now:%Y-%m-%d}-{campaign}"
     check_branch_name(prefix, "--branch-prefix")
     for name, value in (("--direction", direction), ("--compare-direction", compare_direction or direction)):

@@ -101,7 +101,7 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
     check_options(options)
     inputs, rollouts = Path(inputs), Path(rollouts)
     paths = output_paths(rollouts, options)
-    refuse_existing(list(paths.values()), options.overwrite)
+    refuse_existing(list(paths.values()), options.overwrite, inputs=[inputs, rollouts])
     with no_gc():  # one span: re-enabling between read and profile would trigger a full collection
         data, stats = read_dataset(inputs, rollouts, options.null_reward, options.allow_partial)
         sources = {

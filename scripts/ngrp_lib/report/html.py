@@ -330,7 +330,8 @@ def build_report(
     from ..artifacts.jsonl import refuse_existing
 
     settings = settings or StatsSettings()
-    refuse_existing([Path(output)], overwrite)
+    sidecar = failures_path_for(rollouts) if rollouts else None
+    refuse_existing([Path(output)], overwrite, inputs=[profile, rollouts, compare, sidecar])
     plots.pyplot()  # fail early with the install hint when matplotlib is missing
     stats = compute_stats(profile, rollouts, settings)
     o = stats.overall

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows
+from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows, refuse_existing
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY, is_index
 from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, UsageError
@@ -202,6 +202,8 @@ def export_curriculum(
 ) -> CurriculumResult:
     """Write the selected original task rows with `key` (pass rate) and `key_n` (its n) added."""
     selection.check()
+    check_key(key)
+    refuse_existing([Path(output)], overwrite, inputs=[profile, tasks])
     data = load_profile(profile, ("reward",))
     picked = _pick_agent(data.keys, agent)
     success = estimators.successes(data.values["reward"][picked], pass_threshold)
@@ -256,6 +258,15 @@ def export_curriculum(
         tasks_kind=lines.kind,
         dropped_fields=lines.dropped_fields,
     )
+
+
+def check_key(key: str) -> None:
+    """The pass-rate field must not replace what Gym reads (identity, routing, the request) or be empty."""
+    if not key or key in REWRITTEN_FIELDS or key.startswith("_ng_"):
+        raise UsageError(
+            f"--key {key!r} would overwrite a field Gym reads",
+            hint="choose a new field name such as pass_rate",
+        )
 
 
 def _write(output: Path | str, lines: TaskLines, chosen: dict, key: str, overwrite: bool) -> tuple[int, int]:
