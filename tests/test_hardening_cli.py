@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import math
 import os
 import resource
 import signal
@@ -479,3 +480,95 @@ def test_a_write_that_fails_names_the_file(world, tmp_path, command):
     assert "Traceback" not in done.stderr and "File too large" in done.stderr, done.stderr
     assert str(out) in done.stderr  # the file is named
     assert not list(out.rglob("*.tmp"))
+
+
+# ---------------------------------------------------------------- found by our own hostile pass
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "{profile}", "-o", "{profile}", "--overwrite"],
+        ["curriculum", "{profile}", "--tasks", "{tasks}", "-o", "{tasks}", "--min", "0", "--overwrite"],
+        ["materialize", "--input", "{tasks}", "--output", "{tasks}", "--agent", "a", "--overwrite"],
+        ["profile", "--inputs", "{profile}", "--rollouts", "{rollouts}", "--overwrite"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_an_input_is_never_overwritten_as_an_output(world, tmp_path, argv):
+    fields = {"profile": world.profile, "tasks": world.tasks, "rollouts": world.rollouts}
+    before = {p: p.read_bytes() for p in (world.profile, world.tasks)}
+    done = ngrp(tmp_path, *[a.format(**fields) for a in argv])
+    assert done.code == 2
+    one_error_line(done, "both an input and an output")
+    assert {p: p.read_bytes() for p in before} == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stats", "{profile}", "--k", "1,2,99999"],
+        ["stats", "{profile}", "--group-size", "99999", "--json"],
+        ["curriculum", "{profile}", "--tasks", "{tasks}", "-o", "{out}/c.jsonl", "--learnable-for", "99999"],
+    ],
+    ids=["k", "group-size", "learnable-for"],
+)
+def test_a_k_or_group_far_beyond_the_repeats_is_quick_and_undefined(world, tmp_path, argv):
+    fields = {"profile": world.profile, "tasks": world.tasks, "out": tmp_path}
+    started = time.monotonic()
+    done = ngrp(tmp_path, *[a.format(**fields) for a in argv], timeout=120)
+    assert done.code == 0 and time.monotonic() - started < 60, done.stderr
+    if "--json" in argv:
+        (entry,) = json.loads(done.stdout)["overall"]["grpo_informative"]
+        assert entry["group_size"] == 99999 and entry["value"] is None and entry["n_tasks"] == 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["stats", "{profile}", "--bootstrap", "100001"],
+        ["compare", "{profile}", "{profile}", "--bootstrap", "1000000000"],
+        ["stats", "{profile}", "--seed", "-1"],
+        ["stats", "{profile}", "--json", "--seed", str(2**64)],
+        ["stats", "{profile}", "--k", str(10**23)],
+        ["curriculum", "{profile}", "--tasks", "{tasks}", "-o", "{out}/c.jsonl", "--min", "0",
+         "--key", "_ng_task_index"],
+        ["curriculum", "{profile}", "--tasks", "{tasks}", "-o", "{out}/c.jsonl", "--min", "0", "--key", ""],
+        ["ledger", "init", "--dir", "{out}/L", "--campaign", "c", "--metric", "m", "--direction", "max",
+         "--max-experiments", str(10**23)],
+        ["ledger", "init", "--dir", "{out}/L", "--campaign", "c", "--metric", "", "--direction", "max"],
+        ["materialize", "--input", "{tasks}", "--output", "{out}/m.jsonl", "--agent", ""],
+        ["materialize", "--input", "{tasks}", "--output", "{out}/m.jsonl", "--agent", "a",
+         "--num-repeats", str(10**20)],
+        ["collect", "--concurrency", str(10**12)],
+    ],
+    ids=lambda argv: " ".join(a for a in argv[:1] + argv[-2:] if "{" not in a)[:40],
+)  # fmt: skip
+def test_option_values_that_broke_the_tool_are_usage_errors(world, tmp_path, argv):
+    fields = {"profile": world.profile, "tasks": world.tasks, "out": tmp_path / "o"}
+    argv = [a.format(**fields) for a in argv]
+    if argv[0] == "collect":
+        argv = collect_argv(tmp_path, world.tasks, *argv[1:])
+    done = ngrp(tmp_path, *argv)
+    assert done.code == 2, (done.stdout, done.stderr)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_report_with_no_scored_reward_prints_no_plotting_warning(tmp_path):
+    profile = tmp_path / "p_reward_profiling.jsonl"
+    infos = [{"_ng_task_index": 0, "_ng_rollout_index": k, "reward": None} for k in range(2)]
+    profile.write_text(json.dumps({"_ng_task_index": 0, "sample": {}, "rollout_infos": infos}) + "\n")
+    pytest.importorskip("matplotlib")
+    done = ngrp(tmp_path, "report", profile, "-o", tmp_path / "r.html")
+    assert done.code == 0 and "Warning" not in done.stderr, done.stderr
+
+
+def test_the_falling_factorial_kernel_stops_past_the_largest_n():
+    from ngrp_lib.stats.estimators import p_informative, pass_hat_k
+
+    started = time.monotonic()
+    assert math.isnan(pass_hat_k([4, 6], [2, 3], 10**12)[0])
+    assert pass_hat_k([4, 6], [2, 3], 7).tolist() == pytest.approx([math.nan, math.nan], nan_ok=True)
+    assert pass_hat_k([8], [8], 5).tolist() == [1.0]  # unchanged below the largest n
+    assert math.isnan(p_informative([4], [2], 10**15)[0])
+    assert time.monotonic() - started < 5
