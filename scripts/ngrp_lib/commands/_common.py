@@ -77,9 +77,10 @@ class FiniteFloat(click.ParamType):
         return number
 
 
-def count(minimum: int = 0, maximum: int = 2**63 - 1) -> click.IntRange:
-    """An integer option within bounds: by default one JSON (and orjson) can hold, so a value written
-    to a manifest or a campaign file cannot fail half-way with "Integer exceeds 64-bit range"."""
+def count(minimum: int | None = None, maximum: int = 2**63 - 1) -> click.IntRange:
+    """An integer option within bounds: at most what JSON (and orjson) can hold by default, so a value
+    written to a manifest or a campaign file cannot fail half-way with "Integer exceeds 64-bit range".
+    The lower bound is left to the library where it checks it (with its own message)."""
     return click.IntRange(minimum, maximum)
 
 
@@ -112,7 +113,7 @@ def bootstrap_option(help: str = "Bootstrap replicates.") -> Callable:
     return click.option(
         "--bootstrap",
         "n_bootstrap",
-        type=count(0, 100_000),  # stats.uncertainty.MAX_BOOTSTRAP (not imported: `ngrp --help` stays cheap)
+        type=count(maximum=100_000),  # stats.uncertainty.MAX_BOOTSTRAP (not imported: --help stays cheap)
         default=2000,
         show_default=True,
         help=help,
@@ -129,7 +130,7 @@ interval_option = click.option(
 
 
 def seed_option(help: str = "Bootstrap seed.") -> Callable:
-    return click.option("--seed", type=count(0, MAX_SEED), default=0, show_default=True, help=help)
+    return click.option("--seed", type=count(maximum=MAX_SEED), default=0, show_default=True, help=help)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -83,12 +83,12 @@ or another collector holds the lock, 3 malformed input (file:line named).
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )
 @click.option(
-    "--concurrency", type=count(1, 10_000), default=32, show_default=True, help="Requests in flight."
+    "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Requests in flight."
 )
 @click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
     "--max-retries",
-    type=count(0, 1000),
+    type=count(maximum=1000),
     default=3,
     show_default=True,
     help="Retries per request on connection errors, timeouts, 429 and 5xx.",
@@ -108,14 +108,14 @@ or another collector holds the lock, 3 malformed input (file:line named).
 )
 @click.option(
     "--max-attempts",
-    type=count(1, 1000),
+    type=count(maximum=1000),
     default=3,
     show_default=True,
     help="--resume retries a failed key until it has this many failed attempts.",
 )
 @click.option(
     "--abort-after",
-    type=count(1),
+    type=count(),
     default=16,
     show_default=True,
     help="Stop admitting rows after this many attempts in a row got no reply.",

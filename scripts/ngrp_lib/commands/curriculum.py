@@ -71,7 +71,7 @@ def _render(result) -> str:
 @click.option(
     "--learnable-for",
     "group_size",
-    type=count(2, 2**31),
+    type=count(maximum=2**31),
     metavar="G",
     help="Learnability mode: keep tasks where a GRPO group of G rollouts is likely informative.",
 )

@@ -45,7 +45,7 @@ def command() -> None:
 @click.option("--target", type=FINITE, help="Stop when the best kept run reaches this value.")
 @click.option(
     "--max-experiments",
-    type=count(1, 2**31),
+    type=count(maximum=2**31),
     help="Stop after this many attempted runs. The baseline counts, and so do crashes: "
     "--max-experiments 5 is the baseline plus 4 experiments.",
 )

@@ -11,7 +11,7 @@ from ._common import INPUT_FILE, MAX_REPEATS, OUTPUT_FILE, count, emit, json_opt
 
 def materialize_options(f):
     """Options shared with `collect` (which materializes raw tasks first)."""
-    f = click.option("--limit", type=count(1), default=None, help="Read only the first N input lines.")(f)
+    f = click.option("--limit", type=count(), default=None, help="Read only the first N input lines.")(f)
     f = click.option("--interleave", is_flag=True, help='Order rows round by round ("abcabc").')(f)
     f = click.option(
         "--seed-per-repeat",
@@ -20,7 +20,11 @@ def materialize_options(f):
     )(f)
     f = click.option("--agent", default=None, help="Route every row to this agent (agent_ref.name).")(f)
     f = click.option(
-        "--num-repeats", type=count(1, MAX_REPEATS), default=1, show_default=True, help="Rollouts per task."
+        "--num-repeats",
+        type=count(maximum=MAX_REPEATS),
+        default=1,
+        show_default=True,
+        help="Rollouts per task.",
     )(f)
     return f
 

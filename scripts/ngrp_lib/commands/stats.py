@@ -49,7 +49,7 @@ from ._common import (
 @click.option(
     "--group-size",
     "group_sizes",
-    type=count(2, 2**31),
+    type=count(maximum=2**31),
     multiple=True,
     metavar="G",
     help="GRPO group size for P(informative); repeatable (default: powers of two up to n).",
