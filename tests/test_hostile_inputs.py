@@ -101,6 +101,11 @@ CASES = {
     ),
     "ledger status (results.tsv)": (["ledger", "status", "--dir", "{bad_ledger}"], False),
     "serve stop --endpoints-file": (["serve", "stop", "--endpoints-file", "X"], False),
+    "inspect": (["inspect", "X"], True),
+    "inspect --inputs": (["inspect", "{rollouts}", "--inputs", "X"], True),
+    "inspect --profile": (["inspect", "{rollouts}", "--profile", "X"], True),
+    "view": (["view", "X", "--port", "0", "--no-cache"], True),
+    "view --inputs": (["view", "{rollouts}", "--inputs", "X", "--port", "0", "--no-cache"], True),
 }
 FINDING_ON_LONG = {"validate", "check --inputs", "check --rollouts"}
 

@@ -102,8 +102,8 @@ class DirectRun:
             self.record_failure(row, attempt, not_json, time.monotonic() - started, endpoint)
             return
         except jsonl.LineTooLong as exc:  # under the reply limit, yet too long a line for any reader
-            failure = AttemptFailed("response_too_large", "LineTooLong", str(exc))
-            self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint)
+            too_long = AttemptFailed("response_too_large", "LineTooLong", str(exc))
+            self.record_failure(row, attempt, too_long, time.monotonic() - started, endpoint)
             return
         self.no_reply_streak = 0
         self.tally.add_result(out.get("reward"), output_tokens(response))

@@ -26,7 +26,7 @@ class FilePath(click.Path):
         self.name = "file"  # the metavar: FILE
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        path = super().convert(value, param, ctx)
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
         if os.path.isdir(path):
             if self.role == "output":
                 raise OutputError("is a folder, not a file", path=path, hint="give a file path to write")
@@ -42,7 +42,7 @@ class FolderPath(click.Path):
         self.name = "directory"  # the metavar: DIRECTORY
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        path = super().convert(value, param, ctx)
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
         if os.path.lexists(path) and not os.path.isdir(path):
             raise InputError("is not a folder", path=path, hint="give the path of a folder")
         return path

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ._common import (
+    FINITE,
     PROFILE_PATH,
     FiniteFloat,
     bootstrap_option,
@@ -34,7 +35,7 @@ from ._common import (
 )
 @click.option(
     "--effect",
-    type=float,
+    type=FINITE,
     default=0.05,
     show_default=True,
     help="Effect (on the metric's scale) for 'tasks needed to detect it' at 80% power.",
