@@ -126,7 +126,8 @@ def parse_duration_min(text: str) -> float:
         minutes = sum(float(number) * _UNIT_MIN[unit] for number, unit in parts)
     if not (math.isfinite(minutes) and 0 < minutes <= MAX_DURATION_MIN):
         raise UsageError(
-            f"duration {text!r} must be more than 0 and at most 100 years", hint="write it like 90m, 2h or 1d"
+            f"duration {text!r} must be more than zero and at most 100 years",
+            hint="write it like 90m, 2h or 1d",
         )
     return minutes
 
