@@ -636,7 +636,7 @@ def test_an_input_that_is_also_an_output_is_never_deleted(run_ngrp, tmp_path):
                     "--verifier", "math", "--overwrite")  # fmt: skip
     assert proc.returncode == 2 and "both an input and an output" in proc.stderr
     proc = run_ngrp("materialize", "--input", tasks, "--output", tasks, "--agent", "a", "--overwrite")
-    assert proc.returncode == 2 and "both the input and the output" in proc.stderr
+    assert proc.returncode == 2 and "both an input and an output" in proc.stderr
     assert tasks.read_bytes() == before
 
 

@@ -3,7 +3,7 @@ import os
 import pytest
 
 from ngrp_lib.artifacts import jsonl
-from ngrp_lib.errors import InputError, OutputExistsError, UsageError
+from ngrp_lib.errors import InputError, OutputError, OutputExistsError
 
 
 def write(path, data: bytes):
@@ -116,9 +116,11 @@ def test_atomic_outputs_get_the_umask_mode_not_mkstemps_0600(tmp_path, umask, ex
         os.umask(old)
 
 
-def test_a_folder_in_place_of_an_output_is_a_usage_error(tmp_path):
+def test_a_folder_in_place_of_an_output_is_an_unwritable_output(tmp_path):
+    """Exit 3 (a file that cannot be written), as the README says, not 2."""
     (tmp_path / "b.json").mkdir()
     targets = {"a": tmp_path / "a.json", "b": tmp_path / "b.json"}
-    with pytest.raises(UsageError, match="is a folder"), jsonl.atomic_outputs(targets, overwrite=True) as out:
+    outputs = jsonl.atomic_outputs(targets, overwrite=True)
+    with pytest.raises(OutputError, match="is a folder"), outputs as out:
         out["a"].write(b"{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]  # nothing written, no temp file

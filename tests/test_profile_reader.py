@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ngrp_lib.artifacts.jsonl import LineReader
 from ngrp_lib.profile import reader
 
 
@@ -33,11 +34,11 @@ def test_rows_hash_and_blank_lines(tmp_path, content):
     assert stats.rows["r"] == len(expected)
 
 
-def test_stream_fallback_hashes_the_same():
+def test_stream_lines_hash_the_same():
     content = b'{"a":1}\n\n{"b":2}\n'
     hasher = hashlib.sha256()
-    lines = list(reader._lines(io.BytesIO(content), hasher))  # no file behind it: read as a stream
-    assert lines == [b'{"a":1}\n', b"\n", b'{"b":2}\n']
+    batches = LineReader(io.BytesIO(content), "s", on_block=hasher.update)  # no file behind it: a stream
+    assert [line for batch in batches for line in batch] == [b'{"a":1}', b"", b'{"b":2}']
     assert hasher.hexdigest() == hashlib.sha256(content).hexdigest()
 
 

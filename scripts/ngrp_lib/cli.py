@@ -13,7 +13,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import EXIT_INPUT, NgrpError
+from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError
 
 # name -> (module, one-line help). Add a line here when you add a command module.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -72,8 +72,25 @@ def cli() -> None:
     """
 
 
+def undecodable_argument(argv: list[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (Python hands such bytes over as lone surrogates), shown
+    with the bad bytes escaped; None when every argument is text. Values end up in JSON files and ledgers,
+    which hold text only, so they are refused up front rather than half-way through a command."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            return arg.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error)."""
+    bad = undecodable_argument(sys.argv[1:] if argv is None else argv)
+    if bad is not None:
+        click.echo(f"error: argument '{bad}' is not valid UTF-8", err=True)
+        click.echo("  hint: pass names, paths and text as UTF-8", err=True)
+        return EXIT_USAGE
     try:
         result = cli.main(args=argv, prog_name="ngrp", standalone_mode=False)
     except NgrpError as exc:

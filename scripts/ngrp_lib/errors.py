@@ -90,6 +90,16 @@ def install_command(extra: str, module: str) -> str:
     return f"{sys.executable} -m pip install {module}"
 
 
+class OutputError(NgrpError):
+    """An output path that cannot be written: a folder, a FIFO or device, a symlinked lock file (exit 3)."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, message: str, *, path: Path | str, hint: str | None = None) -> None:
+        self.path = Path(path)
+        super().__init__(f"{path}: {message}", hint=hint)
+
+
 class MissingDependencyError(NgrpError):
     exit_code = EXIT_USAGE
 

@@ -1,4 +1,8 @@
-"""Numbers for people: fixed decimals, p-values never shown as 0.0000, shares, intervals; n/a if undefined."""
+"""Numbers for people: fixed decimals, p-values never shown as 0.0000, shares, intervals; n/a if undefined.
+
+Also the one bound on the size of a number the statistics accept (`MAX_MAGNITUDE`): beyond it, sums and
+squares of a realistic number of values overflow float64 (a mean of 1.7e308 and 1.7e308 is inf), so a
+profile or a statistic over such values is refused as a finding instead of printing nonsense."""
 
 from __future__ import annotations
 
@@ -25,6 +29,21 @@ def pct(share: Any) -> str:
     if share is None or (isinstance(share, float) and math.isnan(share)):
         return "n/a"
     return f"{share * 100:.1f}%"
+
+
+MAX_MAGNITUDE = 1e150  # the square of a value is below 1e300: sums of squares of 10^8 values stay finite
+
+
+def first_oversize(matrix: Any) -> tuple[int, int, float] | None:
+    """(row, column, value) of the first entry of a 2-D float array beyond +-MAX_MAGNITUDE (NaN ignored)."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        big = np.abs(matrix) > MAX_MAGNITUDE
+    if not big.any():
+        return None
+    row, column = (int(i) for i in np.argwhere(big)[0])
+    return row, column, float(matrix[row, column])
 
 
 def interval(low: Any, high: Any, digits: int = 3) -> str:

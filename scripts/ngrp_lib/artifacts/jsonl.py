@@ -5,7 +5,15 @@ Reading policy (used by every command):
 - a last line with no newline that does not parse is a *torn tail* (an interrupted write), reported as such;
 - a last line with no newline that does parse is a complete row;
 - invalid UTF-8, `NaN`/`Infinity` literals, invalid JSON and rows that are not objects are problems with
-  the line number, kept as values so a validator can report them all and a loader can stop at the first.
+  the line number, kept as values so a validator can report them all and a loader can stop at the first;
+- a line longer than `opening.max_line_bytes()` (64 MiB) is a problem too (`line_too_long`): its bytes are
+  skipped, never held, so a file without newlines cannot exhaust memory.
+Files are opened through `opening.open_input` (regular files only) and read in blocks of 1 MiB.
+
+Writing policy: outputs are written through temp files (`.<name>.ngrp-<host>-<pid>-XXXXXXXX.tmp`) and moved
+into place under an exclusive lock on their folder, so two writers of one set of files never leave a mix;
+a temp file left by a killed run is removed by the next run that writes the same file. A write error (a
+full disk) names the file.
 """
 
 from __future__ import annotations
@@ -14,15 +22,25 @@ import contextlib
 import gc
 import os
 import re
+import socket
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import orjson
 
 from ..errors import InputError, OutputExistsError, UsageError
+from .opening import (
+    check_output_path,
+    line_too_long,
+    max_line_bytes,
+    open_append,
+    open_input,
+    read_document,
+    same_file,
+)
 
 # Problem kinds, stable strings used in --json output.
 BLANK = "blank_line"
@@ -31,6 +49,8 @@ INVALID_UTF8 = "invalid_utf8"
 NON_FINITE = "non_finite_literal"
 INVALID_JSON = "invalid_json"
 NOT_OBJECT = "not_an_object"
+TOO_LONG = "line_too_long"
+BLOCK = 1 << 20  # bytes read at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,27 +109,103 @@ def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row
     return Row(line, data, raw)
 
 
+class LineReader:
+    """The physical lines of an open binary file, without their newline, in batches (one list per block
+    read): iterating a list is cheaper than a generator step per line on the profiler's hot path.
+
+    Memory is bounded by `limit` (plus one block): a longer line is an InputError naming it (`strict`) or,
+    otherwise, a `None` in its batch while its bytes are skipped. `on_block` sees every byte read (the
+    profiler hashes the file with it). Once the last batch is handed out, `unterminated` says whether the
+    file's last line had no newline; that line then comes alone in the last batch.
+    """
+
+    def __init__(
+        self,
+        handle: IO[bytes],
+        path: Path | str,
+        *,
+        limit: int | None = None,
+        strict: bool = True,
+        on_block: Callable[[bytes], Any] | None = None,
+        block: int = BLOCK,
+    ) -> None:
+        self.handle, self.path, self.block = handle, path, block
+        self.limit = max_line_bytes() if limit is None else limit
+        self.strict, self.on_block = strict, on_block
+        self.unterminated = False
+        self.lines = 0  # lines handed out so far
+
+    def _too_long(self, line: int) -> None:
+        if self.strict:
+            raise line_too_long(self.path, line, self.limit)
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        read, limit, on_block, block_size = self.handle.read, self.limit, self.on_block, self.block
+        small_limit = limit < block_size
+        pending: list[bytes] = []  # pieces of the line not yet ended by a newline
+        size = 0
+        skipping = False  # inside a line already known to be too long
+        while True:
+            block = read(block_size)
+            if not block:
+                break
+            if on_block is not None:
+                on_block(block)
+            lines: list[Any] = block.split(b"\n")
+            tail = lines.pop()
+            if lines:
+                marked = False
+                if skipping:
+                    lines[0], skipping, marked = None, False, True
+                elif pending:
+                    size += len(lines[0])
+                    pending.append(lines[0])
+                    lines[0] = b"".join(pending) if size <= limit else None
+                    marked = lines[0] is None
+                    if marked:
+                        self._too_long(self.lines + 1)
+                if small_limit:
+                    for i, line in enumerate(lines):
+                        if line is not None and len(line) > limit:
+                            self._too_long(self.lines + i + 1)
+                            lines[i], marked = None, True
+                pending, size = ([tail], len(tail)) if tail else ([], 0)
+                self.lines += len(lines)
+                yield lines
+                if size > limit:
+                    self._too_long(self.lines + 1)
+                    pending, size, skipping = [], 0, True
+            elif not skipping:
+                pending.append(tail)
+                size += len(tail)
+                if size > limit:
+                    self._too_long(self.lines + 1)
+                    pending, size, skipping = [], 0, True
+        if skipping or pending:
+            self.unterminated = True
+            self.lines += 1
+            yield [None] if skipping else [b"".join(pending)]
+
+
 def iter_records(path: Path | str) -> Iterator[Row | Problem]:
     """Yield every non-blank line of a JSONL file as a Row or a Problem; blank lines as Problem(BLANK)."""
     path = Path(path)
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors mapped first
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from exc
-    with handle:
+    with open_input(path, buffering=0) as handle:
+        reader = LineReader(handle, path, strict=False)
         line_no = 0
-        pending: bytes | None = None
-        for chunk in handle:
-            if pending is not None:
-                yield _record(pending, line_no, terminated=True)
-            line_no += 1
-            pending = chunk
-        if pending is not None:
-            yield _record(pending, line_no, terminated=pending.endswith(b"\n"))
+        for batch in reader:
+            terminated = not reader.unterminated  # the unterminated last line comes alone, last
+            for raw in batch:
+                line_no += 1
+                if raw is None:
+                    yield Problem(line_no, TOO_LONG, f"line is longer than {reader.limit} bytes (skipped)")
+                else:
+                    yield _record(raw, line_no, terminated=terminated)
 
 
-def _record(chunk: bytes, line: int, *, terminated: bool) -> Row | Problem:
-    raw = chunk.rstrip(b"\r\n") if terminated else chunk
+def _record(raw: bytes, line: int, *, terminated: bool) -> Row | Problem:
+    if terminated:
+        raw = raw.rstrip(b"\r")
     if not raw.strip():
         return Problem(line, BLANK, "blank line")
     return parse_line(raw, line, last_unterminated=not terminated)
@@ -171,6 +267,7 @@ def hint_for(kind: str) -> str | None:
         INVALID_UTF8: "re-encode the file as UTF-8",
         NON_FINITE: "JSON has no NaN or Infinity; write null instead",
         BLANK: "remove the blank line",
+        TOO_LONG: "is this a JSONL file? set NGRP_MAX_LINE_BYTES=<bytes> to read longer lines",
     }.get(kind)
 
 
@@ -180,32 +277,37 @@ def dumps(row: Any) -> bytes:
 
 
 def tail_state(path: Path | str) -> str:
-    """'empty', 'clean' (ends in a newline), 'unterminated' (last row complete, no newline) or 'torn'."""
+    """'empty', 'clean' (ends in a newline), 'unterminated' (last row complete, no newline) or 'torn'.
+
+    A last line longer than the line limit counts as torn: no reader would accept it as a row."""
     path = Path(path)
-    size = path.stat().st_size
-    if size == 0:
-        return "empty"
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size == 0:
+            return "empty"
         handle.seek(-1, os.SEEK_END)
         if handle.read(1) == b"\n":
             return "clean"
-        last = _last_line(handle, size)
+        start = _last_line_start(handle, size)
+        if size - start > max_line_bytes():
+            return "torn"
+        handle.seek(start)
+        last = handle.read(size - start)
     return "unterminated" if isinstance(parse_line(last, 0), Row) else "torn"
 
 
-def _last_line(handle: IO[bytes], size: int) -> bytes:
+def _last_line_start(handle: IO[bytes], size: int) -> int:
+    """The offset just after the file's last newline (0 when it has none), found reading backwards."""
     block = 1 << 16
     end = size
-    buffer = b""
     while end > 0:
         start = max(0, end - block)
         handle.seek(start)
-        buffer = handle.read(end - start) + buffer
-        cut = buffer.rfind(b"\n")
+        cut = handle.read(end - start).rfind(b"\n")
         if cut >= 0:
-            return buffer[cut + 1 :]
+            return start + cut + 1
         end = start
-    return buffer
+    return 0
 
 
 def repair_tail(path: Path | str) -> str:
@@ -220,31 +322,45 @@ def repair_tail(path: Path | str) -> str:
     state = tail_state(path)
     if state in ("clean", "empty"):
         return "clean"
-    size = path.stat().st_size
-    with open(path, "r+b") as handle:
+    with open_input(path) as reader, open(path, "r+b") as handle:
+        size = os.fstat(reader.fileno()).st_size
         if state == "unterminated":
             handle.seek(0, os.SEEK_END)
             handle.write(b"\n")
             return "terminated"
-        cut = size - len(_last_line(handle, size))
+        cut = _last_line_start(reader, size)
         handle.truncate(cut)
     return f"truncated {size - cut} bytes"
 
 
-class Appender:
-    """Append rows to a JSONL file, flushing each so a crash loses at most the row being written."""
+class LineTooLong(ValueError):
+    """A row that would be a line longer than the readers' limit (so it is not written)."""
 
-    def __init__(self, path: Path | str, *, fsync: bool = False) -> None:
+
+class Appender:
+    """Append rows to a JSONL file, flushing each so a crash loses at most the row being written.
+
+    With a `redact` (artifacts.redact.Redactor), known secrets are masked in every row written. A row
+    longer than the line limit is refused (`LineTooLong`) before a byte is written: no reader would take it.
+    """
+
+    def __init__(self, path: Path | str, *, fsync: bool = False, redact: Any = None) -> None:
         self.path = Path(path)
         self._fsync = fsync
+        self._redact = redact
+        self._limit = max_line_bytes()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(self.path, "ab")  # noqa: SIM115 - long-lived, closed in close()
+        self._handle = open_append(self.path)  # a FIFO or device is refused, never waited on
 
     def write(self, row: Any) -> None:
-        self._handle.write(dumps(row))
-        self._handle.flush()
-        if self._fsync:
-            os.fsync(self._handle.fileno())
+        line = self._redact.line(row, dumps) if self._redact else dumps(row)
+        if len(line) > self._limit + 1:
+            raise LineTooLong(f"the row is {len(line)} bytes, more than the line limit ({self._limit})")
+        with _named(self.path):
+            self._handle.write(line)
+            self._handle.flush()
+            if self._fsync:
+                os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         self._handle.close()
@@ -256,12 +372,17 @@ class Appender:
         self.close()
 
 
-def refuse_existing(paths: list[Path], overwrite: bool) -> None:
-    """Fail before doing any work when an output exists and overwriting was not asked for."""
-    if overwrite:
-        return
+def refuse_existing(paths: list[Path], overwrite: bool, *, inputs: Iterable[Path | str | None] = ()) -> None:
+    """Fail before doing any work when an output exists and overwriting was not asked for, when an
+    output path is a folder or another file that is not a regular one (exit 3, overwrite or not), or when
+    an output is one of the command's `inputs` (exit 2: --overwrite would replace what is being read)."""
+    sources = [Path(p) for p in inputs if p is not None]
     for path in paths:
-        if path.exists():
+        check_output_path(path)
+        for source in sources:
+            if same_file(source, path):
+                raise UsageError(f"{path} is both an input and an output", hint="write to another path")
+        if not overwrite and os.path.lexists(path):
             raise OutputExistsError(path)
 
 
@@ -281,36 +402,31 @@ def atomic_output(path: Path | str, *, overwrite: bool = False) -> Iterator[IO[b
 def atomic_outputs(paths: Mapping[str, Path], *, overwrite: bool = False) -> Iterator[dict[str, IO[bytes]]]:
     """Files that belong together (a profile's outputs), each written through its own temp file and moved
     into place only once every one of them is written and synced: an error while writing any of them
-    (disk full, a file size limit) leaves none of the new files and every old one untouched."""
+    (disk full, a file size limit) leaves none of the new files and every old one untouched.
+
+    The moves happen under an exclusive lock on the outputs' folder(s), so two runs writing the same set
+    (two `profile --overwrite`) each commit their whole set in turn and never leave one run's file beside
+    the other's. A temp file of an earlier run of this host that was killed (its pid is gone) is removed."""
     paths = {name: Path(path) for name, path in paths.items()}
     refuse_existing(list(paths.values()), overwrite)
     for path in paths.values():
-        if path.is_dir():
-            raise UsageError(f"{path} is a folder, not a file", hint="choose another output path")
-    handles: dict[str, IO[bytes]] = {}
+        check_output_path(path)
+    handles: dict[str, _NamedWriter] = {}
     temps: dict[str, Path] = {}
     try:
         for name, path in paths.items():
             mode = path.stat().st_mode & 0o777 if overwrite and path.exists() else _new_file_mode()
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            remove_stale_temps(path)
+            fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
             temps[name] = Path(tmp_name)
             os.fchmod(fd, mode)  # mkstemp makes 0600: give what open() would (or the replaced file's mode)
-            handles[name] = os.fdopen(fd, "wb")
-        yield handles
+            handles[name] = _NamedWriter(os.fdopen(fd, "wb"), path)
+        yield cast("dict[str, IO[bytes]]", handles)
         for handle in handles.values():
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
-        for name, path in paths.items():
-            if overwrite:
-                os.replace(temps[name], path)
-            else:
-                try:
-                    os.link(temps[name], path)  # fails if path appeared meanwhile
-                except FileExistsError:
-                    raise OutputExistsError(path) from None
-                temps[name].unlink()
+            handle.finish()
+        with _folders_locked({path.parent for path in paths.values()}):
+            _commit(paths, temps, overwrite)
     except BaseException:
         for handle in handles.values():
             with contextlib.suppress(OSError):  # closing flushes: the same full disk would fail again
@@ -318,6 +434,124 @@ def atomic_outputs(paths: Mapping[str, Path], *, overwrite: bool = False) -> Ite
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)
         raise
+
+
+def _commit(paths: dict[str, Path], temps: dict[str, Path], overwrite: bool) -> None:
+    if overwrite:
+        for name, path in paths.items():
+            os.replace(temps[name], path)
+        return
+    for path in paths.values():  # under the lock: another ngrp writer cannot add one meanwhile
+        if os.path.lexists(path):
+            raise OutputExistsError(path)
+    linked: list[Path] = []
+    try:
+        for name, path in paths.items():
+            try:
+                os.link(temps[name], path)  # fails if path appeared meanwhile (a writer that is not ngrp)
+            except FileExistsError:
+                raise OutputExistsError(path) from None
+            linked.append(path)
+    except BaseException:
+        for path in linked:  # files this call created: none of the set is left behind
+            path.unlink(missing_ok=True)
+        raise
+    for tmp in temps.values():
+        tmp.unlink()
+
+
+class _NamedWriter:
+    """A binary file handle whose write errors (a full disk, a file size limit) name the file."""
+
+    def __init__(self, handle: IO[bytes], path: Path) -> None:
+        self._handle, self.path = handle, path
+
+    def write(self, data: bytes) -> int:
+        with _named(self.path):
+            return self._handle.write(data)
+
+    def finish(self) -> None:
+        """Flush, sync and close (before the move into place)."""
+        with _named(self.path):
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+
+@contextlib.contextmanager
+def _named(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename:
+            exc.filename = str(path)
+        raise
+
+
+_HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:40] or "host"
+_TEMP = re.compile(r"\.ngrp-(?P<host>.+)-(?P<pid>\d+)-[^.]+\.tmp$")
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}.ngrp-{_HOST}-{os.getpid()}-"
+
+
+def remove_stale_temps(path: Path | str) -> list[Path]:
+    """Remove the temp files of `path` that a killed ngrp run of this host left (its pid is gone)."""
+    path = Path(path)
+    head = f".{path.name}.ngrp-"
+    removed: list[Path] = []
+    try:
+        entries = [e.name for e in os.scandir(path.parent) if e.name.startswith(head)]
+    except OSError:
+        return removed
+    for name in entries:
+        match = _TEMP.fullmatch(name, len(head) - len(".ngrp-"))
+        if match is None or match.group("host") != _HOST or _alive(int(match.group("pid"))):
+            continue
+        with contextlib.suppress(OSError):
+            (path.parent / name).unlink()
+            removed.append(path.parent / name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _folders_locked(folders: set[Path]) -> Iterator[None]:
+    """An exclusive `flock` on each folder (in a fixed order, so two writers cannot deadlock)."""
+    import fcntl
+
+    fds: list[int] = []
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        for folder in sorted(folders, key=str):
+            # A folder that cannot be opened or locked (some NFS mounts have no flock on folders): each
+            # move is still atomic, only the set is not; nothing else changes.
+            with contextlib.suppress(OSError):
+                fd = os.open(folder, flags)
+                fds.append(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def _new_file_mode() -> int:
@@ -346,12 +580,9 @@ def write_json(path: Path | str, value: Any, *, overwrite: bool = False, indent:
 
 
 def read_json(path: Path | str) -> Any:
-    """Read a whole JSON document, mapping errors to InputError."""
+    """Read a whole JSON document (a regular file of at most 256 MiB), mapping errors to InputError."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    data = read_document(path, what="JSON document")
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:

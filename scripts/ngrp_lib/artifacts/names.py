@@ -107,6 +107,13 @@ def rollout_key(row: dict) -> RolloutKey | None:
     return None
 
 
+def profile_key(row: Mapping[str, Any]) -> tuple[int, str | None] | None:
+    """A reward profile row's identity: (task index, agent name); None when the task index is not one.
+    Two rows with one key make a profile that stats, compare, curriculum, ledger and validate refuse."""
+    task = row.get(TASK_KEY)
+    return (task, agent_name(row)) if is_index(task) else None
+
+
 def agent_name(row: Mapping[str, Any]) -> str | None:
     ref = row.get("agent_ref")
     if isinstance(ref, dict) and isinstance(ref.get("name"), str):

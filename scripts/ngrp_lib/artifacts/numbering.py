@@ -7,6 +7,7 @@ from pathlib import Path
 from ..errors import InputError
 from . import jsonl
 from .names import TASK_KEY, is_index
+from .opening import open_input
 
 
 class TaskNumbering:
@@ -41,5 +42,5 @@ def unterminated_last_line(path: Path | str) -> int | None:
     """The number of the file's last line when it is a complete row without its newline, else None."""
     if jsonl.tail_state(path) != "unterminated":
         return None
-    with open(path, "rb") as handle:
+    with open_input(path, buffering=0) as handle:
         return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b"")) + 1

@@ -81,5 +81,24 @@ def fast_check(name: str) -> Callable[[Any], bool] | None:
     return compile_schema(load(name))
 
 
+def first_problem(name: str, instance: Any) -> tuple[str, str] | None:
+    """(JSON pointer, message) of the first way `instance` breaks schema `name`, None when it is valid:
+    the contract `validate` reports, for a command that refuses such a row (fast predicate first)."""
+    fast = fast_check(name)
+    if fast is not None and fast(instance):
+        return None
+    errors = sorted(validator(name).iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+    if not errors:
+        return None
+    error = errors[0]
+    parts = [str(p) for p in error.absolute_path]
+    if error.validator == "required":
+        missing = next((n for n in error.validator_value if f"{n!r} is a required" in error.message), None)
+        if missing is not None:
+            return "/" + "/".join([*parts, missing]), "required key is missing"
+    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    return "/" + "/".join(parts), message
+
+
 def for_kind(kind: str) -> str:
     return KIND_SCHEMAS[kind]

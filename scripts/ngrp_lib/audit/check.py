@@ -15,7 +15,7 @@ from typing import Any
 
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records
 from ..artifacts.names import agent_name, failures_path_for, pack_key, rollout_key
-from ..errors import InputError
+from ..artifacts.opening import require_regular
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .findings import summarize
 from .health_text import LENGTH_REASONS, stop_reason, token_counts
@@ -23,10 +23,7 @@ from .health_text import LENGTH_REASONS, stop_reason, token_counts
 
 def _scan(path: Path, stats: FileStats):
     """Yield (line, row) for parsed rows; count blank, invalid and torn lines into `stats`."""
-    if not path.is_file():
-        raise InputError(
-            "cannot read: not a regular file" if path.exists() else "cannot read: no such file", path=path
-        )
+    require_regular(path)  # the readers' own check: FIFOs, devices, folders, symlink loops
     for record in iter_records(path):
         stats.lines = record.line
         if isinstance(record, Row):

@@ -6,7 +6,6 @@ A problem is `file:line: /json/pointer: message`. Files are never loaded whole e
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +28,10 @@ from ..artifacts.names import (
     ROLLOUT_KEY,
     TASK_KEY,
     pack_key,
+    profile_key,
     rollout_key,
 )
+from ..artifacts.opening import require_regular
 from ..errors import InputError, UsageError
 
 JSONL_KINDS = ("tasks", "materialized", "rollouts", "failures", "reward_profile", "rollout_verdicts")
@@ -44,6 +45,7 @@ JSON_KINDS = (
 )
 KINDS = JSONL_KINDS + JSON_KINDS
 DUPLICATE_CHECKED = ("materialized", "rollouts")
+PROFILE_KEYED = ("reward_profile",)  # one row per (task, agent), as every reader of a profile requires
 IDENTITY_CHECKED = ("materialized", "rollouts", "failures")
 
 # (file suffix, extension) -> kind, Gym's naming plus ours.
@@ -179,7 +181,7 @@ def validate_files(
 def validate_file(path: Path, kind: str | None = None, max_errors: int | None = 20) -> FileReport:
     report = FileReport(str(path), kind=kind or kind_from_name(path), max_errors=max_errors)
     try:
-        _require_regular_file(path)
+        require_regular(path)  # the readers' own check: FIFOs, devices, folders, symlink loops
         if report.kind in JSON_KINDS or (report.kind is None and path.suffix == ".json"):
             _validate_json(path, report)
         else:
@@ -213,15 +215,6 @@ def kind_from_row(row: dict[str, Any]) -> str:
     if TASK_KEY in row and ROLLOUT_KEY in row:
         return "materialized"
     return "tasks"
-
-
-def _require_regular_file(path: Path) -> None:
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
-    if not stat.S_ISREG(mode):
-        raise InputError("not a regular file", path=path)
 
 
 def _validate_json(path: Path, report: FileReport) -> None:
@@ -282,11 +275,14 @@ class _RowChecker:
         self.fast = schemas.fast_check(self.schema_name)
         self.first_line: dict[Any, int] | None = {} if kind in DUPLICATE_CHECKED else None
         self.identity = kind in IDENTITY_CHECKED
+        self.profile_lines: dict[Any, int] | None = {} if kind in PROFILE_KEYED else None
 
     def __call__(self, row: Row, report: FileReport) -> None:
         report.rows += 1
         data, line = row.data, row.line
         problems = self._identity_problems(data, line) if self.identity else []  # always: records the key
+        if self.profile_lines is not None:
+            problems += self._profile_problems(data, line)
         valid = self.fast(data) if self.fast is not None else None
         if report.full:
             # The predicate equals jsonschema's is_valid, so it decides alone here (no messages needed).
@@ -308,6 +304,16 @@ class _RowChecker:
         if first == line:
             return []
         message = f"duplicate identity key ({key[0]}, {key[1]}); first seen at line {first}"
+        return [Problem(line, None, DUPLICATE, message)]
+
+    def _profile_problems(self, data: dict[str, Any], line: int) -> list[Problem]:
+        key = profile_key(data)
+        if key is None or self.profile_lines is None:
+            return []
+        first = self.profile_lines.setdefault(key, line)
+        if first == line:
+            return []
+        message = f"duplicate profile row for task {key[0]} agent {key[1]!r}; first seen at line {first}"
         return [Problem(line, None, DUPLICATE, message)]
 
 

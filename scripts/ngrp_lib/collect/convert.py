@@ -184,10 +184,17 @@ def _usage(chat: dict) -> dict:
 def response_from_chat(chat: dict, *, token_ids: bool = False) -> dict:
     """A Responses-shaped `response` for a chat completion with one choice."""
     choices = chat.get("choices") or []
-    if not choices:
+    if not isinstance(choices, list) or not choices:
         raise ConversionError("chat completion has no choices")
     choice = choices[0]
-    message = choice.get("message") or {}
+    if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+        got = _json_type(choice.get("message")) if isinstance(choice, dict) else "no choice object"
+        raise ConversionError(f"chat completion choice has no message object (got {got}): a broken reply")
+    message = choice["message"]
+    if not isinstance(message.get("content"), (str, type(None))):
+        raise ConversionError(f"message content is {_json_type(message['content'])}, not text")
+    if not isinstance(message.get("tool_calls") or [], list):
+        raise ConversionError("message tool_calls is not a list")
     ident = str(chat.get("id", "")).removeprefix("chatcmpl-")
     output: list[dict] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
@@ -233,6 +240,11 @@ def response_from_chat(chat: dict, *, token_ids: bool = False) -> dict:
         "incomplete_details": {"reason": "max_output_tokens"} if truncated else None,
         "usage": _usage(chat),
     }
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
 
 
 def token_fields(chat: dict, choice: dict) -> dict:

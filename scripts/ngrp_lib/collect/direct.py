@@ -6,6 +6,7 @@ Gym mode (`gym_backend.GymRun`) subclasses it and changes only how a row is run.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import orjson
 
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
+from ..artifacts.redact import MIN_SECRET, Redactor, url_secrets
 from .convert import ConversionError, chat_request, response_from_chat, responses_request
 from .failover import make_router
 from .http import AttemptFailed, post_json
@@ -45,13 +47,19 @@ class DirectRun:
         key = os.environ.get(options.api_key_env)
         if key:
             self.headers["authorization"] = f"Bearer {key}"
-        self.router = make_router(list(options.endpoints), options.concurrency, session, self.headers)
+        self.redactor = run_redactor(options, key)  # a server may echo the key: it is masked everywhere
+        self.router = make_router(
+            list(options.endpoints), options.concurrency, session, self.headers, log=self.log
+        )
         self.tally = Tally(total=plan.to_run, done_before=len(disk.completed))
         self.bar = ProgressBar(self.tally, options.progress)
-        self.results = jsonl.Appender(options.output)
-        self.failures = jsonl.Appender(options.failures_path)
+        self.results = jsonl.Appender(options.output, redact=self.redactor)
+        self.failures = jsonl.Appender(options.failures_path, redact=self.redactor)
         self.no_reply_streak = 0
         self.stopped_early: str | None = None
+
+    def log(self, text: str) -> None:
+        print(f"ngrp collect: {self.redactor.text(text)}", file=sys.stderr, flush=True)
 
     def pending(self) -> Iterator[tuple[dict, int]]:
         """Rows still to run, streamed from the materialized file, with their attempt index."""
@@ -94,6 +102,10 @@ class DirectRun:
             not_json = AttemptFailed("verify_failed", type(exc).__name__, f"result is not JSON: {exc}")
             self.record_failure(row, attempt, not_json, time.monotonic() - started, endpoint)
             return
+        except jsonl.LineTooLong as exc:  # under the reply limit, yet too long a line for any reader
+            too_long = AttemptFailed("response_too_large", "LineTooLong", str(exc))
+            self.record_failure(row, attempt, too_long, time.monotonic() - started, endpoint)
+            return
         self.no_reply_streak = 0
         self.tally.add_result(out.get("reward"), output_tokens(response))
 
@@ -126,6 +138,9 @@ class DirectRun:
     def record_failure(
         self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float, endpoint: Endpoint
     ) -> None:
+        failure.message = self.redactor.text(failure.message, cut=True)  # cut to a length: mask a tail too
+        if failure.body is not None:
+            failure.body = self.redactor.text(failure.body, cut=True)
         out = {
             **failure.fields(),
             **{k: row[k] for k in IDENTITY_KEYS if k in row},
@@ -150,6 +165,20 @@ class DirectRun:
         self.bar.close()
         self.results.close()
         self.failures.close()
+
+
+def run_redactor(options: CollectOptions, key: str | None) -> Redactor:
+    """The secrets of this run: the API key and any password in a server URL."""
+    secrets = [key] if key else []
+    for url in [e.base_url for e in options.endpoints] + [options.gym_url, options.verify_url]:
+        secrets += url_secrets(url)
+    if key and len(key) < MIN_SECRET:
+        print(
+            f"ngrp collect: warning: ${options.api_key_env} is shorter than {MIN_SECRET} characters: too"
+            " short to mask in stored text without masking ordinary words",
+            file=sys.stderr,
+        )
+    return Redactor(secrets)
 
 
 def output_tokens(response: dict) -> int:

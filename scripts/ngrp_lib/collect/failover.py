@@ -166,10 +166,14 @@ class FailoverRouter:
 
 
 def make_router(
-    endpoints: list[Endpoint], concurrency: int, session: Any = None, headers: dict[str, str] | None = None
+    endpoints: list[Endpoint],
+    concurrency: int,
+    session: Any = None,
+    headers: dict[str, str] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> FailoverRouter | None:
     """The router for a run; None in Gym mode (no model endpoints)."""
     if not endpoints:
         return None
     capacity = math.ceil(concurrency / len(endpoints))
-    return FailoverRouter(endpoints, capacity=capacity, session=session, headers=headers)
+    return FailoverRouter(endpoints, capacity=capacity, session=session, headers=headers, log=log)

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..artifacts import jsonl
-from .direct import DirectRun
+from .direct import DirectRun, output_tokens
 from .gym_run import FAILURE_CLASS_KEY, GymTargets, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_once
 from .routing import Endpoint
@@ -30,7 +30,7 @@ async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: R
     retry = 0
     while True:
         try:
-            payload = await post_once(session, url, body, headers, policy.timeout)
+            payload = await post_once(session, url, body, headers, policy.timeout, policy=policy)
             break
         except AttemptFailed as failure:
             if failure.failure_class == "timeout":  # Gym has no request timeout: no reply at all
@@ -86,12 +86,13 @@ class GymRun(DirectRun):
         stamp(row, result, target, attempt)
         kind = outcome(result)
         if kind == "no_persist":
-            self.tally.add_failure(str(result.get(FAILURE_CLASS_KEY) or "no_persist"))
+            self.tally.add_failure(self.redactor.text(str(result.get(FAILURE_CLASS_KEY) or "no_persist")))
             return
         if kind == "failure":
             self.failures.write(result)
-            self.tally.add_failure(str(result[FAILURE_CLASS_KEY]))
+            self.tally.add_failure(self.redactor.text(str(result[FAILURE_CLASS_KEY])))
             return
         self.results.write(result)
-        usage = (result.get("response") or {}).get("usage") or {}
-        self.tally.add_result(result.get("reward"), usage.get("output_tokens") or 0)
+        response = result.get("response")  # the server's reply, whatever its shape: never a crash here
+        tokens = output_tokens(response) if isinstance(response, dict) else 0
+        self.tally.add_result(result.get("reward"), tokens)

@@ -76,11 +76,12 @@ class GymTargets:
         return sorted(urls)
 
 
-def fetch_json(url: str, timeout: float = 10.0) -> Any:
-    """GET a JSON document; None when the URL does not answer 200 with JSON."""
+def fetch_json(url: str, timeout: float = 10.0, limit: int = 1 << 24) -> Any:
+    """GET a JSON document (at most `limit` bytes); None when the URL does not answer 200 with JSON."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as reply:
-            return json.loads(reply.read())
+            data = reply.read(limit + 1)
+            return None if len(data) > limit else json.loads(data)
     except (urllib.error.URLError, OSError, ValueError):
         return None
 

@@ -2,6 +2,11 @@
 
 Retried: connection errors, timeouts, HTTP 429 and 5xx. Not retried: other statuses (a bad request
 stays bad). When the retries run out the call raises `AttemptFailed` carrying Gym's failure fields.
+
+Replies are read up to a limit (`max_response_bytes`, 16 MiB by default, `collect --max-response-mb`): a
+larger 200 reply is a `response_too_large` failure, and of an error reply only the first 64 KiB are read
+(Gym keeps 2,000 characters of it). Redirects are not followed unless asked (`--follow-redirects`): a 3xx
+is a `redirect_refused` failure, so a prompt is never re-posted to a host nobody named.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from typing import Any
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 408})
 GATEWAY_STATUSES = frozenset({429, 502, 503, 504})
 BODY_LIMIT = 2000
+DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
+ERROR_BODY_READ = 1 << 16  # bytes of an error reply read (enough for BODY_LIMIT characters)
 
 
 @dataclass
@@ -22,6 +29,8 @@ class RetryPolicy:
     max_retries: int = 3
     base_delay: float = 0.5
     max_delay: float = 10.0
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    follow_redirects: bool = False
 
     def delay(self, retry: int) -> float:
         return min(self.max_delay, self.base_delay * 2**retry) * random.uniform(0.5, 1.5)
@@ -61,7 +70,7 @@ async def post_json(session: Any, url: str, body: bytes, headers: dict, policy: 
     retry = 0
     while True:
         try:
-            return await post_once(session, url, body, headers, policy.timeout)
+            return await post_once(session, url, body, headers, policy.timeout, policy=policy)
         except AttemptFailed as failure:
             transient = failure.status is None or failure.status in RETRY_STATUSES
             if not transient or retry >= policy.max_retries:
@@ -71,16 +80,25 @@ async def post_json(session: Any, url: str, body: bytes, headers: dict, policy: 
         retry += 1
 
 
-async def post_once(session: Any, url: str, body: bytes, headers: dict, timeout: float) -> bytes:
+async def post_once(
+    session: Any, url: str, body: bytes, headers: dict, timeout: float, *, policy: RetryPolicy | None = None
+) -> bytes:
     import aiohttp
 
+    policy = policy or RetryPolicy(timeout=timeout)
     try:
         async with session.post(
-            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+            url,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            allow_redirects=policy.follow_redirects,
         ) as r:
-            payload = await r.read()
             if r.status == 200:
-                return payload
+                return await read_limited(r, policy.max_response_bytes, url)
+            if 300 <= r.status < 400:
+                raise redirect_refused(r.status, r.headers.get("Location"), url)
+            payload = await read_prefix(r, ERROR_BODY_READ)
             text = payload.decode("utf-8", errors="replace")
             kind = "agent_request_failed" if r.status in GATEWAY_STATUSES else "agent_run_error"
             raise AttemptFailed(kind, "HTTPError", f"HTTP {r.status} from {_path(url)}", r.status, text)
@@ -90,6 +108,54 @@ async def post_once(session: Any, url: str, body: bytes, headers: dict, timeout:
         ) from exc
     except aiohttp.ClientError as exc:
         raise AttemptFailed("agent_request_failed", type(exc).__name__, f"{exc} ({_path(url)})") from exc
+
+
+async def read_limited(reply: Any, limit: int, url: str) -> bytes:
+    """The whole body of a reply, refusing (AttemptFailed response_too_large) one longer than `limit`."""
+    declared = reply.content_length
+    if declared is not None and declared > limit:
+        raise too_large(declared, limit, url, reply.status)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in reply.content.iter_chunked(1 << 16):  # decompressed: a zip bomb is caught too
+        size += len(chunk)
+        if size > limit:
+            raise too_large(None, limit, url, reply.status)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_prefix(reply: Any, limit: int) -> bytes:
+    """At most the first `limit` bytes of a reply (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await reply.content.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def too_large(declared: int | None, limit: int, url: str, status: int | None) -> AttemptFailed:
+    size = f"{declared} bytes" if declared is not None else f"more than {limit} bytes"
+    return AttemptFailed(
+        "response_too_large",
+        "ResponseTooLarge",
+        f"reply of {size} from {_path(url)} is over the limit of {limit} bytes (raise --max-response-mb)",
+        status,
+    )
+
+
+def redirect_refused(status: int, location: str | None, url: str) -> AttemptFailed:
+    target = _path(location) if location else "nowhere"
+    return AttemptFailed(
+        "redirect_refused",
+        "RedirectRefused",
+        f"HTTP {status} from {_path(url)} redirects to {target}; not followed (pass --follow-redirects)",
+        status,
+    )
 
 
 def _path(url: str) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.numbering import TaskNumbering
+from ..artifacts.opening import open_input
 from ..errors import InputError, UsageError
 
 AGENT_REF = "agent_ref"
@@ -53,6 +54,9 @@ class MaterializeOptions:
             raise UsageError(f"--num-repeats must be at least 1, got {self.num_repeats}")
         if self.limit is not None and self.limit < 1:
             raise UsageError(f"--limit must be at least 1, got {self.limit}")
+        for name in ("agent", "default_agent"):
+            if getattr(self, name) is not None and not getattr(self, name).strip():
+                raise UsageError("--agent must name an agent (it is empty)")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +103,7 @@ def expand(
     out: list[dict] = []
     for record in rows:
         row = dict(record.data)
+        _check_routing_fields(row, source, record.line)
         basis = _routing_key(row)  # Gym fans out by the name as written, before any routing
         if not _route(row, options):
             missing_agent.append(record.line)
@@ -136,6 +141,21 @@ def _route(row: dict, options: MaterializeOptions) -> bool:
         row[AGENT_REF] = {"name": options.default_agent}
         return True
     return row.get("task_source") is not None
+
+
+def _check_routing_fields(row: dict, source: Path | str, line: int) -> None:
+    """agent_ref is an object whose name (when given) is a string, task_source a string: both route rows."""
+    ref = row.get(AGENT_REF)
+    if ref is not None and not isinstance(ref, dict):
+        raise InputError(f"{AGENT_REF} must be an object such as {{\"name\": \"my_agent\"}}", path=source,
+                         line=line, pointer=f"/{AGENT_REF}")  # fmt: skip
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"{AGENT_REF}.name must be a string, not {type(name).__name__}", path=source,
+                         line=line, pointer=f"/{AGENT_REF}/name")  # fmt: skip
+    source_name = row.get("task_source")
+    if source_name is not None and not isinstance(source_name, str):
+        raise InputError("task_source must be a string", path=source, line=line, pointer="/task_source")
 
 
 def _routing_key(row: dict) -> str | None:
@@ -197,9 +217,7 @@ def materialize(
     input_path: Path | str, output_path: Path | str, options: MaterializeOptions, *, overwrite: bool = False
 ) -> MaterializeResult:
     """Read tasks, expand them, and write the materialized file atomically."""
-    if Path(input_path).resolve() == Path(output_path).resolve():
-        raise UsageError(f"{input_path} is both the input and the output", hint="write to another file")
-    jsonl.refuse_existing([Path(output_path)], overwrite)
+    jsonl.refuse_existing([Path(output_path)], overwrite, inputs=[input_path])
     records = list(read_task_lines(input_path, options.limit))
     rows = expand(records, options, input_path)
     jsonl.write_jsonl(output_path, rows, overwrite=overwrite)
@@ -216,7 +234,7 @@ def materialize(
 
 def sha256_file(path: Path | str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open_input(path, buffering=0) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

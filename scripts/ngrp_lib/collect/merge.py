@@ -18,6 +18,7 @@ All outputs are written through temp files and moved into place only when everyt
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -37,6 +38,7 @@ from ..artifacts.names import (
     is_index,
     materialized_path_for,
 )
+from ..artifacts.opening import real_path, require_regular
 from ..errors import FindingsError, InputError, UsageError
 from .shard_runs import DONE_SUFFIX, RunKey, check_manifests, group_runs
 
@@ -152,7 +154,7 @@ def _rollouts_only(paths: list[Path]) -> tuple[list[Path], list[str]]:
     """The rollouts shards among `paths`. A failures or materialized-inputs sidecar whose shard is listed
     too is skipped (it is merged with that shard); one without its shard, or a profile output, is refused,
     since its rows would otherwise be merged as rollouts."""
-    listed = {p.resolve() for p in paths}
+    listed = {real_path(p) for p in paths}
     shards, skipped = [], []
     for path in paths:
         stem = path.stem
@@ -163,7 +165,7 @@ def _rollouts_only(paths: list[Path]) -> tuple[list[Path], list[str]]:
             shards.append(path)
             continue
         owner = path.with_name(stem[: -len(suffix)] + path.suffix)
-        if owner.resolve() not in listed:
+        if real_path(owner) not in listed:
             raise UsageError(f"{path} is a {_SIDECARS[suffix]}, not a rollouts shard", hint=_SHARDS_HINT)
         skipped.append(str(path))
     return shards, skipped
@@ -194,13 +196,14 @@ def _check_paths(sources: list[Path], targets: dict[str, Path]) -> None:
     if not sources:
         raise UsageError("no shard files given", hint="ngrp merge SHARD... --output OUT")
     for path in sources:
-        if not path.exists():
+        if not os.path.lexists(path):
             raise InputError(
                 "no such file", path=path, hint="check the shard paths (a glob that matched nothing?)"
             )
-    resolved = {p.resolve() for p in sources}
+        require_regular(path)  # a FIFO, a device, a folder or a symlink loop: refused before any output
+    resolved = {real_path(p) for p in sources}
     for target in targets.values():
-        if target.resolve() in resolved:
+        if real_path(target) in resolved:
             raise UsageError(f"{target} is both an input and an output", hint="write the merge to a new path")
 
 

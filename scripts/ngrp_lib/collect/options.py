@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,7 +12,7 @@ from ..artifacts import names
 from ..errors import UsageError
 from .http import RetryPolicy
 from .materialize import MaterializeOptions
-from .routing import Endpoint, public_url
+from .routing import Endpoint, has_credentials, public_url, split_http_url
 
 if TYPE_CHECKING:
     from .shards import Shard
@@ -54,13 +56,17 @@ class CollectOptions:
             raise UsageError(
                 "--return-token-ids needs --api chat (vLLM returns token ids on chat completions)"
             )
+        check_urls(self)
         if self.resume and self.overwrite:
             raise UsageError("--resume and --overwrite contradict each other; choose one")
         for name in ("concurrency", "max_attempts", "abort_after"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.retry.timeout <= 0 or self.retry.max_retries < 0:
-            raise UsageError("--timeout must be > 0 and --max-retries >= 0")
+        retry = self.retry
+        if not (math.isfinite(retry.timeout) and retry.timeout > 0) or retry.max_retries < 0:
+            raise UsageError(f"--timeout must be finite and > 0 (not {retry.timeout}), --max-retries >= 0")
+        if not all(math.isfinite(d) and d >= 0 for d in (retry.base_delay, retry.max_delay)):
+            raise UsageError("--retry-base-delay must be a finite number >= 0")
 
     @property
     def failures_path(self) -> Path:
@@ -107,10 +113,31 @@ class CollectOptions:
                 "max_retries": self.retry.max_retries,
                 "max_attempts": self.max_attempts,
                 "api_key_env": self.api_key_env,
+                "max_response_bytes": self.retry.max_response_bytes,
+                "follow_redirects": self.retry.follow_redirects,
             },
             "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
             + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),
         }
+
+
+def check_urls(options: CollectOptions) -> None:
+    """Every URL parses, and none carries `user:pass@` when an API key is set too: aiohttp cannot send both
+    (it fails every request, which would read as a broken server), so this is a usage error up front."""
+    for flag, url in (("--verify-url", options.verify_url), ("--gym-url", options.gym_url)):
+        if url is not None:
+            split_http_url(url, flag)
+    if not os.environ.get(options.api_key_env):
+        return
+    keyed = [e.public_url for e in options.endpoints if has_credentials(e.base_url)]
+    if options.gym_url is not None and has_credentials(options.gym_url):
+        keyed.append(public_url(options.gym_url))
+    if keyed:
+        raise UsageError(
+            f"{keyed[0]} holds user:password@ credentials and ${options.api_key_env} is set too; "
+            "a request can carry only one of them",
+            hint=f"unset {options.api_key_env} (or name another with --api-key-env), or drop user:pass@",
+        )
 
 
 def check_gym_options(options: CollectOptions) -> None:

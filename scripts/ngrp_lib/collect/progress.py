@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections import Counter
@@ -23,7 +24,7 @@ class Tally:
     def add_result(self, reward: object, output_tokens: int) -> None:
         self.completed += 1
         self.output_tokens += output_tokens
-        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward):
             self.reward_sum += reward
             self.reward_n += 1
 

@@ -241,7 +241,7 @@ def reverify(options: ReverifyOptions) -> ReverifyResult:
         url=options.verify_url,
         function=options.verifier_fn,
         timeout=options.retry.timeout,
-        retry=options.retry,
+        policy=options.retry,
     )
     with CollectorLock(options.output):
         resume = options.resume and not _nothing_written(options)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from ..errors import InputError, UsageError
 
@@ -22,11 +22,32 @@ class Endpoint:
         return public_url(self.base_url)
 
 
+def split_http_url(url: str, flag: str = "--base-url") -> SplitResult:
+    """Parse an http(s) URL, refusing what aiohttp would only fail on at the first request (an unclosed
+    `[` of an IPv6 host, a port that is not a number in 1..65535, no host): a usage error, exit 2."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # raises on a port that is not a number or out of range
+    except ValueError as exc:
+        raise UsageError(f"{flag} {public_url(url)!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{flag} {public_url(url)!r} is not an http(s) URL with a host")
+    if port == 0:
+        raise UsageError(f"{flag} {public_url(url)!r}: port 0 is not a server's port")
+    return parts
+
+
+def has_credentials(url: str) -> bool:
+    """Whether the URL carries `user[:password]@`."""
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:
+        return False
+
+
 def normalize_base_url(url: str) -> str:
     """Accept `http://host:port` or `http://host:port/v1`; always return the `/v1` form."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UsageError(f"not an http(s) base URL: {public_url(url)!r}")
+    parts = split_http_url(url)
     if parts.query or parts.fragment:  # the request path is appended to the URL: a query would swallow it
         raise UsageError(
             f"a base URL takes no ?query or #fragment: {public_url(url)!r}...",
@@ -39,7 +60,12 @@ def normalize_base_url(url: str) -> str:
 
 
 def public_url(url: str) -> str:
-    parts = urlsplit(url)
+    """The URL without credentials, query or fragment; never raises (it is used in error messages)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        head, sep, rest = url.partition("://")
+        return head + sep + rest.rsplit("@", 1)[-1].split("/", 1)[0] if sep else "<unparsable URL>"
     host = parts.netloc.rsplit("@", 1)[-1]
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
@@ -60,7 +86,13 @@ def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
         name = model or item.get("model")
         if not isinstance(name, str) or not name:
             raise InputError("endpoint has no model; pass --model", path=path, pointer=f"/endpoints/{i}")
-        endpoints.append(Endpoint(normalize_base_url(item["base_url"]), name))
+        try:
+            base_url = normalize_base_url(item["base_url"])
+        except UsageError as exc:
+            raise InputError(
+                exc.message.replace("--base-url ", "base_url "), path=path, pointer=f"/endpoints/{i}"
+            ) from None
+        endpoints.append(Endpoint(base_url, name))
     return endpoints
 
 

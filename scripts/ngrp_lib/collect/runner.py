@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import jsonl, names
+from ..artifacts import jsonl, names, schemas
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
+from ..artifacts.opening import same_file
 from ..errors import InputError, UsageError
 from .direct import DirectRun, Plan
 from .materialize import materialize, sha256_file
@@ -73,6 +74,9 @@ def scan_materialized(path: Path, needs_answer: str | None) -> tuple[Plan, set]:
             raise InputError(f"duplicate rollout key {key}", path=path, line=row.line)
         if not isinstance(row.data.get(RCP), dict):
             raise InputError(f"{RCP} must be an object", path=path, line=row.line, pointer=f"/{RCP}")
+        problem = schemas.first_problem("materialized_input", row.data)  # the contract `validate` checks
+        if problem is not None:
+            raise InputError(problem[1], path=path, line=row.line, pointer=problem[0])
         if needs_answer and row.data.get(needs_answer) is None:
             raise InputError(
                 f"row has no {needs_answer!r} for the verifier to compare with",
@@ -95,7 +99,7 @@ def collect(options: CollectOptions) -> CollectResult:
             url=options.verify_url,
             function=options.verifier_fn,
             timeout=options.retry.timeout,
-            retry=options.retry,
+            policy=options.retry,
         )
     )
     with CollectorLock(options.output):
@@ -147,7 +151,7 @@ def _start_fresh(options: CollectOptions) -> None:
     if options.input is not None:
         outputs.append(options.materialized_path)
     source = options.input if options.input is not None else options.materialized
-    if source is not None and Path(source).resolve() in {p.resolve() for p in outputs}:
+    if source is not None and any(same_file(source, p) for p in outputs):
         raise UsageError(  # --overwrite would delete the very rows it is about to read
             f"{source} is both an input and an output of this run", hint="give --output another file name"
         )

@@ -11,11 +11,14 @@ from typing import Any
 
 from .. import __version__
 from ..artifacts import jsonl, names
+from ..artifacts.opening import open_lock_file
 from ..errors import InputError, UsageError
 
 
 class CollectorLock:
-    """An exclusive `fcntl.flock` on `<output>.lock`, holding our pid, for the life of the run."""
+    """An exclusive `fcntl.flock` on `<output>.lock`, holding our pid, for the life of the run. The lock
+    file is opened without following a symlink and only rewritten when it holds what ngrp writes there
+    (`opening.open_lock_file`), so a planted symlink or a stray file is refused, never truncated."""
 
     def __init__(self, output: Path) -> None:
         self.path = names.lock_path_for(output)
@@ -25,7 +28,7 @@ class CollectorLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -81,7 +84,8 @@ def check_manifest(path: Path, identity: dict[str, Any]) -> None:
             f"cannot resume: {path} is missing, so the earlier run's configuration is unknown",
             hint="start over with --overwrite (earlier rollouts are discarded)",
         )
-    old = jsonl.read_json(path).get("identity")
+    manifest = jsonl.read_json(path)
+    old = manifest.get("identity") if isinstance(manifest, dict) else None
     if not isinstance(old, dict):
         raise InputError("manifest has no 'identity' block; not written by this ngrp collect", path=path)
     changes = [

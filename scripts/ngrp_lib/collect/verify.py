@@ -117,8 +117,23 @@ def extract_letter(text: str) -> str | None:
 # ---- the verifier objects -----------------------------------------------------------------------
 
 
+MAX_EXTRACTED = 1000  # characters of an extracted answer stored (the whole reply is in `response`)
+
+
+def bounded_answer(text: str | None, limit: int = MAX_EXTRACTED) -> str | None:
+    """The answer as stored: whole up to `limit` characters; longer, its start plus its length and a
+    digest, so two long answers still compare equal only when they are equal (majority@k)."""
+    if text is None or len(text) <= limit:
+        return text
+    import hashlib
+
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:limit]}...[{len(text)} characters, sha256 {digest}]"
+
+
 def _fields(extracted: str | None, correct: bool) -> dict[str, Any]:
-    return {"reward": 1.0 if correct else 0.0, "extracted_answer": extracted, "is_correct": correct}
+    answer = bounded_answer(extracted)
+    return {"reward": 1.0 if correct else 0.0, "extracted_answer": answer, "is_correct": correct}
 
 
 def verify_exact(text: str, expected: str) -> dict[str, Any]:
@@ -283,7 +298,7 @@ def make_verifier(
     url: str | None,
     function: str | None,
     timeout: float,
-    retry: RetryPolicy | None = None,
+    policy: RetryPolicy | None = None,
 ):
     chosen = [x for x in (name, url, function) if x]
     if len(chosen) != 1:
@@ -292,7 +307,7 @@ def make_verifier(
             "--verify-url URL or --verifier-fn MOD:FN"
         )
     if url:
-        return UrlVerifier(url, timeout, retry)
+        return UrlVerifier(url, timeout, policy)
     if function:
         return FunctionVerifier(function)
     assert name is not None  # exactly one of the three was chosen

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -10,13 +12,93 @@ from typing import Any
 import click
 import orjson
 
+from ..errors import InputError, OutputError
+
+
+class FilePath(click.Path):
+    """A file path (input or output). click itself would answer a folder with exit 2; here a folder where a
+    file is expected is exit 3 (unreadable input, unwritable output), for every command alike, and whether
+    the file exists and is regular is left to the reader (`artifacts.opening`), which says the same."""
+
+    def __init__(self, role: str = "input") -> None:
+        super().__init__(path_type=Path)
+        self.role = role
+        self.name = "file"  # the metavar: FILE
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        if os.path.isdir(path):
+            if self.role == "output":
+                raise OutputError("is a folder, not a file", path=path, hint="give a file path to write")
+            raise InputError("is a folder, not a file", path=path, hint="give the path of a file")
+        return path
+
+
+class FolderPath(click.Path):
+    """A folder path; an existing file where a folder is expected is exit 3, as in `FilePath`."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+        self.name = "directory"  # the metavar: DIRECTORY
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise InputError("is not a folder", path=path, hint="give the path of a folder")
+        return path
+
+
+INPUT_FILE = FilePath("input")
+OUTPUT_FILE = FilePath("output")
+FOLDER = FolderPath()
+
+
+class FiniteFloat(click.ParamType):
+    """A finite number (nan and inf are usage errors, exit 2), optionally bounded."""
+
+    name = "float"
+
+    def __init__(self, minimum: float | None = None, *, strict_minimum: bool = False) -> None:
+        self.minimum, self.strict_minimum = minimum, strict_minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, float) and math.isfinite(value):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        low = self.minimum
+        if low is not None and (number <= low if self.strict_minimum else number < low):
+            self.fail(f"{number:g} must be {'>' if self.strict_minimum else '>='} {low:g}", param, ctx)
+        return number
+
+
+def count(minimum: int | None = None, maximum: int = 2**63 - 1) -> click.IntRange:
+    """An integer option within bounds: at most what JSON (and orjson) can hold by default, so a value
+    written to a manifest or a campaign file cannot fail half-way with "Integer exceeds 64-bit range".
+    The lower bound is left to the library where it checks it (with its own message)."""
+    return click.IntRange(minimum, maximum)
+
+
+MAX_REPEATS = 100_000  # rollouts per task: beyond any profile, and the materialized rows are held in memory
+MAX_SEED = 2**63 - 1
+
+FINITE = FiniteFloat()
+DURATION = FiniteFloat(0.0, strict_minimum=True)  # seconds or minutes: finite and > 0
+DELAY = FiniteFloat(0.0)  # finite and >= 0 (0 = no wait)
+NON_NEGATIVE = FiniteFloat(0.0)
+
 json_option = click.option(
     "--json", "as_json", is_flag=True, help="Print a JSON summary on stdout instead of text."
 )
 overwrite_option = click.option("--overwrite", is_flag=True, help="Replace existing output files.")
 
 # Options of the commands that read a reward profile (stats, report, compare, curriculum).
-PROFILE_PATH = click.Path(path_type=Path, dir_okay=False)
+PROFILE_PATH = INPUT_FILE
 profile_argument = click.argument("profile", type=PROFILE_PATH)
 answer_key_option = click.option(
     "--answer-key", metavar="K", help="Rollout field holding the final answer, for majority@k."
@@ -32,11 +114,18 @@ exclude_unhealthy_option = click.option(
 
 
 def pass_threshold_option(help: str = "Success means reward >= X (non-binary rewards).") -> Callable:
-    return click.option("--pass-threshold", type=float, metavar="X", help=help)
+    return click.option("--pass-threshold", type=FINITE, metavar="X", help=help)
 
 
 def bootstrap_option(help: str = "Bootstrap replicates.") -> Callable:
-    return click.option("--bootstrap", "n_bootstrap", type=int, default=2000, show_default=True, help=help)
+    return click.option(
+        "--bootstrap",
+        "n_bootstrap",
+        type=count(maximum=100_000),  # stats.uncertainty.MAX_BOOTSTRAP (not imported: --help stays cheap)
+        default=2000,
+        show_default=True,
+        help=help,
+    )
 
 
 interval_option = click.option(
@@ -49,7 +138,7 @@ interval_option = click.option(
 
 
 def seed_option(help: str = "Bootstrap seed.") -> Callable:
-    return click.option("--seed", type=int, default=0, show_default=True, help=help)
+    return click.option("--seed", type=count(maximum=MAX_SEED), default=0, show_default=True, help=help)
 
 
 def to_jsonable(value: Any) -> Any:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from ..errors import UsageError
-from ._common import emit, json_option, overwrite_option
+from ._common import DELAY, DURATION, INPUT_FILE, OUTPUT_FILE, count, emit, json_option, overwrite_option
 from .materialize import materialize_options
 
 
@@ -38,24 +37,22 @@ or another collector holds the lock, 3 malformed input (file:line named).
 @click.option(
     "--input",
     "input_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="Raw task rows; materialized first to <stem>_materialized_inputs.jsonl.",
 )
 @click.option(
     "--materialized",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="An already materialized file (instead of --input).",
 )
-@click.option(
-    "--output", required=True, type=click.Path(dir_okay=False, path_type=Path), help="rollouts.jsonl"
-)
+@click.option("--output", required=True, type=OUTPUT_FILE, help="rollouts.jsonl")
 @materialize_options
 @click.option("--base-url", "base_urls", multiple=True, help="Server base URL (…/v1), repeatable.")
 @click.option(
     "--endpoints",
     "endpoint_files",
     multiple=True,
-    type=click.Path(exists=True, dir_okay=False),
+    type=INPUT_FILE,
     help="Endpoints file (JSON) written by `ngrp serve`; repeatable (one per node): every server is used.",
 )
 @click.option("--model", default=None, help="Served model name (optional with --endpoints).")
@@ -85,26 +82,40 @@ or another collector holds the lock, 3 malformed input (file:line named).
 @click.option(
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )
-@click.option("--concurrency", type=int, default=32, show_default=True, help="Requests in flight.")
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per request.")
+@click.option(
+    "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Requests in flight."
+)
+@click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
     "--max-retries",
-    type=int,
+    type=count(maximum=1000),
     default=3,
     show_default=True,
     help="Retries per request on connection errors, timeouts, 429 and 5xx.",
 )
-@click.option("--retry-base-delay", type=float, default=0.5, show_default=True, help="First retry delay (s).")
+@click.option("--retry-base-delay", type=DELAY, default=0.5, show_default=True, help="First retry delay (s).")
+@click.option(
+    "--max-response-mb",
+    type=count(1, 1 << 20),
+    default=16,
+    show_default=True,
+    help="Largest reply read (MiB); a larger one is a response_too_large failure.",
+)
+@click.option(
+    "--follow-redirects",
+    is_flag=True,
+    help="Follow HTTP redirects (by default a 3xx is a redirect_refused failure: the prompt stays put).",
+)
 @click.option(
     "--max-attempts",
-    type=int,
+    type=count(maximum=1000),
     default=3,
     show_default=True,
     help="--resume retries a failed key until it has this many failed attempts.",
 )
 @click.option(
     "--abort-after",
-    type=int,
+    type=count(),
     default=16,
     show_default=True,
     help="Stop admitting rows after this many attempts in a row got no reply.",
@@ -147,6 +158,8 @@ def command(
     timeout,
     max_retries,
     retry_base_delay,
+    max_response_mb,
+    follow_redirects,
     max_attempts,
     abort_after,
     resume,
@@ -205,7 +218,13 @@ def command(
         verifier_fn=verifier_fn,
         return_token_ids=return_token_ids,
         concurrency=concurrency,
-        retry=RetryPolicy(timeout=timeout, max_retries=max_retries, base_delay=retry_base_delay),
+        retry=RetryPolicy(
+            timeout=timeout,
+            max_retries=max_retries,
+            base_delay=retry_base_delay,
+            max_response_bytes=max_response_mb * 2**20,
+            follow_redirects=follow_redirects,
+        ),
         max_attempts=max_attempts,
         abort_after=abort_after,
         api_key_env=api_key_env,

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import click
 
-from ._common import PROFILE_PATH, bootstrap_option, emit, json_option, pass_threshold_option, seed_option
+from ._common import (
+    FINITE,
+    PROFILE_PATH,
+    FiniteFloat,
+    bootstrap_option,
+    emit,
+    json_option,
+    pass_threshold_option,
+    seed_option,
+)
 
 
 @click.command("compare")
@@ -18,11 +27,15 @@ from ._common import PROFILE_PATH, bootstrap_option, emit, json_option, pass_thr
 @click.option("--metric", default="reward", show_default=True, help="Per-rollout field to compare.")
 @pass_threshold_option("Success means value >= X (for McNemar and flips when the metric is not 0/1).")
 @click.option(
-    "--alpha", type=float, default=0.05, show_default=True, help="Level for flips (BH) and the MDE."
+    "--alpha",
+    type=FiniteFloat(0.0, strict_minimum=True),
+    default=0.05,
+    show_default=True,
+    help="Level for flips (BH) and the MDE.",
 )
 @click.option(
     "--effect",
-    type=float,
+    type=FINITE,
     default=0.05,
     show_default=True,
     help="Effect (on the metric's scale) for 'tasks needed to detect it' at 80% power.",

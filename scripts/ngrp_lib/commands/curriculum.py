@@ -7,6 +7,10 @@ from pathlib import Path
 import click
 
 from ._common import (
+    FINITE,
+    INPUT_FILE,
+    OUTPUT_FILE,
+    count,
     emit,
     exclude_unhealthy_option,
     json_option,
@@ -57,7 +61,7 @@ def _render(result) -> str:
     "--tasks",
     "tasks",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="The ORIGINAL tasks JSONL the run was materialized from, or the run's materialized inputs "
     "(one row per task is written back).",
 )
@@ -65,21 +69,21 @@ def _render(result) -> str:
     "--output",
     "-o",
     required=True,
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     help="Where to write the selected task rows (JSONL).",
 )
-@click.option("--min", "min_rate", type=float, help="Band mode: keep tasks with pass rate >= this.")
-@click.option("--max", "max_rate", type=float, help="Band mode: keep tasks with pass rate <= this.")
+@click.option("--min", "min_rate", type=FINITE, help="Band mode: keep tasks with pass rate >= this.")
+@click.option("--max", "max_rate", type=FINITE, help="Band mode: keep tasks with pass rate <= this.")
 @click.option(
     "--learnable-for",
     "group_size",
-    type=int,
+    type=count(maximum=2**31),
     metavar="G",
     help="Learnability mode: keep tasks where a GRPO group of G rollouts is likely informative.",
 )
 @click.option(
     "--min-informative",
-    type=float,
+    type=FINITE,
     default=0.5,
     show_default=True,
     metavar="P",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from ._common import pass_threshold_option
+from ._common import FINITE, INPUT_FILE, count, pass_threshold_option
 
-FILE = click.Path(path_type=Path, dir_okay=False)
+FILE = INPUT_FILE
 
 
 @click.command("inspect")
@@ -17,15 +17,15 @@ FILE = click.Path(path_type=Path, dir_okay=False)
     "--inputs", type=FILE, help="Materialized inputs (default: <stem>_materialized_inputs.jsonl beside)."
 )
 @click.option("--profile", type=FILE, help="Reward profile (default: <stem>_reward_profiling.jsonl beside).")
-@click.option("--task", "tasks", type=int, multiple=True, metavar="N", help="Only task N (repeatable).")
+@click.option("--task", "tasks", type=count(), multiple=True, metavar="N", help="Only task N (repeatable).")
 @click.option("--agent", metavar="NAME", help="Only rollouts of this agent (agent_ref.name).")
 @click.option("--failed", is_flag=True, help="Only scored rollouts with reward below the pass threshold.")
 @click.option(
     "--passed", is_flag=True, help="Only scored rollouts with reward at or above the pass threshold."
 )
 @pass_threshold_option("Pass means reward >= X (default 1.0, as ngrp profile).")
-@click.option("--reward-min", type=float, metavar="X", help="Only rollouts with reward >= X.")
-@click.option("--reward-max", type=float, metavar="X", help="Only rollouts with reward <= X.")
+@click.option("--reward-min", type=FINITE, metavar="X", help="Only rollouts with reward >= X.")
+@click.option("--reward-max", type=FINITE, metavar="X", help="Only rollouts with reward <= X.")
 @click.option("--grep", metavar="REGEX", help="Only rollouts whose final text or reasoning matches REGEX.")
 @click.option(
     "--where",

@@ -9,7 +9,7 @@ import click
 from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
 from ..ledger.campaign import now_utc
 from ..ledger.gitinfo import read_git, warnings_for
-from ._common import emit, json_option
+from ._common import FINITE, FOLDER, INPUT_FILE, NON_NEGATIVE, count, emit, json_option
 from .ledger_common import campaign_option, dir_option, render_record
 from .ledger_text import render as render_status
 
@@ -42,10 +42,10 @@ def command() -> None:
 @click.option(
     "--direction", required=True, type=click.Choice(["max", "min"]), help="Is bigger or smaller better."
 )
-@click.option("--target", type=float, help="Stop when the best kept run reaches this value.")
+@click.option("--target", type=FINITE, help="Stop when the best kept run reaches this value.")
 @click.option(
     "--max-experiments",
-    type=int,
+    type=count(maximum=2**31),
     help="Stop after this many attempted runs. The baseline counts, and so do crashes: "
     "--max-experiments 5 is the baseline plus 4 experiments.",
 )
@@ -155,7 +155,7 @@ def _rules_text(c) -> str:
 @click.option(
     "--from-json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="A stats JSON (`ngrp stats --json`) or profile summary JSON holding the metric.",
 )
 @click.option(
@@ -168,7 +168,7 @@ def _rules_text(c) -> str:
 @click.option("--n-tasks-key", help="Key path of the number of tasks behind the metric.")
 @click.option(
     "--profile",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="This run's *_reward_profiling.jsonl: used for the paired comparison (and as the metric "
     "when no other source is given).",
 )
@@ -177,15 +177,13 @@ def _rules_text(c) -> str:
     help="rollout_infos field compared between profiles (default: the campaign's, usually reward).",
 )
 @click.option("--compare-to", default="best", show_default=True, help="best, baseline, or a ledger index.")
-@click.option(
-    "--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), help="The run's log file."
-)
+@click.option("--log", "log_path", type=INPUT_FILE, help="The run's log file.")
 @click.option(
     "--metric-regex", help="Regex for the metric in --log: group `value` (or group 1); last match wins."
 )
 @click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("."),
     help="Git checkout of the run (read only).  [default: .]",
 )
@@ -199,8 +197,8 @@ def _rules_text(c) -> str:
 @click.option("--recipe", default="", help="Recipe or config file of the run.")
 @click.option("--command", "run_command", default="", help="The command that ran (secrets are scrubbed).")
 @click.option("--description", default="", help="The hypothesis, in a few words (secrets are scrubbed).")
-@click.option("--memory-gb", type=float, help="Peak GPU memory.")
-@click.option("--elapsed-min", type=float, help="Wall-clock minutes of the run.")
+@click.option("--memory-gb", type=NON_NEGATIVE, help="Peak GPU memory.")
+@click.option("--elapsed-min", type=NON_NEGATIVE, help="Wall-clock minutes of the run.")
 @click.option(
     "--launcher", default="local", show_default=True, type=click.Choice(["local", "slurm", "nrl-k8s"])
 )

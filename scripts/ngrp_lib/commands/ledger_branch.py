@@ -8,7 +8,7 @@ import click
 
 from ..ledger import resolve_dir
 from ..ledger.branch import BranchResult, create_branch
-from ._common import emit, json_option
+from ._common import FOLDER, emit, json_option
 from .ledger_common import campaign_option, dir_option
 
 
@@ -24,7 +24,7 @@ from .ledger_common import campaign_option, dir_option
 )
 @click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("."),
     help="The git checkout.  [default: .]",
 )

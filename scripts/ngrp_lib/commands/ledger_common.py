@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
+
+from ._common import FOLDER
 
 dir_option = click.option(
     "--dir",
     "directory",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     help="Ledger folder (results.tsv + campaign.json). Default: reports/auto_research/<campaign>.",
 )
 campaign_option = click.option("--campaign", help="Campaign name; locates the default --dir.")

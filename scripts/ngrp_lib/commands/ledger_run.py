@@ -10,7 +10,7 @@ import click
 from ..ledger import resolve_dir
 from ..ledger.run import RunResult, run_experiment
 from ..ledger.run_request import RunRequest
-from ._common import emit, json_option
+from ._common import DELAY, FOLDER, INPUT_FILE, emit, json_option
 from .ledger_common import campaign_option, dir_option, render_record
 
 
@@ -21,7 +21,7 @@ from .ledger_common import campaign_option, dir_option, render_record
 @click.option(
     "--grace",
     "grace_s",
-    type=float,
+    type=DELAY,
     default=30.0,
     show_default=True,
     help="Seconds between SIGTERM and SIGKILL at the timeout.",
@@ -33,7 +33,7 @@ from .ledger_common import campaign_option, dir_option, render_record
 @click.option(
     "--metric-from-json",
     "metric_json",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="A JSON the run writes (e.g. `ngrp stats --json` output), read after it ends. "
     "{run_dir} and {index} stand for the run's folder and index.",
 )
@@ -42,7 +42,7 @@ from .ledger_common import campaign_option, dir_option, render_record
 @click.option("--n-tasks-key", help="Key path of the number of tasks behind the metric.")
 @click.option(
     "--profile",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=INPUT_FILE,
     help="The *_reward_profiling.jsonl the run writes: paired keep/discard against the best run "
     "(and the metric when no other source is given). Give each run its own path ({run_dir} helps).",
 )
@@ -61,7 +61,7 @@ from .ledger_common import campaign_option, dir_option, render_record
 )
 @click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("."),
     help="Git checkout of the run (read only).  [default: .]",
 )

@@ -10,12 +10,12 @@ from ..ledger import resolve_dir
 from ..ledger.checkpoint import CheckpointResult, checkpoint
 from ..ledger.handoff import Handoff, gather
 from ..ledger.memory_text import handoff_md
-from ._common import emit, json_option
+from ._common import FOLDER, emit, json_option
 from .ledger_common import campaign_option, dir_option
 
 repo_option = click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=FOLDER,
     default=Path("."),
     help="The git checkout (read only).  [default: .]",
 )

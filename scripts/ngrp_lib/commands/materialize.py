@@ -6,12 +6,12 @@ import click
 
 from ..collect.materialize import MaterializeOptions, MaterializeResult, materialize
 from ..errors import UsageError
-from ._common import emit, json_option, overwrite_option
+from ._common import INPUT_FILE, MAX_REPEATS, OUTPUT_FILE, count, emit, json_option, overwrite_option
 
 
 def materialize_options(f):
     """Options shared with `collect` (which materializes raw tasks first)."""
-    f = click.option("--limit", type=int, default=None, help="Read only the first N input lines.")(f)
+    f = click.option("--limit", type=count(), default=None, help="Read only the first N input lines.")(f)
     f = click.option("--interleave", is_flag=True, help='Order rows round by round ("abcabc").')(f)
     f = click.option(
         "--seed-per-repeat",
@@ -19,7 +19,13 @@ def materialize_options(f):
         help='Set metadata.extra_body to {"seed": <rollout index>} (Gym\'s num_repeats_add_seed).',
     )(f)
     f = click.option("--agent", default=None, help="Route every row to this agent (agent_ref.name).")(f)
-    f = click.option("--num-repeats", type=int, default=1, show_default=True, help="Rollouts per task.")(f)
+    f = click.option(
+        "--num-repeats",
+        type=count(maximum=MAX_REPEATS),
+        default=1,
+        show_default=True,
+        help="Rollouts per task.",
+    )(f)
     return f
 
 
@@ -35,12 +41,8 @@ Example:
 Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
 """
 )
-@click.option(
-    "--input", "input_path", required=True, type=click.Path(dir_okay=False), help="Task rows (JSONL)."
-)
-@click.option(
-    "--output", "output_path", required=True, type=click.Path(dir_okay=False), help="Materialized file."
-)
+@click.option("--input", "input_path", required=True, type=INPUT_FILE, help="Task rows (JSONL).")
+@click.option("--output", "output_path", required=True, type=OUTPUT_FILE, help="Materialized file.")
 @materialize_options
 @click.option(
     "--fan-out",

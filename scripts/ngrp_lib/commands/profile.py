@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ._common import emit, exclude_unhealthy_option, json_option, overwrite_option
+from ._common import FINITE, emit, exclude_unhealthy_option, json_option, overwrite_option
 
 # Gym's Hydra spelling of our options, accepted as extra arguments: `++allow_partial_rollouts=True` etc.
 _GYM_TOKEN = re.compile(
@@ -56,7 +56,7 @@ def _flag(value: str) -> bool:
 )
 @click.option(
     "--pass-threshold",
-    type=float,
+    type=FINITE,
     default=1.0,
     show_default=True,
     help="A rollout passes when reward >= this (for ngrp/pass_rate, ngrp/pass@k, Wilson interval).",

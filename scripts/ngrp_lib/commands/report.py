@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from ._common import (
+    INPUT_FILE,
+    OUTPUT_FILE,
     answer_key_option,
     bootstrap_option,
     emit,
@@ -24,20 +26,20 @@ from ._common import (
 @profile_argument
 @click.option(
     "--rollouts",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="rollouts.jsonl: adds truncation, majority@k (--answer-key) and the failures sidecar next to it.",
 )
 @click.option(
     "--compare",
     "other",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="The baseline profile A on the same tasks: adds B - A (this profile minus it, as `ngrp compare A "
     "PROFILE`), a per-task scatter and flips.",
 )
 @click.option(
     "--output",
     "-o",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     help="HTML file to write (default: <profile stem>_report.html next to the profile).",
 )
 @click.option(

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ._common import emit, json_option
+from ._common import DELAY, FOLDER, OUTPUT_FILE, FiniteFloat, count, emit, json_option
 
 EXIT_CODES = """\b
 Exit codes: 0 ok, 1 a server failed to start or is not healthy, 2 usage error or no vLLM found,
@@ -15,7 +15,7 @@ Exit codes: 0 ok, 1 a server failed to start or is not healthy, 2 usage error or
 
 endpoints_option = click.option(
     "--endpoints-file",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=OUTPUT_FILE,
     default=Path("ngrp_endpoints.json"),
     show_default=True,
     help="Where the endpoints (base_url, model, pid, log) are written; `collect --endpoints` reads it.",
@@ -48,19 +48,17 @@ def command() -> None:
 @command.command("start", epilog=EXIT_CODES, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--model", required=True, help="Model directory (or a hub id on GPU machines with network).")
 @click.option("--served-model-name", help="Name clients use in requests. Default: the model directory name.")
-@click.option(
-    "--num-servers", type=click.IntRange(min=1), help="Default: one per visible GPU group; 1 on CPU."
-)
+@click.option("--num-servers", type=count(1, 1024), help="Default: one per visible GPU group; 1 on CPU.")
 @click.option(
     "--tensor-parallel",
-    type=click.IntRange(min=1),
+    type=count(1, 1024),
     default=1,
     show_default=True,
     help="GPUs per model replica.",
 )
 @click.option(
     "--data-parallel",
-    type=click.IntRange(min=1),
+    type=count(1, 1024),
     default=1,
     show_default=True,
     help="vLLM data-parallel replicas inside each server.",
@@ -86,15 +84,15 @@ def command() -> None:
 @endpoints_option
 @click.option(
     "--log-dir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=FOLDER,
     help="Server logs. Default: <endpoints-file stem>_logs/ next to the endpoints file.",
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=FiniteFloat(1.0),
     default=600,
     show_default=True,
-    help="Seconds to wait for /health.",
+    help="Seconds to wait for /health (at least 1).",
 )
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and environment; start nothing.")
 @click.option(
@@ -144,10 +142,10 @@ def _python_for_dry_run(serve_plan, explicit: str | None) -> str:
 @endpoints_option
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=DELAY,
     default=15,
     show_default=True,
-    help="Seconds between SIGTERM and SIGKILL.",
+    help="Seconds between SIGTERM and SIGKILL (0 or more).",
 )
 @json_option
 def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:

@@ -7,8 +7,11 @@ from pathlib import Path
 import click
 
 from ._common import (
+    INPUT_FILE,
+    FiniteFloat,
     answer_key_option,
     bootstrap_option,
+    count,
     emit,
     exclude_unhealthy_option,
     interval_option,
@@ -23,7 +26,7 @@ from ._common import (
 @profile_argument
 @click.option(
     "--rollouts",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="rollouts.jsonl the profile came from: adds answers (majority@k) and truncation.",
 )
 @click.option(
@@ -39,7 +42,7 @@ from ._common import (
 @interval_option
 @click.option(
     "--target-width",
-    type=float,
+    type=FiniteFloat(0.0, strict_minimum=True),
     default=0.2,
     show_default=True,
     help="Per-task 95% interval width used for 'repeats needed'.",
@@ -47,7 +50,7 @@ from ._common import (
 @click.option(
     "--group-size",
     "group_sizes",
-    type=int,
+    type=count(maximum=2**31),
     multiple=True,
     metavar="G",
     help="GRPO group size for P(informative); repeatable (default: powers of two up to n).",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from ._common import pass_threshold_option
+from ._common import INPUT_FILE, FiniteFloat, pass_threshold_option
 
-FILE = click.Path(path_type=Path, dir_okay=False)
+FILE = INPUT_FILE
 
 
 @click.command("view")
@@ -40,7 +40,7 @@ FILE = click.Path(path_type=Path, dir_okay=False)
 )
 @click.option(
     "--alpha",
-    type=float,
+    type=FiniteFloat(0.0, strict_minimum=True),
     default=0.05,
     show_default=True,
     help="Compare mode: a task flipped when its BH q-value is below this (as ngrp compare).",

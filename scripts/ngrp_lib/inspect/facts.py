@@ -12,7 +12,6 @@ last line that is cut off (a collector mid-write) is skipped and counted, not an
 from __future__ import annotations
 
 import os
-import stat
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import orjson
 
 from ..artifacts.jsonl import BLANK, TORN, Problem, hint_for, parse_line
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
+from ..artifacts.opening import line_too_long, max_line_bytes, open_input
 from ..errors import InputError
 from .digest import finish, last_user_message, reward_of, token_counts
 
@@ -33,18 +33,9 @@ PREVIEW_CHARS = 160
 
 
 def open_regular(path: Path) -> Any:
-    """Open a file for binary reading; refuse what is not a regular file (a FIFO would block, a folder fails
-    later with a confusing message)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
-    if not stat.S_ISREG(mode):
-        raise InputError("cannot read: not a regular file", path=path)
-    try:
-        return open(path, "rb", buffering=0)  # noqa: SIM115 - the caller closes it
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    """Open a file for binary reading through the readers' one opening function (a FIFO, a device, a
+    folder or a symlink loop is refused there, exit 3)."""
+    return open_input(path, buffering=0)
 
 
 @dataclass
@@ -88,6 +79,7 @@ def iter_lines(
         line_no = 0
         offset = read = start
         rest = b""
+        limit = max_line_bytes()
         while read < size:
             block = handle.read(min(BLOCK, size - read))
             if not block:
@@ -95,6 +87,8 @@ def iter_lines(
             read += len(block)
             lines = (rest + block).split(b"\n")
             rest = lines.pop()
+            if len(rest) > limit or (limit < BLOCK and any(len(raw) > limit for raw in lines)):
+                raise line_too_long(path, line_no + 1, limit)  # never held past the limit
             for raw in lines:
                 line_no += 1
                 start, offset = offset, offset + len(raw) + 1
@@ -310,7 +304,7 @@ def _scan_part(path: Path, start: int, end: int, previews: bool) -> tuple[Facts,
 def _cuts(path: Path, size: int, parts: int) -> list[int]:
     """Offsets splitting the file into about equal parts, each at the start of a line."""
     cuts = [0]
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
         for k in range(1, parts):
             handle.seek(size * k // parts)
             handle.readline()

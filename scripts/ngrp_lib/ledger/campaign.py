@@ -21,6 +21,7 @@ DEFAULT_MAX_EXPERIMENTS = 4
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|min|s)")
 _UNIT_MIN = {"d": 1440.0, "h": 60.0, "m": 1.0, "min": 1.0, "s": 1 / 60}
+MAX_DURATION_MIN = 100 * 365.25 * 1440  # a budget beyond a century is a typo, and datetime ends at 9999
 
 
 @dataclass
@@ -117,11 +118,18 @@ def parse_duration_min(text: str) -> float:
     """'90m', '2h', '1h30m', '1.5h', '45s', '1d' (or a bare number of minutes) -> minutes."""
     stripped = text.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", stripped):
-        return float(stripped)
-    parts = _DURATION.findall(stripped)
-    if not parts or _DURATION.sub("", stripped).strip():
-        raise UsageError(f"cannot read duration {text!r}", hint="write it like 90m, 2h, 1h30m or 1d")
-    return sum(float(number) * _UNIT_MIN[unit] for number, unit in parts)
+        minutes = float(stripped)
+    else:
+        parts = _DURATION.findall(stripped)
+        if not parts or _DURATION.sub("", stripped).strip():
+            raise UsageError(f"cannot read duration {text!r}", hint="write it like 90m, 2h, 1h30m or 1d")
+        minutes = sum(float(number) * _UNIT_MIN[unit] for number, unit in parts)
+    if not (math.isfinite(minutes) and 0 < minutes <= MAX_DURATION_MIN):
+        raise UsageError(
+            f"duration {text!r} must be more than zero and at most 100 years",
+            hint="write it like 90m, 2h or 1d",
+        )
+    return minutes
 
 
 def parse_instant(text: str) -> datetime:
@@ -144,12 +152,17 @@ def parse_deadline(text: str, now: datetime) -> str:
     except UsageError:
         try:
             instant = now + timedelta(minutes=parse_duration_min(text))
-        except UsageError:
+        except (UsageError, OverflowError) as exc:
+            message = exc.message if isinstance(exc, UsageError) else ""
+            why = f": {message}" if message and "cannot read" not in message else ""
             raise UsageError(
-                f"cannot read --deadline {text!r}",
+                f"cannot read --deadline {text!r}{why}",
                 hint="use ISO 8601 (2026-03-24T18:00:00Z) or a budget from now (10h, 90m)",
             ) from None
-    return instant.astimezone(timezone.utc).isoformat(timespec="seconds")
+    try:
+        return instant.astimezone(timezone.utc).isoformat(timespec="seconds")
+    except OverflowError:  # 9999-12-31T23:59-01:00 is past the last instant datetime holds in UTC
+        raise UsageError(f"--deadline {text!r} is out of range", hint="give a date before 9999") from None
 
 
 def now_utc() -> datetime:
@@ -174,6 +187,8 @@ def init_campaign(
     """Create the campaign file and an empty ledger; refuse if either exists."""
     now = now or now_utc()
     check_name(campaign)
+    if not metric.strip():
+        raise UsageError("--metric must name the metric (it is empty)")
     prefix = branch_prefix or f"autoresearch/{now:%Y-%m-%d}-{campaign}"
     check_branch_name(prefix, "--branch-prefix")
     for name, value in (("--direction", direction), ("--compare-direction", compare_direction or direction)):

@@ -14,6 +14,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..artifacts.opening import open_input
+from ..errors import InputError
 from .outcome import Outcome
 from .scrub import scrub
 
@@ -45,12 +47,12 @@ class Verdict:
 
 def read_tail(log: Path, limit: int = TAIL_BYTES) -> str:
     try:
-        with open(log, "rb") as handle:
+        with open_input(log) as handle:  # a FIFO or device is no log: nothing to classify
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(0, size - limit))
-            return handle.read().decode("utf-8", errors="replace")
-    except OSError:
+            return handle.read(limit).decode("utf-8", errors="replace")
+    except (OSError, InputError):
         return ""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..artifacts.opening import same_file
 from ..errors import FindingsError, UsageError
 from ..stats.paired import IDENTICAL
 from .campaign import Campaign
@@ -74,7 +75,7 @@ def suggest(
     if ref is None:
         return Suggestion("keep", "first scored run: it is the baseline", "")
     ref_profile = Path(ref.fields["profile_path"]) if ref.fields["profile_path"] else None
-    if profile is not None and ref_profile is not None and ref_profile.resolve() == profile.resolve():
+    if profile is not None and ref_profile is not None and same_file(ref_profile, profile):
         return Suggestion(
             "discard",
             f"this run's profile is the file #{ref.index} recorded ({profile}): it was overwritten, so there "

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..artifacts.opening import open_append
 from .outcome import Outcome, StopRequest
 from .procwatch import GpuProbe, Proc, scan, tree, tree_rss
 
@@ -221,7 +222,7 @@ def run_local(
     with contextlib.ExitStack() as stack:
         stop = stop or stack.enter_context(StopRequest())
         stack.enter_context(_subreaper())
-        log = stack.enter_context(open(log_path, "ab"))
+        log = stack.enter_context(open_append(log_path))  # a FIFO planted there is refused, not waited on
         token = f"{os.getpid()}-{time.time_ns()}"
         proc = subprocess.Popen(
             list(argv),

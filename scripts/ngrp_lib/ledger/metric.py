@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import read_json
+from ..artifacts.opening import read_document
 from ..errors import InputError, UsageError
 from ..stats.uncertainty import t_interval
 from .keypaths import miss_hint
@@ -197,10 +198,7 @@ def from_log(path: Path, pattern: str) -> Reading:
         regex = re.compile(pattern)
     except re.error as exc:
         raise UsageError(f"--metric-regex is not a valid regular expression: {exc}") from None
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise InputError(f"cannot read log: {exc.strerror or exc}", path=path) from exc
+    text = read_document(path, what="log").decode("utf-8", errors="replace")
     match = None
     for match in regex.finditer(text):  # noqa: B007 - the last match is the final metric
         pass

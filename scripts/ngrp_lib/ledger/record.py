@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..artifacts.opening import real_path
 from ..errors import UsageError
 from . import runs, table
 from .campaign import LedgerPaths, load_campaign
@@ -93,6 +95,10 @@ def _check_options(run: RunInfo) -> None:
         raise UsageError(f"--launcher must be one of {', '.join(LAUNCHERS)}")
     if run.compare_to not in ("best", "baseline") and not run.compare_to.isdigit():
         raise UsageError("--compare-to must be best, baseline or a ledger index")
+    for name in ("memory_gb", "elapsed_min"):  # the ledger's reader refuses what is not finite: so do we
+        value = getattr(run, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, not {value}")
     for name in ("recipe", "command", "description"):
         refuse_env_dump(name, getattr(run, name))
 
@@ -121,7 +127,7 @@ def record_run(
         reading = None
     elif reading is None:
         reading = read_metric(source)
-    profile = None if source.profile is None else source.profile.resolve()
+    profile = None if source.profile is None else real_path(source.profile)
     with table.locked(paths.ledger):
         rows = table.read_ledger(paths.ledger)
         suggestion = None

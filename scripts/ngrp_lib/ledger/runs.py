@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 
 from ..artifacts.jsonl import write_json
+from ..artifacts.opening import read_document
+from ..errors import InputError
 from .campaign import LedgerPaths
 from .table import LedgerRow
 
@@ -79,8 +81,8 @@ def read_record(folder: Path) -> dict[str, Any] | None:
     """A run folder's `run.json`, or None when it is missing or unreadable (never an error: it is a note)."""
     path = folder / RUN_FILE
     try:
-        data = orjson.loads(path.read_bytes()) if path.is_file() else None
-    except (OSError, orjson.JSONDecodeError):
+        data = orjson.loads(read_document(path)) if path.is_file() else None
+    except (OSError, orjson.JSONDecodeError, InputError):
         return None
     return data if isinstance(data, dict) else None
 

@@ -24,6 +24,14 @@ _TOKEN_PATTERNS = [
     r"xox[abprs]-[A-Za-z0-9\-]{8,}",  # Slack
     r"(?:AKIA|ASIA)[0-9A-Z]{16}",  # AWS access key ids
     r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JWTs
+    r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",  # Stripe secret and restricted keys
+    r"AIza[0-9A-Za-z_\-]{30,}",  # Google API keys
+    r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",  # SendGrid
+    r"pypi-[A-Za-z0-9_\-]{16,}",  # PyPI upload tokens
+    r"npm_[A-Za-z0-9]{30,}",  # npm
+    r"dapi[0-9a-f]{32}",  # Databricks
+    r"\b\d{8,10}:[A-Za-z0-9_\-]{35}\b",  # Telegram bot tokens
+    r"hooks\.slack\.com/services/[A-Za-z0-9/]+",  # Slack webhook URLs (the path is the secret)
 ]
 _TOKENS = re.compile("|".join(f"(?:{p})" for p in _TOKEN_PATTERNS))
 
@@ -36,6 +44,32 @@ _AUTH_WORD = re.compile(
 
 # scheme://user:password@host -> scheme://user:***@host
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s/:@'\"]*):([^\s/@'\"]+)@")
+# scheme://TOKEN@host (a token as the user name, as GitHub takes it): masked when it is long enough not to be
+# a plain user name such as git@
+_URL_TOKEN_USER = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s/:@'\"]{12,})@")
+
+# -----BEGIN ... PRIVATE KEY----- blocks, whole (a cut-off block to the end of the text).
+_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----.*?(?:-----END \1-----|\Z)", re.DOTALL)
+# Credentials that tools take as option values whose names say nothing: curl -u user:pass, mysql -pPASS,
+# sshpass -p PASS, docker login -p PASS, openssl -passin pass:PASS, wandb login KEY.
+_USER_PASS = re.compile(
+    r"(?P<lead>(?:^|\s)(?:-u|--user|--proxy-user)(?:\s+|=))(?P<user>[^\s:'\"]*):(?P<value>[^\s'\"]+)"
+)
+_GLUED_P = re.compile(
+    r"(?P<lead>\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n;|&]*?\s-p)(?P<value>[^\s'\"]+)"
+)
+_SPACED_P = re.compile(
+    r"(?P<lead>\b(?:sshpass|(?:docker|podman|nerdctl|helm(?:\s+registry)?)\s+login)\b[^\n;|&]*?\s-p\s+)"
+    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s'\"]+)"
+)
+_PASS_ARG = re.compile(r"(?P<lead>(?:^|\s)pass:)(?P<value>[^\s'\"]+)")
+_LOGIN_KEY = re.compile(r"(?P<lead>\bwandb\s+login\s+(?:--relogin\s+)?)(?P<value>[A-Za-z0-9]{20,})")
+# A secret-looking compound name (aws_secret_access_key, api-key) followed by a space and a value, as
+# `aws configure set aws_secret_access_key VALUE` writes it.
+_SPACED_NAME = re.compile(
+    r"(?P<lead>(?:^|(?<=[\s\"']))[\"']?)(?P<name>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)+)"
+    r"(?P<sep>[\"']?[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|(?!-)[^\s\"',;&|]+)"
+)
 
 # Name segments that make an assignment secret-looking. `key` alone is too common (sort_key,
 # --metric-key), so it only counts with a qualifier or as the whole name.
@@ -71,8 +105,9 @@ def secret_name(name: str) -> bool:
         return True
     if any(p == "key" and i > 0 and parts[i - 1] in _KEY_QUALIFIERS for i, p in enumerate(parts)):
         return True
-    # Glued names: HFTOKEN, OPENAIAPIKEY, accesstoken.
-    return any(p.endswith(("apikey", "token", "secret", "password")) for p in parts)
+    # Glued names: HFTOKEN, OPENAIAPIKEY, accesstoken, AccountKey (Azure), PGPASSWORD.
+    glued = ("apikey", "token", "secret", "password", "accountkey", "accesskey", "privatekey", "secretkey")
+    return any(p.endswith(glued) for p in parts)
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -87,12 +122,24 @@ def scrub(text: str) -> str:
     """Return `text` with credentials replaced by `***`."""
     if not text:
         return text
+    text = _PEM.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
+    text = _URL_TOKEN_USER.sub(lambda m: m.group(0) if m.group(2) == MASK else f"{m.group(1)}{MASK}@", text)
     for scheme in (_BEARER, _AUTH_WORD):
         text = scheme.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _USER_PASS.sub(lambda m: f"{m.group('lead')}{m.group('user')}:{MASK}", text)
+    for tool in (_GLUED_P, _SPACED_P, _PASS_ARG, _LOGIN_KEY):
+        text = tool.sub(_mask_value, text)
     text = _FLAG.sub(_mask, text)
     text = _ASSIGN.sub(_mask, text)
+    text = _SPACED_NAME.sub(_mask, text)
     return _TOKENS.sub(MASK, text)
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    value = match.group("value")
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{match.group('lead')}{quote}{MASK}{quote}"
 
 
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Z_][A-Z0-9_]*=")

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from ..artifacts.jsonl import atomic_output
+from ..artifacts.opening import read_document
 from ..errors import InputError
 from .campaign import LedgerPaths
 
@@ -73,7 +74,7 @@ def read_entries(folder: Path) -> list[Entry]:
     if not path.is_file():
         return []
     out = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+    for number, line in enumerate(read_document(path).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -97,14 +98,14 @@ def write_text(path: Path, text: str) -> None:
 
 def append_entry(folder: Path, entry: Entry) -> None:
     path = folder / ENTRIES
-    old = path.read_bytes() if path.is_file() else b""
+    old = read_document(path) if path.exists() else b""
     with atomic_output(path, overwrite=True) as handle:
         handle.write(old + orjson.dumps(entry.to_json()) + b"\n")
 
 
 def append_text(path: Path, text: str) -> None:
     """Append to a markdown file by rewriting it whole (old bytes first, untouched), atomically."""
-    old = path.read_bytes() if path.is_file() else b""
+    old = read_document(path) if path.exists() else b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
     with atomic_output(path, overwrite=True) as handle:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifacts.jsonl import atomic_output
+from ..artifacts.opening import open_lock_file, read_document
 from ..errors import InputError
 
 # The nemo-rl-auto-research columns, in order, then ours.
@@ -94,14 +96,11 @@ def format_row(fields: dict[str, str]) -> str:
 
 def read_ledger(path: Path) -> list[LedgerRow]:
     """Parse and validate the whole ledger; raise InputError (exit 3) naming the first bad line."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         raise InputError(
             "no ledger here", path=path, hint="create one with `ngrp ledger init`, or pass the right --dir"
-        ) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+        )
+    data = read_document(path, what="ledger")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -124,8 +123,17 @@ def read_ledger(path: Path) -> list[LedgerRow]:
 
 
 def _parse_line(path: Path, number: int, line: str) -> LedgerRow:
+    index = line.split("\t", 1)[0]
+    row = f"row {index!r}" if index.isdigit() else "this row"
+
     def bad(message: str) -> InputError:
-        return InputError(message, path=path, line=number, hint="fix or remove this line by hand")
+        return InputError(
+            f"{row}: {message}",
+            path=path,
+            line=number,
+            hint=f"edit line {number} of {path.name} by hand: put a finite number (or nothing) in a numeric "
+            "field, one of keep/discard/crash in status; or delete the line (the other rows stay valid)",
+        )
 
     cells = line.split("\t")
     if len(cells) != len(COLUMNS):
@@ -179,12 +187,12 @@ def lock_path(path: Path) -> Path:
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive advisory lock for the ledger (a sibling `.lock` file, never deleted)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path(path), "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    fd = open_lock_file(lock_path(path))  # never through a symlink, never a file ngrp did not make
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def create(path: Path) -> None:
@@ -195,7 +203,7 @@ def create(path: Path) -> None:
 
 def rewrite_with(path: Path, new_fields: dict[str, str]) -> None:
     """Append one row by rewriting the file atomically (the caller holds the lock)."""
-    old = path.read_bytes()
+    old = read_document(path, what="ledger")
     with atomic_output(path, overwrite=True) as handle:
         handle.write(old)
         handle.write(format_row(new_fields).encode())

@@ -17,6 +17,7 @@ from .. import __version__
 from ..artifacts.jsonl import atomic_outputs, refuse_existing
 from ..artifacts.names import profile_paths_for, sibling
 from ..errors import FindingsError, UsageError
+from ..numbers import MAX_MAGNITUDE, first_oversize
 from .agents import agent_metrics, repeat_level
 from .align import check_alignment
 from .extras import DEFAULT_PASS_THRESHOLD
@@ -102,7 +103,7 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
     check_options(options)
     inputs, rollouts = Path(inputs), Path(rollouts)
     paths = output_paths(rollouts, options)
-    refuse_existing(list(paths.values()), options.overwrite)
+    refuse_existing(list(paths.values()), options.overwrite, inputs=[inputs, rollouts])
     unhealthy = None
     if options.exclude_unhealthy is not None:
         from ..audit.verdicts import load_unhealthy
@@ -158,6 +159,7 @@ def _profile_inner(
     alignment = check_alignment(data, stats, options.allow_partial)
     _check_null_rewards(data, options)
     table = build_table(data)
+    _refuse_oversize(table)
     warnings = _read_warnings(stats, sources)
     rewards_by_label: dict[Any, list[float]] = {}
     n_rows = 0
@@ -231,6 +233,19 @@ def _add_agent_means(per_agent: list, agents: list, rewards_by_label: dict, tabl
         task_means = rewards_by_label.get(entry["agent"])
         entry["mean_reward_rollout_weighted"] = pooled.get(entry["agent"])
         entry["mean_reward_task_weighted"] = sum(task_means) / len(task_means) if task_means else None
+
+
+def _refuse_oversize(table: Any) -> None:
+    """A numeric rollout field beyond +-MAX_MAGNITUDE would make Gym's means and deviations inf or nan."""
+    found = first_oversize(table.matrix)
+    if found is not None:
+        row, column, value = found
+        raise FindingsError(
+            f"rollout (task {int(table.tasks[row])}, rollout {int(table.rollouts[row])}) has "
+            f"{table.columns[column]} = {value:g}: beyond +-{MAX_MAGNITUDE:g} the profile's sums and squares "
+            "overflow float64",
+            hint=f"rescale {table.columns[column]} (divide it by a constant) in the verifier; profile again",
+        )
 
 
 def _check_null_rewards(data: Dataset, options: ProfileOptions) -> None:

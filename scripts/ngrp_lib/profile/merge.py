@@ -10,7 +10,8 @@ from typing import Any
 
 import orjson
 
-from ..artifacts.jsonl import refuse_existing
+from ..artifacts.jsonl import LineReader, refuse_existing
+from ..artifacts.opening import open_input
 from ..errors import InputError, UsageError
 from .api import (
     STATE_SUFFIX,
@@ -85,12 +86,15 @@ def _load_state(path: Path, data: Dataset, stats: ReadStats) -> dict[str, Any]:
 
 
 def _raw_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                yield number, orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc}", path=path, line=number) from exc
+    number = 0
+    with open_input(path, buffering=0) as handle:
+        for batch in LineReader(handle, path):
+            for line in batch:
+                number += 1
+                try:
+                    yield number, orjson.loads(line)
+                except orjson.JSONDecodeError as exc:
+                    raise InputError(f"invalid JSON: {exc}", path=path, line=number) from exc
 
 
 def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: ProfileOptions) -> ProfileResult:

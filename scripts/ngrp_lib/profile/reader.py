@@ -12,8 +12,9 @@ from typing import Any
 
 import orjson
 
-from ..artifacts.jsonl import BLANK, Problem, hint_for, iter_records
+from ..artifacts.jsonl import BLANK, LineReader, Problem, hint_for, iter_records
 from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index, pack_key
+from ..artifacts.opening import open_input
 from ..errors import FindingsError, InputError
 from .records import ENV_SERVER_KEY, UNHEALTHY, Dataset, InputRec, Key, ResultRec, result_record, sample_bytes
 
@@ -29,49 +30,40 @@ class ReadStats:
     torn_tail: dict[str, int] = field(default_factory=dict)  # role -> line of a skipped torn last line
 
 
-def _lines(handle: Any, hasher: Any) -> Iterator[bytes]:
-    """The file's lines (with their newline), hashing every byte once. Plain buffered reading: ~3% more CPU
-    than memory-mapping, but a file truncated by another process while it is read (a collector repairing
-    a torn tail) ends in a clean error naming the line, not a SIGBUS."""
-    update = hasher.update
-    for line in handle:
-        update(line)
-        yield line
-
-
 def _rows(
     path: Path, role: str, stats: ReadStats, skip_torn_tail: bool = False
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, row) for each non-blank line. Blank lines are skipped and remembered (Gym fails on
     them; we warn). At the first line that is not a JSON object it defers to the shared JSONL layer,
     which names the problem exactly. With `skip_torn_tail`, a last line cut off by an interrupted write
-    (no newline, not JSON) is skipped and remembered instead: the file itself is never changed."""
+    (no newline, not JSON) is skipped and remembered instead: the file itself is never changed. The shared
+    line reader hashes every byte once, refuses what is not a regular file and stops at a line longer than
+    the limit. Plain reads, not a memory map: a file truncated by another process while it is read (a
+    collector repairing a torn tail) ends in a clean error naming the line, not a SIGBUS."""
     hasher = hashlib.sha256()
     stats.sha256[role] = hasher
     blanks = stats.blank_lines.setdefault(role, [])
     count = 0
     line_no = 0
-    try:
-        handle = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - closed below
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from exc
-    with handle:
-        for raw in _lines(handle, hasher):
-            line_no += 1
-            try:
-                data = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                if not raw.strip():
-                    blanks.append(line_no)
-                    continue
-                if skip_torn_tail and not raw.endswith(b"\n"):  # only the last line can lack one
-                    stats.torn_tail[role] = line_no
-                    break
-                _raise_problem(path, line_no)
-            if type(data) is not dict:
-                _raise_problem(path, line_no)
-            count += 1
-            yield line_no, data
+    with open_input(path, buffering=0) as handle:
+        reader = LineReader(handle, path, on_block=hasher.update)
+        for batch in reader:
+            for raw in batch:
+                line_no += 1
+                try:
+                    data = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    if not raw.strip():
+                        blanks.append(line_no)
+                        continue
+                    if skip_torn_tail and reader.unterminated:  # the last line, alone in the last batch
+                        stats.torn_tail[role] = line_no
+                        break
+                    _raise_problem(path, line_no)
+                if type(data) is not dict:
+                    _raise_problem(path, line_no)
+                count += 1
+                yield line_no, data
     stats.rows[role] = count
 
 

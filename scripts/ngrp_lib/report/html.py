@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import atomic_output, iter_rows
-from ..artifacts.names import failures_path_for, manifest_path_for
+from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
 from ..numbers import num, pval
 from ..stats.paired import IDENTICAL
@@ -203,7 +203,9 @@ def _failures(rollouts: Path | None) -> str:
     keys: set = set()
     for row in iter_rows(path):
         classes[str(row.data.get("_ng_failure_class") or row.data.get("failure_class") or "unknown")] += 1
-        keys.add((row.data.get("_ng_task_index"), row.data.get("_ng_rollout_index")))
+        key = rollout_key(row.data)  # a row without a valid key still counts as an attempt
+        if key is not None:
+            keys.add(key)
     rows = [[name, count] for name, count in classes.most_common()]
     return (
         _table(["failure class", "attempts"], rows)
@@ -349,7 +351,8 @@ def build_report(
     from ..artifacts.jsonl import refuse_existing
 
     settings = settings or StatsSettings()
-    refuse_existing([Path(output)], overwrite)
+    sidecar = failures_path_for(rollouts) if rollouts else None
+    refuse_existing([Path(output)], overwrite, inputs=[profile, rollouts, compare, sidecar])
     plots.pyplot()  # fail early with the install hint when matplotlib is missing
     stats = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     o = stats.overall

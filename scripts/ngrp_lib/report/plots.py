@@ -61,7 +61,8 @@ def curve_plot(curves: dict[str, list[dict]], ylabel: str) -> str:
     ax.set_ylabel(ylabel)
     if _unit(curves):
         ax.set_ylim(-0.02, 1.02)
-    ax.legend(loc="best")
+    if any(curves.values()):  # no curve at all (every reward null): a legend would only warn on stderr
+        ax.legend(loc="best")
     return to_svg(fig)
 
 

@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..artifacts.opening import read_document
 from ..errors import InputError, NgrpError, UsageError
 
 # (flag, value, flags that mean the user already chose): added only when the user passed none of them.
@@ -167,8 +168,10 @@ def model_dtype(model: str) -> str:
     """The dtype for the CPU server: the checkpoint's own float32/bfloat16, else bfloat16."""
     config = Path(model) / "config.json"
     try:
-        data = json.loads(config.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_document(config, limit=1 << 24))
+    except (OSError, ValueError, InputError):
+        return "bfloat16"
+    if not isinstance(data, dict):
         return "bfloat16"
     dtype = data.get("dtype") or data.get("torch_dtype")
     return "float32" if dtype == "float32" else "bfloat16"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..artifacts.endpoints import read_endpoints
 from ..artifacts.jsonl import write_json
+from ..artifacts.opening import open_input
 from ..errors import InputError, UsageError
 from .plan import ServePlan, ServerSpec, ServerStartError
 
@@ -138,10 +139,14 @@ def launch(spec: ServerSpec, *, tie_to_parent: bool) -> Started:
     return Started(spec, proc, proc_start_time(proc.pid))
 
 
-def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+def log_tail(path: Path, lines: int = TAIL_LINES, max_bytes: int = 1 << 16) -> str:
+    """The last `lines` lines of a server log, reading at most its last `max_bytes` (a log can be huge)."""
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
+        with open_input(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - max_bytes))
+            text = handle.read(max_bytes).decode("utf-8", errors="replace")
+    except (OSError, InputError):
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:])
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows
+from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows, refuse_existing
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY, is_index
 from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, UsageError
@@ -209,6 +209,8 @@ def export_curriculum(
     from ..audit.verdicts import load_unhealthy
 
     selection.check()
+    check_key(key)
+    refuse_existing([Path(output)], overwrite, inputs=[profile, tasks])
     unhealthy = None if exclude_unhealthy is None else load_unhealthy(exclude_unhealthy).keys
     data = load_profile(profile, ("reward",), unhealthy, exclude=unhealthy is not None)
     picked = _pick_agent(data.keys, agent)
@@ -266,6 +268,15 @@ def export_curriculum(
         exclude_unhealthy=None if exclude_unhealthy is None else str(exclude_unhealthy),
         n_unhealthy_excluded=data.n_unhealthy,
     )
+
+
+def check_key(key: str) -> None:
+    """The pass-rate field must not replace what Gym reads (identity, routing, the request) or be empty."""
+    if not key or key in REWRITTEN_FIELDS or key.startswith("_ng_"):
+        raise UsageError(
+            f"--key {key!r} would overwrite a field Gym reads",
+            hint="choose a new field name such as pass_rate",
+        )
 
 
 def _write(output: Path | str, lines: TaskLines, chosen: dict, key: str, overwrite: bool) -> tuple[int, int]:

@@ -44,7 +44,10 @@ def _falling_ratio(a, n, k: int):
     a = np.asarray(a, dtype=float)
     n = np.asarray(n, dtype=float)
     out = np.ones(np.broadcast(a, n).shape)
-    for i in range(k):
+    # Past the largest n every factor is 0 (a <= n), and rows with n < k are NaN at the caller: stopping
+    # there changes no value and keeps a huge k (--k 10**20) from looping for ever.
+    steps = min(k, int(np.nanmax(n, initial=0)) + 1) if n.size else 0
+    for i in range(steps):
         out = out * np.clip(a - i, 0, None) / np.where(n - i > 0, n - i, 1)
     return out
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import iter_rows
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index, pack_key
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, pack_key, profile_key, rollout_key
 from ..errors import FindingsError, InputError
 from ..inspect.digest import finish
+from ..numbers import MAX_MAGNITUDE, first_oversize
 
 TaskKey = tuple[int, "str | None"]
 
@@ -53,15 +54,15 @@ class ProfileData:
 
 
 def _row_key(row: dict, path: Path, line: int) -> TaskKey:
-    task = row.get(TASK_KEY)
-    if not is_index(task):
+    key = profile_key(row)
+    if key is None:
         raise InputError(
             f"{TASK_KEY} is missing or not a non-negative integer",
             path=path,
             line=line,
             hint="is this a *_reward_profiling.jsonl written by `gym eval profile` or `ngrp profile`?",
         )
-    return task, agent_name(row)
+    return key
 
 
 def _infos(row: dict, path: Path, line: int) -> list[dict]:
@@ -136,8 +137,21 @@ def load_profile(
             # bool is an int here (True -> 1.0), as Gym counts bools; null, strings and absent values are NaN.
             raw = [info.get(name) for info in infos]
             values[name][i, :m] = [float(v) if isinstance(v, (int, float)) else nan for v in raw]
+    for name in fields:
+        _refuse_oversize(values[name], name, keys, path)
     measured = int((rollout_index >= 0).sum())
     return ProfileData(path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy)
+
+
+def _refuse_oversize(matrix: Any, name: str, keys: list[TaskKey], path: Path) -> None:
+    found = first_oversize(matrix)
+    if found is not None:
+        row, _, value = found
+        raise FindingsError(
+            f"{path}: rollout_infos[*].{name} of task {keys[row][0]} is {value:g}: beyond "
+            f"+-{MAX_MAGNITUDE:g} sums and squares overflow, so no statistic of it would be a number",
+            hint=f"rescale {name} (divide it by a constant) in the verifier, and profile again",
+        )
 
 
 def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | None) -> dict[str, int]:
@@ -164,7 +178,12 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
                 "this is a reward profile, not a rollouts file", path=rollouts, line=row.line,
                 hint="--rollouts takes the rollouts.jsonl the profile was made from",
             )  # fmt: skip
-        key = (row.data.get(TASK_KEY), row.data.get(ROLLOUT_KEY))
+        key = rollout_key(row.data)
+        if key is None:
+            raise InputError(
+                f"rollout row needs integer {TASK_KEY} and {ROLLOUT_KEY} (non-negative, below 2^63)",
+                path=rollouts, line=row.line, hint="`ngrp validate` names every bad row of the file",
+            )  # fmt: skip
         where = position.get(key)
         if where is None:
             unmatched += 1

@@ -32,7 +32,7 @@ from .results import (
     ShrinkagePrior,
     TaskWeightedMean,
 )
-from .uncertainty import bootstrap_means, percentile_interval, t_interval
+from .uncertainty import MAX_BOOTSTRAP, bootstrap_means, percentile_interval, t_interval
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
@@ -57,8 +57,10 @@ class StatsSettings:
             raise UsageError("--k values must be positive integers")
         if self.group_sizes is not None and any(g < 2 for g in self.group_sizes):
             raise UsageError("--group-size must be at least 2 (a group of one is never informative)")
-        if self.n_bootstrap < 0:
-            raise UsageError("--bootstrap must be >= 0 (0 turns the bootstrap off)")
+        if not 0 <= self.n_bootstrap <= MAX_BOOTSTRAP:
+            raise UsageError(f"--bootstrap must be from 0 (off) to {MAX_BOOTSTRAP}, not {self.n_bootstrap}")
+        if self.seed < 0:
+            raise UsageError("--seed must be >= 0")
         if not 0 < self.target_width < math.inf:
             raise UsageError("--target-width must be a positive, finite number")
         if self.interval not in INTERVALS:
@@ -482,4 +484,6 @@ def parse_int_list(text: str | None, option: str) -> list[int] | None:
         raise UsageError(f"{option} takes comma-separated integers such as 1,2,4,8; got {text!r}") from None
     if not values:
         raise UsageError(f"{option} is empty")
+    if any(not 1 <= v <= 2**31 for v in values):
+        raise UsageError(f"{option} values must be between 1 and 2^31; got {text!r}")
     return values

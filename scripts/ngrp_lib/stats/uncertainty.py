@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from .distributions import t_interval_from_sem
 
+MAX_BOOTSTRAP = 100_000  # replicates x columns of float64: 100,000 x 50 columns is 40 MB
+
 
 @dataclass
 class Interval:

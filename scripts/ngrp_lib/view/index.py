@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from ..artifacts.opening import real_path
 from ..inspect.digest import RolloutDigest, digest
 from ..inspect.facts import Facts, PendingScan, ScanStats, open_regular, parse_row, read_at
 from ..inspect.join import InputsIndex, RunPaths
@@ -38,7 +39,7 @@ def _identity(path: Path | None) -> list[Any]:
     if path is None:
         return [None]
     st = path.stat()
-    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+    return [str(real_path(path)), st.st_size, st.st_mtime_ns]
 
 
 def _hash(value: Any, n: int) -> str:
@@ -47,7 +48,7 @@ def _hash(value: Any, n: int) -> str:
 
 def cache_path(paths: RunPaths, directory: Path | None = None) -> Path:
     """`<stem>-<hash of the path>-<hash of path, size and mtime of both files>.npz`."""
-    which = _hash(str(paths.rollouts.resolve()), 12)
+    which = _hash(str(real_path(paths.rollouts)), 12)
     state = _hash([FORMAT, _identity(paths.rollouts), _identity(paths.inputs)], 20)
     return (directory or cache_dir()) / f"{paths.rollouts.stem[:40]}-{which}-{state}.npz"
 

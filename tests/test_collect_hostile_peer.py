@@ -1,0 +1,224 @@
+"""`collect` against misbehaving HTTP peers no real server shows (issue 16): a peer that echoes the request
+headers (the API key must reach no file and no log line), replies too large to hold, a reply with a null
+message, a redirect to another host, an error reply that never ends. A canned-reply aiohttp peer only."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+import pytest
+from http_helpers import serve_app
+
+KEY = "sk-echo-5ecr3t-k3y-0123456789"
+
+
+def _tasks(tmp_path, n=2):
+    path = tmp_path / "tasks.jsonl"
+    rows = [
+        {"responses_create_params": {"input": f"what is {i}+1?"}, "expected_answer": str(i + 1)}
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _chat(content: str) -> dict:
+    return {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+@pytest.fixture
+def peer():
+    """One aiohttp app; `state["mode"]` picks its misbehaviour, `state["posts"]` counts the POSTs it got."""
+    from aiohttp import web
+
+    state = {"mode": "echo200", "posts": 0, "seen_auth": []}
+
+    async def handle(request):
+        state["posts"] += 1
+        await request.read()
+        headers = dict(request.headers)
+        state["seen_auth"].append(headers.get("Authorization"))
+        mode = state["mode"]
+        if mode == "echo200":
+            padding = "z" * 1500  # longer than the stored bound of an extracted answer
+            return web.json_response(_chat(f"4. Your request headers were {json.dumps(headers)} {padding}"))
+        if mode in ("echo500", "echo400"):
+            return web.Response(status=int(mode[-3:]), text=f"server error; request headers: {headers}")
+        if mode == "null_message":
+            return web.json_response({"choices": [{"message": None}]})
+        if mode == "big200":
+            return web.json_response(_chat("x" * (2 * 2**20)))
+        if mode == "big200_chunked":
+            reply = web.StreamResponse(status=200, headers={"content-type": "application/json"})
+            await reply.prepare(request)
+            await reply.write(b'{"choices": [{"message": {"content": "')
+            for _ in range(64):
+                await reply.write(b"y" * 2**15)
+            await reply.write(b'"}}]}')
+            return reply
+        if mode == "slow500":  # an error page whose end never comes
+            reply = web.StreamResponse(status=500)
+            await reply.prepare(request)
+            await reply.write(b"e" * 2**17)
+            await asyncio.sleep(30)
+            return reply
+        if mode == "redirect":
+            raise web.HTTPTemporaryRedirect(state["other"] + "/v1/chat/completions")
+        if mode == "gym_odd_shapes":  # a /run reply whose response and usage are not objects
+            odd = [{"response": "text", "reward": 1.0}, {"response": {"usage": [1, 2]}, "reward": "high"}]
+            return web.json_response(odd[state["posts"] % 2])
+        if mode == "gym_echo":
+            response = {"output": [], "usage": {"output_tokens": 1}, "status": "completed", "echo": headers}
+            return web.json_response({"response": response, "reward": 1.0})
+        raise AssertionError(mode)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    app.router.add_post("/run", handle)
+    with serve_app(app) as url:
+        state["url"] = url
+        yield state
+
+
+@pytest.fixture
+def other_peer():
+    """The host a redirect points at: it only counts what reaches it."""
+    from aiohttp import web
+
+    state = {"posts": 0}
+
+    async def handle(request):
+        state["posts"] += 1
+        await request.read()
+        return web.json_response(_chat("4"))
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handle)
+    with serve_app(app) as url:
+        state["url"] = url
+        yield state
+
+
+def _collect(run_ngrp, tmp_path, peer, *extra, env=None):
+    _tasks(tmp_path)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--base-url", peer["url"] + "/v1", "--model", "m", "--verifier", "exact", "--max-retries", "0",
+            "--max-attempts", "1", "--json", *extra]  # fmt: skip
+    return run_ngrp(*argv, env={**os.environ, "OPENAI_API_KEY": KEY, **(env or {})})
+
+
+def _written(tmp_path, proc) -> str:
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    return proc.stdout + proc.stderr + "".join(p.read_text(errors="replace") for p in files)
+
+
+def _rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("mode", ["echo200", "echo500", "echo400"])
+def test_an_echoed_api_key_reaches_no_file_and_no_output(run_ngrp, tmp_path, peer, mode):
+    peer["mode"] = mode
+    proc = _collect(run_ngrp, tmp_path, peer)
+    assert peer["seen_auth"] and all(auth == f"Bearer {KEY}" for auth in peer["seen_auth"])  # it was sent
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert KEY not in _written(tmp_path, proc)
+    stored = (tmp_path / "out" / ("r.jsonl" if mode == "echo200" else "r_failures.jsonl")).read_text()
+    assert "Bearer ***" in stored  # the echo was stored, with the key masked
+    if mode != "echo200":
+        failures = _rows(tmp_path / "out" / "r_failures.jsonl")
+        assert {f["_ng_failure_http_status"] for f in failures} == {int(mode[-3:])}
+
+
+def test_an_echoed_key_in_a_gym_run_reply_is_masked(run_ngrp, tmp_path, peer):
+    peer["mode"] = "gym_echo"
+    _tasks(tmp_path)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--agent", "a", "--gym-url", peer["url"] + "/run", "--max-retries", "0", "--json"]  # fmt: skip
+    proc = run_ngrp(*argv, env={**os.environ, "OPENAI_API_KEY": KEY})
+    assert proc.returncode == 0, proc.stderr
+    assert KEY not in _written(tmp_path, proc)
+    assert all(
+        row["response"]["echo"]["Authorization"] == "Bearer ***"
+        for row in _rows(tmp_path / "out" / "r.jsonl")
+    )
+
+
+@pytest.mark.parametrize("mode", ["big200", "big200_chunked"])
+def test_a_reply_over_the_size_limit_is_a_failure_class(run_ngrp, tmp_path, peer, mode):
+    peer["mode"] = mode
+    proc = _collect(run_ngrp, tmp_path, peer, "--max-response-mb", "1")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["failures_by_class"] == {"response_too_large": 2}
+    failures = _rows(tmp_path / "out" / "r_failures.jsonl")
+    assert all("over the limit of 1048576 bytes" in f["_ng_failure_message"] for f in failures)
+    assert (tmp_path / "out" / "r.jsonl").read_text() == ""
+
+
+def test_an_error_reply_is_read_only_up_to_its_prefix(run_ngrp, tmp_path, peer):
+    """The error page's end never comes: reading it whole would wait for the 20 s timeout."""
+    peer["mode"] = "slow500"
+    started = time.monotonic()
+    proc = _collect(run_ngrp, tmp_path, peer, "--timeout", "20", "--concurrency", "2")
+    assert time.monotonic() - started < 15, "the error reply was read to its end"
+    failures = _rows(tmp_path / "out" / "r_failures.jsonl")
+    assert [f["_ng_failure_http_status"] for f in failures] == [500, 500], proc.stderr
+    assert all(len(f["_ng_failure_response_body"]) == 2000 for f in failures)
+
+
+def test_a_null_message_is_a_server_failure_not_an_empty_answer(run_ngrp, tmp_path, peer):
+    peer["mode"] = "null_message"
+    proc = _collect(run_ngrp, tmp_path, peer)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert (tmp_path / "out" / "r.jsonl").read_text() == ""
+    failures = _rows(tmp_path / "out" / "r_failures.jsonl")
+    assert [f["_ng_failure_class"] for f in failures] == ["agent_run_error"] * 2
+    assert all("no message object" in f["_ng_failure_message"] for f in failures)
+
+
+def test_a_redirect_is_refused_unless_asked(run_ngrp, tmp_path, peer, other_peer):
+    peer["mode"], peer["other"] = "redirect", other_peer["url"]
+    proc = _collect(run_ngrp, tmp_path, peer)
+    assert proc.returncode == 1, proc.stderr
+    assert other_peer["posts"] == 0  # the prompt never went to the other host
+    assert json.loads(proc.stdout)["failures_by_class"] == {"redirect_refused": 2}
+    failures = _rows(tmp_path / "out" / "r_failures.jsonl")
+    assert all("--follow-redirects" in f["_ng_failure_message"] for f in failures)
+    proc = _collect(run_ngrp, tmp_path, peer, "--follow-redirects", "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert other_peer["posts"] == 2
+
+
+def test_a_long_exact_answer_is_stored_bounded(run_ngrp, tmp_path, peer):
+    """verify_exact's extracted answer is the whole reply: stored whole in `response`, bounded here."""
+    peer["mode"] = "echo200"
+    proc = _collect(run_ngrp, tmp_path, peer, env={"OPENAI_API_KEY": ""})  # no key, nothing masked
+    rows = _rows(tmp_path / "out" / "r.jsonl")
+    assert rows, proc.stderr
+    for row in rows:
+        text = row["response"]["output"][0]["content"][0]["text"]
+        assert len(text) > 1000 and len(row["extracted_answer"]) < 1100
+        assert row["extracted_answer"].startswith(text[:1000]) and "sha256" in row["extracted_answer"]
+
+
+def test_a_gym_reply_of_odd_shapes_is_stored_without_a_crash(run_ngrp, tmp_path, peer):
+    """Gym mode stores what /run answers, as Gym does; a response that is text, or usage that is a list,
+    must not crash the collector's bookkeeping."""
+    peer["mode"] = "gym_odd_shapes"
+    _tasks(tmp_path)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--agent", "a", "--gym-url", peer["url"] + "/run", "--max-retries", "0", "--json"]  # fmt: skip
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(_rows(tmp_path / "out" / "r.jsonl")) == 2
