@@ -107,7 +107,7 @@ answer_key_option = click.option(
 
 exclude_unhealthy_option = click.option(
     "--exclude-unhealthy",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     metavar="VERDICTS",
     help="rollout_verdicts.jsonl from `ngrp health`: leave its unhealthy rollouts out, as masked ones are.",
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option, overwrite_option
+from ._common import DURATION, INPUT_FILE, OUTPUT_FILE, count, emit, json_option, overwrite_option
 
 
 @click.command(
@@ -33,15 +33,11 @@ Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resum
 --resume, 3 unreadable or malformed input (file:line named).
 """,
 )
-@click.option(
-    "--rollouts", required=True, type=click.Path(path_type=Path, dir_okay=False), help="Rollouts to re-score."
-)
-@click.option(
-    "--output", required=True, type=click.Path(path_type=Path, dir_okay=False), help="New rollouts file."
-)
+@click.option("--rollouts", required=True, type=INPUT_FILE, help="Rollouts to re-score.")
+@click.option("--output", required=True, type=OUTPUT_FILE, help="New rollouts file.")
 @click.option(
     "--inputs",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=INPUT_FILE,
     help="Materialized inputs: the verifier gets each key's input row (as Gym's reverify), not the rollout.",
 )
 @click.option(
@@ -54,18 +50,22 @@ Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resum
 @click.option("--answer-key", default="expected_answer", show_default=True, help="Row field with the answer.")
 @click.option("--verify-url", default=None, help="A NeMo Gym resources server's /verify URL.")
 @click.option("--verifier-fn", default=None, help="module:function(row, response) -> reward or dict.")
-@click.option("--concurrency", type=int, default=32, show_default=True, help="Rows in flight.")
-@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds per /verify request.")
+@click.option(
+    "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Rows in flight."
+)
+@click.option(
+    "--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per /verify request."
+)
 @click.option(
     "--max-retries",
-    type=int,
+    type=count(0),
     default=3,
     show_default=True,
     help="Retries per /verify request on connection errors, timeouts, 429 and 5xx.",
 )
 @click.option(
     "--max-attempts",
-    type=int,
+    type=count(1),
     default=3,
     show_default=True,
     help="--resume retries a failed row until it has this many failed attempts.",
