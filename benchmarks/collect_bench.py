@@ -26,11 +26,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
 
 from ngrp_lib.collect.convert import chat_request  # noqa: E402
+from ngrp_lib.collect.http import open_session  # noqa: E402
 from ngrp_lib.collect.materialize import MaterializeOptions, materialize  # noqa: E402
 from ngrp_lib.collect.options import CollectOptions  # noqa: E402
 from ngrp_lib.collect.routing import Endpoint, normalize_base_url  # noqa: E402
@@ -78,7 +80,12 @@ def run_ngrp(materialized: Path, workdir: Path, endpoint: Endpoint, concurrency:
         verifier="math",
         concurrency=concurrency,
     )
-    result = collect(options)
+
+    async def run() -> Any:
+        async with open_session(concurrency) as session:
+            return await collect(options, session)
+
+    result = asyncio.run(run())
     assert result.complete, result
 
 

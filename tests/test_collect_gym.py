@@ -134,8 +134,17 @@ def test_gym_mode_failures_and_resume(gym_stack, golden, tmp_path, run_ngrp):
     done = keyed(out)
     assert len(rows(out)) == len(done) == 5 and bad_key not in done  # every good key exactly once
     assert len(rows(out.with_name("rollouts_failures.jsonl"))) == 2  # the bad key's second attempt
-    dead = run_ngrp("collect", "--materialized", path, "--gym-url", "http://127.0.0.1:9/run", "--output",
-                    tmp_path / "dead" / "rollouts.jsonl", "--max-retries", "0", "--json")  # fmt: skip
+    dead_args = ["collect", "--materialized", path, "--gym-url", "http://127.0.0.1:9/run", "--output",
+                 tmp_path / "dead" / "rollouts.jsonl", "--max-retries", "0", "--json"]  # fmt: skip
+    refused = run_ngrp(*dead_args)  # the pre-flight check: nothing sent, nothing written
+    assert refused.returncode == 2 and [p.name for p in (tmp_path / "dead").iterdir()] == [
+        "rollouts.jsonl.lock"
+    ]
+    assert (
+        "connection refused at http://127.0.0.1:9/: is the Gym stack running? `gym env status`"
+        in refused.stderr
+    )
+    dead = run_ngrp(*dead_args, "--skip-preflight")
     assert dead.returncode == 1
     classes = {r["_ng_failure_class"] for r in rows(tmp_path / "dead" / "rollouts_failures.jsonl")}
     assert classes == {"agent_request_failed"}

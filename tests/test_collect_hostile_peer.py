@@ -82,9 +82,13 @@ def peer():
             return web.json_response({"response": response, "reward": 1.0})
         raise AssertionError(mode)
 
+    async def models(request):  # the pre-flight check's GET /v1/models: a 500 that echoes the headers
+        return web.Response(status=500, text=f"server error; request headers: {dict(request.headers)}")
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", handle)
     app.router.add_post("/run", handle)
+    app.router.add_get("/v1/models", models)
     with serve_app(app) as url:
         state["url"] = url
         yield state
@@ -113,7 +117,7 @@ def _collect(run_ngrp, tmp_path, peer, *extra, env=None):
     _tasks(tmp_path)
     argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
             "--base-url", peer["url"] + "/v1", "--model", "m", "--verifier", "exact", "--max-retries", "0",
-            "--max-attempts", "1", "--json", *extra]  # fmt: skip
+            "--max-attempts", "1", "--json", "--skip-preflight", *extra]  # fmt: skip
     return run_ngrp(*argv, env={**os.environ, "OPENAI_API_KEY": KEY, **(env or {})})
 
 
@@ -124,6 +128,17 @@ def _written(tmp_path, proc) -> str:
 
 def _rows(path):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_an_api_key_echoed_to_the_pre_flight_check_is_masked_in_its_refusal(run_ngrp, tmp_path, peer):
+    _tasks(tmp_path)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--base-url", peer["url"] + "/v1", "--model", "m", "--verifier", "exact", "--json"]  # fmt: skip
+    proc = run_ngrp(*argv, env={**os.environ, "OPENAI_API_KEY": KEY})
+    assert proc.returncode == 2 and "/v1/models answered HTTP 500" in proc.stderr, proc.stderr
+    assert "Bearer ***" in proc.stderr and KEY not in proc.stdout + proc.stderr
+    written = [p.name for p in (tmp_path / "out").iterdir()]
+    assert peer["posts"] == 0 and written == ["r.jsonl.lock"]  # no row sent, nothing but the lock written
 
 
 @pytest.mark.parametrize("mode", ["echo200", "echo500", "echo400"])

@@ -304,10 +304,12 @@ def _tasks(tmp_path, n=2, extra=""):
 DEAD = "http://127.0.0.1:9/v1"  # port 9 (discard) is closed here: connection refused at once
 
 
-def _collect_argv(tmp_path, base_url: str, output: str = "r.jsonl") -> list:
-    """`ngrp collect` over tmp_path/tasks.jsonl with model `m` and the math verifier."""
+def _collect_argv(tmp_path, base_url: str, output: str = "r.jsonl", *, preflight: bool = False) -> list:
+    """`ngrp collect` over tmp_path/tasks.jsonl with model `m` and the math verifier. Without the
+    pre-flight check (these peers are dead, silent or canned): it has tests of its own."""
     return ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / output,
-            "--base-url", base_url, "--model", "m", "--verifier", "math"]  # fmt: skip
+            "--base-url", base_url, "--model", "m", "--verifier", "math",
+            *([] if preflight else ["--skip-preflight"])]  # fmt: skip
 
 
 def _collect(run_ngrp, tmp_path, *extra):
@@ -507,12 +509,13 @@ def test_bounded_admission_keeps_at_most_concurrency_requests_open(tmp_path, sil
 
 
 def test_progress_line_reports_rate_eta_reward_and_errors():
+    from ngrp_lib.artifacts.failures import Failure
     from ngrp_lib.collect.progress import ProgressBar, Tally
 
     tally = Tally(total=10)
     tally.add_result(1.0, 16)
     tally.add_result(0.0, 16)
-    tally.add_failure("timeout")
+    tally.add_failure(Failure("timeout", None, "no answer within 1s"), (0, 0))
     line = ProgressBar(tally, enabled=False).line()
     assert "3/10" in line and "rollouts/s" in line and "tok/s" in line and "ETA" in line
     assert "reward 0.500" in line and "timeout=1" in line
@@ -644,7 +647,7 @@ def test_credentials_in_verify_url_are_not_written(run_ngrp, tmp_path):
     _tasks(tmp_path, n=1)
     argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "r.jsonl",
             "--base-url", DEAD, "--model", "m", "--verify-url", "http://admin:t0ps3cret@127.0.0.1:9/verify",
-            "--max-retries", "0"]  # fmt: skip
+            "--max-retries", "0", "--skip-preflight"]  # fmt: skip
     proc = run_ngrp(*argv)
     assert proc.returncode == 1, proc.stderr
     manifest = (tmp_path / "r_run_manifest.json").read_text()

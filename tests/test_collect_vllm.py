@@ -386,7 +386,8 @@ def test_bad_request_is_not_retried_and_records_gym_failure_fields(vllm_server, 
     too_long = {"input": "hi", "max_output_tokens": 100000}  # beyond --max-model-len: vLLM answers 400
     tasks.write_text(json.dumps({"responses_create_params": too_long, "expected_answer": "1"}) + "\n")
     out = tmp_path / "rollouts.jsonl"
-    proc = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--json"))
+    # (the pre-flight check would refuse this row before sending it: test_collect_first_run.py)
+    proc = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--json", "--skip-preflight"))
     assert proc.returncode == 1 and json.loads(proc.stdout)["failures_by_class"] == {"agent_run_error": 1}
     (failure,) = [r.data for r in jsonl.iter_rows(tmp_path / "rollouts_failures.jsonl")]
     assert failure["_ng_failure_http_status"] == 400 and failure["_ngrp_retries"] == 0
@@ -417,8 +418,13 @@ def flaky_proxy(vllm_server):
         ):
             return web.Response(status=reply.status, body=await reply.read(), content_type="application/json")
 
+    async def models(request):  # the pre-flight check's GET /v1/models passes through
+        async with aiohttp.ClientSession() as session, session.get(vllm_server.base_url + "/models") as reply:
+            return web.Response(status=reply.status, body=await reply.read(), content_type="application/json")
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", forward)
+    app.router.add_get("/v1/models", models)
     with serve_app(app) as url:
         yield url + "/v1", calls
 

@@ -56,7 +56,7 @@ def one_error_line(done, *needles):
 def collect_argv(tmp_path, tasks, *extra):
     return ["collect", "--input", tasks, "--output", tmp_path / "out" / "r.jsonl", "--base-url", DEAD,
             "--model", "m", "--verifier", "exact", "--max-retries", "0", "--abort-after", "1",
-            *extra]  # fmt: skip
+            "--skip-preflight", *extra]  # fmt: skip
 
 
 # ---------------------------------------------------------------- 3: lock files

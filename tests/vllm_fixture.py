@@ -27,6 +27,7 @@ SERVER_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "PYTHONUNBUFFERED": "1",  # uvicorn's access lines reach the log as they happen (`VLLMServer.requests`)
 }
 
 
@@ -53,6 +54,7 @@ class VLLMServer:
     log_path: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
+    api_key: str | None = None  # started with --api-key: every /v1 route then wants this Bearer token
 
     @property
     def base_url(self) -> str:
@@ -67,7 +69,13 @@ class VLLMServer:
             "--dtype", "float32", "--max-model-len", "2048",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--enforce-eager", "--distributed-executor-backend", "uni", "--no-enable-chunked-prefill",
+            *(["--api-key", self.api_key] if self.api_key else []),
         ]  # fmt: skip
+
+    def requests(self, method: str, route: str) -> int:
+        """How many `METHOD route` requests the server has answered so far (uvicorn's access log)."""
+        needle = f'"{method} {route} HTTP/1.1"'
+        return sum(needle in line for line in self.tail(chars=1 << 30).splitlines())
 
     def start(self) -> VLLMServer:
         env = {**os.environ, **SERVER_ENV}
@@ -160,12 +168,12 @@ def vllm_server_factory(tiny_model_dir, tmp_path):
     python = _require_python()
     started: list[VLLMServer] = []
 
-    def make(port: int | None = None, start: bool = True) -> VLLMServer:
+    def make(port: int | None = None, start: bool = True, api_key: str | None = None) -> VLLMServer:
         log = tmp_path / f"vllm-{len(started)}.log"
         server = (
-            VLLMServer(python, tiny_model_dir, log)
+            VLLMServer(python, tiny_model_dir, log, api_key=api_key)
             if port is None
-            else VLLMServer(python, tiny_model_dir, log, port=port)
+            else VLLMServer(python, tiny_model_dir, log, port=port, api_key=api_key)
         )
         started.append(server)
         return server.start() if start else server

@@ -1,46 +1,52 @@
 """Gym mode for `ngrp collect --gym-url URL`: post each materialized row to a NeMo Gym `/run`.
 
 The request body is the materialized row, as `gym eval run --no-serve` posts it; the row written is the
-server's reply (the verify response) with Gym's collector stamps (`gym_run.stamp`). Resume, the
-failures sidecar, admission and progress are the direct mode's (`direct.DirectRun`); only `run_row` differs.
-Failure classes follow Gym 0.7.0: `agent_run_error` when the server answered with a non-gateway error
-status, `agent_request_failed` for 429/502/503/504 or no reply. Unlike Gym, no reply is retried a bounded
-number of times (`--max-retries`) instead of forever, and a 500 is not retried (the rollout ran and broke).
-A reply that carries its own `_ng_failure_class` goes to the sidecar; one marked `_ng_no_persist` is
-written nowhere, so `--resume` runs it again, as in Gym.
+server's reply (the verify response) with Gym's collector stamps (`ngrp_lib.gym_run.stamp`). Resume, the
+failures sidecar, admission, progress and the stop rules are shared with direct mode (`run.Run`); only
+`run_row` differs. Failure classes follow Gym 0.7.0: `agent_run_error` when the server answered with a
+non-gateway error status, `agent_request_failed` for 429/502/503/504 or no reply. Unlike Gym, no reply is
+retried a bounded number of times (`--max-retries`) instead of forever, and a 500 is not retried (the
+rollout ran and broke). A reply that carries its own `_ng_failure_class` goes to the sidecar; one marked
+`_ng_no_persist` is written nowhere, so `--resume` runs it again, as in Gym.
+
+Pre-flight: the head server must answer (it lists the servers), and so must every server rows go to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from ..artifacts import jsonl
-from .direct import DirectRun, output_tokens
-from .gym_run import FAILURE_CLASS_KEY, GymTargets, outcome, resolve_gym_url, stamp
-from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_once
-from .routing import Endpoint
+from ..artifacts.failures import Failure
+from ..errors import UsageError
+from .direct import output_tokens
+from .gym_run import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
+from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json
+from .preflight import DEFAULT_TIMEOUT, ServerCheck, check_reachable, origin
+from .routing import public_url
+from .run import Run
+
+STATUS_HINT = "is the Gym stack running? `gym env status`"
+
+
+def gym_retryable(failure: AttemptFailed) -> bool:
+    """Gym retries no reply and gateway statuses; a 500 means the rollout ran and broke."""
+    return failure.status is None or failure.status in GATEWAY_STATUSES
 
 
 async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> dict:
     """POST one row to /run; retry only no reply and gateway statuses; return the JSON object."""
-    retry = 0
-    while True:
-        try:
-            payload = await post_once(session, url, body, headers, policy.timeout, policy=policy)
-            break
-        except AttemptFailed as failure:
-            if failure.failure_class == "timeout":  # Gym has no request timeout: no reply at all
-                failure.failure_class = "agent_request_failed"
-            retryable = failure.status is None or failure.status in GATEWAY_STATUSES
-            if not retryable or retry >= policy.max_retries:
-                failure.retries = retry
-                raise
-        await asyncio.sleep(policy.delay(retry))
-        retry += 1
+    try:
+        payload = await post_json(session, url, body, headers, policy, retry_if=gym_retryable)
+    except AttemptFailed as failure:
+        if failure.failure_class == "timeout":  # Gym has no request timeout: no reply at all
+            failure.failure_class = "agent_request_failed"
+        raise
     try:
         result = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
@@ -64,13 +70,40 @@ def check_agents(targets: GymTargets, materialized: Any) -> None:
             targets.for_row(row.data)
 
 
-class GymRun(DirectRun):
+async def preflight(
+    session: Any,
+    gym_url: str,
+    timeout: float = DEFAULT_TIMEOUT,
+    resolve: Callable[[str], GymTargets] = resolve_gym_url,
+) -> tuple[GymTargets, list[ServerCheck]]:
+    """Resolve where rows go (through the head server), then check every server rows may go to answers."""
+    targets = await asyncio.to_thread(resolve, gym_url)
+    servers: dict[str, RunTarget] = {t.url: t for t in [*targets.by_agent.values(), targets.default] if t}
+    checks = await asyncio.gather(
+        *(check_reachable(session, origin(url), what=_what(t, targets), fix=STATUS_HINT, timeout=timeout)
+          for url, t in servers.items())
+    )  # fmt: skip
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        raise UsageError(
+            "\n".join(c.line() for c in bad), hint="no row was sent; --skip-preflight turns this check off"
+        )
+    return targets, list(checks)
+
+
+def _what(target: RunTarget, targets: GymTargets) -> str | None:
+    if targets.head_url is None:
+        return None
+    name = target.environment_server or "an agent"
+    return f"{name}, listed by the Gym head server {public_url(targets.head_url)}"
+
+
+class GymRun(Run):
     """A collection whose rows run on a NeMo Gym stack's `/run`."""
 
-    def __init__(self, options: Any, verifier: Any, plan: Any, disk: Any, session: Any) -> None:
-        super().__init__(options, verifier, plan, disk, session)
-        self.targets = resolve_gym_url(options.gym_url)
-        check_agents(self.targets, options.materialized_path)
+    def __init__(self, *args: Any, targets: GymTargets, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.targets = targets
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()
@@ -80,19 +113,18 @@ class GymRun(DirectRun):
                 self.session, target.url, orjson.dumps(row), self.headers, self.options.retry
             )
         except AttemptFailed as failure:
-            self.record_failure(row, attempt, failure, time.monotonic() - started, Endpoint(target.url, ""))
+            self.record_failure(row, attempt, failure, time.monotonic() - started, public_url(target.url))
             return
-        self.no_reply_streak = 0
         stamp(row, result, target, attempt)
         kind = outcome(result)
         if kind == "no_persist":
-            self.tally.add_failure(self.redactor.text(str(result.get(FAILURE_CLASS_KEY) or "no_persist")))
+            klass = str(result.get(FAILURE_CLASS_KEY) or "no_persist")
+            self.count_failure(Failure.from_fields({**result, FAILURE_CLASS_KEY: klass}), row, replied=True)
             return
         if kind == "failure":
             self.failures.write(result)
-            self.tally.add_failure(self.redactor.text(str(result[FAILURE_CLASS_KEY])))
+            self.count_failure(Failure.from_fields(result), row, replied=True)
             return
-        self.results.write(result)
         response = result.get("response")  # the server's reply, whatever its shape: never a crash here
         tokens = output_tokens(response) if isinstance(response, dict) else 0
-        self.tally.add_result(result.get("reward"), tokens)
+        self.record_result(result, result.get("reward"), tokens)

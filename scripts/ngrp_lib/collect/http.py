@@ -1,7 +1,9 @@
 """One model call with a per-request timeout and bounded, jittered exponential retries.
 
-Retried: connection errors, timeouts, HTTP 429 and 5xx. Not retried: other statuses (a bad request
-stays bad). When the retries run out the call raises `AttemptFailed` carrying Gym's failure fields.
+Retried by default: no reply (connection errors, timeouts), HTTP 429 and 5xx. Not retried: other statuses
+(a bad request stays bad). Callers with another rule (Gym's `/run`) pass their own `retry_if`. When the
+retries run out the call raises `AttemptFailed` carrying Gym's failure fields; its message quotes the
+server's own error message when the reply carries one.
 
 Replies are read up to a limit (`max_response_bytes`, 16 MiB by default, `collect --max-response-mb`): a
 larger 200 reply is a `response_too_large` failure, and of an error reply only the first 64 KiB are read
@@ -13,8 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
+
+from ..artifacts.failures import server_message
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 408})
 GATEWAY_STATUSES = frozenset({429, 502, 503, 504})
@@ -65,15 +71,37 @@ class AttemptFailed(Exception):
         }
 
 
-async def post_json(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> bytes:
-    """POST and return the 200 body; retry transient failures; raise AttemptFailed when out of retries."""
+def transient(failure: AttemptFailed) -> bool:
+    """No reply at all, or a status that says "try again" (429, 5xx, 408)."""
+    return failure.status is None or failure.status in RETRY_STATUSES
+
+
+@asynccontextmanager
+async def open_session(concurrency: int) -> AsyncIterator[Any]:
+    """The aiohttp session of one run, sized for `concurrency` requests in flight (created by the caller
+    of `collect` and passed in)."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as s:
+        yield s
+
+
+async def post_json(
+    session: Any,
+    url: str,
+    body: bytes,
+    headers: dict,
+    policy: RetryPolicy,
+    retry_if: Callable[[AttemptFailed], bool] = transient,
+) -> bytes:
+    """POST and return the 200 body; retry while `retry_if(failure)`; AttemptFailed when out of retries."""
     retry = 0
     while True:
         try:
             return await post_once(session, url, body, headers, policy.timeout, policy=policy)
         except AttemptFailed as failure:
-            transient = failure.status is None or failure.status in RETRY_STATUSES
-            if not transient or retry >= policy.max_retries:
+            if not retry_if(failure) or retry >= policy.max_retries:
                 failure.retries = retry
                 raise
         await asyncio.sleep(policy.delay(retry))
@@ -101,7 +129,9 @@ async def post_once(
             payload = await read_prefix(r, ERROR_BODY_READ)
             text = payload.decode("utf-8", errors="replace")
             kind = "agent_request_failed" if r.status in GATEWAY_STATUSES else "agent_run_error"
-            raise AttemptFailed(kind, "HTTPError", f"HTTP {r.status} from {_path(url)}", r.status, text)
+            said = server_message(text)
+            message = f"HTTP {r.status} from {_path(url)}" + (f": {said}" if said else "")
+            raise AttemptFailed(kind, "HTTPError", message, r.status, text)
     except asyncio.TimeoutError as exc:
         raise AttemptFailed(
             "timeout", "TimeoutError", f"no answer within {timeout:g}s from {_path(url)}"

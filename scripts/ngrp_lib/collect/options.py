@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import names
+from ..artifacts.opening import same_file
 from ..errors import UsageError
 from .http import RetryPolicy
 from .materialize import MaterializeOptions
@@ -38,7 +38,10 @@ class CollectOptions:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_attempts: int = 3
     abort_after: int = 16
+    abort_after_same: int = 5
     api_key_env: str = "OPENAI_API_KEY"
+    api_key: str | None = field(default=None, repr=False, compare=False)  # the caller reads api_key_env
+    skip_preflight: bool = False
     resume: bool = False
     overwrite: bool = False
     progress: bool = False
@@ -59,7 +62,7 @@ class CollectOptions:
         check_urls(self)
         if self.resume and self.overwrite:
             raise UsageError("--resume and --overwrite contradict each other; choose one")
-        for name in ("concurrency", "max_attempts", "abort_after"):
+        for name in ("concurrency", "max_attempts", "abort_after", "abort_after_same"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         retry = self.retry
@@ -67,6 +70,17 @@ class CollectOptions:
             raise UsageError(f"--timeout must be finite and > 0 (not {retry.timeout}), --max-retries >= 0")
         if not all(math.isfinite(d) and d >= 0 for d in (retry.base_delay, retry.max_delay)):
             raise UsageError("--retry-base-delay must be a finite number >= 0")
+        source = self.input if self.input is not None else self.materialized
+        if source is not None and any(same_file(source, p) for p in self.outputs):
+            raise UsageError(  # --overwrite would delete the very rows it is about to read
+                f"{source} is both an input and an output of this run", hint="give --output another file name"
+            )
+
+    @property
+    def outputs(self) -> list[Path]:
+        """The files a fresh run (re)writes."""
+        paths = [self.output, self.failures_path, self.manifest_path]
+        return paths + [self.materialized_path] if self.input is not None else paths
 
     @property
     def failures_path(self) -> Path:
@@ -112,6 +126,9 @@ class CollectOptions:
                 "timeout": self.retry.timeout,
                 "max_retries": self.retry.max_retries,
                 "max_attempts": self.max_attempts,
+                "abort_after": self.abort_after,
+                "abort_after_same": self.abort_after_same,
+                "skip_preflight": self.skip_preflight,
                 "api_key_env": self.api_key_env,
                 "max_response_bytes": self.retry.max_response_bytes,
                 "follow_redirects": self.retry.follow_redirects,
@@ -127,7 +144,7 @@ def check_urls(options: CollectOptions) -> None:
     for flag, url in (("--verify-url", options.verify_url), ("--gym-url", options.gym_url)):
         if url is not None:
             split_http_url(url, flag)
-    if not os.environ.get(options.api_key_env):
+    if not options.api_key:
         return
     keyed = [e.public_url for e in options.endpoints if has_credentials(e.base_url)]
     if options.gym_url is not None and has_credentials(options.gym_url):

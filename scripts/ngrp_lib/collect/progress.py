@@ -8,6 +8,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..artifacts.failures import Failure, FailureDigest
+
 
 @dataclass
 class Tally:
@@ -19,6 +21,7 @@ class Tally:
     reward_n: int = 0
     output_tokens: int = 0
     failure_classes: Counter = field(default_factory=Counter)
+    digest: FailureDigest = field(default_factory=FailureDigest)  # the messages, for the summary
     started: float = field(default_factory=time.monotonic)
 
     def add_result(self, reward: object, output_tokens: int) -> None:
@@ -28,9 +31,10 @@ class Tally:
             self.reward_sum += reward
             self.reward_n += 1
 
-    def add_failure(self, failure_class: str) -> None:
+    def add_failure(self, failure: Failure, key: tuple[int, int] | None) -> None:
         self.failed += 1
-        self.failure_classes[failure_class] += 1
+        self.failure_classes[failure.failure_class] += 1
+        self.digest.add(failure, key)
 
     @property
     def elapsed(self) -> float:

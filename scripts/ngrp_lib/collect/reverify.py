@@ -26,6 +26,7 @@ import orjson
 from .. import __version__
 from ..artifacts import jsonl
 from ..artifacts import names as artifacts
+from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
@@ -373,16 +374,15 @@ class _Run:
     def record_failure(
         self, failures: Any, row: dict, attempt: int, failure: AttemptFailed, elapsed: float
     ) -> None:
-        failures.write(
-            {
-                **failure.fields(),
-                **{k: row[k] for k in IDENTITY_KEYS if k in row},
-                "_ng_attempt_index": attempt,
-                "_ngrp_elapsed_s": round(elapsed, 4),
-                "_ngrp_retries": failure.retries,
-            }
-        )
-        self.tally.add_failure(failure.failure_class)
+        out = {
+            **failure.fields(),
+            **{k: row[k] for k in IDENTITY_KEYS if k in row},
+            "_ng_attempt_index": attempt,
+            "_ngrp_elapsed_s": round(elapsed, 4),
+            "_ngrp_retries": failure.retries,
+        }
+        failures.write(out)
+        self.tally.add_failure(Failure.from_fields(out), rollout_key(out))
 
 
 class _session:

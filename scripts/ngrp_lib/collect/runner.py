@@ -1,133 +1,136 @@
-"""The collection loop: plan from disk, then run the pending rows with bounded admission.
+"""One collection, start to finish: check the servers, stage and scan the rows, write the manifest, then
+run the pending rows (`run.Run`) and sum up (`result.CollectResult`).
 
-Workers pull rows from one shared generator that streams the materialized file, so at most
-`concurrency` rows are in flight and memory does not grow with the number of rows. Every result and
-every failed attempt is appended and flushed as it completes.
+Order matters for "nothing collected earlier is lost": the servers are checked and the rows are
+materialized into a staging file and scanned (row errors, rows over the model's context) before any file
+of an earlier run is replaced, so a run refused before its first row leaves the disk as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts import jsonl, names, schemas
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
-from ..artifacts.opening import same_file
+from ..artifacts.redact import Redactor
 from ..errors import InputError, UsageError
-from .direct import DirectRun, Plan
-from .materialize import materialize, sha256_file
+from . import gym_backend
+from .direct import DirectRun
+from .gym_backend import GymRun, check_agents
+from .gym_run import GymTargets, resolve_gym_url
+from .materialize import materialize, read_task_lines, sha256_file
 from .options import CollectOptions
+from .preflight import (
+    DEFAULT_TIMEOUT,
+    OutputBudget,
+    ServerCheck,
+    auth_headers,
+    check_endpoints,
+    check_reachable,
+    origin,
+)
+from .result import CollectResult, Plan, build_result
+from .routing import Endpoint
+from .run import Run, run_redactor, stderr_log
 from .shards import restrict_file
 from .state import CollectorLock, build_manifest, check_manifest, scan_outputs
 from .verify import make_verifier
 
+if TYPE_CHECKING:
+    from .shards import Shard
 
-@dataclass
-class CollectResult:
-    output: str
-    failures: str
-    manifest: str
-    materialized: str
-    expected: int
-    completed: int
-    missing: int
-    attempted: int
-    succeeded: int
-    failed: int
-    skipped_completed: int
-    exhausted: int
-    failures_by_class: dict[str, int]
-    elapsed_s: float
-    rollouts_per_s: float
-    output_tokens: int
-    output_tokens_per_s: float
-    mean_reward: float | None
-    resumed: bool
-    repaired: dict[str, str] = field(default_factory=dict)
-    duplicates_found: int = 0
-    stopped_early: str | None = None
-
-    @property
-    def complete(self) -> bool:
-        """Every key exactly once: a duplicated key (an edit or a concatenation, never this collector)
-        would be refused by the profiler, so the run is not done."""
-        return self.missing == 0 and self.duplicates_found == 0
-
-    def to_json(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return {**asdict(self), "complete": self.complete, "exit_code": 0 if self.complete else 1}
+__all__ = ["CollectResult", "collect", "scan_materialized"]
 
 
-def scan_materialized(path: Path, needs_answer: str | None) -> tuple[Plan, set]:
-    """Validate every materialized row up front (so a bad row stops the run before any request)."""
+def scan_materialized(
+    path: Path,
+    needs_answer: str | None,
+    *,
+    budget: OutputBudget | None = None,
+    shard: Shard | None = None,
+) -> tuple[Plan, set]:
+    """Validate every materialized row up front (so a bad row stops the run before any request); the
+    keys of the rows this run owns (all, or its shard's)."""
     keys: set[tuple[int, int]] = set()
+    seen: set[tuple[int, int]] = set()
     for row in jsonl.iter_rows(path):
         key = names.rollout_key(row.data)
         if key is None:
             raise InputError(
                 f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path, line=row.line
             )
-        if key in keys:
+        if key in seen:
             raise InputError(f"duplicate rollout key {key}", path=path, line=row.line)
+        seen.add(key)
+        if shard is not None and not shard.owns(key[0]):
+            continue
         if not isinstance(row.data.get(RCP), dict):
             raise InputError(f"{RCP} must be an object", path=path, line=row.line, pointer=f"/{RCP}")
         problem = schemas.first_problem("materialized_input", row.data)  # the contract `validate` checks
         if problem is not None:
             raise InputError(problem[1], path=path, line=row.line, pointer=problem[0])
-        if needs_answer and row.data.get(needs_answer) is None:
-            raise InputError(
-                f"row has no {needs_answer!r} for the verifier to compare with",
-                path=path,
-                line=row.line,
-                hint="choose the field with --answer-key",
-            )
+        _check_row(path, row, needs_answer, budget, row.data[RCP])
         keys.add(key)
     return Plan(rows=len(keys), sha256=sha256_file(path)), keys
 
 
-def collect(options: CollectOptions) -> CollectResult:
-    verifier = (
-        None
-        if options.gym_url
-        else make_verifier(
-            options.verifier,
-            answer_key=options.answer_key,
-            pattern=options.verifier_pattern,
-            url=options.verify_url,
-            function=options.verifier_fn,
-            timeout=options.retry.timeout,
-            policy=options.retry,
+def check_tasks(options: CollectOptions, needs_answer: str | None, budget: OutputBudget | None) -> None:
+    """The checks of `scan_materialized` on the --input rows the run will materialize, so that a
+    message names the line of the user's file."""
+    if needs_answer is None and budget is None:
+        return
+    assert options.input is not None
+    overrides = options.materialize.overrides
+    for row in read_task_lines(options.input, options.materialize.limit):
+        params = row.data.get(RCP)
+        if isinstance(params, dict):  # materialize names a row without one
+            _check_row(options.input, row, needs_answer, budget, {**params, **overrides})
+
+
+def _check_row(
+    path: Path, row: Any, needs_answer: str | None, budget: OutputBudget | None, params: dict
+) -> None:
+    if needs_answer and row.data.get(needs_answer) is None:
+        raise InputError(
+            f"row has no {needs_answer!r} for the verifier to compare with",
+            path=path,
+            line=row.line,
+            hint="choose the field with --answer-key",
         )
-    )
+    if budget is not None:
+        budget.see(f"{path}:{row.line}", params)
+
+
+async def collect(
+    options: CollectOptions, session: Any, log: Callable[[str], None] = stderr_log
+) -> CollectResult:
+    """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
+    `options.api_key`. Servers are checked before anything on disk changes (`preflight`)."""
+    verifier = None if options.gym_url else _verifier(options)
+    redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with CollectorLock(options.output):
-        if not options.resume:
-            _start_fresh(options)
-        elif _nothing_collected(options):
+        if options.resume and _nothing_collected(options):
             # Like Gym: resuming a run that never wrote a row (or never started) is a fresh start.
             options = replace(options, resume=False, overwrite=True)
-            _start_fresh(options)
-        elif not options.materialized_path.exists():
+        if options.resume and not options.materialized_path.exists():
             raise UsageError(
                 f"cannot resume: {options.materialized_path} does not exist",
                 hint="start over with --overwrite (earlier rollouts are discarded)",
             )
-        needs_answer = options.answer_key if getattr(verifier, "needs_answer", False) else None
-        plan, keys = scan_materialized(options.materialized_path, needs_answer)
-        if options.shard is not None:
-            keys = {k for k in keys if options.shard.owns(k[0])}
-            plan.rows = len(keys)
+        plan, keys, servers = await _prepare(options, verifier, session, log, redactor)
         input_sha = sha256_file(options.input) if options.input is not None else None
         identity = options.identity(input_sha, plan.sha256)
         if options.resume:
             check_manifest(options.manifest_path, identity)
         else:
             files = _file_refs(options, input_sha, plan)
-            jsonl.write_json(
-                options.manifest_path, build_manifest(identity, files, options.runtime()), indent=True
-            )
+            manifest = build_manifest(identity, files, _runtime(options, servers))
+            jsonl.write_json(options.manifest_path, manifest, indent=True)
         disk = scan_outputs(options.output, options.failures_path)
         stray = disk.completed - keys
         if stray:
@@ -138,7 +141,128 @@ def collect(options: CollectOptions) -> CollectResult:
         plan.exhausted = sum(1 for k in keys - disk.completed if disk.attempts[k] >= options.max_attempts)
         plan.to_run = len(keys) - len(disk.completed) - plan.exhausted
         del keys
-        return asyncio.run(_run(options, verifier, plan, disk))
+        run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
+        try:
+            rows = run.pending()
+            await asyncio.gather(*(run.worker(rows) for _ in range(options.concurrency)))
+        finally:
+            run.close()
+        checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
+        return build_result(options, plan, disk, run, checks)
+
+
+async def _prepare(
+    options: CollectOptions, verifier: Any, session: Any, log: Callable[[str], None], redactor: Redactor
+) -> tuple[Plan, set, Servers]:
+    """Check the rows (a fresh run stages them), then the servers, then the rows against the model's
+    context, all before the earlier run's files are replaced: a refused run leaves them as they were."""
+    needs_answer = options.answer_key if getattr(verifier, "needs_answer", False) else None
+    budget = OutputBudget()
+    staging = None if options.resume else _stage(options, needs_answer, budget)
+    try:
+        if staging is not None:  # the --input rows were checked as they were staged
+            needs_answer = None
+        source = staging or options.materialized_path
+        scan_budget = budget if staging is None else None
+        plan, keys = scan_materialized(source, needs_answer, budget=scan_budget, shard=options.shard)
+        servers = await _preflight(options, session, lambda text: log(redactor.text(text)), redactor)
+        budget.check(servers.context)
+        if servers.targets is not None:
+            check_agents(servers.targets, source)
+        if not options.resume:
+            _commit(options, staging)  # only now are the earlier run's files replaced
+    finally:
+        if staging is not None:
+            staging.unlink(missing_ok=True)
+    return plan, keys, servers
+
+
+def _verifier(options: CollectOptions) -> Any:
+    return make_verifier(
+        options.verifier,
+        answer_key=options.answer_key,
+        pattern=options.verifier_pattern,
+        url=options.verify_url,
+        function=options.verifier_fn,
+        timeout=options.retry.timeout,
+        policy=options.retry,
+    )
+
+
+@dataclass
+class Servers:
+    """Where rows go, after the pre-flight check (`checks` is None when it was skipped)."""
+
+    endpoints: tuple[Endpoint, ...] = ()
+    checks: list[ServerCheck] | None = None
+    targets: GymTargets | None = None
+    context: tuple[int, ServerCheck] | None = None
+
+
+async def _preflight(
+    options: CollectOptions, session: Any, log: Callable[[str], None], redactor: Redactor
+) -> Servers:
+    """The servers this run will use; a refusal (UsageError) names them, with any secret masked."""
+    try:
+        return await _check_servers(options, session, log)
+    except UsageError as exc:
+        exc.message = redactor.text(exc.message)
+        raise
+
+
+async def _check_servers(options: CollectOptions, session: Any, log: Callable[[str], None]) -> Servers:
+    timeout = min(options.retry.timeout, DEFAULT_TIMEOUT)
+    if options.gym_url:
+        if options.skip_preflight:
+            return Servers(targets=await asyncio.to_thread(resolve_gym_url, options.gym_url))
+        targets, checks = await gym_backend.preflight(session, options.gym_url, timeout)
+        return Servers(checks=checks, targets=targets)
+    if options.skip_preflight:
+        return Servers(endpoints=options.endpoints)
+    found = await check_endpoints(
+        options.endpoints,
+        session,
+        api_key=options.api_key,
+        api_key_env=options.api_key_env,
+        timeout=timeout,
+        log=log,
+    )
+    checks = found.checks
+    if options.verify_url:
+        fix = "is the resources server running? `gym env status`"
+        check = await check_reachable(
+            session, origin(options.verify_url), what="the --verify-url server", fix=fix, timeout=timeout
+        )
+        if not check.ok:
+            raise UsageError(check.line(), hint="no row was sent; --skip-preflight turns this check off")
+        checks.append(check)
+    return Servers(endpoints=found.endpoints, checks=checks, context=found.context)
+
+
+def _runtime(options: CollectOptions, servers: Servers) -> dict[str, Any]:
+    """The manifest's runtime block; servers the pre-flight check left out say why."""
+    runtime = options.runtime()
+    left_out = {c.url: c.line() for c in servers.checks or [] if not c.ok}
+    for entry in runtime["servers"]:
+        if entry["url"] in left_out:
+            entry["left_out"] = left_out[entry["url"]]
+    return runtime
+
+
+def _backend(
+    options: CollectOptions,
+    servers: Servers,
+    verifier: Any,
+    disk: Any,
+    session: Any,
+    to_run: int,
+    log: Callable[[str], None],
+    redactor: Redactor,
+) -> Run:
+    common = {"to_run": to_run, "headers": auth_headers(options.api_key), "log": log, "redactor": redactor}
+    if servers.targets is not None:
+        return GymRun(options, disk, session, targets=servers.targets, **common)
+    return DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
 
 
 def _nothing_collected(options: CollectOptions) -> bool:
@@ -146,30 +270,35 @@ def _nothing_collected(options: CollectOptions) -> bool:
     return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
 
 
-def _start_fresh(options: CollectOptions) -> None:
-    outputs = [options.output, options.failures_path, options.manifest_path]
-    if options.input is not None:
-        outputs.append(options.materialized_path)
-    source = options.input if options.input is not None else options.materialized
-    if source is not None and any(same_file(source, p) for p in outputs):
-        raise UsageError(  # --overwrite would delete the very rows it is about to read
-            f"{source} is both an input and an output of this run", hint="give --output another file name"
-        )
+def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudget | None) -> Path | None:
+    """A fresh run: refuse an earlier run's outputs unless --overwrite, check the --input rows and
+    materialize them into a staging file. Nothing of the earlier run is deleted here (see `_commit`)."""
+    outputs = options.outputs
     existing = [p for p in outputs if p.exists()]
     if existing and not options.overwrite:
         raise UsageError(
             f"outputs of an earlier run exist: {', '.join(map(str, existing))}",
             hint="pass --resume to continue that run, or --overwrite to discard it and start over",
         )
-    for path in (options.output, options.failures_path, options.manifest_path):
-        path.unlink(missing_ok=True)
     for path in (options.materialized_path, options.manifest_path):  # an earlier collector killed mid-write
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # we hold the lock: no one else writes these
             stale.unlink(missing_ok=True)
-    if options.input is not None:
-        materialize(options.input, options.materialized_path, options.materialize, overwrite=True)
-        if options.shard is not None:
-            restrict_file(options.materialized_path, options.shard)
+    if options.input is None:
+        return None
+    check_tasks(options, needs_answer, budget)
+    staging = options.materialized_path.with_name(f".{options.materialized_path.name}.staging.tmp")
+    materialize(options.input, staging, options.materialize, overwrite=True)
+    if options.shard is not None:
+        restrict_file(staging, options.shard)
+    return staging
+
+
+def _commit(options: CollectOptions, staging: Path | None) -> None:
+    """Discard the earlier run's files and put the staged materialized file in place."""
+    for path in (options.output, options.failures_path, options.manifest_path):
+        path.unlink(missing_ok=True)
+    if staging is not None:
+        os.replace(staging, options.materialized_path)
 
 
 def _file_refs(options: CollectOptions, input_sha: str | None, plan: Plan) -> dict[str, Any]:
@@ -180,56 +309,3 @@ def _file_refs(options: CollectOptions, input_sha: str | None, plan: Plan) -> di
     if options.input is not None:
         files["input"] = {"path": str(options.input), "sha256": input_sha}
     return files
-
-
-async def _run(options: CollectOptions, verifier: Any, plan: Plan, disk: Any) -> CollectResult:
-    import aiohttp
-
-    connector = aiohttp.TCPConnector(limit=options.concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
-    async with aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=None)
-    ) as session:
-        run = _run_class(options)(options, verifier, plan, disk, session)
-        try:
-            rows = run.pending()
-            await asyncio.gather(*(run.worker(rows) for _ in range(options.concurrency)))
-        finally:
-            run.close()
-    return _result(options, plan, disk, run)
-
-
-def _run_class(options: CollectOptions) -> type[DirectRun]:
-    if options.gym_url:
-        from .gym_backend import GymRun
-
-        return GymRun
-    return DirectRun
-
-
-def _result(options: CollectOptions, plan: Plan, disk: Any, run: DirectRun) -> CollectResult:
-    t = run.tally
-    completed = len(disk.completed) + t.completed
-    return CollectResult(
-        output=str(options.output),
-        failures=str(options.failures_path),
-        manifest=str(options.manifest_path),
-        materialized=str(options.materialized_path),
-        expected=plan.rows,
-        completed=completed,
-        missing=plan.rows - completed,
-        attempted=t.completed + t.failed,
-        succeeded=t.completed,
-        failed=t.failed,
-        skipped_completed=len(disk.completed),
-        exhausted=plan.exhausted,
-        failures_by_class=dict(t.failure_classes),
-        elapsed_s=round(t.elapsed, 3),
-        rollouts_per_s=round(t.completed / t.elapsed, 3),
-        output_tokens=t.output_tokens,
-        output_tokens_per_s=round(t.output_tokens / t.elapsed, 1),
-        mean_reward=t.mean_reward,
-        resumed=options.resume,
-        repaired=disk.repaired,
-        duplicates_found=disk.duplicates,
-        stopped_early=run.stopped_early,
-    )

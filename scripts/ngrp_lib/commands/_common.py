@@ -154,3 +154,13 @@ def emit(result: Any, as_json: bool, render_text: Callable[[Any], str]) -> None:
         click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
     else:
         click.echo(render_text(result))
+
+
+def failure_lines(top_failures: list[dict[str, Any]]) -> list[str]:
+    """The most common failure messages (collect's summary, check's report), one line each."""
+    lines = []
+    for f in top_failures:
+        key = f["example_key"]
+        example = f" (e.g. key ({key[0]}, {key[1]}))" if key else ""
+        lines.append(f"  {f['count']}x {f['failure_class']}: {f['message']}{example}")
+    return ["most common failures:", *lines] if lines else []

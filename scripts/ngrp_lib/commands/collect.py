@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 
 import click
 
 from ..errors import UsageError
-from ._common import DELAY, DURATION, INPUT_FILE, OUTPUT_FILE, count, emit, json_option, overwrite_option
+from ._common import (
+    DELAY,
+    DURATION,
+    INPUT_FILE,
+    OUTPUT_FILE,
+    count,
+    emit,
+    failure_lines,
+    json_option,
+    overwrite_option,
+)
 from .materialize import materialize_options
 
 
@@ -29,9 +41,24 @@ Rows without an agent_ref get {"name": MODEL}; --agent NAME re-routes every row 
 The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the command line.
 
 \b
-Exit codes: 0 every rollout key completed, 1 some keys still missing (rerun with --resume),
-2 bad options, outputs exist without --resume/--overwrite, changed configuration on --resume,
-or another collector holds the lock, 3 malformed input (file:line named).
+Before the first row (unless --skip-preflight), every server is asked GET <base_url>/models: it must
+answer, accept the key and serve the model; a row asking for more max_output_tokens than the model's
+context (vLLM's max_model_len) is refused. Of several endpoints, the ones that fail are named and left
+out; the run goes on when at least half of them (rounded up) pass. Gym mode checks that the head server
+and every server it lists answer. Nothing on disk changes when the check fails.
+
+\b
+Stops early, keeping what it collected, after --abort-after attempts in a row got no reply, or when a
+failure retrying cannot fix (HTTP 401/403/404: every row; a context-length error, 400/413/422, a
+verifier error: rows of that many different tasks) hits --abort-after-same rows in a row.
+The summary lists the 3 most common failure messages; it says to rerun with --resume only when that
+can help (never-tried keys, no reply, 429/5xx), and otherwise prints the fix.
+
+\b
+Exit codes: 0 every rollout key completed, 1 some keys still missing (the summary says what to do),
+2 bad options, a server failed the pre-flight check, outputs exist without --resume/--overwrite,
+changed configuration on --resume, or another collector holds the lock, 3 malformed input
+(file:line named).
 """
 )
 @click.option(
@@ -120,6 +147,16 @@ or another collector holds the lock, 3 malformed input (file:line named).
     show_default=True,
     help="Stop admitting rows after this many attempts in a row got no reply.",
 )
+@click.option(
+    "--abort-after-same",
+    type=count(),
+    default=5,
+    show_default=True,
+    help="Stop after this many rows (or tasks) in a row fail the same way, which retrying cannot fix.",
+)
+@click.option(
+    "--skip-preflight", is_flag=True, help="Do not check the servers first (for servers without /v1/models)."
+)
 @click.option("--resume", is_flag=True, help="Continue an earlier run (checked against its manifest).")
 @click.option(
     "--gym-url",
@@ -162,6 +199,8 @@ def command(
     follow_redirects,
     max_attempts,
     abort_after,
+    abort_after_same,
+    skip_preflight,
     resume,
     gym_url,
     shard_spec,
@@ -176,7 +215,6 @@ def command(
     from ..collect.http import RetryPolicy
     from ..collect.materialize import MaterializeOptions
     from ..collect.options import CollectOptions
-    from ..collect.runner import collect
     from ..collect.shards import parse_shard, shard_output_path
 
     if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
@@ -227,16 +265,28 @@ def command(
         ),
         max_attempts=max_attempts,
         abort_after=abort_after,
+        abort_after_same=abort_after_same,
         api_key_env=api_key_env,
+        api_key=os.environ.get(api_key_env) or None,
+        skip_preflight=skip_preflight,
         resume=resume,
         overwrite=overwrite,
         progress=not as_json and sys.stderr.isatty(),
     )
-    result = collect(options)
+    result = asyncio.run(_collect(options))
     emit(result, as_json, _render)
-    if not result.complete:
-        click.echo(_hint(result), err=True)
+    if result.next_step:
+        click.echo(result.next_step, err=True)
     return 0 if result.complete else 1
+
+
+async def _collect(options):
+    """The run's HTTP session is made here, by the caller, and passed in."""
+    from ..collect.http import open_session
+    from ..collect.runner import collect
+
+    async with open_session(options.concurrency) as session:
+        return await collect(options, session)
 
 
 def _endpoints(base_urls, endpoint_files, model):
@@ -263,6 +313,8 @@ def _render(result) -> str:
         f" over {result.elapsed_s:.1f}s; mean reward "
         + ("-" if result.mean_reward is None else f"{result.mean_reward:.4f}"),
     ]
+    lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
+    lines += failure_lines(result.top_failures)
     if result.repaired:
         lines.append(f"repaired torn tails: {result.repaired}")
     if result.stopped_early:
@@ -270,15 +322,3 @@ def _render(result) -> str:
     if result.duplicates_found:
         lines.append(f"duplicates: {result.duplicates_found} rows repeat a completed key")
     return "\n".join(lines)
-
-
-def _hint(result) -> str:
-    if not result.missing:
-        return (
-            f"not consistent: {result.duplicates_found} rows of {result.output} repeat a key (this collector"
-            " never writes a key twice: was the file edited or concatenated?); deduplicate with `ngrp merge`"
-        )
-    text = "incomplete: rerun the same command with --resume to retry missing and failed keys"
-    if result.exhausted:
-        text += f"; {result.exhausted} keys reached --max-attempts (raise it to retry them)"
-    return text

@@ -1,0 +1,130 @@
+"""What one `ngrp collect` invocation did, and what to do next (rerun with --resume only when that helps)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..artifacts.failures import TOP
+from .options import CollectOptions
+
+RESUME = "rerun the same command with --resume"
+
+
+@dataclass
+class Plan:
+    rows: int
+    sha256: str
+    to_run: int = 0
+    exhausted: int = 0
+
+
+@dataclass
+class CollectResult:
+    output: str
+    failures: str
+    manifest: str
+    materialized: str
+    expected: int
+    completed: int
+    missing: int
+    attempted: int
+    succeeded: int
+    failed: int
+    skipped_completed: int
+    exhausted: int
+    failures_by_class: dict[str, int]
+    elapsed_s: float
+    rollouts_per_s: float
+    output_tokens: int
+    output_tokens_per_s: float
+    mean_reward: float | None
+    resumed: bool
+    repaired: dict[str, str] = field(default_factory=dict)
+    duplicates_found: int = 0
+    stopped_early: str | None = None
+    top_failures: list[dict[str, Any]] = field(default_factory=list)  # failures.FailureDigest.top
+    preflight: list[dict[str, Any]] | None = None  # preflight.ServerCheck.to_json; None: skipped
+    resume_helps: bool = False
+    next_step: str | None = None  # one line: "incomplete: rerun ... --resume", or "fix: ..."
+
+    @property
+    def complete(self) -> bool:
+        """Every key exactly once: a duplicated key (an edit or a concatenation, never this collector)
+        would be refused by the profiler, so the run is not done."""
+        return self.missing == 0 and self.duplicates_found == 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "complete": self.complete, "exit_code": 0 if self.complete else 1}
+
+
+def build_result(
+    options: CollectOptions, plan: Plan, disk: Any, run: Any, preflight: list[dict[str, Any]] | None
+) -> CollectResult:
+    t = run.tally
+    completed = len(disk.completed) + t.completed
+    result = CollectResult(
+        output=str(options.output),
+        failures=str(options.failures_path),
+        manifest=str(options.manifest_path),
+        materialized=str(options.materialized_path),
+        expected=plan.rows,
+        completed=completed,
+        missing=plan.rows - completed,
+        attempted=t.completed + t.failed,
+        succeeded=t.completed,
+        failed=t.failed,
+        skipped_completed=len(disk.completed),
+        exhausted=plan.exhausted,
+        failures_by_class=dict(t.failure_classes),
+        elapsed_s=round(t.elapsed, 3),
+        rollouts_per_s=round(t.completed / t.elapsed, 3),
+        output_tokens=t.output_tokens,
+        output_tokens_per_s=round(t.output_tokens / t.elapsed, 1),
+        mean_reward=t.mean_reward,
+        resumed=options.resume,
+        repaired=disk.repaired,
+        duplicates_found=disk.duplicates,
+        stopped_early=run.stopped_early,
+        top_failures=t.digest.top(TOP, options.api_key_env),
+        preflight=preflight,
+    )
+    retryable = bool(t.digest.other) or any(e.failure.retry_helps for e in t.digest.entries.values())
+    result.resume_helps, result.next_step = next_step(result, run.stop.cause, retryable, options)
+    return result
+
+
+def next_step(
+    result: CollectResult, cause: Any, retryable: bool, options: CollectOptions
+) -> tuple[bool, str | None]:
+    """(whether --resume can help, the line to print). Resuming helps keys that were never tried (the
+    run stopped early or was cut short) and failures another attempt may cure (no reply, 429, 5xx);
+    for a failure that repeats until something is fixed, the line is that fix."""
+    if result.missing == 0:
+        if not result.duplicates_found:
+            return False, None
+        return False, (
+            f"not consistent: {result.duplicates_found} rows of {result.output} repeat a key (this collector"
+            " never writes a key twice: was the file edited or concatenated?); deduplicate with `ngrp merge`"
+        )
+    exhausted = (
+        f"; {result.exhausted} keys reached --max-attempts {options.max_attempts} (raise it to retry them)"
+        if result.exhausted
+        else ""
+    )
+    if cause is not None and not cause.retry_helps:  # stopped early on a failure that repeats
+        return False, f"fix: {cause.fix(options.api_key_env)}{exhausted}"
+    if cause is not None:
+        return True, (
+            f"incomplete: the server stopped answering: check it (`ngrp serve status`), then {RESUME}"
+            f"{exhausted}"
+        )
+    tried = result.attempted + result.skipped_completed + result.exhausted
+    if result.failed and not retryable and tried >= result.expected:
+        return False, f"fix: {result.top_failures[0]['fix']}{exhausted}"
+    if result.failed or tried < result.expected:
+        return True, f"incomplete: {RESUME} to retry missing and failed keys{exhausted}"
+    return False, (
+        f"incomplete: {result.exhausted} keys reached --max-attempts {options.max_attempts};"
+        f" {RESUME} --max-attempts N (N > {options.max_attempts}) to retry them"
+    )

@@ -1,0 +1,190 @@
+"""What the workers of one collection share: the pending rows, the output files, the running totals and
+the rules for stopping early. A backend (`direct.DirectRun`, `gym_backend.GymRun`) adds `run_row`.
+
+Workers pull rows from one shared generator that streams the materialized file, so at most `concurrency`
+rows are in flight and memory does not grow with the number of rows. Every result and every failed
+attempt is appended and flushed as it completes.
+
+Stopping early (admission stops; rows in flight finish, so up to `concurrency - 1` more are sent):
+- `abort_after` attempts in a row got no reply: the server is gone;
+- the same failure that retrying cannot fix (`failures.Failure.scope`) hit `abort_after_same` rows in a
+  row ("server": a refused key, an unknown model or route), or rows of that many different tasks in a
+  row ("row": a context-length error, a 400/413/422, a verifier that raises). All repeats of one task
+  share a prompt, so one bad task does not stop a run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..artifacts import jsonl
+from ..artifacts.failures import Failure
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..artifacts.redact import MIN_SECRET, Redactor, url_secrets
+from .http import AttemptFailed
+from .options import CollectOptions
+from .progress import ProgressBar, Tally
+
+IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
+
+
+def stderr_log(text: str) -> None:
+    print(f"ngrp collect: {text}", file=sys.stderr, flush=True)
+
+
+def run_redactor(options: CollectOptions) -> Redactor:
+    """The secrets of this run: the API key and any password in a server URL."""
+    key = options.api_key
+    secrets = [key] if key else []
+    for url in [e.base_url for e in options.endpoints] + [options.gym_url, options.verify_url]:
+        secrets += url_secrets(url)
+    if key and len(key) < MIN_SECRET:
+        print(
+            f"ngrp collect: warning: ${options.api_key_env} is shorter than {MIN_SECRET} characters: too"
+            " short to mask in stored text without masking ordinary words",
+            file=sys.stderr,
+        )
+    return Redactor(secrets)
+
+
+@dataclass
+class EarlyStop:
+    """The two stop rules, fed every outcome in completion order."""
+
+    no_reply_after: int
+    same_after: int
+    no_reply_streak: int = 0
+    same: tuple | None = None
+    same_rows: int = 0
+    same_tasks: set[int | None] = field(default_factory=set)
+    reason: str | None = None
+    cause: Failure | None = None  # the failure that stopped the run
+
+    def success(self) -> None:
+        self.no_reply_streak = 0
+        self.same, self.same_rows, self.same_tasks = None, 0, set()
+
+    def failure(self, failure: Failure, task: int | None, *, replied: bool = False) -> str | None:
+        """Count one failure; the reason to stop when this one trips a rule (only the first time).
+        `replied`: the server answered, though the failure class alone would not say so."""
+        self.no_reply_streak = self.no_reply_streak + 1 if failure.no_reply and not replied else 0
+        scope = failure.scope
+        if scope is None:
+            self.same, self.same_rows, self.same_tasks = None, 0, set()
+        elif failure.signature != self.same:
+            self.same, self.same_rows, self.same_tasks = failure.signature, 1, {task}
+        else:
+            self.same_rows += 1
+            self.same_tasks.add(task)
+        if self.reason is not None:
+            return None
+        if self.no_reply_streak >= self.no_reply_after:
+            self.reason = (
+                f"{self.no_reply_streak} attempts in a row got no reply (last: {failure.message});"
+                " is the server down?"
+            )
+        elif scope == "server" and self.same_rows >= self.same_after:
+            self.reason = f"{self.same_rows} rows in a row failed the same way: {failure.message}"
+        elif scope == "row" and len(self.same_tasks) >= self.same_after:
+            self.reason = (
+                f"{self.same_rows} rows of {len(self.same_tasks)} different tasks in a row failed the same"
+                f" way: {failure.message}"
+            )
+        else:
+            return None
+        self.cause = failure
+        return self.reason
+
+
+class Run:
+    """State shared by the workers of one run; subclasses implement `run_row`."""
+
+    def __init__(
+        self,
+        options: CollectOptions,
+        disk: Any,
+        session: Any,
+        *,
+        to_run: int,
+        headers: dict[str, str],
+        log: Callable[[str], None] = stderr_log,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.options, self.disk, self.session, self.headers = options, disk, session, headers
+        self.redactor = redactor or run_redactor(options)  # a server may echo the key: masked everywhere
+        self._log = log
+        self.tally = Tally(total=to_run, done_before=len(disk.completed))
+        self.bar = ProgressBar(self.tally, options.progress)
+        self.results = jsonl.Appender(options.output, redact=self.redactor)
+        self.failures = jsonl.Appender(options.failures_path, redact=self.redactor)
+        self.stop = EarlyStop(options.abort_after, options.abort_after_same)
+
+    def log(self, text: str) -> None:
+        self._log(self.redactor.text(text))
+
+    @property
+    def stopped_early(self) -> str | None:
+        return self.stop.reason
+
+    def pending(self) -> Iterator[tuple[dict, int]]:
+        """Rows still to run, streamed from the materialized file, with their attempt index."""
+        for row in jsonl.iter_rows(self.options.materialized_path):
+            key = (row.data[TASK_KEY], row.data[ROLLOUT_KEY])
+            if key in self.disk.completed or self.disk.attempts[key] >= self.options.max_attempts:
+                continue
+            if self.options.shard is not None and not self.options.shard.owns(key[0]):
+                continue
+            yield row.data, self.disk.attempts[key]
+
+    async def worker(self, rows: Iterator[tuple[dict, int]]) -> None:
+        for row, attempt in rows:  # one shared generator: a row is admitted only when a worker is free
+            if self.stop.reason:
+                return
+            await self.run_row(row, attempt)
+            self.bar.update()
+
+    async def run_row(self, row: dict, attempt: int) -> None:
+        raise NotImplementedError
+
+    def record_result(self, out: dict, reward: Any, tokens: int) -> None:
+        self.results.write(out)  # serialized whole first: a failure here writes no byte
+        self.stop.success()
+        self.tally.add_result(reward, tokens)
+
+    def record_failure(
+        self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float, server: str
+    ) -> None:
+        failure.message = self.redactor.text(failure.message, cut=True)  # cut to a length: mask a tail too
+        if failure.body is not None:
+            failure.body = self.redactor.text(failure.body, cut=True)
+        out = {
+            **failure.fields(),
+            **{k: row[k] for k in IDENTITY_KEYS if k in row},
+            "_ng_attempt_index": attempt,
+            "_ngrp_elapsed_s": round(elapsed, 4),
+            "_ngrp_retries": failure.retries,
+            "_ngrp_server": server,
+        }
+        self.failures.write(out)
+        self.count_failure(Failure.from_fields(out), row)
+
+    def count_failure(self, failure: Failure, row: dict, *, replied: bool = False) -> None:
+        """Tally a failed attempt (already written, or written nowhere) and apply the stop rules."""
+        failure = replace(
+            failure,
+            failure_class=self.redactor.text(failure.failure_class),
+            message=self.redactor.text(failure.message, cut=True),
+        )
+        task, index = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        self.tally.add_failure(failure, (task, index) if task is not None and index is not None else None)
+        reason = self.stop.failure(failure, task, replied=replied)
+        if reason:
+            self.log(f"stopping: {reason}")
+
+    def close(self) -> None:
+        self.bar.close()
+        self.results.close()
+        self.failures.close()
