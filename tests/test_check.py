@@ -425,3 +425,43 @@ def test_resume_fix_points_to_ngrp_only_for_runs_ngrp_collected(run_ngrp, tmp_pa
                    "--rollouts", tmp_path / "rollouts.jsonl")  # fmt: skip
     assert out.returncode == 1 and "ngrp collect --output" in out.stdout
     assert "no ngrp manifest" not in out.stdout
+
+
+def test_top_failures_and_a_fix_instead_of_resume_when_resuming_repeats_them(tmp_path, run_ngrp):
+    run = _run_dir(tmp_path)  # (2, 1) and (2, 3) are missing
+    body = json.dumps({"error": {"message": "Unauthorized"}})
+    key_401 = {"_ng_failure_http_status": 401, "_ng_failure_response_body": body}
+    sidecar = run / "rollouts_failures.jsonl"
+    sidecar.write_bytes(
+        _failure(2, 1, **key_401) + _failure(0, 0) + _failure(2, 1, **key_401) + _failure(2, 3, **key_401)
+    )
+    (run / "rollouts_run_manifest.json").write_text(json.dumps({"options": {"api_key_env": "MY_KEY"}}))
+    r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
+    first, second = r.top_failures
+    assert (first["count"], first["still_missing"], first["example_key"], first["http_status"]) == (
+        3,
+        3,
+        [2, 1],
+        401,
+    )
+    assert first["message"] == "HTTP 401: Unauthorized" and not first["retry_helps"]
+    assert (second["count"], second["still_missing"], second["example_key"]) == (1, 0, [0, 0])  # recovered
+    fixes = {f.code: f.fix for f in r.findings}
+    assert "$MY_KEY" in fixes["failed_attempts"] and "--max-attempts" not in fixes["failed_attempts"]
+    assert "a resume fails them again until this is fixed: put the key" in fixes["missing_rollouts"]
+    text = run_ngrp("check", "--inputs", run / "rollouts_materialized_inputs.jsonl", "--rollouts",
+                    run / "rollouts.jsonl")  # fmt: skip
+    assert (
+        "  most common failures:\n    3x agent_run_error: HTTP 401: Unauthorized (e.g. key (2, 1))"
+        in text.stdout
+    )
+    payload = json.loads(run_ngrp("check", "--json", "--inputs", run / "rollouts_materialized_inputs.jsonl",
+                                  "--rollouts", run / "rollouts.jsonl").stdout)  # fmt: skip
+    assert schemas.validator("check_output").is_valid(payload) and payload["top_failures"] == r.top_failures
+    # one missing key failed in a way another attempt may cure: resuming is the advice again
+    sidecar.write_bytes(
+        sidecar.read_bytes() + _failure(2, 3, "agent_request_failed", _ng_failure_http_status=503)
+    )
+    r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
+    fixes = {f.code: f.fix for f in r.findings}
+    assert "--max-attempts <more" in fixes["failed_attempts"] and "--resume" in fixes["missing_rollouts"]

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.jsonl import BLANK, TORN, Row, iter_records
-from ..artifacts.names import agent_name, failures_path_for, pack_key, rollout_key
+from ..artifacts.failures import Failure, FailureDigest
+from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
+from ..artifacts.names import agent_name, failures_path_for, manifest_path_for, pack_key, rollout_key
 from ..artifacts.opening import require_regular
+from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .findings import summarize
 from .health_text import LENGTH_REASONS, stop_reason, token_counts
@@ -148,18 +150,22 @@ class _FailureTally:
     by_class: Counter = field(default_factory=Counter)
     keys: set = field(default_factory=set)
     unknown_keys: int = 0
+    digest: FailureDigest = field(default_factory=FailureDigest)  # the messages, by how often
 
 
-def _read_failures(path: Path, expected: dict[Any, int]) -> tuple[FileStats, _FailureTally]:
+def _read_failures(
+    path: Path, expected: dict[Any, int], completed: dict[Any, int]
+) -> tuple[FileStats, _FailureTally]:
     stats, tally = FileStats(str(path)), _FailureTally()
     for _line, row in _scan(path, stats):
         cls = row.get("_ng_failure_class")
         tally.by_class[cls if isinstance(cls, str) else "(no class)"] += 1
         key = rollout_key(row)
-        if key is None:
+        packed = None if key is None else pack_key(key)
+        tally.digest.add(Failure.from_fields(row), key, still_missing=packed not in completed)
+        if packed is None:
             stats.rows_without_key += 1
             continue
-        packed = pack_key(key)
         if packed not in expected and packed not in tally.keys:
             tally.unknown_keys += 1
         tally.keys.add(packed)
@@ -175,6 +181,22 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
     in_stats, expected = _read_inputs(inputs, agents)
     out_stats, tally = _read_rollouts(rollouts, expected, agents)
     fail_stats, fail = (
-        (None, _FailureTally()) if failures is None else _read_failures(Path(failures), expected)
+        (None, _FailureTally())
+        if failures is None
+        else _read_failures(Path(failures), expected, tally.completed)
     )
-    return summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names)
+    return summarize(
+        in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, _api_key_env(rollouts)
+    )
+
+
+def _api_key_env(rollouts: Path) -> str:
+    """The variable the run read its API key from (its ngrp manifest says), for the fix of a 401."""
+    manifest = manifest_path_for(rollouts)
+    if not manifest.is_file():
+        return "OPENAI_API_KEY"
+    try:
+        name = read_json(manifest)["options"]["api_key_env"]
+    except (InputError, OSError, KeyError, TypeError):
+        return "OPENAI_API_KEY"
+    return name if isinstance(name, str) and name else "OPENAI_API_KEY"

@@ -101,6 +101,7 @@ class CheckResult:
     failures_by_class: dict[str, int]
     agents: list[AgentCheck]
     findings: list[Finding]
+    top_failures: list[dict[str, Any]] = field(default_factory=list)  # artifacts.failures.FailureDigest.top
 
     @property
     def exit_code(self) -> int:
@@ -122,5 +123,6 @@ class CheckResult:
             "order": self.order,
             "failures_by_class": self.failures_by_class,
             "agents": [asdict(a) for a in self.agents],
+            "top_failures": self.top_failures,
             "findings": [asdict(f) for f in self.findings],
         }

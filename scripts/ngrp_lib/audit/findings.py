@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from ..artifacts.failures import TOP
 from ..artifacts.names import manifest_path_for, unpack_key
 from .check_result import (
     AGENT_BITS,
@@ -67,6 +68,7 @@ def summarize(
     tally: Any,
     fail: Any,
     agent_names: list[str | None],
+    api_key_env: str = "OPENAI_API_KEY",
 ) -> CheckResult:
     exp, done, fan_out, missing_keys = _groups(expected, tally.completed)
     completed = sum(done.values())
@@ -101,8 +103,13 @@ def summarize(
         failures_by_class=dict(fail.by_class.most_common()),
         agents=agents,
         findings=[],
+        top_failures=fail.digest.top(TOP, api_key_env),
     )
-    result.findings = findings(result, missing_keys, tally.extra)
+    digest = fail.digest
+    retry_helps = bool(digest.other) or any(
+        e.failure.retry_helps for e in digest.entries.values() if e.still_missing
+    )
+    result.findings = findings(result, missing_keys, tally.extra, retry_helps)
     return result
 
 
@@ -122,7 +129,10 @@ def _agent_row(agent: int, name: str | None, exp: Counter, done: Counter, tally:
     )
 
 
-def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
+def findings(
+    result: CheckResult, missing_keys: list, extra_keys: list, retry_helps: bool = True
+) -> list[Finding]:
+    """`retry_helps`: some failed key still missing failed in a way another attempt may cure."""
     out: list[Finding] = []
     for role, stats in (
         ("inputs", result.inputs),
@@ -131,9 +141,9 @@ def findings(result: CheckResult, missing_keys: list, extra_keys: list) -> list[
     ):
         if stats is not None:
             out.extend(_file_findings(role, stats, result.inputs.path))
-    out.extend(_key_findings(result, missing_keys, extra_keys))
+    out.extend(_key_findings(result, missing_keys, extra_keys, retry_helps))
     out.extend(_reward_findings(result))
-    out.extend(_notes(result))
+    out.extend(_notes(result, retry_helps))
     return out
 
 
@@ -191,7 +201,7 @@ def _duplicates(role: str, s: FileStats) -> Finding:
     return Finding(f"duplicate_{role}", severity, s.duplicates, msg, fixes.get(role), s.duplicate_examples)
 
 
-def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[Finding]:
+def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list, retry_helps: bool) -> list[Finding]:
     c, t, out = r.counts, r.tasks, []
     if c.expected == 0:
         out.append(
@@ -204,10 +214,13 @@ def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list) -> list[
         )
         if c.failed_keys_still_missing:
             msg += f" ({c.failed_keys_still_missing} of the missing keys failed, see the failures sidecar)"
-        fix = (
-            f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path} (profiles"
-            f" what exists), or {_resume(r.rollouts.path, why=' (runs only the missing keys)')}"
-        )
+        partial = f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
+        if c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures:
+            fix = f"{partial} (profiles what exists); a resume fails them again until this is fixed:"
+            fix += f" {r.top_failures[0]['fix']}"
+        else:
+            resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
+            fix = f"{partial} (profiles what exists), or {resume}"
         out.append(Finding("missing_rollouts", ERROR, c.missing, msg, fix, [list(k) for k in missing_keys]))
     if c.extra:
         msg = f"{c.extra} rollout keys have no materialized input row (Gym refuses them, even partial)"
@@ -243,7 +256,7 @@ def _reward_findings(r: CheckResult) -> list[Finding]:
     return out
 
 
-def _notes(r: CheckResult) -> list[Finding]:
+def _notes(r: CheckResult, retry_helps: bool) -> list[Finding]:
     c, out = r.counts, []
     if c.masked:
         msg = f"{c.masked} rollouts are masked (mask_sample: true): out of quality metrics, in completion"
@@ -255,9 +268,11 @@ def _notes(r: CheckResult) -> list[Finding]:
             f"{c.failed_keys_recovered} of those keys later completed"
         )
         fix = None
-        if c.failed_keys_still_missing:  # keys out of attempts are skipped by a plain --resume
+        if c.failed_keys_still_missing and retry_helps:  # a plain --resume skips keys out of attempts
             more = " --max-attempts <more than the run's>"
             fix = _resume(r.rollouts.path, more, " (retries the failed keys)")
+        elif c.failed_keys_still_missing and r.top_failures:  # the same failure again: fix it first
+            fix = next((f["fix"] for f in r.top_failures if f["still_missing"]), r.top_failures[0]["fix"])
         out.append(Finding("failed_attempts", NOTE, c.failed_attempts, msg, fix))
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"

@@ -6,7 +6,7 @@ import click
 
 from ..audit.check import check_run
 from ..audit.check_result import CheckResult
-from ._common import emit, json_option
+from ._common import emit, failure_lines, json_option
 
 
 @click.command("check")
@@ -77,6 +77,8 @@ def render_text(r: CheckResult) -> str:
             )
     for f in r.findings:
         lines.append(f"{f.severity}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
+        if f.code == "failed_attempts":
+            lines += ["  " + line for line in failure_lines(r.top_failures)]
         if f.fix:
             lines.append(f"  fix: {f.fix}")
     lines.append(
