@@ -260,10 +260,14 @@ STANDIN_CHILD = (
 
 
 def standin_plan(tmp_path: Path, code: str | None = None, count: int = 1) -> lib.ServePlan:
-    """Servers that answer GET /health with 200 (a file named `health`), each with one child process."""
+    """Servers that answer GET /health with 200 (a file named `health`) and GET /v1/models with the list
+    vLLM would send for model `standin` (a file), each with one child process."""
     www = tmp_path / "www"
-    www.mkdir(exist_ok=True)
+    (www / "v1").mkdir(parents=True, exist_ok=True)
     (www / "health").write_text("ok")
+    (www / "v1" / "models").write_text(
+        '{"object": "list", "data": [{"id": "standin", "max_model_len": 512}]}'
+    )
     specs = []
     for i, port in enumerate(lib._free_ports("127.0.0.1", count)):
         argv = ["http.server", str(port), "--bind", "127.0.0.1", "--directory", str(www)]
@@ -293,7 +297,18 @@ def test_detached_serve_writes_valid_endpoints_then_stop_leaves_nothing(tmp_path
     assert result.detached and len(members_of(pids)) == 4  # two servers, each with its child
     status = run_ngrp("serve", "status", "--endpoints-file", plan.endpoints_file, "--json")
     assert status.returncode == 0 and jsonschema.validate(json.loads(status.stdout), OUTPUT_SCHEMA) is None
-    assert [r["healthy"] for r in json.loads(status.stdout)["endpoints"]] == [True, True]
+    rows = json.loads(status.stdout)["endpoints"]
+    assert [(r["healthy"], r["problem"], r["models"], r["max_model_len"]) for r in rows] == [
+        (True, None, ["standin"], 512)
+    ] * 2
+    doc["endpoints"][1]["model"] = "other"  # the pre-flight check of `collect`: the model must be served
+    Path(plan.endpoints_file).write_text(json.dumps(doc))
+    status = run_ngrp("serve", "status", "--endpoints-file", plan.endpoints_file)
+    assert status.returncode == 1 and status.stdout.count("healthy=True") == 2
+    assert (
+        f"problem: model 'other' is not served at {plan.servers[1].base_url}; it serves: standin"
+        in status.stdout
+    )
     with pytest.raises(UsageError, match="still running"):
         serve_run.serve(standin_plan(tmp_path), detach=True, timeout=30, progress=lambda m: None)
     stopped = run_ngrp("serve", "stop", "--endpoints-file", plan.endpoints_file, "--grace", "5", "--json")

@@ -96,6 +96,7 @@ def test_detached_serve_lists_model_and_stop_leaves_no_process(model, tmp_path):
 
     status = ngrp("serve", "status", "--endpoints-file", eps, cwd=tmp_path)
     assert status.returncode == 0 and "healthy=True" in status.stdout
+    assert "serves 'tiny' (context 512 tokens)" in status.stdout  # GET /v1/models, as collect checks it
     stop = ngrp("serve", "stop", "--endpoints-file", eps, cwd=tmp_path)
     assert stop.returncode == 0, stop.stderr
     assert serve_run.group_members(endpoint["pid"]) == []

@@ -164,19 +164,30 @@ def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
 
 @command.command("status", epilog=EXIT_CODES)
 @endpoints_option
+@click.option(
+    "--api-key-env",
+    default="OPENAI_API_KEY",
+    show_default=True,
+    help="Environment variable holding the API key of servers started with --api-key.",
+)
 @json_option
-def status(endpoints_file: Path, as_json: bool) -> int:
-    """Show whether each listed server is running and healthy; exit 1 if any is not.
+def status(endpoints_file: Path, api_key_env: str, as_json: bool) -> int:
+    """Show whether each listed server is running and healthy, and whether `ngrp collect` could use it:
+    GET /v1/models answers with the key, lists the endpoint's model, and its context (max_model_len).
+    Exit 1 if any server is not running, not healthy or fails that check.
 
     \b
     Example:
       ngrp serve status --endpoints-file ngrp_endpoints.json --json
     """
+    import os
+
     from ..serve import run as serve_run
 
-    rows = serve_run.status(endpoints_file)
+    key = os.environ.get(api_key_env) or None
+    rows = serve_run.status(endpoints_file, api_key=key, api_key_env=api_key_env)
     emit({"endpoints_file": str(endpoints_file), "endpoints": rows}, as_json, _render_status)
-    return 0 if rows and all(r["healthy"] for r in rows) else 1
+    return 0 if rows and all(r["healthy"] and r["problem"] is None for r in rows) else 1
 
 
 def _progress(message: str) -> None:
@@ -213,6 +224,11 @@ def _render_stop(result) -> str:
 
 
 def _render_status(data: dict) -> str:
-    rows = data["endpoints"]
-    lines = [f"{r['base_url']}  pid={r['pid']}  running={r['running']}  healthy={r['healthy']}" for r in rows]
+    lines = []
+    for r in data["endpoints"]:
+        line = f"{r['base_url']}  pid={r['pid']}  running={r['running']}  healthy={r['healthy']}"
+        if r["problem"] is None and r["models"] is not None:
+            context = f" (context {r['max_model_len']} tokens)" if r["max_model_len"] else ""
+            line += f"  serves {r['model']!r}{context}"
+        lines.append(line + (f"\n  problem: {r['problem']}" if r["problem"] else ""))
     return "\n".join(lines) or "no endpoints listed"

@@ -328,15 +328,54 @@ def stop(endpoints_file: Path, *, grace: float = 15.0) -> StopResult:
     return result
 
 
-def status(endpoints_file: Path) -> list[dict]:
+def status(
+    endpoints_file: Path, *, api_key: str | None = None, api_key_env: str = "OPENAI_API_KEY"
+) -> list[dict]:
+    """Each listed server: is its process running, does /health answer, and does the pre-flight probe of
+    `ngrp collect` pass (GET /v1/models with the key: the model is served; its context)."""
     data = read_endpoints(endpoints_file)
     rows = []
     for row in data["endpoints"]:
         pid = row.get("pid")
         running = isinstance(pid, int) and alive(pid, row.get("start_time"))
         ok = running and healthy(row.get("host", "127.0.0.1"), int(row.get("port", 0)))
-        rows.append({"base_url": row.get("base_url"), "pid": pid, "running": running, "healthy": ok})
+        problem = None
+        if not running:
+            problem = f"the server (pid {pid}) is not running; its log: {row.get('log')}"
+        elif not ok:
+            problem = f"{row.get('base_url')}: GET /health does not answer 200 (still starting?)"
+        rows.append(
+            {"base_url": row.get("base_url"), "pid": pid, "running": running, "healthy": ok,
+             "model": row.get("model"), "models": None, "max_model_len": None, "problem": problem}
+        )  # fmt: skip
+    _probe(rows, api_key, api_key_env)
     return rows
+
+
+def _probe(rows: list[dict], api_key: str | None, api_key_env: str) -> None:
+    """The pre-flight probe of every healthy server, all at once."""
+    import asyncio
+
+    from ..collect.preflight import check_server
+
+    healthy_rows = [r for r in rows if r["healthy"] and isinstance(r["base_url"], str)]
+    if not healthy_rows:
+        return
+
+    async def probe_all() -> list:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            return await asyncio.gather(
+                *(check_server(session, r["base_url"], model=r["model"], api_key=api_key,
+                               api_key_env=api_key_env) for r in healthy_rows)
+            )  # fmt: skip
+
+    for row, check in zip(healthy_rows, asyncio.run(probe_all()), strict=True):
+        row.update(
+            models=None if check.models is None else list(check.models), max_model_len=check.max_model_len
+        )
+        row["problem"] = None if check.ok else check.line()
 
 
 if __name__ == "__main__":  # pragma: no cover
