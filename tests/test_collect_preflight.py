@@ -180,7 +180,7 @@ def test_dead_endpoints_are_named_and_the_run_refused_when_too_few_pass():
 def test_gym_preflight_names_a_dead_environment_server_the_head_lists():
     import aiohttp
 
-    head = "http://127.0.0.1:11000"
+    head = f"http://127.0.0.1:{free_port()}"  # it answered once (the targets), and is gone now
     env = RunTarget(f"http://127.0.0.1:{free_port()}/run", "string_match_environment_server", "legacy_agent")
     targets = GymTargets(by_agent={"string_match_simple_agent": env}, default=env, head_url=head)
 
@@ -191,7 +191,9 @@ def test_gym_preflight_names_a_dead_environment_server_the_head_lists():
     with pytest.raises(UsageError) as info:
         asyncio.run(go())
     origin = env.url.removesuffix("run")
-    assert info.value.message == (
+    assert info.value.message.splitlines() == [
         f"connection refused at {origin} (string_match_environment_server, listed by the Gym head server"
-        f" {head}): is the Gym stack running? `gym env status`"
-    )
+        f" {head}): is the Gym stack running? `gym env status`",
+        f"connection refused at {head}/health (the Gym head server): is the Gym stack running, and ready?"
+        " `gym env status`",
+    ]

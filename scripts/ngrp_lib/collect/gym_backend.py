@@ -79,10 +79,15 @@ async def preflight(
     """Resolve where rows go (through the head server), then check every server rows may go to answers."""
     targets = await asyncio.to_thread(resolve, gym_url)
     servers: dict[str, RunTarget] = {t.url: t for t in [*targets.by_agent.values(), targets.default] if t}
-    checks = await asyncio.gather(
-        *(check_reachable(session, origin(url), what=_what(t, targets), fix=STATUS_HINT, timeout=timeout)
-          for url, t in servers.items())
-    )  # fmt: skip
+    probes = [
+        check_reachable(session, origin(url), what=_what(t, targets), fix=STATUS_HINT, timeout=timeout)
+        for url, t in servers.items()
+    ]
+    if targets.head_url is not None:  # it listed the servers; its /health answers 503 until all are ready
+        fix = "is the Gym stack running, and ready? `gym env status`"
+        health = targets.head_url + "/health"
+        probes.append(check_reachable(session, health, what="the Gym head server", fix=fix, timeout=timeout))
+    checks = await asyncio.gather(*probes)
     bad = [c for c in checks if not c.ok]
     if bad:
         raise UsageError(
