@@ -197,3 +197,21 @@ def test_gym_preflight_names_a_dead_environment_server_the_head_lists():
         f"connection refused at {head}/health (the Gym head server): is the Gym stack running, and ready?"
         " `gym env status`",
     ]
+
+
+def test_blocking_probes_for_callers_without_an_event_loop_name_the_server_without_credentials():
+    from ngrp_lib.collect.preflight import blocking, check_server_blocking, check_verify_url
+
+    port = free_port()
+    check = blocking(check_verify_url, f"http://admin:t0ps3cret@127.0.0.1:{port}/verify", timeout=5)
+    assert check.line() == (
+        f"connection refused at http://127.0.0.1:{port}/ (the --verify-url server):"
+        " is the resources server running? `gym env status`"
+    )
+    assert "t0ps3cret" not in json.dumps(check.to_json())
+    dead = check_server_blocking(f"http://127.0.0.1:{port}/v1", model="tiny", timeout=5)
+    assert (
+        not dead.ok
+        and dead.status is None
+        and dead.problem == f"connection refused at http://127.0.0.1:{port}/v1"
+    )

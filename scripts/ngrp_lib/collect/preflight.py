@@ -10,7 +10,8 @@ The rule for several endpoints: the ones that fail are named and left out, and t
 least half of them (rounded up, and at least one) pass; otherwise nothing is sent.
 
 `check_server` (async, with the caller's aiohttp session) and `check_server_blocking` (its own session)
-are the one probe every command that calls a model server uses: `collect`, `serve status`, `reverify`.
+are the one probe every command that calls a model server uses: `collect`, `serve status`, `reverify`;
+`check_verify_url` (or `blocking(check_verify_url, url)`) the one for a `--verify-url`.
 """
 
 from __future__ import annotations
@@ -109,15 +110,9 @@ def check_server_blocking(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> ServerCheck:
     """`check_server` for callers without an event loop (it opens and closes its own session)."""
-    import aiohttp
-
-    async def probe() -> ServerCheck:
-        async with aiohttp.ClientSession() as session:
-            return await check_server(
-                session, base_url, model=model, api_key=api_key, api_key_env=api_key_env, timeout=timeout
-            )
-
-    return asyncio.run(probe())
+    return blocking(
+        check_server, base_url, model=model, api_key=api_key, api_key_env=api_key_env, timeout=timeout
+    )
 
 
 async def check_reachable(
@@ -139,6 +134,26 @@ async def check_reachable(
         problem = f"GET {shown} answered HTTP {status}{about}" + (f": {said}" if said else "")
         return ServerCheck(shown, problem=problem, fix=fix, status=status)
     return ServerCheck(shown, status=status)
+
+
+async def check_verify_url(session: Any, verify_url: str, timeout: float = DEFAULT_TIMEOUT) -> ServerCheck:
+    """The server behind a `--verify-url` (a NeMo Gym resources server's `/verify`) answers at all."""
+    fix = "is the resources server running? `gym env status`"
+    return await check_reachable(
+        session, origin(verify_url), what="the --verify-url server", fix=fix, timeout=timeout
+    )
+
+
+def blocking(probe: Callable[..., Any], *args: Any, **kw: Any) -> ServerCheck:
+    """Run one async probe (`check_server`, `check_verify_url`, ...) with its own session, for callers
+    without an event loop: `blocking(check_verify_url, url)`."""
+    import aiohttp
+
+    async def run() -> ServerCheck:
+        async with aiohttp.ClientSession() as session:
+            return await probe(session, *args, **kw)
+
+    return asyncio.run(run())
 
 
 def no_reply(exc: BaseException, url: str, timeout: float) -> str:

@@ -31,8 +31,7 @@ from .preflight import (
     ServerCheck,
     auth_headers,
     check_endpoints,
-    check_reachable,
-    origin,
+    check_verify_url,
 )
 from .result import CollectResult, Plan, build_result
 from .routing import Endpoint
@@ -229,10 +228,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
     )
     checks = found.checks
     if options.verify_url:
-        fix = "is the resources server running? `gym env status`"
-        check = await check_reachable(
-            session, origin(options.verify_url), what="the --verify-url server", fix=fix, timeout=timeout
-        )
+        check = await check_verify_url(session, options.verify_url, timeout)
         if not check.ok:
             raise UsageError(check.line(), hint="no row was sent; --skip-preflight turns this check off")
         checks.append(check)
