@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 
 import orjson
@@ -438,14 +439,14 @@ def test_top_failures_and_a_fix_instead_of_resume_when_resuming_repeats_them(tmp
     (run / "rollouts_run_manifest.json").write_text(json.dumps({"options": {"api_key_env": "MY_KEY"}}))
     r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
     first, second = r.top_failures
-    assert (first["count"], first["still_missing"], first["example_key"], first["http_status"]) == (
+    assert (first.count, first.still_missing, first.example_key, first.http_status) == (
         3,
         3,
         [2, 1],
         401,
     )
-    assert first["message"] == "HTTP 401: Unauthorized" and not first["retry_helps"]
-    assert (second["count"], second["still_missing"], second["example_key"]) == (1, 0, [0, 0])  # recovered
+    assert first.message == "HTTP 401: Unauthorized" and not first.retry_helps
+    assert (second.count, second.still_missing, second.example_key) == (1, 0, [0, 0])  # recovered
     fixes = {f.code: f.fix for f in r.findings}
     assert "$MY_KEY" in fixes["failed_attempts"] and "--max-attempts" not in fixes["failed_attempts"]
     assert "a resume fails them again until this is fixed: put the key" in fixes["missing_rollouts"]
@@ -457,7 +458,9 @@ def test_top_failures_and_a_fix_instead_of_resume_when_resuming_repeats_them(tmp
     )
     payload = json.loads(run_ngrp("check", "--json", "--inputs", run / "rollouts_materialized_inputs.jsonl",
                                   "--rollouts", run / "rollouts.jsonl").stdout)  # fmt: skip
-    assert schemas.validator("check_output").is_valid(payload) and payload["top_failures"] == r.top_failures
+    assert schemas.validator("check_output").is_valid(payload) and payload["top_failures"] == [
+        asdict(f) for f in r.top_failures
+    ]
     # one missing key failed in a way another attempt may cure: resuming is the advice again
     sidecar.write_bytes(
         sidecar.read_bytes() + _failure(2, 3, "agent_request_failed", _ng_failure_http_status=503)

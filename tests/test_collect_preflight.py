@@ -91,11 +91,11 @@ def test_digest_ranks_failures_keeps_one_example_and_stays_bounded():
         digest.add(Failure("verify_failed", None, f"boom in rule r{i}x"), (i, 2))  # r0x..r3x: one signature
     digest.add(Failure("agent_run_error", 500, "HTTP 500"), (7, 7))  # a fourth signature: counted as other
     top = digest.top(2, api_key_env="MY_KEY")
-    assert [(t["count"], t["still_missing"], t["example_key"], t["http_status"]) for t in top] == [
+    assert [(t.count, t.still_missing, t.example_key, t.http_status) for t in top] == [
         (5, 4, [0, 0], 401),
         (4, 4, [0, 2], None),
     ]
-    assert "$MY_KEY" in top[0]["fix"] and digest.other == 1 and len(digest.entries) == 3
+    assert "$MY_KEY" in top[0].fix and digest.other == 1 and len(digest.entries) == 3
 
 
 def _stop(rows: list[tuple[Failure | None, int]], same_after: int = 3, no_reply_after: int = 4) -> EarlyStop:

@@ -165,6 +165,20 @@ def _message_in(data: Any) -> str | None:
 
 
 @dataclass
+class FailureSummary:
+    """One line of "the most common failures": how often, one example, and what to do."""
+
+    count: int
+    still_missing: int  # of those attempts, the ones whose key is still missing
+    failure_class: str
+    http_status: int | None
+    message: str
+    example_key: list[int] | None  # [_ng_task_index, _ng_rollout_index]
+    retry_helps: bool
+    fix: str
+
+
+@dataclass
 class _Entry:
     failure: Failure
     example_key: tuple[int, int] | None
@@ -191,19 +205,19 @@ class FailureDigest:
         entry.count += 1
         entry.still_missing += still_missing
 
-    def top(self, n: int = TOP, api_key_env: str = "OPENAI_API_KEY") -> list[dict[str, Any]]:
-        """The `n` most common failures (first seen wins a tie), as JSON-ready dicts."""
+    def top(self, n: int = TOP, api_key_env: str = "OPENAI_API_KEY") -> list[FailureSummary]:
+        """The `n` most common failures (first seen wins a tie)."""
         ranked = sorted(self.entries.values(), key=lambda e: -e.count)[:n]
         return [
-            {
-                "count": e.count,
-                "still_missing": e.still_missing,
-                "failure_class": e.failure.failure_class,
-                "http_status": e.failure.status,
-                "message": e.failure.message,
-                "example_key": None if e.example_key is None else list(e.example_key),
-                "retry_helps": e.failure.retry_helps,
-                "fix": e.failure.fix(api_key_env),
-            }
+            FailureSummary(
+                count=e.count,
+                still_missing=e.still_missing,
+                failure_class=e.failure.failure_class,
+                http_status=e.failure.status,
+                message=e.failure.message,
+                example_key=None if e.example_key is None else list(e.example_key),
+                retry_helps=e.failure.retry_helps,
+                fix=e.failure.fix(api_key_env),
+            )
             for e in ranked
         ]

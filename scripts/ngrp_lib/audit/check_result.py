@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .. import __version__
+from ..artifacts.failures import FailureSummary
 
 ERROR, WARNING, NOTE = "error", "warning", "note"
 EXAMPLES = 10
@@ -101,7 +102,7 @@ class CheckResult:
     failures_by_class: dict[str, int]
     agents: list[AgentCheck]
     findings: list[Finding]
-    top_failures: list[dict[str, Any]] = field(default_factory=list)  # artifacts.failures.FailureDigest.top
+    top_failures: list[FailureSummary] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -123,6 +124,6 @@ class CheckResult:
             "order": self.order,
             "failures_by_class": self.failures_by_class,
             "agents": [asdict(a) for a in self.agents],
-            "top_failures": self.top_failures,
+            "top_failures": [asdict(f) for f in self.top_failures],
             "findings": [asdict(f) for f in self.findings],
         }

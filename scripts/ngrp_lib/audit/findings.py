@@ -217,7 +217,7 @@ def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list, retry_he
         partial = f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
         if c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures:
             fix = f"{partial} (profiles what exists); a resume fails them again until this is fixed:"
-            fix += f" {r.top_failures[0]['fix']}"
+            fix += f" {r.top_failures[0].fix}"
         else:
             resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
             fix = f"{partial} (profiles what exists), or {resume}"
@@ -272,7 +272,7 @@ def _notes(r: CheckResult, retry_helps: bool) -> list[Finding]:
             more = " --max-attempts <more than the run's>"
             fix = _resume(r.rollouts.path, more, " (retries the failed keys)")
         elif c.failed_keys_still_missing and r.top_failures:  # the same failure again: fix it first
-            fix = next((f["fix"] for f in r.top_failures if f["still_missing"]), r.top_failures[0]["fix"])
+            fix = next((f.fix for f in r.top_failures if f.still_missing), r.top_failures[0].fix)
         out.append(Finding("failed_attempts", NOTE, c.failed_attempts, msg, fix))
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..artifacts.failures import TOP
+from ..artifacts.failures import TOP, FailureSummary
 from .options import CollectOptions
 
 RESUME = "rerun the same command with --resume"
@@ -43,7 +43,7 @@ class CollectResult:
     repaired: dict[str, str] = field(default_factory=dict)
     duplicates_found: int = 0
     stopped_early: str | None = None
-    top_failures: list[dict[str, Any]] = field(default_factory=list)  # failures.FailureDigest.top
+    top_failures: list[FailureSummary] = field(default_factory=list)
     preflight: list[dict[str, Any]] | None = None  # preflight.ServerCheck.to_json; None: skipped
     resume_helps: bool = False
     next_step: str | None = None  # one line: "incomplete: rerun ... --resume", or "fix: ..."
@@ -121,7 +121,7 @@ def next_step(
         )
     tried = result.attempted + result.skipped_completed + result.exhausted
     if result.failed and not retryable and tried >= result.expected:
-        return False, f"fix: {result.top_failures[0]['fix']}{exhausted}"
+        return False, f"fix: {result.top_failures[0].fix}{exhausted}"
     if result.failed or tried < result.expected:
         return True, f"incomplete: {RESUME} to retry missing and failed keys{exhausted}"
     return False, (

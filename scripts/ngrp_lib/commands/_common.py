@@ -7,12 +7,15 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 
 from ..errors import InputError, OutputError
+
+if TYPE_CHECKING:
+    from ..artifacts.failures import FailureSummary
 
 
 class FilePath(click.Path):
@@ -156,11 +159,11 @@ def emit(result: Any, as_json: bool, render_text: Callable[[Any], str]) -> None:
         click.echo(render_text(result))
 
 
-def failure_lines(top_failures: list[dict[str, Any]]) -> list[str]:
+def failure_lines(top_failures: list[FailureSummary]) -> list[str]:
     """The most common failure messages (collect's summary, check's report), one line each."""
     lines = []
     for f in top_failures:
-        key = f["example_key"]
+        key = f.example_key
         example = f" (e.g. key ({key[0]}, {key[1]}))" if key else ""
-        lines.append(f"  {f['count']}x {f['failure_class']}: {f['message']}{example}")
+        lines.append(f"  {f.count}x {f.failure_class}: {f.message}{example}")
     return ["most common failures:", *lines] if lines else []
