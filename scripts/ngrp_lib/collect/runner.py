@@ -1,9 +1,10 @@
-"""One collection, start to finish: check the servers, stage and scan the rows, write the manifest, then
+"""One collection, start to finish: stage and scan the rows, check the servers, write the manifest, then
 run the pending rows (`run.Run`) and sum up (`result.CollectResult`).
 
-Order matters for "nothing collected earlier is lost": the servers are checked and the rows are
-materialized into a staging file and scanned (row errors, rows over the model's context) before any file
-of an earlier run is replaced, so a run refused before its first row leaves the disk as it was.
+Order matters for "nothing collected earlier is lost": the rows are materialized into a staging file and
+scanned (a malformed row is exit 3 whatever the servers), the servers are checked (`preflight`), and the
+rows are held against the model's context, all before any file of an earlier run is replaced, so a run
+refused before its first row leaves the earlier run's files as they were (only the lock file is new).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ async def collect(
     options: CollectOptions, session: Any, log: Callable[[str], None] = stderr_log
 ) -> CollectResult:
     """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
-    `options.api_key`. Servers are checked before anything on disk changes (`preflight`)."""
+    `options.api_key`. Rows and servers are checked before an earlier run's files are replaced."""
     verifier = None if options.gym_url else _verifier(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with CollectorLock(options.output):

@@ -45,7 +45,7 @@ Before the first row (unless --skip-preflight), every server is asked GET <base_
 answer, accept the key and serve the model; a row asking for more max_output_tokens than the model's
 context (vLLM's max_model_len) is refused. Of several endpoints, the ones that fail are named and left
 out; the run goes on when at least half of them (rounded up) pass. Gym mode checks that the head server
-and every server it lists answer. Nothing on disk changes when the check fails.
+and every server it lists answer. A refused run leaves an earlier run's files as they were.
 
 \b
 Stops early, keeping what it collected, after --abort-after attempts in a row got no reply, or when a
