@@ -334,6 +334,18 @@ def test_verify_url_timeouts_are_bounded_and_recorded(run_dir, run_ngrp):
     assert all(f["_ngrp_retries"] == 1 for f in failures)
 
 
+def test_a_dead_verify_url_is_named_before_anything_is_written(run_dir, run_ngrp):
+    from vllm_fixture import free_port
+
+    port = free_port()
+    proc = _reverify(
+        run_ngrp, run_dir, "--output", "d.jsonl", "--verify-url", f"http://127.0.0.1:{port}/verify"
+    )
+    assert proc.returncode == 2
+    assert f"connection refused at http://127.0.0.1:{port}/ (the --verify-url server)" in proc.stderr
+    assert not list(run_dir.glob("d*"))  # no output, sidecar, manifest or lock
+
+
 def test_verify_url_client_error_is_not_retried(run_dir, run_ngrp):
     app, seen, _state = _verify_app(422)
     with serve_app(app) as url:

@@ -31,6 +31,7 @@ from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
 from .materialize import sha256_file
+from .preflight import DEFAULT_TIMEOUT, blocking, check_verify_url
 from .progress import ProgressBar, Tally
 from .routing import public_url
 from .state import CollectorLock, check_manifest, now_iso, scan_outputs
@@ -244,6 +245,11 @@ def reverify(options: ReverifyOptions) -> ReverifyResult:
         timeout=options.retry.timeout,
         policy=options.retry,
     )
+    if options.verify_url:  # collect's pre-flight probe: a dead /verify server is named before anything
+        timeout = min(options.retry.timeout, DEFAULT_TIMEOUT)
+        check = blocking(check_verify_url, options.verify_url, timeout=timeout)
+        if not check.ok:
+            raise UsageError(check.line(), hint="nothing was re-scored and no file was written")
     with CollectorLock(options.output):
         resume = options.resume and not _nothing_written(options)
         if not resume:

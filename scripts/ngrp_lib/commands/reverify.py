@@ -29,8 +29,9 @@ everything else are kept, `reward` is new, `ngrp/previous_reward` holds the old 
 
 \b
 Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resume), 2 bad options,
---output is the input, outputs exist without --resume/--overwrite, or changed configuration on
---resume, 3 unreadable or malformed input (file:line named).
+--output is the input, the --verify-url server does not answer, outputs exist without
+--resume/--overwrite, or changed configuration on --resume, 3 unreadable or malformed input
+(file:line named).
 """,
 )
 @click.option("--rollouts", required=True, type=INPUT_FILE, help="Rollouts to re-score.")
