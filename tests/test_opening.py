@@ -43,11 +43,12 @@ def deadline(seconds: int = 10):
 
 
 def _reference(content: bytes, limit: int) -> tuple[list, bool]:
+    """Lines with their newline (the last may lack one); None for a line longer than `limit` (newline
+    not counted)."""
     parts = content.split(b"\n")
     tail = parts.pop()
-    if tail:
-        parts.append(tail)
-    return [p if len(p) <= limit else None for p in parts], bool(tail)
+    lines = [p + b"\n" for p in parts] + ([tail] if tail else [])
+    return [line if len(line.removesuffix(b"\n")) <= limit else None for line in lines], bool(tail)
 
 
 @settings(max_examples=300, deadline=None)
