@@ -432,13 +432,15 @@ def test_validate_refuses_what_the_commands_refuse(world, tmp_path):
             "exact",
         ],
         ["ledger", "init", "--dir", "{tasks}", "--campaign", "c", "--metric", "m", "--direction", "max"],
+        ["profile", "--inputs", "{materialized}", "--rollouts", "{rollouts}", "--output-dir", "{tasks}"],
     ],
     ids=lambda argv: argv[0],
 )
 def test_a_folder_or_file_where_the_other_is_expected_is_exit_3(world, tmp_path, argv):
     folder = tmp_path / "a_folder.jsonl"
     folder.mkdir()
-    fields = {"profile": world.profile, "tasks": world.tasks, "rollouts": world.rollouts, "folder": folder}
+    fields = {"profile": world.profile, "tasks": world.tasks, "rollouts": world.rollouts, "folder": folder,
+              "materialized": world.materialized}  # fmt: skip
     done = ngrp(tmp_path, *[a.format(**fields) for a in argv])
     assert done.code == 3, done.stderr
     one_error_line(done)

@@ -106,8 +106,32 @@ CASES = {
     "inspect --profile": (["inspect", "{rollouts}", "--profile", "X"], True),
     "view": (["view", "X", "--port", "0", "--no-cache"], True),
     "view --inputs": (["view", "{rollouts}", "--inputs", "X", "--port", "0", "--no-cache"], True),
+    "health --inputs": (["health", "--inputs", "X", "--rollouts", "{rollouts}"], True),
+    "health --rollouts": (["health", "--inputs", "{materialized}", "--rollouts", "X"], True),
+    "reverify --rollouts": (
+        ["reverify", "--rollouts", "X", "--output", "{out}/v.jsonl", "--verifier", "exact"],
+        True,
+    ),
+    "reverify --inputs": (
+        [
+            "reverify",
+            "--rollouts",
+            "{rollouts}",
+            "--inputs",
+            "X",
+            "--output",
+            "{out}/v.jsonl",
+            "--verifier",
+            "exact",
+        ],
+        True,
+    ),
+    "stats --exclude-unhealthy": (
+        ["stats", "{profile}", "--rollouts", "{rollouts}", "--exclude-unhealthy", "X"],
+        True,
+    ),
 }
-FINDING_ON_LONG = {"validate", "check --inputs", "check --rollouts"}
+FINDING_ON_LONG = {"validate", "check --inputs", "check --rollouts", "health --rollouts"}
 
 
 @pytest.fixture(scope="module")

@@ -43,11 +43,12 @@ def deadline(seconds: int = 10):
 
 
 def _reference(content: bytes, limit: int) -> tuple[list, bool]:
+    """Lines with their newline (the last may lack one); None for a line longer than `limit` (newline
+    not counted)."""
     parts = content.split(b"\n")
     tail = parts.pop()
-    if tail:
-        parts.append(tail)
-    return [p if len(p) <= limit else None for p in parts], bool(tail)
+    lines = [p + b"\n" for p in parts] + ([tail] if tail else [])
+    return [line if len(line.removesuffix(b"\n")) <= limit else None for line in lines], bool(tail)
 
 
 @settings(max_examples=300, deadline=None)
@@ -293,3 +294,16 @@ def test_validate_lists_a_too_long_line_and_its_json_matches_the_schema(tmp_path
     problems = report["files"][0]["problems"]
     assert [(p["line"], p["kind"]) for p in problems] == [(1, "line_too_long")]
     assert report["files"][0]["rows"] == 1 and report["exit_code"] == 1
+
+
+def test_a_log_file_is_never_written_through_a_symlink(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep\n")
+    (tmp_path / "server.log").symlink_to(victim)
+    with pytest.raises(OutputError, match="symlink"):
+        opening.open_log(tmp_path / "server.log")
+    assert victim.read_text() == "keep\n"
+    (tmp_path / "old.log").write_text("an earlier run's log\n")
+    with opening.open_log(tmp_path / "old.log") as handle:  # ngrp's own log: emptied and rewritten
+        handle.write(b"new\n")
+    assert (tmp_path / "old.log").read_text() == "new\n"

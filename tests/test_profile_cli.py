@@ -218,7 +218,7 @@ def test_bad_output_dir_and_threshold_are_usage_errors(golden, tmp_path, run_ngr
     _case(golden, "case_complete", tmp_path)
     (tmp_path / "afile").write_text("")
     proc = _profile(run_ngrp, tmp_path, "--output-dir", "afile")
-    assert proc.returncode == 2 and "is a file, not a folder" in proc.stderr
+    assert proc.returncode == 3 and "is a file, not a folder" in proc.stderr  # an unwritable output
     for value in ("nan", "inf"):
         proc = _profile(run_ngrp, tmp_path, "--pass-threshold", value)
         assert proc.returncode == 2 and "finite" in proc.stderr

@@ -38,7 +38,7 @@ def test_stream_lines_hash_the_same():
     content = b'{"a":1}\n\n{"b":2}\n'
     hasher = hashlib.sha256()
     batches = LineReader(io.BytesIO(content), "s", on_block=hasher.update)  # no file behind it: a stream
-    assert [line for batch in batches for line in batch] == [b'{"a":1}', b"", b'{"b":2}']
+    assert [line for batch in batches for line in batch] == [b'{"a":1}\n', b"\n", b'{"b":2}\n']
     assert hasher.hexdigest() == hashlib.sha256(content).hexdigest()
 
 

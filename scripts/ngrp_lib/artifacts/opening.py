@@ -171,6 +171,32 @@ def open_append(path: Path | str) -> BinaryIO:
         raise
 
 
+def open_log(path: Path | str) -> BinaryIO:
+    """Create (or empty) a log file ngrp writes, never through a symlink and never a FIFO or device: a
+    symlink planted in a log folder would otherwise have its target truncated (exit 3 instead)."""
+    path = Path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(
+                "the log file is a symlink; ngrp does not write through it", path=path
+            ) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OutputError(f"cannot write: {_describe(mode)}, not a regular file", path=path)
+        os.ftruncate(fd, 0)
+        _blocking(fd)
+        return os.fdopen(fd, "wb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 # ---------------------------------------------------------------- paths
 
 

@@ -38,6 +38,7 @@ from ..artifacts.names import (
     is_index,
     pack_key,
 )
+from ..artifacts.opening import require_regular
 from ..errors import InputError
 from .health_checks import (
     CONDITIONAL_IDS,
@@ -121,9 +122,12 @@ class HealthResult:
 
 
 def _regular_file(path: Path, role: str) -> None:
-    if not path.is_file():
-        why = "not a regular file" if path.exists() else "no such file"
-        raise InputError(f"cannot read {role}: {why}", path=path)
+    """The readers' own check (a FIFO, device, folder or symlink loop is named as such), with the role."""
+    try:
+        require_regular(path)
+    except InputError as exc:
+        why = exc.detail.removeprefix("cannot read: ")
+        raise InputError(f"cannot read {role}: {why}", path=path) from None
 
 
 def _read_inputs(path: Path) -> dict[Any, int | None]:

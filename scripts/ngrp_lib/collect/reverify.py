@@ -13,6 +13,8 @@ everything else are kept, `reward` is the new reward and `ngrp/previous_reward` 
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 import os
 import time
 from collections import Counter
@@ -28,6 +30,7 @@ from ..artifacts import jsonl
 from ..artifacts import names as artifacts
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
+from ..artifacts.opening import line_too_long, max_line_bytes, open_input, same_file
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
 from .materialize import sha256_file
@@ -68,11 +71,11 @@ class ReverifyOptions:
             raise UsageError("--resume and --overwrite contradict each other; choose one")
         if self.concurrency < 1 or self.max_attempts < 1:
             raise UsageError("--concurrency and --max-attempts must be at least 1")
-        if self.retry.timeout <= 0 or self.retry.max_retries < 0:
-            raise UsageError("--timeout must be > 0 and --max-retries >= 0")
-        written = {p.resolve() for p in (self.output, self.failures_path, self.manifest_path)}
+        if not (math.isfinite(self.retry.timeout) and self.retry.timeout > 0) or self.retry.max_retries < 0:
+            raise UsageError("--timeout must be finite and > 0 and --max-retries >= 0")
+        written = (self.output, self.failures_path, self.manifest_path)
         for role, path in (("--rollouts", self.rollouts), ("--inputs", self.inputs)):
-            if path is not None and Path(path).resolve() in written:
+            if path is not None and any(same_file(path, out) for out in written):
                 raise UsageError(
                     f"{role} {path} would be written over: reverify never rewrites its input in place",
                     hint="give --output a new file name",
@@ -162,8 +165,11 @@ def _index_inputs(path: Path, answer_key: str | None) -> tuple[dict[Any, tuple[i
     index: dict[Any, tuple[int, int]] = {}
     no_answer: set[Any] = set()
     offset = 0
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
+    limit = max_line_bytes()
+    with open_input(path) as handle:  # regular files only; lines bounded, as every reader's
+        for number, line in enumerate(iter(functools.partial(handle.readline, limit + 2), b""), 1):
+            if len(line) > limit + 1:
+                raise line_too_long(path, number, limit)
             start, offset = offset, offset + len(line)
             if not line.strip():
                 continue
@@ -322,7 +328,8 @@ class _Run:
     async def run_all(self) -> None:
         results, failures = jsonl.Appender(self.options.output), jsonl.Appender(self.options.failures_path)
         if self.plan.inputs is not None and self.options.inputs is not None:
-            self._inputs_fd = os.open(self.options.inputs, os.O_RDONLY)
+            with open_input(self.options.inputs) as handle:  # never a FIFO swapped in since the index
+                self._inputs_fd = os.dup(handle.fileno())
         try:
             async with _session(self.verifier, self.options.concurrency) as self.session:
                 rows = self.pending()

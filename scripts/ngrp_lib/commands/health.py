@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import emit, json_option, overwrite_option
+from ._common import count, emit, json_option, overwrite_option
 
 
 def _check_list() -> str:
@@ -49,14 +49,14 @@ output exists (use --overwrite), 3 a file cannot be read or the inputs hold a ma
 )
 @click.option(
     "--loop-min-repeats",
-    type=int,
+    type=count(maximum=2**31),
     default=10,
     show_default=True,
     help="ngrp/repetition_loop: back-to-back copies of one unit that make a loop.",
 )
 @click.option(
     "--loop-min-chars",
-    type=int,
+    type=count(maximum=2**31),
     default=200,
     show_default=True,
     help="ngrp/repetition_loop: characters the copies must cover.",

@@ -59,14 +59,14 @@ Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resum
 )
 @click.option(
     "--max-retries",
-    type=count(0),
+    type=count(maximum=1000),
     default=3,
     show_default=True,
     help="Retries per /verify request on connection errors, timeouts, 429 and 5xx.",
 )
 @click.option(
     "--max-attempts",
-    type=count(1),
+    type=count(maximum=1000),
     default=3,
     show_default=True,
     help="--resume retries a failed row until it has this many failed attempts.",

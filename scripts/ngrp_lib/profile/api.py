@@ -16,7 +16,7 @@ import orjson
 from .. import __version__
 from ..artifacts.jsonl import atomic_outputs, refuse_existing
 from ..artifacts.names import profile_paths_for, sibling
-from ..errors import FindingsError, UsageError
+from ..errors import FindingsError, OutputError, UsageError
 from ..numbers import MAX_MAGNITUDE, first_oversize
 from .agents import agent_metrics, repeat_level
 from .align import check_alignment
@@ -89,7 +89,7 @@ def output_paths(rollouts: Path, options: ProfileOptions) -> dict[str, Path]:
 def check_options(options: ProfileOptions) -> None:
     folder = None if options.output_dir is None else Path(options.output_dir)
     if folder is not None and folder.exists() and not folder.is_dir():
-        raise UsageError(f"--output-dir {folder} is a file, not a folder")
+        raise OutputError("--output-dir is a file, not a folder", path=folder)  # exit 3, as in every command
     if not math.isfinite(options.pass_threshold):
         raise UsageError(f"--pass-threshold must be a finite number, not {options.pass_threshold}")
     if options.null_reward not in NULL_POLICIES:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..artifacts.endpoints import read_endpoints
 from ..artifacts.jsonl import write_json
-from ..artifacts.opening import open_input
+from ..artifacts.opening import open_input, open_log
 from ..errors import InputError, UsageError
 from .plan import ServePlan, ServerSpec, ServerStartError
 
@@ -124,7 +124,7 @@ def _die_with_parent() -> None:
 def launch(spec: ServerSpec, *, tie_to_parent: bool) -> Started:
     spec.log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **spec.env}
-    with open(spec.log, "wb") as log:
+    with open_log(spec.log) as log:  # never through a symlink planted in the log folder
         log.write(f"# ngrp serve {datetime.now(timezone.utc).isoformat()}\n# {spec.shell_line()}\n".encode())
         log.flush()
         proc = subprocess.Popen(
