@@ -213,27 +213,32 @@ def _record(raw: bytes, line: int, *, terminated: bool) -> Row | Problem:
 
 def iter_parsed(path: Path | str) -> Iterator[tuple[int, dict[str, Any] | Problem]]:
     """(line, row) or (line, Problem) for every line, with `iter_records`' policy (blank lines are
-    Problem(BLANK)) but no Row objects: one orjson call per good line, the slow path only for a bad one.
-    For whole-file scans that judge every row (`ngrp health`)."""
+    Problem(BLANK), a line over the limit Problem(TOO_LONG)) but no Row objects: one orjson call per good
+    line, the slow path only for a bad one. For whole-file scans that judge every row (`ngrp health`)."""
     path = Path(path)
-    try:
-        handle = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 - closed by the with below
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", path=path) from exc
     loads, line = orjson.loads, 0
-    with handle:
-        for chunk in handle:
-            line += 1
-            try:
-                data = loads(chunk)
-            except orjson.JSONDecodeError:
-                record = _record(chunk, line, terminated=chunk.endswith(b"\n"))  # names the problem
-                yield line, record.data if isinstance(record, Row) else record
-                continue
-            if type(data) is dict:
-                yield line, data
-            else:
-                yield line, Problem(line, NOT_OBJECT, f"row is a JSON {type(data).__name__}, not an object")
+    with open_input(path, buffering=0) as handle:
+        reader = LineReader(handle, path, strict=False)
+        for batch in reader:
+            terminated = not reader.unterminated  # the unterminated last line comes alone, last
+            for raw in batch:
+                line += 1
+                if raw is None:
+                    yield line, Problem(line, TOO_LONG, f"line is longer than {reader.limit} bytes (skipped)")
+                    continue
+                try:
+                    data = loads(raw)
+                except orjson.JSONDecodeError:
+                    record = _record(raw, line, terminated=terminated)  # names the problem
+                    yield line, record.data if isinstance(record, Row) else record
+                    continue
+                if type(data) is dict:
+                    yield line, data
+                else:
+                    yield (
+                        line,
+                        Problem(line, NOT_OBJECT, f"row is a JSON {type(data).__name__}, not an object"),
+                    )
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from .. import __version__
 from ..artifacts import jsonl
 from ..artifacts import names as artifacts
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
+from ..artifacts.opening import open_input, require_regular
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
 from .materialize import sha256_file
@@ -159,31 +160,33 @@ def _index_inputs(path: Path, answer_key: str | None) -> tuple[dict[Any, tuple[i
     """Where each key's materialized line is (so no input row is held), and the keys without `answer_key`."""
     index: dict[Any, tuple[int, int]] = {}
     no_answer: set[Any] = set()
-    offset = 0
-    with open(path, "rb") as handle:
-        for number, line in enumerate(handle, 1):
-            start, offset = offset, offset + len(line)
-            if not line.strip():
-                continue
-            parsed = jsonl.parse_line(line.rstrip(b"\r\n"), number)
-            if not isinstance(parsed, jsonl.Row):
-                raise InputError(parsed.message, path=path, line=number)
-            key = rollout_key(parsed.data)
-            if key is None:
-                raise InputError(f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path,
-                                 line=number)  # fmt: skip
-            index.setdefault(pack_key(key), (start, len(line)))
-            if answer_key is not None and parsed.data.get(answer_key) is None:
-                no_answer.add(pack_key(key))
+    offset = number = 0
+    with open_input(path, buffering=0) as handle:
+        for batch in jsonl.LineReader(handle, path):  # strict: a line over the limit stops here (exit 3)
+            for line in batch:
+                number += 1
+                start, offset = offset, offset + len(line) + 1  # the newline (absent after the last line)
+                if not line.strip():
+                    continue
+                parsed = jsonl.parse_line(line.rstrip(b"\r"), number)
+                if not isinstance(parsed, jsonl.Row):
+                    raise InputError(parsed.message, path=path, line=number)
+                key = rollout_key(parsed.data)
+                if key is None:
+                    raise InputError(
+                        f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path, line=number
+                    )
+                index.setdefault(pack_key(key), (start, len(line)))
+                if answer_key is not None and parsed.data.get(answer_key) is None:
+                    no_answer.add(pack_key(key))
     return index, no_answer
 
 
 def _plan(options: ReverifyOptions, needs_answer: bool) -> _Plan:
     source = options.rollouts
-    for role, path in (("rollouts", source), ("inputs", options.inputs)):
-        if path is not None and not Path(path).is_file():
-            why = "not a regular file" if Path(path).exists() else "no such file"
-            raise InputError(f"cannot read {role}: {why}", path=path)
+    for path in (source, options.inputs):
+        if path is not None:
+            require_regular(path)
     answer_key = options.answer_key if needs_answer else None
     inputs, no_answer = (None, set()) if options.inputs is None else _index_inputs(options.inputs, answer_key)
     keys: dict[Any, int] = {}
