@@ -313,7 +313,7 @@ def run_health(
         failures = failures_path_for(rollouts)
     failures = None if failures is None else Path(failures)
     paths = health_paths_for(rollouts)
-    refuse_existing(list(paths.values()), overwrite)
+    refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
     from .health_summary import summarize
 
     with gc_paused():  # one digest per rollout accumulates: no cycles, nothing for the GC to find
@@ -392,17 +392,29 @@ _HEALTHY_ROW = (
 )
 
 
+_BATCH = 4096  # verdict rows per write call (each write of the atomic writer has a fixed cost)
+
+
 def _write(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
     dumps = orjson.dumps
     newline = orjson.OPT_APPEND_NEWLINE
     with atomic_outputs(paths, overwrite=overwrite) as out:
         out["quality_summary"].write(dumps(summary, option=orjson.OPT_INDENT_2))
         write = out["rollout_verdicts"].write
-        for d in digests:  # already in Gym's order
-            if d.findings or d.unobserved or d.rollout_id or d.stage is not None or type(d.task) is not int:
-                write(dumps(verdict_row(d), option=newline))
-            else:  # most rows: the same bytes, without building a dict per row
-                write(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
+        for start in range(0, len(digests), _BATCH):
+            chunk = []
+            for d in digests[start : start + _BATCH]:  # already in Gym's order
+                if (
+                    d.findings
+                    or d.unobserved
+                    or d.rollout_id
+                    or d.stage is not None
+                    or type(d.task) is not int
+                ):
+                    chunk.append(dumps(verdict_row(d), option=newline))
+                else:  # most rows: the same bytes, without building a dict per row
+                    chunk.append(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
+            write(b"".join(chunk))
 
 
 __all__ = ["CONDITIONAL_IDS", "RESPONSE_IDS", "TASK_IDS", "Digest", "HealthResult", "run_health"]

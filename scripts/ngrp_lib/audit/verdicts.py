@@ -41,9 +41,6 @@ class UnhealthyKeys:
 def load_unhealthy(path: Path | str) -> UnhealthyKeys:
     """Every row needs both identity keys and a verdict; an unknown verdict or a malformed line is exit 3."""
     path = Path(path)
-    if not path.is_file():
-        why = "not a regular file" if path.exists() else "no such file"
-        raise InputError(f"cannot read the verdicts file: {why}", path=path, hint="ngrp health writes one")
     out = UnhealthyKeys(str(path))
     for row in iter_rows(path):
         verdict = row.data.get("verdict")

@@ -30,7 +30,7 @@ from ..artifacts import jsonl
 from ..artifacts import names as artifacts
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
-from ..artifacts.opening import line_too_long, max_line_bytes, open_input, same_file
+from ..artifacts.opening import line_too_long, max_line_bytes, open_input, require_regular, same_file
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
 from .materialize import sha256_file
@@ -188,10 +188,9 @@ def _index_inputs(path: Path, answer_key: str | None) -> tuple[dict[Any, tuple[i
 
 def _plan(options: ReverifyOptions, needs_answer: bool) -> _Plan:
     source = options.rollouts
-    for role, path in (("rollouts", source), ("inputs", options.inputs)):
-        if path is not None and not Path(path).is_file():
-            why = "not a regular file" if Path(path).exists() else "no such file"
-            raise InputError(f"cannot read {role}: {why}", path=path)
+    for path in (source, options.inputs):
+        if path is not None:
+            require_regular(path)
     answer_key = options.answer_key if needs_answer else None
     inputs, no_answer = (None, set()) if options.inputs is None else _index_inputs(options.inputs, answer_key)
     keys: dict[Any, int] = {}

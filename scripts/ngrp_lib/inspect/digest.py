@@ -53,12 +53,18 @@ def _parts_text(parts: Any, kinds: tuple[str, ...]) -> str:
         return parts
     if not isinstance(parts, list):
         return ""
+    if len(parts) == 1:  # the usual case, without building a list
+        part = parts[0]
+        if isinstance(part, dict) and part.get("type") in kinds:
+            text = part.get("text")
+            return text if isinstance(text, str) else ""
+        return ""
     texts = [
         p["text"]
         for p in parts
         if isinstance(p, dict) and p.get("type") in kinds and isinstance(p.get("text"), str)
     ]
-    return texts[0] if len(texts) == 1 else "".join(texts)  # one part is the usual case: no join
+    return "".join(texts)
 
 
 def response_text(response: Any) -> str:
