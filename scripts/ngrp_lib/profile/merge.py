@@ -103,7 +103,7 @@ def _merge_exact(
 
 
 @dataclass
-class Union:
+class ShardUnion:
     """How the shards' rows fit together: the union's columns, each shard's columns in them, fan-out."""
 
     columns: list[str]
@@ -111,7 +111,7 @@ class Union:
     per_agent: bool
 
 
-def _union(headers: list[ShardHeader]) -> Union | str:
+def _union(headers: list[ShardHeader]) -> ShardUnion | str:
     """The union, when every shard's rows are final in it; else why not (for the note)."""
     import numpy as np
 
@@ -148,7 +148,7 @@ def _union(headers: list[ShardHeader]) -> Union | str:
     medians = _median_method_agrees(headers)
     if medians is not None:
         return medians
-    return Union(columns, maps, per_agent)
+    return ShardUnion(columns, maps, per_agent)
 
 
 def _median_method_agrees(headers: list[ShardHeader]) -> str | None:
@@ -165,7 +165,7 @@ def _median_method_agrees(headers: list[ShardHeader]) -> str | None:
 
 
 def _merge_rows(
-    headers: list[ShardHeader], union: Union, options: ProfileOptions, paths: dict, sources: dict
+    headers: list[ShardHeader], union: ShardUnion, options: ProfileOptions, paths: dict, sources: dict
 ) -> ProfileResult:
     facts = Facts.from_json(headers[0].facts.to_json())
     for header in headers[1:]:
@@ -179,7 +179,7 @@ def _merge_rows(
         return finish(out, facts, labels, _coverage(headers), task_means, n_rows, options, sources, [], paths)
 
 
-def _rows_in_order(headers: list[ShardHeader], union: Union, labels: MergedLabels) -> Iterator[GroupRow]:
+def _rows_in_order(headers: list[ShardHeader], union: ShardUnion, labels: MergedLabels) -> Iterator[GroupRow]:
     """Every shard's rows, merged in Gym's row order (by task, then agent when fanned out); the numbers
     the agent-level statistics need go to `labels` on the way."""
 
