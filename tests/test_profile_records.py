@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ngrp_lib.profile.records import InputRec, result_record, run_labels
+from ngrp_lib.profile.dataset import numbers, offsets
+from ngrp_lib.profile.infos import rollout_infos
+from ngrp_lib.profile.records import FLOAT, INT, ResultStore, run_labels
+
+
+class Kept:
+    """One rollout as the store keeps it: its plan's stats (names and float64 values) and its rollout_info,
+    read back through the same offsets and writer the profile rows use."""
+
+    def __init__(self, row, task, rollout, null_policy):
+        store = ResultStore(null_policy)
+        store.add(row, task, rollout)
+        plan = store.plans[store.plan[0]]
+        floats, ints = numbers(store, "floats", "float64"), numbers(store, "ints")
+        source = {FLOAT: floats, INT: ints}
+        self.masked, self.reward_state = plan.masked, plan.reward_state
+        self.names = plan.names
+        self.values = tuple(float(source[kind][k]) if kind in source else 0.0 for _, kind, k in plan.stats)
+        self.info = None if plan.masked else rollout_infos(store, offsets(store), np.array([0]))[0]
+
+
+def result_record(row, task, rollout, null_policy):
+    return Kept(row, task, rollout, null_policy)
 
 
 def _row(**extra):
@@ -59,14 +82,10 @@ def test_null_absent_and_masked_rewards():
 
 
 def test_run_labels_like_gym():
-    recs = [
-        InputRec(0, 0, "env_a", "agent"),
-        InputRec(0, 1, "env_b", "agent"),  # one agent behind two servers: labelled by server
-        InputRec(0, 2, "solo", "solo"),
-        InputRec(0, 3, None, None),
-    ]
-    assert run_labels(recs) == {"env_a": "env_a", "env_b": "env_b", "solo": "solo"}
-    assert run_labels([InputRec(0, 0, "math_env", "math_agent")]) == {"math_env": "math_agent"}
+    # each run key's agent (of its first row); rows without a run key have no label
+    agents = {"env_a": "agent", "env_b": "agent", "solo": "solo"}  # one agent behind two servers
+    assert run_labels(agents) == {"env_a": "env_a", "env_b": "env_b", "solo": "solo"}
+    assert run_labels({"math_env": "math_agent"}) == {"math_env": "math_agent"}
 
 
 def _reference_info(row, task, rollout):

@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from ngrp_lib.profile.extras import ks_for, pass_at_k, task_extras, wilson_interval
+from ngrp_lib.profile.extras import ks_for, task_extras
 from ngrp_lib.profile.kernels import describe_groups, gym_confidence_interval, series_stats
+from ngrp_lib.stats.estimators import pass_at_k_one, wilson_one
 
 scipy_stats = pytest.importorskip("scipy.stats")
 scipy_special = pytest.importorskip("scipy.special")
@@ -36,16 +37,18 @@ def _brute_pass_at_k(n: int, c: int, k: int) -> float:
 def test_pass_at_k_matches_subset_enumeration(n):
     for c in range(n + 1):
         for k in range(1, n + 1):
-            assert math.isclose(pass_at_k(n, c, k), _brute_pass_at_k(n, c, k), rel_tol=1e-12, abs_tol=1e-15)
+            assert math.isclose(
+                pass_at_k_one(n, c, k), _brute_pass_at_k(n, c, k), rel_tol=1e-12, abs_tol=1e-15
+            )
 
 
 def test_pass_at_k_large_n_is_stable():
     # 1 - C(n-c, k)/C(n, k) with exact integers as the reference
     n, c, k = 1000, 3, 64
     exact = 1 - math.comb(n - c, k) / math.comb(n, k)
-    assert math.isclose(pass_at_k(n, c, k), exact, rel_tol=1e-12)
+    assert math.isclose(pass_at_k_one(n, c, k), exact, rel_tol=1e-12)
     with pytest.raises(ValueError):
-        pass_at_k(4, 5, 1)
+        pass_at_k_one(4, 5, 1)
 
 
 def test_ks_for():
@@ -57,12 +60,12 @@ def test_ks_for():
 
 def test_wilson_hand_worked():
     # 8 passes of 10: p = 0.8, z = 1.96: centre 0.716740, half-width 0.226578 (worked by hand)
-    low, high = wilson_interval(8, 10)
+    low, high = wilson_one(8, 10)
     assert math.isclose(low, 0.490162, abs_tol=2e-6)
     assert math.isclose(high, 0.943318, abs_tol=2e-6)
-    low, high = wilson_interval(0, 4)
+    low, high = wilson_one(0, 4)
     assert low == 0.0 and math.isclose(high, 3.8414588 / (4 + 3.8414588), rel_tol=1e-7)  # z^2/(n+z^2)
-    assert wilson_interval(0, 0) is None
+    assert wilson_one(0, 0) is None
 
 
 def test_task_extras_threshold_and_nulls():

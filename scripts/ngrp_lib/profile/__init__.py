@@ -1,8 +1,9 @@
 """Gym-compatible reward profiling (`ngrp profile`): streaming, exact, with honest extras.
 
-Pipeline: `reader` (one pass per file) -> `align` (Gym's key rules) -> `table` (numeric fields in key
-order) -> `group_rows` / `agents` (Gym's three files) + `extras` (pass rate, pass@k, Wilson) ->
-`summary` (completion accounting, warnings). `merge` combines shard states exactly.
+Pipeline: `reader` (one pass per file, each row reduced to numbers in `records.ResultStore` and
+`dataset.InputStore`) -> `align` (Gym's key rules) -> `table` (matched measured rollouts in key order,
+columns gathered on demand) -> `group_rows` (+ `infos`, `extras`) / `agents` (Gym's three files) ->
+`summary` (completion accounting, warnings). `state` and `merge` combine shard profiles exactly.
 """
 
 from .api import ProfileOptions, ProfileResult, run_profile

@@ -4,13 +4,12 @@ aggregates of the primary metrics with a Student-t interval, and per-agent maski
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from ..artifacts.names import ROLLOUT_KEY
-from .kernels import STATS, describe_groups, gym_confidence_interval, sem_of, series_stats
-from .records import Dataset
+from .dataset import NONE, Dataset, numbers, plan_ids
+from .kernels import STATS, describe_groups, gym_confidence_interval, gym_std_rule, sem_of, series_stats
+from .records import LAST_MASKED_ID
 from .table import Table
 
 ATTEMPT_KEY = "_ng_attempt_index"
@@ -52,87 +51,146 @@ def is_primary_metric(name: str) -> bool:
     )
 
 
-def _labelled(table: Table) -> tuple[list[str], Any, Any]:
-    """Sorted agent labels, per-row label codes (-1 for no label), rows that have a label."""
+class LabelRows(Protocol):
+    """The labelled measured rollouts, per label (Gym's agent_name), each label's rows in key order."""
+
+    columns: list[str]
+
+    @property
+    def labels(self) -> list[str]: ...  # sorted; each has at least one row
+
+    def size(self, label: int) -> int: ...
+    def rollouts(self, label: int) -> Any: ...  # int64 rollout index per row
+    def task_count(self, label: int) -> int: ...  # distinct tasks
+    def column(self, label: int, j: int) -> Any: ...  # float64 values per row, NaN when missing
+    def complete(self) -> bool: ...  # no row of any label lacks a column
+
+
+class TableLabels:
+    """`LabelRows` over a one-pass `Table`."""
+
+    def __init__(self, table: Table) -> None:
+        import numpy as np
+
+        self.table = table
+        self.columns = table.columns
+        rows = np.nonzero(table.labels >= 0)[0]
+        order = rows[np.argsort(table.labels[rows], kind="stable")]
+        codes = table.labels[order]
+        bounds = np.nonzero(np.r_[True, codes[1:] != codes[:-1]])[0].tolist() if len(order) else []
+        ends = [*bounds[1:], len(order)] if bounds else []
+        self._rows: list[Any] = [order[lo:hi] for lo, hi in zip(bounds, ends, strict=True)]
+        if len(self._rows) == 1 and len(order) == len(table):  # one label for all rows: no index needed
+            self._rows = [None]
+        self.labels = [table.label_names[int(codes[lo])] for lo in bounds]
+
+    def size(self, label: int) -> int:
+        rows = self._rows[label]
+        return len(self.table) if rows is None else len(rows)
+
+    def rollouts(self, label: int) -> Any:
+        rows = self._rows[label]
+        return self.table.rollouts if rows is None else self.table.rollouts[rows]
+
+    def task_count(self, label: int) -> int:
+        import numpy as np
+
+        rows = self._rows[label]
+        return len(np.unique(self.table.tasks if rows is None else self.table.tasks[rows]))
+
+    def column(self, label: int, j: int) -> Any:
+        return self.table.column(j, self._rows[label])
+
+    def complete(self) -> bool:
+        return all(self.table.complete(rows) for rows in self._rows)
+
+
+def agent_level(source: LabelRows) -> list[dict[str, Any]]:
+    """Gym's pooled per-agent stats: one group per label, a column at a time."""
     import numpy as np
 
-    names = sorted(label for label in set(table.labels) if label is not None)
-    code: dict[str | None, int] = {name: i for i, name in enumerate(names)}
-    n = len(table.labels)
-    codes = np.fromiter(map(code.get, table.labels, repeat(-1, n)), dtype=np.int64, count=n)
-    return names, codes, np.nonzero(codes >= 0)[0]
-
-
-def agent_level(table: Table) -> list[dict[str, Any]]:
-    import numpy as np
-
-    names, codes, rows = _labelled(table)
-    if not len(rows):
+    n_labels = len(source.labels)
+    if not n_labels:
         return []
-    perm = rows[np.argsort(codes[rows], kind="stable")]
-    sorted_codes = codes[perm]
-    starts = np.nonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])[0]
-    stats = {name: arr.tolist() for name, arr in describe_groups(table.matrix[perm], starts).items()}
+    sizes = np.array([source.size(label) for label in range(n_labels)])
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    uniform = bool((sizes == sizes[0]).all()) and source.complete()
+    parts: dict[str, list[Any]] = {stat: [] for stat in (*STATS, "count")}
+    for j in range(len(source.columns)):
+        column = np.concatenate([source.column(label, j) for label in range(n_labels)])
+        described = describe_groups(column[:, None], starts, uniform=uniform, std_rule=False)
+        for stat, values in described.items():
+            parts[stat].append(values)
+    if not source.columns:
+        return [{"agent_ref": {"name": name}} for name in source.labels]
+    stats = {stat: np.concatenate(values, axis=1) for stat, values in parts.items()}
+    gym_std_rule(stats["std"], stats["count"], sizes)
+    rows = {stat: stats[stat].tolist() for stat in STATS}
     out = []
-    for g, start in enumerate(starts.tolist()):
+    for g, name in enumerate(source.labels):
         entry: dict[str, Any] = {}
         for stat in STATS:
-            for col, value in zip(table.columns, stats[stat][g], strict=False):
+            for col, value in zip(source.columns, rows[stat][g], strict=True):
                 if value == value:
                     entry[f"{stat}/{col}"] = value
-        entry["agent_ref"] = {"name": names[int(sorted_codes[start])]}
+        entry["agent_ref"] = {"name": name}
         out.append(entry)
     return out
 
 
-def repeat_level(table: Table) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def repeat_level(source: LabelRows) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Gym's `_compute_repeat_level_metrics`; returns (entries, the incomplete ones for the warning)."""
     import numpy as np
 
-    names, codes, rows = _labelled(table)
-    multi = [c for c in range(len(names)) if len(np.unique(table.rollouts[rows][codes[rows] == c])) > 1]
-    if not multi:
-        return [], []
-    rows = rows[np.isin(codes[rows], multi)]
-    total_tasks = {c: len(np.unique(table.tasks[rows][codes[rows] == c])) for c in multi}
-    perm = rows[np.lexsort((table.rollouts[rows], codes[rows]))]  # stable: task order kept in a group
-    pairs = np.stack([codes[perm], table.rollouts[perm]], axis=1)
-    starts = np.nonzero(np.r_[True, (pairs[1:] != pairs[:-1]).any(axis=1)])[0].tolist()
-    columns = sorted(table.columns)
-    col_pos = [table.columns.index(c) for c in columns]
-    matrix = table.matrix[perm]
+    columns = sorted(source.columns)
+    col_pos = [source.columns.index(c) for c in columns]
     entries = []
-    for lo, hi in zip(starts, [*starts[1:], len(perm)], strict=False):
-        code, rollout = int(pairs[lo, 0]), int(pairs[lo, 1])
-        present = len(np.unique(table.tasks[perm[lo:hi]]))
-        entry: dict[str, Any] = {
-            "agent_ref": {"name": names[code]},
-            ROLLOUT_KEY: rollout,
-            "sample_count": present,
-            "missing_count": total_tasks[code] - present,
-        }
-        for col, pos in zip(columns, col_pos, strict=False):
-            s = series_stats(matrix[lo:hi, pos])
-            if s is None:
-                continue
-            sem = sem_of(s["std"], s["n"])
-            entry.update(
-                {
-                    f"mean/{col}": s["mean"],
-                    f"median/{col}": s["median"],
-                    f"std/{col}": s["std"],
-                    f"sem/{col}": sem,
-                    f"min/{col}": s["min"],
-                    f"max/{col}": s["max"],
-                    f"p25/{col}": s["p25"],
-                    f"p75/{col}": s["p75"],
-                }
-            )
-            ci = gym_confidence_interval(s["mean"], sem, s["n"])
-            if ci:
-                entry[f"ci_low_95/{col}"], entry[f"ci_high_95/{col}"] = ci
-        entries.append(entry)
+    for label, name in enumerate(source.labels):
+        rollouts = source.rollouts(label)
+        if len(np.unique(rollouts)) < 2:
+            continue
+        total_tasks = source.task_count(label)
+        order = np.argsort(rollouts, kind="stable")  # task order kept within a repeat
+        ordered = rollouts[order]
+        starts = np.nonzero(np.r_[True, ordered[1:] != ordered[:-1]])[0].tolist()
+        bounds = list(zip(starts, [*starts[1:], len(order)], strict=True))
+        label_entries = [
+            {
+                "agent_ref": {"name": name},
+                ROLLOUT_KEY: int(ordered[lo]),
+                "sample_count": hi - lo,  # keys are unique, so each row of a repeat is another task
+                "missing_count": total_tasks - (hi - lo),
+            }
+            for lo, hi in bounds
+        ]
+        for col, pos in zip(columns, col_pos, strict=True):
+            values = source.column(label, pos)[order]
+            for entry, (lo, hi) in zip(label_entries, bounds, strict=True):
+                _add_series(entry, col, values[lo:hi])
+        entries.extend(label_entries)
     return entries, [e for e in entries if e["missing_count"] > 0]
+
+
+def _add_series(entry: dict[str, Any], col: str, values: Any) -> None:
+    s = series_stats(values)
+    if s is None:
+        return
+    sem = sem_of(s["std"], s["n"])
+    entry.update(
+        {
+            f"mean/{col}": s["mean"],
+            f"median/{col}": s["median"],
+            f"std/{col}": s["std"],
+            f"sem/{col}": sem,
+            f"min/{col}": s["min"],
+            f"max/{col}": s["max"],
+            f"p25/{col}": s["p25"],
+            f"p75/{col}": s["p75"],
+        }
+    )
+    ci = gym_confidence_interval(s["mean"], sem, s["n"])
+    if ci:
+        entry[f"ci_low_95/{col}"], entry[f"ci_high_95/{col}"] = ci
 
 
 def across_repeats(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -167,37 +225,48 @@ def across_repeats(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def coverage_by_agent(data: Dataset) -> dict[str, dict[str, int]]:
-    """Gym's `coverage_by_agent`: per agent_ref.name, only for agents with a masked rollout."""
-    if not any(map(attrgetter("masked"), data.results.values())):
-        return {}
-    agent_of_key = {(r.task, r.rollout): r.agent for r in data.inputs if r.agent is not None}
-    per_agent: dict[str, list[tuple[int, bool]]] = {}
-    for key in sorted(data.results):
-        name = agent_of_key.get(key)
-        if name is not None:
-            per_agent.setdefault(name, []).append((key[0], data.results[key].masked))
-    coverage: dict[str, dict[str, int]] = {}
-    for name, records in per_agent.items():
-        masked = sum(1 for _, m in records if m)
-        if not masked:
-            continue
-        measured_tasks = {t for t, m in records if not m}
-        coverage[name] = {
-            "coverage/measured_rollouts": len(records) - masked,
-            "coverage/masked_rollouts": masked,
+def coverage_counts(data: Dataset, always: bool = False) -> list[tuple[str, dict[str, int], tuple[int, int]]]:
+    """The numbers of Gym's `coverage_by_agent` for every agent, with its first rollout key (a merge adds
+    them up, in the order of those keys). Gym reports only agents with a masked rollout, so unless `always`
+    (a shard, whose counts a merge will add up), none when nothing is masked."""
+    import numpy as np
+
+    plans = plan_ids(data.results)
+    if not always and not (plans <= LAST_MASKED_ID).any():
+        return []
+    linked = numbers(data.inputs, "result")
+    agents = numbers(data.inputs, "agent", "int32").astype(np.int64)
+    rows = np.nonzero((linked >= 0) & (agents != NONE))[0]
+    tasks, rollouts = numbers(data.inputs, "task")[rows], numbers(data.inputs, "rollout")[rows]
+    order = np.lexsort((rollouts, tasks))
+    rows, tasks, agents = rows[order], tasks[order], agents[rows][order]
+    masked = plans[linked[rows]] <= LAST_MASKED_ID  # an unhealthy rollout counts as masked here
+    rollouts = rollouts[order]
+    codes, first = np.unique(agents, return_index=True)
+    out = []
+    for code, at in sorted(zip(codes.tolist(), first.tolist(), strict=True), key=lambda pair: pair[1]):
+        mine = agents == code
+        n_masked = int(masked[mine].sum())
+        measured_tasks = np.unique(tasks[mine & ~masked])
+        entry = {
+            "coverage/measured_rollouts": int(mine.sum()) - n_masked,
+            "coverage/masked_rollouts": n_masked,
             "coverage/measured_tasks": len(measured_tasks),
-            "coverage/fully_masked_tasks": len({t for t, _ in records} - measured_tasks),
+            "coverage/fully_masked_tasks": len(np.unique(tasks[mine])) - len(measured_tasks),
         }
-    return coverage
+        out.append((data.inputs.agents.values[code], entry, (int(tasks[at]), int(rollouts[at]))))
+    return out
 
 
-def agent_metrics(data: Dataset, table: Table, repeat_entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    entries = agent_level(table)
+def agent_metrics(
+    labels: LabelRows, repeat_entries: list[dict[str, Any]], coverage: dict[str, dict[str, int]]
+) -> list[dict[str, Any]]:
+    """Gym's agent metrics file: pooled stats, across-repeat aggregates, then masking coverage."""
+    entries = agent_level(labels)
     aggregates = across_repeats(repeat_entries)
     for entry in entries:
         entry.update(aggregates.get(entry["agent_ref"]["name"], {}))
-    coverage = coverage_by_agent(data)
+    coverage = dict(coverage)
     for entry in entries:
         name = entry["agent_ref"]["name"]
         if name in coverage:

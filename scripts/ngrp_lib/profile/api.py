@@ -18,14 +18,25 @@ from ..artifacts.jsonl import atomic_outputs, refuse_existing
 from ..artifacts.names import profile_paths_for, sibling
 from ..errors import FindingsError, OutputError, UsageError
 from ..numbers import MAX_MAGNITUDE, first_oversize
-from .agents import agent_metrics, repeat_level
-from .align import check_alignment
+from .agents import LabelRows, TableLabels, agent_metrics, coverage_counts, repeat_level
+from .align import Alignment, check_alignment, sorted_keys
+from .dataset import Dataset, InputStore, numbers, plan_ids
 from .extras import DEFAULT_PASS_THRESHOLD
-from .group_rows import profile_lines
+from .group_rows import GroupRow, group_order, group_rows, median_shape
 from .reader import ReadStats, read_dataset
-from .records import NULL_POLICIES, Dataset
-from .summary import account
-from .table import build_table
+from .records import NULL_POLICIES
+from .state import progressions, write_exact, write_group, write_header
+from .summary import (
+    Facts,
+    account,
+    add_agent_means,
+    agent_entries,
+    counts_of,
+    data_warnings,
+    gym_completion,
+)
+from .summary import GymCompletion as GymCompletion  # re-exported: ProfileResult.completion
+from .table import Table, build_table
 
 STATE_SUFFIX = "_profile_state"
 
@@ -46,21 +57,6 @@ class ProfileOptions:
         out["output_dir"] = None if self.output_dir is None else str(self.output_dir)
         out["exclude_unhealthy"] = None if self.exclude_unhealthy is None else str(self.exclude_unhealthy)
         return out
-
-
-@dataclass
-class GymCompletion:
-    """Gym's `profile_completion_summary`: rollout rows and input rows (task groups) by completion."""
-
-    expected_rollout_rows: int
-    completed_rollout_rows: int
-    missing_rollout_rows: int
-    extra_rollout_rows: int
-    reward_profile_completion_pct: float
-    total_input_rows: int
-    complete_input_rows: int
-    partial_input_rows: int
-    missing_input_rows: int  # task groups with no completed rollout, dropped from the output
 
 
 @dataclass
@@ -147,56 +143,89 @@ def _file_ref(path: Path, stats: ReadStats, role: str) -> dict[str, Any]:
 
 
 def profile_dataset(
-    data: Dataset, stats: ReadStats, options: ProfileOptions, paths: dict[str, Path], sources: dict[str, Any]
+    data: Dataset,
+    stats: ReadStats,
+    options: ProfileOptions,
+    paths: dict[str, Path],
+    sources: dict[str, Any],
+    notes: list[str] | None = None,
 ) -> ProfileResult:
+    """Profile a dataset (one run, or the union of shards) into `paths`, all files or none."""
     with no_gc():
-        return _profile_inner(data, stats, options, paths, sources)
+        alignment = check_alignment(data, stats, options.allow_partial)
+        check_null_rewards(data, options)
+        table = build_table(data)
+        refuse_oversize(table)
+        facts = dataset_facts(data, table, alignment)
+        coverage = coverage_counts(data, always=options.save_state)
+        with atomic_outputs(paths, overwrite=options.overwrite) as out:  # all files or none
+            state = out.get("profile_state")
+            if state is not None:
+                write_header(state, table, facts, _shard_extra(data, table, coverage), options, sources)
+                write_exact(state, data, table)
+            data.inputs = InputStore()  # all that is needed of them is in the table and facts now
+            n_rows, task_means = write_rows(out["reward_profiling"], group_rows(data, table), options, state)
+            warnings = [*_read_warnings(stats, sources), *(notes or [])]
+            coverage_entries = {name: entry for name, entry, _ in coverage}
+            labels = TableLabels(table)
+            return finish(
+                out, facts, labels, coverage_entries, task_means, n_rows, options, sources, warnings, paths
+            )
 
 
-def _profile_inner(
-    data: Dataset, stats: ReadStats, options: ProfileOptions, paths: dict[str, Path], sources: dict[str, Any]
-) -> ProfileResult:
-    alignment = check_alignment(data, stats, options.allow_partial)
-    _check_null_rewards(data, options)
-    table = build_table(data)
-    _refuse_oversize(table)
-    warnings = _read_warnings(stats, sources)
-    rewards_by_label: dict[Any, list[float]] = {}
+def write_rows(
+    handle: IO[bytes], rows: Iterator[GroupRow], options: ProfileOptions, state: IO[bytes] | None = None
+) -> tuple[int, dict[Any, list[float]]]:
+    """Write the profile rows; return how many, and each label's per-task mean rewards in row order."""
+    extras, threshold = not options.gym_only, options.pass_threshold
+    task_means: dict[Any, list[float]] = {}
     n_rows = 0
-    with atomic_outputs(paths, overwrite=options.overwrite) as out:  # all files or none
-        for line, record in profile_lines(
-            data, table, extras=not options.gym_only, pass_threshold=options.pass_threshold
-        ):
-            out["reward_profiling"].write(line)
-            n_rows += 1
-            if record["rewards"]:
-                mean = sum(record["rewards"]) / len(record["rewards"])
-                rewards_by_label.setdefault(record["label"], []).append(mean)
-        repeats, incomplete = repeat_level(table)
-        agents = agent_metrics(data, table, repeats)
-        out["agent_metrics"].write(orjson.dumps(agents))
-        out["repeat_level_metrics"].write(orjson.dumps(repeats))
-        if options.save_state:
-            write_state(out["profile_state"], data, options, sources)
-        summary_counts, per_agent = account(data)
-        completion = GymCompletion(**summary_counts)
-        counts = _counts(completion, per_agent)
-        _add_agent_means(per_agent, agents, rewards_by_label, table)
-        warnings += _data_warnings(counts, completion, incomplete, table, options, alignment.missing)
-        outputs = {name: str(path) for name, path in paths.items()}
-        summary = {
-            "tool": {"name": "ngrp", "version": __version__},
-            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "inputs": sources,
-            "options": options.to_json(),
-            "counts": counts,
-            "tasks": {k: getattr(completion, v) for k, v in _TASK_KEYS.items()},
-            "gym_completion": asdict(completion),
-            "agents": per_agent,
-            "outputs": outputs,
-            "warnings": warnings,
-        }
-        out["profile_summary"].write(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    for row in rows:
+        handle.write(row.line(extras, threshold))
+        n_rows += 1
+        if row.rewards:
+            task_means.setdefault(row.label, []).append(sum(row.rewards) / len(row.rewards))
+        if state is not None:
+            write_group(state, row)
+    return n_rows, task_means
+
+
+def finish(
+    out: dict[str, IO[bytes]],
+    facts: Facts,
+    labels: LabelRows,
+    coverage: dict[str, dict[str, int]],
+    task_means: dict[Any, list[float]],
+    n_rows: int,
+    options: ProfileOptions,
+    sources: dict[str, Any],
+    warnings: list[str],
+    paths: dict[str, Path],
+) -> ProfileResult:
+    """The agent and repeat-level files and the summary, from the labelled rows and the facts."""
+    repeats, incomplete = repeat_level(labels)
+    masked_agents = {name: entry for name, entry in coverage.items() if entry["coverage/masked_rollouts"]}
+    agents = agent_metrics(labels, repeats, masked_agents)
+    out["agent_metrics"].write(orjson.dumps(agents))
+    out["repeat_level_metrics"].write(orjson.dumps(repeats))
+    completion, per_agent = gym_completion(facts.accounting), agent_entries(facts.accounting)
+    counts = counts_of(completion, per_agent)
+    add_agent_means(per_agent, agents, task_means)
+    warnings = [*warnings, *data_warnings(counts, completion, incomplete, facts, options)]
+    outputs = {name: str(path) for name, path in paths.items()}
+    summary = {
+        "tool": {"name": "ngrp", "version": __version__},
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": sources,
+        "options": options.to_json(),
+        "counts": counts,
+        "tasks": {k: getattr(completion, v) for k, v in _TASK_KEYS.items()},
+        "gym_completion": asdict(completion),
+        "agents": per_agent,
+        "outputs": outputs,
+        "warnings": warnings,
+    }
+    out["profile_summary"].write(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return ProfileResult(outputs, completion, counts, per_agent, n_rows, warnings)
 
 
@@ -208,53 +237,79 @@ _TASK_KEYS = {
 }
 
 
-def _counts(completion: GymCompletion, per_agent: list[dict[str, Any]]) -> dict[str, int]:
-    masked = sum(a["counts"]["masked"] for a in per_agent)
-    unhealthy = sum(a["counts"]["unhealthy_excluded"] for a in per_agent)
-    null = sum(a["counts"]["null_reward"] for a in per_agent)
-    non_numeric = sum(a["counts"]["non_numeric_reward"] for a in per_agent)
+def dataset_facts(data: Dataset, table: Table, alignment: Alignment) -> Facts:
+
+    non_binary = False
+    if "reward" in table.columns:
+        for rewards in table.column_blocks(table.columns.index("reward")):
+            # NaN (no reward) is neither 0 nor 1 but is not scored: leave it out
+            non_binary = non_binary or bool(((rewards != 0) & (rewards != 1) & (rewards == rewards)).any())
+    return Facts(
+        account(data),
+        alignment.missing_count,
+        alignment.missing,
+        non_binary,
+        len(table),
+        int((table.labels >= 0).sum()),
+    )
+
+
+def _shard_extra(data: Dataset, table: Table, coverage: list) -> dict[str, Any]:
+    """What a merge needs of a shard beyond its facts (see `state`)."""
+    import numpy as np
+
+    perm, starts = group_order(table)
+    negative_zero = False
+    for j in range(len(table.columns)):
+        for column in table.column_blocks(j):
+            negative_zero = negative_zero or bool((np.signbit(column) & (column == 0)).any())
     return {
-        "expected": completion.expected_rollout_rows,
-        "completed": completion.completed_rollout_rows,
-        "missing": completion.missing_rollout_rows,
-        "extra": completion.extra_rollout_rows,
-        "masked": masked,
-        "measured": completion.completed_rollout_rows - masked - unhealthy,
-        "null_reward": null,
-        "non_numeric_reward": non_numeric,
-        "unhealthy_excluded": unhealthy,
+        "coverage": [[name, *entry.values(), *first] for name, entry, first in coverage],
+        "agent_by_key": list(table.agent_by_key.items()),
+        "tasks": progressions(np.unique(numbers(data.inputs, "task"))),
+        "uniform": median_shape(table, perm, starts),
+        "negative_zero": negative_zero,
     }
 
 
-def _add_agent_means(per_agent: list, agents: list, rewards_by_label: dict, table: Any) -> None:
-    """Next to Gym's rollout-weighted mean/reward, the task-weighted one (mean of per-task means)."""
-    pooled = {e["agent_ref"]["name"]: e.get("mean/reward") for e in agents}
-    for entry in per_agent:
-        task_means = rewards_by_label.get(entry["agent"])
-        entry["mean_reward_rollout_weighted"] = pooled.get(entry["agent"])
-        entry["mean_reward_task_weighted"] = sum(task_means) / len(task_means) if task_means else None
+def refuse_oversize(table: Table) -> None:
+    """A numeric rollout field beyond +-MAX_MAGNITUDE would make Gym's means and deviations inf or nan.
+    Only floats can be that large (ints are int64), so the store's floats are scanned first; the table
+    (row by row, as one matrix would be) only when one of them is."""
+    import numpy as np
 
-
-def _refuse_oversize(table: Any) -> None:
-    """A numeric rollout field beyond +-MAX_MAGNITUDE would make Gym's means and deviations inf or nan."""
-    found = first_oversize(table.matrix)
-    if found is not None:
+    floats = numbers(table.store, "floats", "float64")
+    blocks = range(0, len(floats), _BLOCK)
+    if not any((np.abs(floats[lo : lo + _BLOCK]) > MAX_MAGNITUDE).any() for lo in blocks):
+        return
+    for lo in range(0, len(table), _BLOCK):
+        found = first_oversize(table.matrix(np.arange(lo, min(lo + _BLOCK, len(table)))))
+        if found is None:
+            continue
         row, column, value = found
+        name = table.columns[column]
         raise FindingsError(
-            f"rollout (task {int(table.tasks[row])}, rollout {int(table.rollouts[row])}) has "
-            f"{table.columns[column]} = {value:g}: beyond +-{MAX_MAGNITUDE:g} the profile's sums and squares "
-            "overflow float64",
-            hint=f"rescale {table.columns[column]} (divide it by a constant) in the verifier; profile again",
+            f"rollout (task {int(table.tasks[lo + row])}, rollout {int(table.rollouts[lo + row])}) has "
+            f"{name} = {value:g}: beyond +-{MAX_MAGNITUDE:g} the profile's sums and squares overflow float64",
+            hint=f"rescale {name} (divide it by a constant) in the verifier; profile again",
         )
 
 
-def _check_null_rewards(data: Dataset, options: ProfileOptions) -> None:
+_BLOCK = 65536
+
+
+def check_null_rewards(data: Dataset, options: ProfileOptions) -> None:
+    import numpy as np
+
     if options.null_reward != "error":
         return
-    bad = sorted(k for k, r in data.results.items() if not r.masked and r.reward_state != "ok")
-    if bad:
+    store = data.results
+    bad_plans = np.array([not p.masked and p.reward_state != "ok" for p in store.plans], dtype=bool)
+    bad = np.nonzero(bad_plans[plan_ids(store)])[0]
+    if len(bad):
+        keys = sorted_keys(numbers(store, "task"), numbers(store, "rollout"), bad)
         raise FindingsError(
-            f"{len(bad)} measured rollouts have a null, absent or non-numeric reward: {bad[:10]}",
+            f"{len(bad)} measured rollouts have a null, absent or non-numeric reward: {keys}",
             hint="fix the verifier, or choose --null-reward exclude (Gym's behaviour) or --null-reward zero",
         )
 
@@ -276,85 +331,3 @@ def _read_warnings(stats: ReadStats, sources: dict[str, Any]) -> list[str]:
             "complete rollout; --allow-partial); the file was not changed"
         )
     return out
-
-
-def _data_warnings(
-    counts: dict[str, int],
-    completion: GymCompletion,
-    incomplete: list[dict[str, Any]],
-    table: Any,
-    options: ProfileOptions,
-    missing: list[Any],
-) -> list[str]:
-    out = []
-    if counts["null_reward"]:
-        how = {
-            "exclude": "left out of mean/reward and the other reward statistics, as Gym does, so those "
-            "tasks' "
-            "numbers stand on fewer rollouts; use --null-reward zero or error to decide otherwise",
-            "zero": "counted as reward 0 (--null-reward zero)",
-        }[options.null_reward]
-        out.append(f"{counts['null_reward']} measured rollout(s) have a null or absent reward: {how}")
-    if counts["non_numeric_reward"]:
-        out.append(
-            f"{counts['non_numeric_reward']} measured rollout(s) have a reward that is not a number (a "
-            "string?): left out of mean/reward and the other reward statistics, as Gym does, whatever "
-            "--null-reward says; fix the verifier (`ngrp validate` names the rows)"
-        )
-    if missing:
-        out.append(
-            f"partial profile: {len(missing)} rollout(s) missing (first {missing[:5]}); "
-            f"{completion.partial_input_rows} partial and "
-            f"{completion.missing_input_rows} dropped task group(s). "
-            "Agent-level mean/* pools rollouts, so tasks with more completed rollouts weigh more; see "
-            "mean_reward_task_weighted in the profile summary"
-        )
-    if incomplete:
-        first = incomplete[0]
-        out.append(
-            f"{len(incomplete)} repeat(s) are missing rollouts for some tasks (e.g. agent="
-            f"{first['agent_ref']['name']!r}, _ng_rollout_index={first['_ng_rollout_index']}, "
-            f"missing_count={first['missing_count']}): repeat-level statistics use unequal sample sizes"
-        )
-    if counts["masked"]:
-        out.append(f"{counts['masked']} masked rollout(s) (mask_sample) left out of the quality metrics")
-    if counts["unhealthy_excluded"]:
-        out.append(
-            f"{counts['unhealthy_excluded']} unhealthy rollout(s) left out of the quality metrics as masked "
-            f"ones are (--exclude-unhealthy {options.exclude_unhealthy}); Gym's files count them as masked"
-        )
-    if not options.gym_only and _non_binary_rewards(table):
-        out.append(
-            f"rewards are not all 0/1: ngrp/pass_rate and ngrp/pass@k count a rollout as passed when its "
-            f"reward >= {options.pass_threshold:g} (--pass-threshold); state that threshold with any pass "
-            "rate, or quote mean/reward"
-        )
-    if len(table.tasks) and all(label is None for label in table.labels):
-        out.append(
-            "no materialized row has an agent_ref (or _ng_environment_server): the agent and repeat-level "
-            "metric files are empty, as in Gym"
-        )
-    return out
-
-
-def _non_binary_rewards(table: Any) -> bool:
-    import numpy as np
-
-    if "reward" not in table.columns:
-        return False
-    rewards = table.matrix[:, table.columns.index("reward")]
-    rewards = rewards[~np.isnan(rewards)]
-    return bool(((rewards != 0) & (rewards != 1)).any())
-
-
-def write_state(handle: IO[bytes], data: Dataset, options: ProfileOptions, sources: dict[str, Any]) -> None:
-    """The exact per-row state `merge_profiles` needs (Gym's profile rows do not hold enough)."""
-    header = {"ngrp_profile_state": 1, "null_reward": options.null_reward, "sources": sources}
-    handle.write(orjson.dumps(header) + b"\n")
-    for rec in data.inputs:
-        handle.write(orjson.dumps(["i", rec.task, rec.rollout, rec.run_key, rec.agent]) + b"\n")
-    for (task, rollout), res in data.results.items():
-        head = orjson.dumps(["r", task, rollout, res.masked, res.names, res.values, res.reward_state])
-        handle.write(head[:-1] + b"," + res.info + b"]\n")
-    for (task, run_key), (rollout, raw) in data.samples.items():
-        handle.write(orjson.dumps(["s", task, run_key, rollout])[:-1] + b"," + raw + b"]\n")

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from ..stats.estimators import pass_at_k_one as pass_at_k
-from ..stats.estimators import wilson_one as wilson_interval
-
-__all__ = ["pass_at_k", "wilson_interval", "ks_for", "task_extras"]
+from ..stats.estimators import pass_at_k_one, wilson_one
 
 DEFAULT_PASS_THRESHOLD = 1.0  # pass := reward >= threshold; for Gym's 0/1 rewards that is reward == 1
 PREFIX = "ngrp/"
@@ -32,9 +29,9 @@ def task_extras(n: int, c: int, num_null: int, threshold: float) -> dict[str, fl
         PREFIX + "num_null_reward": num_null,
         PREFIX + "pass_rate": c / n if n else None,
     }
-    interval = wilson_interval(c, n)
+    interval = wilson_one(c, n)
     out[PREFIX + "pass_rate_wilson_low_95"] = interval[0] if interval else None
     out[PREFIX + "pass_rate_wilson_high_95"] = interval[1] if interval else None
     for k in ks_for(n):
-        out[f"{PREFIX}pass@{k}"] = pass_at_k(n, c, k)
+        out[f"{PREFIX}pass@{k}"] = pass_at_k_one(n, c, k)
     return out

@@ -1,132 +1,159 @@
 """`<stem>_reward_profiling.jsonl` rows: Gym's per-task (or per task and agent) statistics, byte-compatible,
-plus our `ngrp/*` extras after Gym's keys."""
+plus our `ngrp/*` extras after Gym's keys. Groups are written a chunk at a time (about 32k rollouts), so
+memory stays flat however many rollouts there are."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ..artifacts.names import TASK_KEY
+from .dataset import NONE, Dataset
 from .extras import task_extras
+from .infos import rollout_infos
 from .kernels import STATS, describe_groups
-from .records import Dataset
 from .table import Table
 
+CHUNK_ROWS = 32768
 
-def group_order(table: Table) -> tuple[Any, Any, list[Any]]:
-    """Permutation of table rows into groups (sorted like pandas groupby), group starts, group keys."""
+
+@dataclass
+class GroupRow:
+    """One profile row, and what a merge needs of it (`gym`: the row without the ngrp/* keys)."""
+
+    task: int
+    label: str | None  # the group's agent label (None: no agent_ref)
+    gym: bytes  # the row's bytes up to, not including, its closing brace
+    num_rollouts: int
+    rewards: list[float]  # the scored rewards, in rollout order
+    null: int  # rollouts with a null, absent or non-numeric reward
+    rollouts: Any  # the group's rollout indices, and its (rollouts x columns) values
+    values: Any
+
+    def line(self, extras: bool, pass_threshold: float) -> bytes:
+        if not extras:
+            return self.gym + b"}\n"
+        passed = sum(1 for r in self.rewards if r >= pass_threshold)
+        return self.gym + extras_bytes(len(self.rewards), passed, self.null, pass_threshold) + b"}\n"
+
+
+def group_order(table: Table) -> tuple[Any, Any]:
+    """Permutation of table rows into groups (sorted like pandas groupby) and the group starts."""
     import numpy as np
 
-    n = len(table.tasks)
+    n = len(table)
     if table.per_agent:
-        keep = np.array([label is not None for label in table.labels], dtype=bool)  # groupby drops None
-        names = sorted({label for label in table.labels if label is not None})
-        code: dict[str | None, int] = {name: i for i, name in enumerate(names)}
-        codes = np.array([code.get(label, -1) for label in table.labels], dtype=np.int64)
-        idx = np.nonzero(keep)[0]
-        perm = idx[np.lexsort((codes[idx], table.tasks[idx]))]  # stable: rollout order kept inside a group
-        pairs = np.stack([table.tasks[perm], codes[perm]], axis=1) if len(perm) else np.zeros((0, 2), int)
+        idx = np.nonzero(table.labels >= 0)[0]  # groupby drops rows without a label
+        perm = idx[np.lexsort((table.labels[idx], table.tasks[idx]))]  # stable: rollout order kept in a group
         change = np.ones(len(perm), dtype=bool)
-        change[1:] = (pairs[1:] != pairs[:-1]).any(axis=1)
-        starts = np.nonzero(change)[0]
-        keys = [(int(pairs[s, 0]), names[pairs[s, 1]]) for s in starts]
-        return perm, starts, keys
+        change[1:] = (table.tasks[perm][1:] != table.tasks[perm][:-1]) | (
+            table.labels[perm][1:] != table.labels[perm][:-1]
+        )
+        return perm, np.nonzero(change)[0]
     perm = np.arange(n)
     change = np.ones(n, dtype=bool)
     change[1:] = table.tasks[1:] != table.tasks[:-1]
-    starts = np.nonzero(change)[0]
-    return perm, starts, [int(table.tasks[s]) for s in starts]
+    return perm, np.nonzero(change)[0]
 
 
-def _samples_by_group(data: Dataset, table: Table) -> dict[Any, bytes]:
-    best: dict[Any, tuple[int, bytes]] = {}
-    label_of_key: dict[Any, Any] = {key: label for label, key in table.group_label.items()}
-    for (task, run_key), (rollout, raw) in data.samples.items():
-        group = (task, label_of_key.get(run_key)) if table.per_agent else task
-        if group not in best or rollout < best[group][0]:
-            best[group] = (rollout, raw)
-    return {group: raw for group, (_, raw) in best.items()}
+def median_shape(table: Table, perm: Any, starts: Any) -> int | None:
+    """The size of every group when all groups have one size and no value is missing: then medians are
+    taken by one sort. Chosen over all groups at once, so a row does not depend on its chunk."""
+    import numpy as np
+
+    if len(starts) == 0:
+        return None
+    sizes = np.diff(np.append(starts, len(perm)))
+    uniform = bool((sizes == sizes[0]).all()) and table.complete(perm)
+    return int(sizes[0]) if uniform else None
 
 
 @functools.lru_cache(maxsize=65536)
-def _extras_bytes(n: int, passed: int, num_null: int, threshold: float) -> bytes:
+def extras_bytes(n: int, passed: int, num_null: int, threshold: float) -> bytes:
     """The `ngrp/*` keys depend only on these counts: most tasks share them, so serialize once."""
     return b"," + orjson.dumps(task_extras(n, passed, num_null, threshold))[1:-1]
 
 
-def profile_lines(
-    data: Dataset, table: Table, *, extras: bool, pass_threshold: float
-) -> Iterator[tuple[bytes, dict[str, Any]]]:
-    """Yield (JSONL line, small record for the summary) per group, in Gym's row order. Everything that can
-    be is computed for all groups at once; the loop only slices lists and serializes."""
+def group_rows(data: Dataset, table: Table) -> Iterator[GroupRow]:
+    """Every group's row, in Gym's row order. Everything that can be is computed for a chunk of groups at
+    once; the loop over groups only slices lists and serializes."""
     import numpy as np
 
-    if len(table.tasks) == 0:
+    if len(table) == 0:
         return
-    perm, starts, keys = group_order(table)
+    perm, starts = group_order(table)
     if len(perm) == 0:  # fan-out where no row has a label: pandas' groupby drops them all
         return
-    matrix = table.matrix[perm]
-    described = describe_groups(matrix, starts)
+    uniform = median_shape(table, perm, starts) is not None
+    samples = data.samples
+    ok = np.array([p.reward_state == "ok" for p in table.store.plans], dtype=bool)
+    g0 = 0
+    while g0 < len(starts):
+        g1 = max(g0 + 1, int(np.searchsorted(starts, starts[g0] + CHUNK_ROWS)))
+        hi = int(starts[g1]) if g1 < len(starts) else len(perm)
+        yield from _chunk(table, perm[starts[g0] : hi], starts[g0:g1] - starts[g0], uniform, samples, ok)
+        g0 = g1
+
+
+def _chunk(table: Table, rows: Any, starts: Any, uniform: bool, samples: dict, ok: Any) -> Iterator[GroupRow]:
+    import numpy as np
+
+    matrix = table.matrix(rows)
+    described = describe_groups(matrix, starts, uniform=uniform)
     stat_keys = [f"{stat}/{col}" for stat in STATS for col in table.columns]
     stats = np.concatenate([described[stat] for stat in STATS], axis=1)
     has_nan = np.isnan(stats).any(axis=1).tolist()
     stat_rows = stats.tolist()
-    samples = _samples_by_group(data, table)
-    bounds = [*starts.tolist(), len(perm)]
-    order = perm.tolist()
-    infos = [table.infos[i] for i in order]
-    states = table.reward_states
-    null_flags = np.fromiter((states[i] != "ok" for i in order), dtype=np.int64, count=len(order))
-    nulls = np.add.reduceat(null_flags, starts).tolist()
-    first_labels = [table.labels[i] for i in perm[starts].tolist()]
+    bounds = [*starts.tolist(), len(rows)]
+    infos = rollout_infos(table.store, table.offsets, table.results[rows])
+    nulls = np.add.reduceat((~ok[table.plans[rows]]).astype(np.int64), starts).tolist()
+    firsts = rows[starts]
+    tasks = table.tasks[firsts].tolist()
+    labels = table.labels[firsts].tolist()
+    expected = table.group_sizes[
+        np.searchsorted(table.group_ids, table.group_id(table.tasks[firsts], table.labels[firsts]))
+    ]
+    expected = expected.tolist()
     reward_col = table.columns.index("reward") if "reward" in table.columns else None
     reward_values = matrix[:, reward_col].tolist() if reward_col is not None else None
-    per_agent = table.per_agent
-    for g, key in enumerate(keys):
-        head: dict[str, Any] = {TASK_KEY: key[0] if per_agent else key}
+    rollouts = table.rollouts[rows]
+    per_agent, names = table.per_agent, table.label_names
+    run_keys = [NONE, *table.run_key_of_label]  # label code + 1 -> run key code
+    for g, task in enumerate(tasks):
+        head: dict[str, Any] = {TASK_KEY: task}
         if has_nan[g]:
             for name, value in zip(stat_keys, stat_rows[g], strict=True):
                 if value == value:  # not NaN: pandas drops NaN stats from the row
                     head[name] = value
         else:
             head.update(zip(stat_keys, stat_rows[g], strict=True))
+        label = names[labels[g]] if labels[g] >= 0 else None
         if per_agent:
-            head["agent_ref"] = {"name": key[1]}
+            head["agent_ref"] = {"name": label}
         lo, hi = bounds[g], bounds[g + 1]
         num = hi - lo
-        expected = table.expected[key]
         tail = {
             "num_rollouts": num,
-            "expected_num_rollouts": expected,
-            "missing_num_rollouts": expected - num,
-            "reward_profile_completion_pct": 100.0 if expected == 0 else 100.0 * num / expected,
+            "expected_num_rollouts": expected[g],
+            "missing_num_rollouts": expected[g] - num,
+            "reward_profile_completion_pct": 100.0 if expected[g] == 0 else 100.0 * num / expected[g],
         }
-        parts = [
-            orjson.dumps(head)[:-1],
-            b',"sample":',
-            samples[key],
-            b",",
-            orjson.dumps(tail)[1:-1],
-            b',"rollout_infos":[',
-            b",".join(infos[lo:hi]),
-            b"]",
-        ]
+        gym = b"".join(
+            [
+                orjson.dumps(head)[:-1],
+                b',"sample":',
+                # each group has one run key (labels are unique per run key), hence one sample
+                samples[(task, run_keys[labels[g] + 1])][1],
+                b",",
+                orjson.dumps(tail)[1:-1],
+                b',"rollout_infos":[',
+                b",".join(infos[lo:hi]),
+                b"]",
+            ]
+        )
         rewards = [] if reward_values is None else [r for r in reward_values[lo:hi] if r == r]
-        num_null = nulls[g]
-        record = {
-            "group": key,
-            "label": key[1] if per_agent else first_labels[g],
-            "num_rollouts": num,
-            "expected": expected,
-            "rewards": rewards,
-            "null": num_null,
-        }
-        if extras:
-            passed = sum(1 for r in rewards if r >= pass_threshold)
-            parts.append(_extras_bytes(len(rewards), passed, num_null, pass_threshold))
-        parts.append(b"}\n")
-        yield b"".join(parts), record
+        yield GroupRow(task, label, gym, num, rewards, nulls[g], rollouts[lo:hi], matrix[lo:hi])

@@ -15,12 +15,17 @@ STATS = ("mean", "max", "min", "median", "std")
 CONFIDENCE = 0.95
 
 
-def describe_groups(matrix: Any, starts: Any) -> dict[str, Any]:
+def describe_groups(
+    matrix: Any, starts: Any, *, uniform: bool | None = None, std_rule: bool = True
+) -> dict[str, Any]:
     """Per-group stats of each column of `matrix` (rows sorted by group; group g: rows starts[g]:starts[g+1]).
 
-    NaN marks a missing value and is skipped. Returns (groups x columns) arrays keyed by stat, NaN where
-    pandas gives NaN, with Gym's rule applied: when every std of a group is NaN, columns without a
-    missing value in that group get std 0.
+    NaN marks a missing value and is skipped. Returns (groups x columns) arrays keyed by stat (and "count",
+    the values per group and column), NaN where pandas gives NaN. Columns are independent, so a matrix can
+    be described a column (or a slice of groups) at a time, except for two things decided over the whole:
+    `uniform` (every group the same size, no NaN anywhere; None: decide from `matrix`), which picks the
+    median method (both give the same numbers, but may order -0.0 and 0.0 differently), and Gym's std rule
+    (`std_rule`, see `gym_std_rule`), which looks across columns.
     """
     import numpy as np
 
@@ -36,25 +41,41 @@ def describe_groups(matrix: Any, starts: Any) -> dict[str, Any]:
         var = np.add.reduceat(dev, starts, axis=0) / (counts - 1)
     var[counts < 2] = np.nan
     std = np.sqrt(var)
-    all_nan: Any = np.isnan(std).all(axis=1)
-    complete = counts == sizes[:, None]
-    std[all_nan[:, None] & complete] = 0.0
+    if std_rule:
+        gym_std_rule(std, counts, sizes)
+    if uniform is None:
+        uniform = _uniform(n_rows, starts, counts)
     return {
         "mean": mean,
         "max": np.fmax.reduceat(matrix, starts, axis=0),
         "min": np.fmin.reduceat(matrix, starts, axis=0),
-        "median": _group_medians(matrix, starts, group_of_row, counts),
+        "median": _group_medians(matrix, starts, group_of_row, counts, uniform),
         "std": std,
+        "count": counts,
     }
 
 
-def _group_medians(matrix: Any, starts: Any, group_of_row: Any, counts: Any) -> Any:
+def gym_std_rule(std: Any, counts: Any, sizes: Any) -> None:
+    """Gym's rule, in place: when every std of a group is NaN, columns without a missing value in that group
+    get std 0."""
+    import numpy as np
+
+    all_nan = np.isnan(std).all(axis=1)
+    complete = counts == np.asarray(sizes)[:, None]
+    std[all_nan[:, None] & complete] = 0.0
+
+
+def _uniform(n_rows: int, starts: Any, counts: Any) -> bool:
+    size = n_rows // len(starts) if len(starts) else 0
+    return size > 0 and size * len(starts) == n_rows and bool((counts == size).all())
+
+
+def _group_medians(matrix: Any, starts: Any, group_of_row: Any, counts: Any, uniform: bool) -> Any:
     import numpy as np
 
     n_rows, n_cols = matrix.shape
     size = n_rows // len(starts) if len(starts) else 0
-    uniform = size > 0 and size * len(starts) == n_rows and bool((counts == size).all())
-    if uniform and (starts == np.arange(0, n_rows, size)).all():
+    if uniform and len(starts) and (starts == np.arange(0, n_rows, size)).all():
         # every group has the same size and no missing value (the usual complete run): one sort
         ordered = np.sort(matrix.reshape(len(starts), size, n_cols), axis=1)
         lo_v, hi_v = ordered[:, (size - 1) // 2, :], ordered[:, size // 2, :]

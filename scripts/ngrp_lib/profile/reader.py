@@ -1,6 +1,7 @@
 """One streaming pass over each file: rollouts first (so the inputs pass knows which rows matched and can
-keep only each group's sample row), then the materialized inputs. Identity problems are collected and
-raised in Gym's order once both files are read."""
+keep only each group's sample row), then the materialized inputs. Each row leaves only numbers behind
+(`dataset`); repeated keys and other identity problems are found over those arrays once both files are read,
+and raised in Gym's order."""
 
 from __future__ import annotations
 
@@ -16,18 +17,28 @@ from ..artifacts.jsonl import BLANK, LineReader, Problem, hint_for, iter_records
 from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index, pack_key
 from ..artifacts.opening import open_input
 from ..errors import FindingsError, InputError
-from .records import ENV_SERVER_KEY, UNHEALTHY, Dataset, InputRec, Key, ResultRec, result_record, sample_bytes
+from .dataset import Dataset, Key, KeyIndex
+from .records import ENV_SERVER_KEY, LAST_MASKED_ID, ResultStore, sample_bytes
 
 
 @dataclass
 class ReadStats:
     blank_lines: dict[str, list[int]] = field(default_factory=dict)  # role -> line numbers
-    duplicate_inputs: list[Key] = field(default_factory=list)  # in file order
-    duplicate_results: list[Key] = field(default_factory=list)
-    repeated_at: dict[tuple[str, Key], str] = field(default_factory=dict)  # (role, key) -> its 1st repeat
     sha256: dict[str, Any] = field(default_factory=dict)  # role -> hashlib object, fed while reading
     rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
+    paths: dict[str, Path] = field(default_factory=dict)  # role -> the file read (none for merged shards)
     torn_tail: dict[str, int] = field(default_factory=dict)  # role -> line of a skipped torn last line
+
+    def where(self, role: str, position: int) -> str | None:
+        """`path:line` of the row at `position` (0-based, blank lines not counted), when a file was read."""
+        if role not in self.paths:
+            return None
+        line = position + 1
+        for blank in self.blank_lines.get(role, ()):
+            if blank > line:
+                break
+            line += 1
+        return f"{self.paths[role]}:{line}"
 
 
 def _rows(
@@ -99,41 +110,46 @@ def read_dataset(
 ) -> tuple[Dataset, ReadStats]:
     """Both files, once each. `skip_torn_tail` (partial profiles) passes over a rollouts file's torn last
     line, as a run interrupted mid-write leaves it. `unhealthy` (packed keys from a verdicts file) are
-    kept as masked results, marked UNHEALTHY."""
-    data, stats = Dataset(), ReadStats()
-    results, numeric = data.results, data.numeric
+    kept as masked rollouts, marked unhealthy."""
+    stats = ReadStats(paths={"rollouts": rollouts, "inputs": inputs})
+    results = ResultStore(null_policy)
+    add = results.add
     for line, row in _rows(rollouts, "rollouts", stats, skip_torn_tail):
-        key = task, rollout = _key(row, line, rollouts, "rollout")
-        if key in results:
-            stats.duplicate_results.append(key)
-            stats.repeated_at.setdefault(("rollouts", key), f"{rollouts}:{line}")
-            continue
-        if unhealthy and pack_key(key) in unhealthy:
-            results[key] = ResultRec(masked=True, reward_state=UNHEALTHY)
-            continue
-        results[key] = result_record(row, task, rollout, null_policy, numeric)
-    seen: set[Key] = set()
+        task, rollout = _key(row, line, rollouts, "rollout")
+        if unhealthy and pack_key((task, rollout)) in unhealthy:
+            results.add_unhealthy(task, rollout)
+        else:
+            add(row, task, rollout)
+    data = Dataset(results)
+    _read_inputs(inputs, data, stats)
+    return data, stats
+
+
+def _read_inputs(inputs: Path, data: Dataset, stats: ReadStats) -> None:
+    lookup = KeyIndex(data.results).lookup
+    plans = data.results.plan
     samples = data.samples
-    append = data.inputs.append
+    store = data.inputs
+    append_task, append_rollout, append_result = store.task.append, store.rollout.append, store.result.append
+    append_run_key, append_agent = store.run_key.append, store.agent.append
+    run_key_code, agent_code = store.run_keys.code, store.agents.code
     for line, row in _rows(inputs, "inputs", stats):
-        key = task, rollout = _key(row, line, inputs, "materialized input")
-        if key in seen:
-            stats.duplicate_inputs.append(key)
-            stats.repeated_at.setdefault(("inputs", key), f"{inputs}:{line}")
-            continue
-        seen.add(key)
-        result = results.get(key)
-        # inline input_record: agent_ref.name, and the run key (the environment server stamp, else the agent)
+        task, rollout = _key(row, line, inputs, "materialized input")
+        position = lookup(task, rollout)
+        # agent_ref.name, and the run key (the environment server stamp, else the agent)
         ref = row.get("agent_ref")
         agent = ref.get("name") if isinstance(ref, dict) else None
         if not isinstance(agent, str):
             agent = None
         server = row.get(ENV_SERVER_KEY)
-        run_key = server if isinstance(server, str) else agent
-        append(InputRec(task, rollout, run_key, agent, result))
-        if result is not None and not result.masked:
+        run_key = run_key_code(server if isinstance(server, str) else agent)
+        append_task(task)
+        append_rollout(rollout)
+        append_result(position)
+        append_run_key(run_key)
+        append_agent(agent_code(agent))
+        if position >= 0 and plans[position] > LAST_MASKED_ID:  # matched and not masked
             group = (task, run_key)
             best = samples.get(group)
             if best is None or rollout < best[0]:
                 samples[group] = (rollout, sample_bytes(row))
-    return data, stats

@@ -1,182 +1,304 @@
-"""What the profiler keeps from each row, extracted the way NeMo Gym 0.7.0's `reward_profile.py` reads it.
+"""What the profiler keeps from each rollout, extracted the way NeMo Gym 0.7.0's `reward_profile.py` reads it.
 
-Inputs keep their identity, run key and agent name; results keep their identity, the mask flag, the
-numeric fields Gym profiles (`result | response.usage`, usage winning a name clash) and the compact
-`rollout_info` (result winning a clash there), pre-serialized. Nothing else of a row is held.
+A rollout is kept as numbers only: its identity, a plan id and the values its plan names, appended to flat
+arrays (`ResultStore`). The plan (one per key layout and value types, cached per run) knows Gym's rules:
+the numeric fields profiled (`result | response.usage`, usage winning a name clash), the compact
+`rollout_info` (result winning a clash there, bools as 0/1, the reward as it is) and where each of those
+numbers sits in the arrays. `rollout_info` is written from the arrays when the profile rows are; only a
+rollout whose info holds something other than numbers (a string reward) keeps its info bytes.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 
 MASK_FIELD = "mask_sample"
 ENV_SERVER_KEY = "_ng_environment_server"
 NULL_POLICIES = ("exclude", "zero", "error")
 NO_REWARD = ("null", "absent")  # what --null-reward decides about; a non-numeric reward is a verifier bug
 UNHEALTHY = "unhealthy"  # reward_state of a rollout left out by --exclude-unhealthy (masked as well)
-
-Key = tuple[int, int]
-
-
-@dataclass(slots=True)
-class InputRec:
-    task: int
-    rollout: int
-    run_key: str | None  # Gym's rollout_run_key: the environment server stamp, else agent_ref.name
-    agent: str | None  # agent_ref.name (coverage is keyed by it)
-    result: ResultRec | None = None  # the rollout with this key, linked once so no pass looks it up again
-
-
-@dataclass(slots=True)
-class ResultRec:
-    masked: bool
-    names: tuple[str, ...] = ()  # numeric fields in Gym's column order for this row
-    values: tuple[float, ...] = ()
-    info: bytes = b"{}"  # orjson of Gym's rollout_info
-    reward_state: str = "ok"  # "ok", "null" (reward: null), "absent" (no reward key), "non_numeric",
-    # or UNHEALTHY (masked because --exclude-unhealthy named it)
-    offset: int = -1  # where `values` start in Dataset.numeric as float64 (-1: not stored there)
+FLOAT, INT, BOOL, ZERO = "f", "i", "b", "z"  # where a number is stored: floats, ints (bools as 0/1), a 0.0
+_NUMERIC_TYPES = (int, float, bool)
+TYPE_NAMES = {
+    int: "int",
+    float: "float",
+    bool: "bool",
+    type(None): "null",
+    str: "str",
+    list: "list",
+    dict: "dict",
+}
+TYPES_BY_NAME = {name: kind for kind, name in TYPE_NAMES.items()}
+_IDENTITY = ("rollout_id", TASK_KEY, ROLLOUT_KEY)
 
 
-@dataclass
-class Dataset:
-    """Everything profiling needs, for one run or a union of shards (inputs in file order)."""
-
-    inputs: list[InputRec] = field(default_factory=list)  # unique keys, each linked to its result
-    results: dict[Key, ResultRec] = field(default_factory=dict)
-    # (task, run_key) -> (rollout index, serialized sample row): the lowest matched, unmasked rollout
-    samples: dict[tuple[int, str | None], tuple[int, bytes]] = field(default_factory=dict)
-    # every result's `values` as float64, appended while the row is still in cache, so the table is built
-    # without visiting 10 scattered number objects per rollout again
-    numeric: array = field(default_factory=lambda: array("d"))
-
-
-def input_record(row: Mapping[str, Any], task: int, rollout: int, result: ResultRec | None) -> InputRec:
-    agent = agent_name(row)
-    server = row.get(ENV_SERVER_KEY)
-    return InputRec(task, rollout, server if isinstance(server, str) else agent, agent, result)
-
-
-def _usage(result: Mapping[str, Any]) -> Mapping[str, Any]:
-    response = result.get("response")
-    usage = response.get("usage") if isinstance(response, dict) else None
-    return usage if isinstance(usage, dict) else {}
-
-
-def _getter(names: tuple[Any, ...]) -> Callable[[Any], tuple]:
-    """itemgetter that always returns a tuple (keys of a row, or positions in a tuple of values)."""
-    if len(names) >= 2:
-        return itemgetter(*names)
-    if len(names) == 1:
-        name = names[0]
-        return lambda row: (row[name],)
+def _getter(positions: tuple[Any, ...]) -> Callable[[Any], tuple]:
+    if len(positions) >= 2:
+        return itemgetter(*positions)
+    if len(positions) == 1:
+        pos = positions[0]
+        return lambda row: (row[pos],)
     return lambda row: ()
 
 
 @dataclass(frozen=True, slots=True)
 class _Layout:
-    """One key layout of (result, usage): the candidate fields, read in two C calls, and where each goes.
+    """One key layout of (result, usage): the candidate fields, read in two C calls.
 
     `values` = result candidates + every usage value. Gym's stats path reads `result | usage` (usage wins a
-    clash); its rollout_info reads usage, then result fields (result wins). Which candidates are numbers is
-    decided per row by a `_Plan`, cached by the tuple of value types."""
+    clash); its rollout_info reads usage, then result fields (result wins)."""
 
+    result_keys: tuple[str, ...]
+    usage_keys: tuple[str, ...]
     get_result: Callable[[Mapping[str, Any]], tuple]
     get_usage: Callable[[Mapping[str, Any]], tuple]
     stats: tuple[tuple[str, int], ...]  # (name, position in values), in `result | usage` order
     info: tuple[tuple[str, int], ...]  # (name, position), usage keys first, then result fields
     reward_pos: int | None  # position of the result's `reward` in values (None: no reward key)
-    plans: dict[tuple[type, ...], _Plan]
+    plans: dict[tuple[type, ...], Plan]
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    stats_names: tuple[str, ...]
-    stats_values: Callable[[tuple], tuple]
-    info_keys: tuple[str, ...]  # rollout_info keys: the identity, `reward` when present, then the numbers
-    info_values: Callable[[tuple], tuple]  # the reward (when present) and the numbers, from `values`
-    info_bools: tuple[int, ...]  # positions in info_values of bool numbers: Gym writes them as 0/1
-    reward_state: str
-    # rollout_info as a bytes %-template (task, rollout, task, rollout, then each value's JSON), when its
-    # keys are distinct and every value is a number; else None and a dict is serialized
+@dataclass(slots=True)
+class Plan:
+    """How the rollouts of one layout and one tuple of value types are kept, profiled and written back.
+
+    `stats` and `info_args` point into the row's slice of the store: (FLOAT, k) is its k-th float, (INT, k)
+    its k-th int, (BOOL, k) its k-th int written as true/false, (ZERO, 0) a 0.0 (a null reward under
+    --null-reward zero). `info_template` is the rollout_info as a bytes %-template (task, rollout, task,
+    rollout, then each argument's JSON); None when the info cannot be written from numbers alone."""
+
+    id: int
+    masked: bool
+    reward_state: str  # "ok", "null" (reward: null), "absent" (no reward key) or "non_numeric"
+    stats: tuple[tuple[str, str, int], ...]
+    n_floats: int
+    n_ints: int
+    get_floats: Callable[[tuple], tuple]
+    get_ints: Callable[[tuple], tuple]
     info_template: bytes | None
+    info_args: tuple[tuple[str, int], ...]
+    descriptor: tuple[Any, ...]  # (result keys, usage keys, type names, wide): recreates the plan
+    info_keys: tuple[str, ...] = ()  # for rows without a template: the keys, and the values' getter
+    info_values: Callable[[tuple], tuple] = lambda values: ()
+    info_bools: tuple[int, ...] = ()  # positions in info_values of bools written as 0/1
+    wide: Plan | None = None  # the variant for rows with an int outside int64 (kept as floats)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in self.stats)
 
 
-_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}
-_NUMERIC_TYPES = (int, float, bool)
+MASKED_ID, UNHEALTHY_ID = 0, 1  # the plans of masked rollouts: mask_sample, or --exclude-unhealthy
+LAST_MASKED_ID = UNHEALTHY_ID  # plan ids up to this one are masked
 
 
-def _layout(result_keys: tuple[str, ...], usage_keys: tuple[str, ...]) -> _Layout:
-    layout = _LAYOUTS.get((result_keys, usage_keys))
-    if layout is not None:
+def _masked_plans() -> list[Plan]:
+    none = _getter(())
+    return [
+        Plan(plan_id, True, state, (), 0, 0, none, none, None, (), ((), (), (), False))
+        for plan_id, state in ((MASKED_ID, "ok"), (UNHEALTHY_ID, UNHEALTHY))
+    ]
+
+
+@dataclass
+class ResultStore:
+    """The rollouts of a run (or a union of shards), in file order, as flat arrays of numbers."""
+
+    null_policy: str = "exclude"
+    task: array = field(default_factory=lambda: array("q"))
+    rollout: array = field(default_factory=lambda: array("q"))
+    plan: array = field(default_factory=lambda: array("I"))  # plan id per rollout
+    floats: array = field(default_factory=lambda: array("d"))
+    ints: array = field(default_factory=lambda: array("q"))
+    odd_infos: dict[int, bytes] = field(default_factory=dict)  # rollout position -> info (no template)
+    plans: list[Plan] = field(default_factory=_masked_plans)
+    _layouts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = field(default_factory=dict)
+    _last: list[Any] = field(default_factory=lambda: [None, None, None, None])  # keys, layout, types, plan
+
+    def __len__(self) -> int:
+        return len(self.task)
+
+    def add(self, result: dict[str, Any], task: int, rollout: int) -> None:
+        """Keep one rollout. Per row: two key tuples find the cached layout, the value types the cached
+        plan; the rest is C-level getters and array appends."""
+        self.task.append(task)
+        self.rollout.append(rollout)
+        if result.get(MASK_FIELD):
+            self.plan.append(MASKED_ID)
+            return
+        response = result.get("response")
+        usage = response.get("usage") if isinstance(response, dict) else None
+        if not isinstance(usage, dict):
+            usage = _NO_USAGE
+        keys = (tuple(result), tuple(usage))
+        last = self._last
+        if keys == last[0]:  # rows mostly share one layout and plan: compare, do not hash
+            layout = last[1]
+        else:
+            layout = self._layouts.get(keys) or self._layout(*keys)
+            last[0], last[1], last[2] = keys, layout, None
+        values = layout.get_result(result) + layout.get_usage(usage)
+        types = tuple(map(type, values))
+        if types == last[2]:
+            plan = last[3]
+        else:
+            plan = layout.plans.get(types) or self._plan(layout, types)
+            last[2], last[3] = types, plan
+        ints = self.ints
+        size = len(ints)
+        try:
+            ints.extend(plan.get_ints(values))
+        except OverflowError:  # an int in [2^63, 2^64): orjson reads it, int64 cannot hold it
+            del ints[size:]
+            plan = self._wide(plan, layout, types)
+        self.floats.extend(plan.get_floats(values))
+        self.plan.append(plan.id)
+        if plan.info_template is None:
+            self.odd_infos[len(self.task) - 1] = _dict_info(plan, values, task, rollout)
+
+    def add_unhealthy(self, task: int, rollout: int) -> None:
+        """Keep a rollout that --exclude-unhealthy leaves out: masked, and counted as unhealthy."""
+        self.task.append(task)
+        self.rollout.append(rollout)
+        self.plan.append(UNHEALTHY_ID)
+
+    def add_numbers(
+        self, task: int, rollout: int, plan: Plan, floats: list, ints: list, info: bytes | None
+    ) -> None:
+        """Keep one rollout given as its plan's numbers (a shard's saved state)."""
+        self.task.append(task)
+        self.rollout.append(rollout)
+        self.plan.append(plan.id)
+        self.floats.extend(floats)
+        self.ints.extend(ints)
+        if plan.info_template is None:
+            self.odd_infos[len(self.task) - 1] = info if info is not None else b"{}"
+
+    def plan_from(self, descriptor: list[Any]) -> Plan:
+        """The plan of a saved `Plan.descriptor`, in this store's own numbering."""
+        result_keys, usage_keys, type_names, wide = descriptor
+        layout = self._layouts.get((tuple(result_keys), tuple(usage_keys))) or self._layout(
+            tuple(result_keys), tuple(usage_keys)
+        )
+        types = tuple(TYPES_BY_NAME[name] for name in type_names)
+        plan = layout.plans.get(types) or self._plan(layout, types)
+        return self._wide(plan, layout, types) if wide else plan
+
+    def _layout(self, result_keys: tuple[str, ...], usage_keys: tuple[str, ...]) -> _Layout:
+        in_usage = set(usage_keys)
+        skip_info = ("reward", "response", MASK_FIELD)
+        candidates = tuple(n for n in result_keys if not n.startswith("_") and n != MASK_FIELD)
+        pos = {name: i for i, name in enumerate(candidates)}
+        upos = {name: len(candidates) + i for i, name in enumerate(usage_keys)}
+        merged = dict.fromkeys(result_keys) | dict.fromkeys(usage_keys)
+        stats = tuple(
+            (name, upos[name] if name in in_usage else pos[name])
+            for name in merged
+            # Gym strips the mask flag from the result before merging usage in
+            if not name.startswith("_") and (name in in_usage or name in pos)
+        )
+        info = tuple((name, upos[name]) for name in usage_keys) + tuple(
+            (name, pos[name]) for name in candidates if name not in skip_info
+        )
+        layout = _Layout(
+            result_keys,
+            usage_keys,
+            _getter(candidates),
+            _getter(usage_keys),
+            stats,
+            info,
+            pos.get("reward"),
+            {},
+        )
+        if len(self._layouts) > 10_000:  # pathological input: every row its own layout
+            self._layouts.clear()
+        self._layouts[(result_keys, usage_keys)] = layout
         return layout
-    in_usage = set(usage_keys)
-    skip_info = ("reward", "response", MASK_FIELD)
-    candidates = tuple(n for n in result_keys if not n.startswith("_") and n != MASK_FIELD)
-    pos = {name: i for i, name in enumerate(candidates)}
-    upos = {name: len(candidates) + i for i, name in enumerate(usage_keys)}
-    merged = dict.fromkeys(result_keys) | dict.fromkeys(usage_keys)
-    stats = tuple(
-        (name, upos[name] if name in in_usage else pos[name])
-        for name in merged
-        # Gym strips the mask flag from the result before merging usage in
-        if not name.startswith("_") and (name in in_usage or name in pos)
-    )
-    info = tuple((name, upos[name]) for name in usage_keys) + tuple(
-        (name, pos[name]) for name in candidates if name not in skip_info
-    )
-    layout = _Layout(_getter(candidates), _getter(usage_keys), stats, info, pos.get("reward"), {})
-    if len(_LAYOUTS) > 10_000:  # pathological input: every row its own layout
-        _LAYOUTS.clear()
-    _LAYOUTS[(result_keys, usage_keys)] = layout
-    return layout
+
+    def _plan(self, layout: _Layout, types: tuple[type, ...], wide: bool = False) -> Plan:
+        plan = _build_plan(len(self.plans), layout, types, self.null_policy, wide)
+        self.plans.append(plan)
+        if not wide:
+            layout.plans[types] = plan
+        return plan
+
+    def _wide(self, plan: Plan, layout: _Layout, types: tuple[type, ...]) -> Plan:
+        if plan.wide is None:
+            plan.wide = self._plan(layout, types, wide=True)
+        return plan.wide
 
 
-def _plan(layout: _Layout, types: tuple[type, ...]) -> _Plan:
+_NO_USAGE: dict[str, Any] = {}
+
+
+def _build_plan(plan_id: int, layout: _Layout, types: tuple[type, ...], null_policy: str, wide: bool) -> Plan:
     stats = tuple((n, i) for n, i in layout.stats if types[i] in _NUMERIC_TYPES)
     info: dict[str, int] = {}
     for name, i in layout.info:  # later (result) numbers overwrite earlier (usage) ones, keeping the position
         if types[i] in _NUMERIC_TYPES:
             info[name] = i
     reward_pos = layout.reward_pos
-    head: tuple[int, ...] = ()
     if reward_pos is None:
         state = "absent"
     else:
         kind = types[reward_pos]
         state = "ok" if kind in _NUMERIC_TYPES else "null" if kind is type(None) else "non_numeric"
-        head = (reward_pos,)
-    plan = _Plan(
-        tuple(n for n, _ in stats),
-        _getter(tuple(i for _, i in stats)),
-        (*_IDENTITY, *(("reward",) if head else ()), *info),
-        _getter((*head, *info.values())),
+    scored = reward_pos if state == "ok" else None  # the reward's position when it is a number
+    # where each kept value goes: floats, or ints (bools as 0/1); `wide` keeps ints as floats too
+    kept = dict.fromkeys([i for _, i in stats] + ([] if scored is None else [scored]) + list(info.values()))
+    float_pos = [i for i in kept if types[i] is float or wide]
+    int_pos = [i for i in kept if i not in float_pos]
+    where = {i: (FLOAT, k) for k, i in enumerate(float_pos)} | {i: (INT, k) for k, i in enumerate(int_pos)}
+    stat_refs = tuple((name, *where[i]) for name, i in stats)
+    if state in NO_REWARD and null_policy == "zero" and "reward" not in {n for n, _ in stats}:
+        stat_refs += (("reward", ZERO, 0),)
+    keys = (*_IDENTITY, *(("reward",) if reward_pos is not None else ()), *info)
+    head = (reward_pos,) if reward_pos is not None else ()
+    template: bytes | None = None
+    args: tuple[tuple[str, int], ...] = ()
+    if not wide and state != "non_numeric" and len(set(keys)) == len(keys):
+        template = _info_template(keys, null_reward=state == "null")
+        reward_arg = () if scored is None else (_bool_or(where[scored], types[scored]),)
+        args = reward_arg + tuple(where[i] for i in info.values())
+    return Plan(
+        id=plan_id,
+        masked=False,
+        reward_state=state,
+        stats=stat_refs,
+        n_floats=len(float_pos),
+        n_ints=len(int_pos),
+        get_floats=_getter(tuple(float_pos)),
+        get_ints=_getter(tuple(int_pos)),
+        info_template=template,
+        info_args=args,
+        descriptor=(layout.result_keys, layout.usage_keys, tuple(TYPE_NAMES[t] for t in types), wide),
+        info_keys=keys,
+        info_values=_getter((*head, *info.values())),
         # the reward itself (first when present) stays as it is
-        tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
-        state,
-        _info_template((*_IDENTITY, *(("reward",) if head else ()), *info), state in ("ok", "absent")),
+        info_bools=tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
     )
-    layout.plans[types] = plan
-    return plan
 
 
-_IDENTITY = ("rollout_id", TASK_KEY, ROLLOUT_KEY)
+def _bool_or(ref: tuple[str, int], kind: type) -> tuple[str, int]:
+    """The reward is written as it is: a bool reward stays true/false (other bools become 0/1)."""
+    return (BOOL, ref[1]) if kind is bool else ref
 
 
-def _info_template(keys: tuple[str, ...], numbers_only: bool) -> bytes | None:
-    if not numbers_only or len(set(keys)) != len(keys) or len(keys) == len(_IDENTITY):
-        return None
+def _info_template(keys: tuple[str, ...], null_reward: bool) -> bytes:
     fields = b"".join(
-        b"," + orjson.dumps(key).replace(b"%", b"%%") + b":%b" for key in keys[len(_IDENTITY) :]
+        b","
+        + orjson.dumps(key).replace(b"%", b"%%")
+        + (b":null" if key == "reward" and null_reward else b":%b")
+        for key in keys[len(_IDENTITY) :]
     )
     return (
         b'{"rollout_id":"%d:%d",'
@@ -189,61 +311,18 @@ def _info_template(keys: tuple[str, ...], numbers_only: bool) -> bytes | None:
     )
 
 
-_NO_USAGE: dict[str, Any] = {}
-_LAST: list[Any] = [None, None, None, None]  # last (keys, layout, types, plan)
-
-
-def result_record(
-    result: dict[str, Any], task: int, rollout: int, null_policy: str, numeric: array | None = None
-) -> ResultRec:
-    """Per row: two key tuples find the cached layout, the value types find the cached plan; the rest is
-    C-level getters, one dict and one orjson call."""
-    if result.get(MASK_FIELD):
-        return ResultRec(masked=True)
-    response = result.get("response")
-    usage = response.get("usage") if isinstance(response, dict) else None
-    if not isinstance(usage, dict):
-        usage = _NO_USAGE
-    keys = (tuple(result), tuple(usage))
-    last = _LAST
-    if keys == last[0]:  # rows mostly share one layout and plan: compare, do not hash
-        layout = last[1]
-    else:
-        layout = _LAYOUTS.get(keys) or _layout(*keys)
-        last[0], last[1], last[2] = keys, layout, None
-    values = layout.get_result(result) + layout.get_usage(usage)
-    types = tuple(map(type, values))
-    if types == last[2]:
-        plan = last[3]
-    else:
-        plan = layout.plans.get(types) or _plan(layout, types)
-        last[2], last[3] = types, plan
-    names, numbers = plan.stats_names, plan.stats_values(values)  # bools stay bools: numpy reads them as 0/1
-    state = plan.reward_state
-    if state in NO_REWARD and null_policy == "zero" and "reward" not in names:  # a string stays out
-        names, numbers = (*names, "reward"), (*numbers, 0.0)
-    info_values = plan.info_values(values)
-    if plan.info_bools:
-        info_values = list(info_values)
-        for k in plan.info_bools:
-            info_values[k] = int(info_values[k])
-    template = plan.info_template
-    if template is not None:  # orjson's JSON for each number, spliced between the plan's keys
-        info = template % (task, rollout, task, rollout, *orjson.dumps(info_values)[1:-1].split(b","))
-    else:
-        # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
-        pairs = zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False)
-        info = compact_dumps(dict(pairs))
-    if numeric is None:
-        return ResultRec(False, names, numbers, info, state)
-    offset = len(numeric)
-    numeric.extend(numbers)  # bools become 0.0/1.0, as numpy makes them
-    return ResultRec(False, names, numbers, info, state, offset)
+def _dict_info(plan: Plan, values: tuple, task: int, rollout: int) -> bytes:
+    info_values = list(plan.info_values(values))
+    for k in plan.info_bools:
+        info_values[k] = int(info_values[k])
+    # dict(zip) keeps a repeated key at its first position with its last value, like dict.update
+    pairs = zip(plan.info_keys, (f"{task}:{rollout}", task, rollout, *info_values), strict=False)
+    return compact_dumps(dict(pairs))
 
 
 def compact_dumps(value: Any) -> bytes:
     """orjson (3.8) hands back a bytes object that still owns its ~1 KB output buffer; an exact-size copy
-    of each kept one saves ~1 KB per rollout (80 MB on 80,000 rollouts), and the page faults with it."""
+    of each kept one saves ~1 KB per kept object, and the page faults with it."""
     return bytes(memoryview(orjson.dumps(value)))
 
 
@@ -251,12 +330,9 @@ def sample_bytes(row: Mapping[str, Any]) -> bytes:
     return compact_dumps({k: v for k, v in row.items() if k not in (TASK_KEY, ROLLOUT_KEY)})
 
 
-def run_labels(inputs: Iterable[InputRec]) -> dict[str, str]:
-    """Gym's `rollout_run_labels`: an agent's name when it fronts one run key, else the run key itself."""
-    agent_by_key: dict[str, str | None] = {}
-    for rec in inputs:
-        if rec.run_key is not None and rec.run_key not in agent_by_key:
-            agent_by_key[rec.run_key] = rec.agent
+def run_labels(agent_by_key: Mapping[str, str | None]) -> dict[str, str]:
+    """Gym's `rollout_run_labels`: an agent's name when it fronts one run key, else the run key itself.
+    `agent_by_key`: each run key's agent_ref.name (of its first measured row), in order of appearance."""
     keys_by_agent: dict[str, set[str]] = defaultdict(set)
     for key, agent in agent_by_key.items():
         if agent is not None:
