@@ -206,6 +206,8 @@ def _lines(path: Path, header: bool = False, block: int = BLOCK) -> Iterator[tup
         for batch in LineReader(handle, path, block=block):
             for line in batch:
                 number += 1
+                if line.endswith(b"\n"):  # the reader keeps each newline; state lines are used without it
+                    line = line[:-1]
                 if header:
                     yield number, line
                     return
