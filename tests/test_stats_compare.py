@@ -288,3 +288,27 @@ def test_paired_t_type_one_error_under_the_null_and_power():
         rate = compare_rejections(runs=1000, tasks=50, shift=0.0, k=k, seed=11)
         assert 0.03 <= rate <= 0.07, (k, rate)
     assert compare_rejections(runs=300, tasks=100, shift=0.1, k=None, seed=12) >= 0.8
+
+
+def test_within_task_se_by_brute_force_and_silent_on_single_rollouts():
+    import math
+    import statistics
+    import warnings
+
+    import numpy as np
+
+    from ngrp_lib.stats.paired import within_se
+
+    nan = float("nan")
+    a = np.array([[1.0, 0.0, 1.0], [1.0, nan, nan], [0.0, 0.0, 1.0]])  # task 1: one rollout in A
+    b = np.array([[1.0, 1.0, nan], [0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    kept = [0, 2]  # tasks with at least two scored rollouts in both runs
+    total = 0.0
+    for t in kept:
+        xa = [x for x in a[t] if not math.isnan(x)]
+        xb = [x for x in b[t] if not math.isnan(x)]
+        total += statistics.variance(xa) / len(xa) + statistics.variance(xb) / len(xb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # np.nanvar's "Degrees of freedom <= 0" would fail here
+        got = within_se(a, b)
+    assert got == pytest.approx(math.sqrt(total) / len(kept), rel=1e-12)
