@@ -38,7 +38,7 @@ from .preflight import DEFAULT_TIMEOUT, blocking, check_verify_url
 from .progress import ProgressBar, Tally
 from .routing import public_url
 from .state import CollectorLock, check_manifest, now_iso, scan_outputs
-from .verify import describe, make_verifier, score
+from .verify import describe, score, verifier_for
 
 PREVIOUS_REWARD = "ngrp/previous_reward"
 REVERIFIED_WITH = "ngrp/reverified_with"
@@ -241,15 +241,7 @@ def rescored_row(row: dict[str, Any], verdict: dict[str, Any], verifier: str) ->
 
 
 def reverify(options: ReverifyOptions) -> ReverifyResult:
-    verifier = make_verifier(
-        options.verifier,
-        answer_key=options.answer_key,
-        pattern=options.verifier_pattern,
-        url=options.verify_url,
-        function=options.verifier_fn,
-        timeout=options.retry.timeout,
-        policy=options.retry,
-    )
+    verifier = verifier_for(options)
     if options.verify_url:  # collect's pre-flight probe: a dead /verify server is named before anything
         timeout = min(options.retry.timeout, DEFAULT_TIMEOUT)
         check = blocking(check_verify_url, options.verify_url, timeout=timeout)

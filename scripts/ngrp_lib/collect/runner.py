@@ -39,7 +39,7 @@ from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
 from .shards import restrict_file
 from .state import CollectorLock, build_manifest, check_manifest, scan_outputs
-from .verify import make_verifier
+from .verify import verifier_for
 
 if TYPE_CHECKING:
     from .shards import Shard
@@ -111,7 +111,7 @@ async def collect(
 ) -> CollectResult:
     """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
     `options.api_key`. Rows and servers are checked before an earlier run's files are replaced."""
-    verifier = None if options.gym_url else _verifier(options)
+    verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with CollectorLock(options.output):
         if options.resume and _nothing_collected(options):
@@ -175,18 +175,6 @@ async def _prepare(
         if staging is not None:
             staging.unlink(missing_ok=True)
     return plan, keys, servers
-
-
-def _verifier(options: CollectOptions) -> Any:
-    return make_verifier(
-        options.verifier,
-        answer_key=options.answer_key,
-        pattern=options.verifier_pattern,
-        url=options.verify_url,
-        function=options.verifier_fn,
-        timeout=options.retry.timeout,
-        policy=options.retry,
-    )
 
 
 @dataclass

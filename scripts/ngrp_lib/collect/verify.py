@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import UsageError
 from ..inspect.digest import response_text
@@ -312,3 +312,33 @@ def make_verifier(
         return FunctionVerifier(function)
     assert name is not None  # exactly one of the three was chosen
     return Verifier(name, answer_key, pattern)
+
+
+class VerifierSettings(Protocol):
+    """What `collect` and `reverify` options share to choose a verifier."""
+
+    @property
+    def verifier(self) -> str | None: ...
+    @property
+    def answer_key(self) -> str: ...
+    @property
+    def verifier_pattern(self) -> str | None: ...
+    @property
+    def verify_url(self) -> str | None: ...
+    @property
+    def verifier_fn(self) -> str | None: ...
+    @property
+    def retry(self) -> RetryPolicy: ...
+
+
+def verifier_for(options: VerifierSettings) -> Any:
+    """The verifier a command's options name, with `/verify` calls on the run's retry policy."""
+    return make_verifier(
+        options.verifier,
+        answer_key=options.answer_key,
+        pattern=options.verifier_pattern,
+        url=options.verify_url,
+        function=options.verifier_fn,
+        timeout=options.retry.timeout,
+        policy=options.retry,
+    )

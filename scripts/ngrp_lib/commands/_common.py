@@ -108,6 +108,27 @@ answer_key_option = click.option(
 )
 
 
+def verifier_options(command: Callable) -> Callable:
+    """The verifier choice `collect` and `reverify` share: built in, a /verify URL, or a function."""
+    options = [
+        click.option(
+            "--verifier",
+            type=click.Choice(["exact", "math", "mcq", "regex"]),
+            default=None,
+            help="Built-in verifier comparing the answer with the row's --answer-key field.",
+        ),
+        click.option("--verifier-pattern", default=None, help="Regex for --verifier regex (group 1 if any)."),
+        click.option(
+            "--answer-key", default="expected_answer", show_default=True, help="Row field with the answer."
+        ),
+        click.option("--verify-url", default=None, help="A NeMo Gym resources server's /verify URL."),
+        click.option("--verifier-fn", default=None, help="module:function(row, response) -> reward or dict."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 exclude_unhealthy_option = click.option(
     "--exclude-unhealthy",
     type=INPUT_FILE,

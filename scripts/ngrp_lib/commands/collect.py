@@ -19,6 +19,7 @@ from ._common import (
     failure_lines,
     json_option,
     overwrite_option,
+    verifier_options,
 )
 from .materialize import materialize_options
 
@@ -96,16 +97,7 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     show_default=True,
     help="Environment variable holding the API key (sent as a Bearer token when set).",
 )
-@click.option(
-    "--verifier",
-    type=click.Choice(["exact", "math", "mcq", "regex"]),
-    default=None,
-    help="Built-in verifier comparing the answer with the row's --answer-key field.",
-)
-@click.option("--verifier-pattern", default=None, help="Regex for --verifier regex (group 1 if any).")
-@click.option("--answer-key", default="expected_answer", show_default=True, help="Row field with the answer.")
-@click.option("--verify-url", default=None, help="A NeMo Gym resources server's /verify URL.")
-@click.option("--verifier-fn", default=None, help="module:function(row, response) -> reward or dict.")
+@verifier_options
 @click.option(
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import click
 
-from ._common import DURATION, INPUT_FILE, OUTPUT_FILE, count, emit, json_option, overwrite_option
+from ._common import (
+    DURATION,
+    INPUT_FILE,
+    OUTPUT_FILE,
+    count,
+    emit,
+    json_option,
+    overwrite_option,
+    verifier_options,
+)
 
 
 @click.command(
@@ -41,16 +50,7 @@ Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resum
     type=INPUT_FILE,
     help="Materialized inputs: the verifier gets each key's input row (as Gym's reverify), not the rollout.",
 )
-@click.option(
-    "--verifier",
-    type=click.Choice(["exact", "math", "mcq", "regex"]),
-    default=None,
-    help="Built-in verifier comparing the answer with the row's --answer-key field.",
-)
-@click.option("--verifier-pattern", default=None, help="Regex for --verifier regex (group 1 if any).")
-@click.option("--answer-key", default="expected_answer", show_default=True, help="Row field with the answer.")
-@click.option("--verify-url", default=None, help="A NeMo Gym resources server's /verify URL.")
-@click.option("--verifier-fn", default=None, help="module:function(row, response) -> reward or dict.")
+@verifier_options
 @click.option(
     "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Rows in flight."
 )
