@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import gc
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -14,7 +12,7 @@ from typing import IO, Any
 import orjson
 
 from .. import __version__
-from ..artifacts.jsonl import atomic_outputs, refuse_existing
+from ..artifacts.jsonl import atomic_outputs, gc_paused, refuse_existing
 from ..artifacts.names import profile_paths_for, sibling
 from ..errors import FindingsError, OutputError, UsageError
 from ..numbers import MAX_MAGNITUDE, first_oversize
@@ -105,7 +103,7 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
         from ..audit.verdicts import load_unhealthy
 
         unhealthy = load_unhealthy(options.exclude_unhealthy).keys
-    with no_gc():  # one span: re-enabling between read and profile would trigger a full collection
+    with gc_paused():  # one span: re-enabling between read and profile would trigger a full collection
         data, stats = read_dataset(inputs, rollouts, options.null_reward, options.allow_partial, unhealthy)
         sources = {
             "materialized_inputs": _file_ref(inputs, stats, "inputs"),
@@ -114,19 +112,6 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
         result = profile_dataset(data, stats, options, paths, sources)
         del data, stats  # freed here, while the collector is still off
     return result
-
-
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
-    """Reading allocates ~1M small containers and keeps many: the cyclic GC would rescan them all
-    repeatedly (about a third of the run). Nothing here makes cycles."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _file_ref(path: Path, stats: ReadStats, role: str) -> dict[str, Any]:
@@ -151,7 +136,7 @@ def profile_dataset(
     notes: list[str] | None = None,
 ) -> ProfileResult:
     """Profile a dataset (one run, or the union of shards) into `paths`, all files or none."""
-    with no_gc():
+    with gc_paused():
         alignment = check_alignment(data, stats, options.allow_partial)
         check_null_rewards(data, options)
         table = build_table(data)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.jsonl import atomic_outputs, refuse_existing
+from ..artifacts.jsonl import atomic_outputs, gc_paused, refuse_existing
 from ..errors import InputError, UsageError
 from .align import missing_error
 from .api import (
@@ -26,7 +26,6 @@ from .api import (
     ProfileResult,
     check_options,
     finish,
-    no_gc,
     output_paths,
     profile_dataset,
     write_rows,
@@ -70,7 +69,7 @@ def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: Prof
     refuse_existing(list(paths.values()), options.overwrite)
     headers = [_header(Path(shard), options) for shard in shards]
     sources = {f"shard_{i}": {"path": str(h.path), "sources": h.sources} for i, h in enumerate(headers)}
-    with no_gc():
+    with gc_paused():
         union = _union(headers)
         if isinstance(union, str):
             return _merge_exact(headers, options, paths, sources, union)
