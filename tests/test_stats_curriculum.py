@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 from stats_helpers import profile_row, write_profile
 
-from ngrp_lib.errors import FindingsError, UsageError
+from ngrp_lib.errors import FindingsError, InputError, UsageError
 from ngrp_lib.stats.curriculum import Selection, export_curriculum, map_task_lines
 
 
@@ -150,3 +150,59 @@ def test_cli_learnable_for_min_informative_and_key(run_ngrp, tmp_path):
     rows = read(tmp_path / "b.jsonl")
     assert [(r["q"], r["pr"], r["pr_n"]) for r in rows] == [("question 0", 0.5, 4), ("question 1", 0.25, 4)]
     assert run_ngrp(*args, "-o", tmp_path / "c.jsonl", "--min-informative", "1.5").returncode == 2
+
+
+def test_materialized_with_seed_per_repeat_drops_only_the_seed(run_ngrp, tmp_path):
+    """--seed-per-repeat writes a different metadata.extra_body per repeat: the task row taken back drops
+    that one field and keeps the rest of metadata (a user's own keys) and every other field."""
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [
+        {"responses_create_params": {"input": f"q{i}", "metadata": {"topic": f"t{i}"}}, "level": i}
+        for i in range(3)
+    ]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    inputs = tmp_path / "rollouts_materialized_inputs.jsonl"
+    made = run_ngrp(
+        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", "4", "--agent", "a",
+        "--seed-per-repeat",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    mapped = map_task_lines(inputs)
+    assert mapped.kind == "materialized"
+    assert mapped.dropped_fields == ["responses_create_params.metadata.extra_body"]
+    for i in range(3):
+        (row,) = mapped.rows[i]
+        assert row.data == {
+            "responses_create_params": {"input": f"q{i}", "metadata": {"topic": f"t{i}"}},
+            "level": i,
+            "agent_ref": {"name": "a"},
+            "_ng_task_index": i,
+        }
+
+
+def test_materialized_fields_differing_at_depth_and_an_emptied_object(tmp_path):
+    """What differs is dropped at the deepest level; an object left empty by it goes too, an object
+    that was empty in every repeat stays."""
+    inputs = tmp_path / "m.jsonl"
+    rows = [
+        {"_ng_task_index": 0, "_ng_rollout_index": r, "a": {"b": {"c": r, "d": 1}, "e": {"f": r}}, "g": {}}
+        for r in range(2)
+    ]
+    inputs.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    mapped = map_task_lines(inputs)
+    assert mapped.dropped_fields == ["a.b.c", "a.e.f"]
+    assert mapped.rows[0][0].data == {"_ng_task_index": 0, "a": {"b": {"d": 1}}, "g": {}}
+
+
+def test_materialized_row_without_integer_identity_is_an_input_error(run_ngrp, tmp_path):
+    inputs = tmp_path / "m.jsonl"
+    good = {"_ng_task_index": 0, "_ng_rollout_index": 0, "x": 1}
+    bad = {"_ng_task_index": "1", "_ng_rollout_index": 0, "x": 2}
+    inputs.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(InputError) as err:
+        map_task_lines(inputs)
+    assert "m.jsonl:2" in str(err.value) and "_ng_task_index" in str(err.value)
+    profile = write_profile(tmp_path / "p.jsonl", [[1, 0]])
+    res = run_ngrp("curriculum", profile, "--tasks", inputs, "-o", tmp_path / "o.jsonl", "--min", "0")
+    assert res.returncode == 3 and "m.jsonl:2" in res.stderr
+    assert not (tmp_path / "o.jsonl").exists()

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows, refuse_existing
-from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY, is_index
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index
 from ..artifacts.numbering import TaskNumbering
-from ..errors import FindingsError, UsageError
+from ..errors import FindingsError, InputError, UsageError
 from . import estimators
 from .load import load_profile
 
@@ -64,15 +64,17 @@ def map_task_lines(path: Path | str) -> TaskLines:
 
 def _from_materialized(path: Path, rows: list[Row]) -> TaskLines:
     """One task row per `_ng_task_index`, as Gym's materialize took it in: the first repeat's row without
-    `_ng_rollout_index`, and without any field (or `responses_create_params` entry, such as a per-repeat
-    seed) whose value differs between the task's repeats. The task index is kept: it is the task's
-    identity in every run made from these rows."""
+    `_ng_rollout_index`, and without what differs between the task's repeats (a per-repeat seed in
+    `responses_create_params.metadata.extra_body`, another agent's `agent_ref`), dropped at the deepest
+    level where the repeats disagree. The task index is kept: it is the task's identity in every run."""
     by_task: dict[int, list[Row]] = {}
     for row in rows:
         task, rollout = row.data.get(TASK_KEY), row.data.get(ROLLOUT_KEY)
         if not (is_index(task) and is_index(rollout)):
-            raise FindingsError(
-                f"{path}:{row.line}: a materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}",
+            raise InputError(
+                f"a materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}",
+                path=path,
+                line=row.line,
                 hint="pass the run's *_materialized_inputs.jsonl unchanged, or the original tasks file",
             )
         by_task.setdefault(task, []).append(row)
@@ -80,20 +82,33 @@ def _from_materialized(path: Path, rows: list[Row]) -> TaskLines:
     mapping: dict[int, list[Row]] = {}
     for task, group in by_task.items():
         first = min(group, key=lambda r: r.data[ROLLOUT_KEY])
-        data = {k: v for k, v in first.data.items() if k != ROLLOUT_KEY}
-        for name in list(data):
-            values = [r.data.get(name) for r in group]
-            if all(v == values[0] for v in values):
-                continue
-            if name == RCP and all(isinstance(v, dict) for v in values):
-                dicts: list[dict] = [v for v in values if isinstance(v, dict)]
-                data[name] = {k: v for k, v in data[name].items() if all(x.get(k) == v for x in dicts)}
-                dropped.update(f"{RCP}.{k}" for k in first.data[name] if k not in data[name])
-            else:
-                del data[name]
-                dropped.add(name)
+        values = [{k: v for k, v in r.data.items() if k != ROLLOUT_KEY} for r in group]
+        data = _shared(values, "", dropped)
         mapping[task] = [Row(first.line, data, dumps(data))]
     return TaskLines(mapping, len(rows), 0, "materialized", sorted(dropped))
+
+
+_MISSING = object()
+
+
+def _shared(values: list[Any], where: str, dropped: set[str]) -> Any:
+    """What every value holds alike: the value itself, or for objects the keys every one holds with
+    shared values (recursively); what differs is left out and its path added to `dropped`."""
+    if all(v == values[0] for v in values):
+        return values[0]
+    if not all(isinstance(v, dict) for v in values):
+        dropped.add(where)
+        return _MISSING
+    out = {}
+    for key in values[0]:
+        path = f"{where}.{key}" if where else key
+        inner = [v.get(key, _MISSING) for v in values]
+        common = _MISSING if any(x is _MISSING for x in inner) else _shared(inner, path, dropped)
+        if common is _MISSING:
+            dropped.add(path)
+        elif common != {} or values[0][key] == {}:  # an object emptied by what was dropped goes too
+            out[key] = common
+    return out
 
 
 def _refuse_mixed(path: Path, mapping: dict, explicit: dict, auto: dict) -> None:
