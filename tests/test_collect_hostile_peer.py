@@ -1,6 +1,7 @@
 """`collect` against misbehaving HTTP peers no real server shows (issue 16): a peer that echoes the request
 headers (the API key must reach no file and no log line), replies too large to hold, a reply with a null
-message, a redirect to another host, an error reply that never ends. A canned-reply aiohttp peer only."""
+message, a redirect to another host, an error reply that never ends, a reply without token counts. A
+canned-reply aiohttp peer only."""
 
 from __future__ import annotations
 
@@ -54,6 +55,13 @@ def peer():
             return web.json_response(_chat(f"4. Your request headers were {json.dumps(headers)} {padding}"))
         if mode in ("echo500", "echo400"):
             return web.Response(status=int(mode[-3:]), text=f"server error; request headers: {headers}")
+        if mode == "no_usage":  # a server that gives no token counts (vLLM always does)
+            reply = _chat("4")
+            if state["posts"] % 2:
+                del reply["usage"]
+            else:
+                reply["usage"] = {"prompt_tokens": 3, "completion_tokens": None}
+            return web.json_response(reply)
         if mode == "null_message":
             return web.json_response({"choices": [{"message": None}]})
         if mode == "big200":
@@ -237,3 +245,27 @@ def test_a_gym_reply_of_odd_shapes_is_stored_without_a_crash(run_ngrp, tmp_path,
     proc = run_ngrp(*argv)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert len(_rows(tmp_path / "out" / "r.jsonl")) == 2
+
+
+def test_token_counts_the_server_did_not_give_are_stored_as_missing_not_as_zero(run_ngrp, tmp_path, peer):
+    """The rollout holds 0 where Gym's profiler needs a number, and names the counts the server left out;
+    `ngrp health` then says the counts are missing, not that the model generated nothing."""
+    peer["mode"] = "no_usage"
+    proc = _collect(run_ngrp, tmp_path, peer)
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out" / "r.jsonl"
+    rows = sorted(_rows(out), key=lambda r: r["_ng_task_index"])
+    assert len(rows) == 2
+    for row in rows:
+        assert row["response"]["usage"]["output_tokens"] == 0
+    assert sorted(row["_ngrp_usage_missing"] for row in rows) == [
+        ["completion_tokens"],
+        ["prompt_tokens", "completion_tokens"],
+    ]
+    inputs = tmp_path / "out" / "r_materialized_inputs.jsonl"
+    assert run_ngrp("validate", out).returncode == 0
+    health = run_ngrp("health", "--inputs", inputs, "--rollouts", out, "--json")
+    assert health.returncode == 1, health.stderr
+    verdicts = _rows(tmp_path / "out" / "r_rollout_verdicts.jsonl")
+    checks = sorted(sorted(f["check"] for f in v["findings"]) for v in verdicts)
+    assert checks == [["model_call_missing_token_counts"]] * 2  # not model_call_zero_completion_tokens

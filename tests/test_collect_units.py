@@ -211,6 +211,37 @@ def test_response_from_chat_completed_and_errors():
         convert.response_from_chat({"choices": []})
 
 
+@pytest.mark.parametrize(
+    ("usage", "missing", "stored"),
+    [
+        ({"prompt_tokens": 3, "completion_tokens": 2}, [], (3, 2, 5)),
+        (None, ["prompt_tokens", "completion_tokens"], (0, 0, 0)),
+        ({}, ["prompt_tokens", "completion_tokens"], (0, 0, 0)),
+        ({"prompt_tokens": 3}, ["completion_tokens"], (3, 0, 3)),
+        ({"prompt_tokens": None, "completion_tokens": 4, "total_tokens": 9}, ["prompt_tokens"], (0, 4, 9)),
+    ],
+)  # fmt: skip
+def test_chat_usage_stores_0_for_an_absent_count_and_names_it(usage, missing, stored):
+    """A count the server did not give is stored as 0 (Gym's profiler needs a number) and named by
+    missing_counts, so the row can say it was never given."""
+    chat = {"choices": [{"message": {"content": "4"}, "finish_reason": "stop"}], "usage": usage}
+    assert convert.missing_counts(chat) == missing
+    got = convert.response_from_chat(chat)["usage"]
+    assert (got["input_tokens"], got["output_tokens"], got["total_tokens"]) == stored
+    assert got["input_tokens_details"] == {"cached_tokens": 0}
+
+
+@pytest.mark.parametrize(
+    "usage",
+    ["12", [1], {"prompt_tokens": -1}, {"completion_tokens": 2.0}, {"prompt_tokens": True},
+     {"total_tokens": "x"}, {"prompt_tokens_details": {"cached_tokens": "1"}}],
+)  # fmt: skip
+def test_chat_usage_of_another_kind_is_a_broken_reply(usage):
+    chat = {"choices": [{"message": {"content": "4"}, "finish_reason": "stop"}], "usage": usage}
+    with pytest.raises(convert.ConversionError, match="broken reply"):
+        convert.response_from_chat(chat)
+
+
 # ---- routing ----------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from typing import Any, TypeGuard
 TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
 RCP = "responses_create_params"  # the request a row sends to the model
+USAGE_MISSING = "_ngrp_usage_missing"  # ours: the token counts the server did not give (stored as 0)
 
 RolloutKey = tuple[int, int]
 

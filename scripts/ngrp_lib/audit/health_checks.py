@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..artifacts.names import USAGE_MISSING
 from ..errors import UsageError
 from ..inspect.digest import final_and_reasoning
 from .health_text import (
@@ -199,7 +200,7 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     response = row.get("response")
     explained = False
     if type(response) is dict:
-        explained = _response_checks(response, cap, settings, judged)
+        explained = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
     reward = row.get("reward", _ABSENT)
@@ -225,10 +226,13 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
 _ABSENT = object()
 
 
-def _response_checks(response: dict[str, Any], cap: int | None, settings: Settings, judged: Digest) -> bool:
+def _response_checks(
+    response: dict[str, Any], cap: int | None, settings: Settings, judged: Digest, not_given: Any = None
+) -> bool:
     """The checks that read the response; True when one that explains a missing answer fired. The common
     case (a completed call with counts, an answer, no cap) takes the straight path; anything odd goes to
-    the helpers that build findings."""
+    the helpers that build findings. `not_given`: the counts ngrp's collector stored as 0 because the
+    server gave none (the row's USAGE_MISSING); they are judged missing, not zero."""
     ignored = settings.ignored
     usage = response.get("usage")  # token_counts(), inlined: once per rollout
     if type(usage) is dict:
@@ -243,6 +247,9 @@ def _response_checks(response: dict[str, Any], cap: int | None, settings: Settin
             completion = None
     else:
         prompt = completion = None
+    if not_given and type(not_given) is list:
+        prompt = None if "prompt_tokens" in not_given else prompt
+        completion = None if "completion_tokens" in not_given else completion
     judged.prompt_tokens, judged.completion_tokens = prompt or 0, completion or 0
     error = response.get("error")
     failed = bool(error) or response.get("status") in FAILED_STATUSES

@@ -166,18 +166,42 @@ def responses_request(params: dict, model: str) -> dict:
     return body
 
 
+def missing_counts(chat: dict) -> list[str]:
+    """The token counts a chat completion leaves out (`prompt_tokens`, `completion_tokens`: absent or
+    null). The converted `usage` holds 0 for them, as Gym's profiler needs numbers; the row names them
+    under USAGE_MISSING so that `ngrp health` reports missing counts, not zero completion tokens."""
+    usage = chat.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return [name for name in ("prompt_tokens", "completion_tokens") if usage.get(name) is None]
+
+
+def _count(usage: dict, name: str) -> int:
+    """A count as the server gave it, 0 where it gave none; a count of another kind is a broken reply."""
+    value = usage.get(name)
+    if value is None:
+        return 0
+    if type(value) is not int or value < 0:
+        raise ConversionError(f"usage.{name} is {value!r}, not a non-negative integer: a broken reply")
+    return value
+
+
 def _usage(chat: dict) -> dict:
-    usage = chat.get("usage") or {}
-    prompt = int(usage.get("prompt_tokens") or 0)
-    completion = int(usage.get("completion_tokens") or 0)
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+    usage = chat.get("usage")
+    if usage is None:
+        usage = {}
+    elif not isinstance(usage, dict):
+        raise ConversionError(f"usage is {_json_type(usage)}, not an object: a broken reply")
+    prompt, completion = _count(usage, "prompt_tokens"), _count(usage, "completion_tokens")
+    prompt_details = usage.get("prompt_tokens_details")
+    cached = _count(prompt_details, "cached_tokens") if isinstance(prompt_details, dict) else 0
+    completion_details = usage.get("completion_tokens_details")
+    reasoning = _count(completion_details, "reasoning_tokens") if isinstance(completion_details, dict) else 0
     return {
         "input_tokens": prompt,
         "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": reasoning},
-        "total_tokens": int(usage.get("total_tokens") or prompt + completion),
+        "total_tokens": _count(usage, "total_tokens") or prompt + completion,
     }
 
 

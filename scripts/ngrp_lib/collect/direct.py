@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 
 from ..artifacts import jsonl
-from ..artifacts.names import RCP, TASK_KEY
+from ..artifacts.names import RCP, TASK_KEY, USAGE_MISSING
 from ..errors import UsageError
-from .convert import ConversionError, chat_request, response_from_chat, responses_request
+from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
 from .http import AttemptFailed, post_json
 from .routing import Endpoint
@@ -37,16 +37,18 @@ class DirectRun(Run):
         router = self.router
         endpoint = router.endpoint_for(row[TASK_KEY])
 
-        async def call(server: Endpoint) -> dict:
+        async def call(server: Endpoint) -> tuple[dict, list[str]]:
             nonlocal endpoint  # the server that answered (or failed last), after any failover
             endpoint = server
             return await self.call_model(row, server)
 
         try:
-            response = await router.dispatch(row[TASK_KEY], call)
+            response, missing = await router.dispatch(row[TASK_KEY], call)
             verdict = await self.verify(row, response)
             out = result_row(row, response, verdict, attempt, time.monotonic() - started)
             out["_ngrp_server"] = endpoint.public_url
+            if missing:
+                out[USAGE_MISSING] = missing
             self.record_result(out, out.get("reward"), output_tokens(response))
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint.public_url)
@@ -57,7 +59,8 @@ class DirectRun(Run):
             too_long = AttemptFailed("response_too_large", "LineTooLong", str(exc))
             self.record_failure(row, attempt, too_long, time.monotonic() - started, endpoint.public_url)
 
-    async def call_model(self, row: dict, endpoint: Endpoint) -> dict:
+    async def call_model(self, row: dict, endpoint: Endpoint) -> tuple[dict, list[str]]:
+        """The Responses-shaped reply, and the token counts a chat reply left out (stored as 0)."""
         params = row[RCP]
         try:
             if self.options.api == "chat":
@@ -70,10 +73,11 @@ class DirectRun(Run):
             if not isinstance(answer, dict):
                 raise ConversionError(f"the server answered a JSON {type(answer).__name__}, not an object")
             if self.options.api == "chat":
-                return response_from_chat(answer, token_ids=self.options.return_token_ids)
+                response = response_from_chat(answer, token_ids=self.options.return_token_ids)
+                return response, missing_counts(answer)
             if not isinstance(answer.get("output"), list) or not isinstance(answer.get("usage"), dict):
                 raise ConversionError("a Responses reply needs an `output` list and a `usage` object")
-            return answer
+            return answer, []
         except AttemptFailed:
             raise
         except Exception as exc:  # a reply of the wrong shape is the server's failure, not a crash of the run
