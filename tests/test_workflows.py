@@ -156,3 +156,21 @@ def test_report_of_a_gym_collected_run_says_the_sidecar_is_absent(run_ngrp, tmp_
     html = (tmp_path / "r.html").read_text()
     assert "is absent" in html and "failed attempts are not known" in html
     assert "no failed attempts were recorded" not in html
+
+
+def test_report_of_an_ngrp_collected_run_without_a_sidecar_says_nothing_failed(run_ngrp, tmp_path):
+    """ngrp's collector writes every failed attempt to the sidecar: its manifest beside the rollouts and
+    no sidecar means no attempt failed, which the report says instead of "not known"."""
+    from ngrp_lib.artifacts.names import manifest_path_for
+
+    run = tmp_path / "run"
+    shutil.copytree(GOLDEN / "case_complete", run)
+    manifest_path_for(run / "rollouts.jsonl").write_text('{"tool": "ngrp"}\n')
+    res = run_ngrp(
+        "report", run / "rollouts_reward_profiling.jsonl", "--rollouts", run / "rollouts.jsonl",
+        "-o", tmp_path / "r.html", "--bootstrap", "100", "--pass-threshold", "0.5",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "No failed attempts: ngrp's collector wrote no rollouts_failures.jsonl." in html
+    assert "failed attempts are not known" not in html

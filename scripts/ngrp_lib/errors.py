@@ -78,13 +78,13 @@ class InputError(NgrpError):
         self.detail = message
 
 
-def install_command(extra: str, module: str) -> str:
-    """How to install an optional extra: from the skill folder or checkout this code runs from (the
-    package is not on any registry), else the module alone."""
+def install_command(extra: str, module: str, root: Path | None = None) -> str:
+    """How to install an optional extra: from the skill folder or checkout this code runs from (`root`,
+    found from this file; the package is not on any registry), else the module alone."""
     import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]  # <skill dir>/scripts/ngrp_lib/errors.py
+    if root is None:
+        root = Path(__file__).resolve().parents[2]  # <skill dir>/scripts/ngrp_lib/errors.py
     if (root / "pyproject.toml").is_file():
         return f"{sys.executable} -m pip install '{root}[{extra}]'"
     return f"{sys.executable} -m pip install {module}"
