@@ -296,6 +296,53 @@ def test_find_loop_equals_brute_force_on_random_texts():
         )
 
 
+def brute_force_loop_numpy(text: str, repeats: int, chars: int) -> bool:
+    """The same search, one vectorised pass per period: the longest run of text[i] == text[i + p]."""
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    n = codes.size
+    for p in range(1, min(MAX_UNIT, n) + 1):
+        equal = np.concatenate(([False], codes[:-p] == codes[p:], [False]))
+        edges = np.flatnonzero(np.diff(equal.astype(np.int8)))
+        for run in (edges[1::2] - edges[::2]).tolist():
+            copies = (run + p) // p
+            if copies >= repeats and copies * p >= chars:
+                return True
+    return False
+
+
+def test_the_two_brute_force_searches_agree():
+    rng = random.Random(5)
+    for _ in range(60):
+        text = "".join(rng.choice("abc ") for _ in range(rng.randint(0, 200)))
+        unit = "".join(rng.choice("abc ") for _ in range(rng.randint(1, 30)))
+        text = text[: len(text) // 2] + unit * rng.randint(1, 8) + text[len(text) // 2 :]
+        repeats, chars = rng.randint(2, 9), rng.randint(1, 80)
+        assert brute_force_loop(text, repeats, chars) == brute_force_loop_numpy(text, repeats, chars)
+
+
+def test_find_loop_equals_brute_force_for_long_units_and_long_texts():
+    """Periods up to MAX_UNIT, where only every 2^k-th anchor looks back far enough: loops just long enough
+    (repeats copies, or min_chars) at every offset from the end, among natural-looking text."""
+    rng = random.Random(23)
+    words = "the step so then check sum of first box next compute therefore below get".split()  # noqa: SIM905
+
+    def prose(k: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(k))
+
+    for case in range(120):
+        unit_len = rng.choice([1, 7, 39, 41, 80, 81, 160, 161, 320, 321, 499, 500, rng.randint(1, 500)])
+        unit = (prose(unit_len) + " ")[:unit_len]
+        repeats = rng.choice([2, 3, 10, 10, 12])
+        chars = rng.choice([1, 50, 200, 200, 1000])
+        copies = max(repeats, -(-chars // unit_len)) - rng.choice([0, 0, 1])  # at, or just under, the bar
+        before, after = prose(rng.randint(0, 300)), prose(rng.randint(0, 300))
+        text = f"{before} {unit * max(copies, 1)}{unit[: rng.randint(0, unit_len - 1)]} {after}"
+        expected = brute_force_loop_numpy(text, repeats, chars)
+        assert (find_loop(text, repeats, chars) is not None) == expected, (case, unit_len, repeats, chars)
+
+
 def test_find_loop_reports_unit_copies_and_start():
     text = "Intro. " + "ab cd " * 50 + "end"
     unit, copies, start = find_loop(text, 10, 200)
