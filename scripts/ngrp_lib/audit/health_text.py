@@ -99,16 +99,20 @@ def find_loop(text: str, min_repeats: int, min_chars: int) -> tuple[str, int, in
     # min_chars * (1 - 1 / min_repeats) - window: anchors that far apart cannot all miss it.
     window = max(1, min(_WINDOW, min_chars // 4))
     stride = max(1, int(min_chars * (1 - 1 / min_repeats)) - window)
-    a = n
-    rfind = text.rfind
-    while a > window:
-        # the usual anchor: the window has no earlier copy nearby (one C call, no function call)
-        j = rfind(text[a - window : a], max(0, a - window - MAX_UNIT), a - 1)
+    # The usual text: no window has an earlier copy nearby. All anchors are searched through map (one C
+    # call each, no Python step between them), then the few hits are tried in order from the end.
+    anchors = range(n, window, -stride)
+    reach = window + MAX_UNIT
+    probes = [text[a - window : a] for a in anchors]
+    starts = [a - reach if a > reach else 0 for a in anchors]
+    hits = list(map(text.rfind, probes, starts, range(n - 1, window - 1, -stride)))
+    if not hits or max(hits) < 0:
+        return None
+    for a, j in zip(anchors, hits, strict=True):
         if j >= 0:
             found = _loop_at(text, a, window, j, min_repeats, min_chars)
             if found is not None:
                 return found
-        a -= stride
     return None
 
 
