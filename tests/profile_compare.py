@@ -1,5 +1,6 @@
-"""Compare our profile outputs with Gym's: same keys in the same order, same row order, equal values
-(floats to 1e-9 relative, with a 1e-12 absolute floor for values that are 0 up to rounding)."""
+"""Compare our profile outputs with Gym's: same keys in the same order, same row order, equal values.
+Floats must be the same to the bit (ngrp's sums follow pandas' order and pairwise loop, its t quantiles are
+scipy's when scipy is installed, as in every test environment); `exact=False` allows 1e-9 relative."""
 
 from __future__ import annotations
 
@@ -31,22 +32,24 @@ def load(path: Path) -> list[dict[str, Any]]:
     return orjson.loads(data)
 
 
-def same_value(ours: Any, theirs: Any, where: str, problems: list[str]) -> None:
+def same_value(ours: Any, theirs: Any, where: str, problems: list[str], exact: bool = True) -> None:
     if isinstance(theirs, float) and isinstance(ours, (int, float)) and not isinstance(ours, bool):
-        if not math.isclose(ours, theirs, rel_tol=REL, abs_tol=ABS):
+        if exact and not (type(ours) is float and (ours == theirs or (ours != ours and theirs != theirs))):
+            problems.append(f"{where}: {ours!r} != {theirs!r} (not the same float)")
+        elif not math.isclose(ours, theirs, rel_tol=REL, abs_tol=ABS):
             problems.append(f"{where}: {ours!r} != {theirs!r}")
     elif isinstance(theirs, dict) and isinstance(ours, dict):
         if list(ours) != list(theirs):
             problems.append(f"{where}: keys {list(ours)} != {list(theirs)}")
             return
         for key in theirs:
-            same_value(ours[key], theirs[key], f"{where}.{key}", problems)
+            same_value(ours[key], theirs[key], f"{where}.{key}", problems, exact)
     elif isinstance(theirs, list) and isinstance(ours, list):
         if len(ours) != len(theirs):
             problems.append(f"{where}: length {len(ours)} != {len(theirs)}")
             return
         for i, (a, b) in enumerate(zip(ours, theirs, strict=False)):
-            same_value(a, b, f"{where}[{i}]", problems)
+            same_value(a, b, f"{where}[{i}]", problems, exact)
     elif type(ours) is not type(theirs) or ours != theirs:
         problems.append(f"{where}: {ours!r} != {theirs!r}")
 
@@ -55,8 +58,11 @@ def strip_extras(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if not k.startswith("ngrp/")} for row in rows]
 
 
-def compare_outputs(ours_base: Path, gym_base: Path, *, allow_extras: bool = False) -> list[str]:
-    """`*_base` is the rollouts path whose stem names the outputs."""
+def compare_outputs(
+    ours_base: Path, gym_base: Path, *, allow_extras: bool = False, exact: bool = True
+) -> list[str]:
+    """`*_base` is the rollouts path whose stem names the outputs. Without `allow_extras` (ngrp's own
+    `ngrp/` fields) and with `exact`, the files must also be the same bytes."""
     problems: list[str] = []
     for suffix in GYM_FILES:
         ours_path = ours_base.with_name(ours_base.stem + suffix)
@@ -64,5 +70,7 @@ def compare_outputs(ours_base: Path, gym_base: Path, *, allow_extras: bool = Fal
         ours = load(ours_path)
         if allow_extras:
             ours = strip_extras(ours)
-        same_value(ours, load(gym_path), suffix, problems)
+        same_value(ours, load(gym_path), suffix, problems, exact)
+        if exact and not allow_extras and not problems and ours_path.read_bytes() != gym_path.read_bytes():
+            problems.append(f"{suffix}: the same values, other bytes")
     return problems

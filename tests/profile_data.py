@@ -115,3 +115,16 @@ def write_run(run: Run, folder: Path) -> tuple[Path, Path]:
         write_jsonl(folder / "rollouts_materialized_inputs.jsonl", run.inputs),
         write_jsonl(folder / "rollouts.jsonl", run.rollouts),
     )
+
+
+def with_float_noise(run: Run, seed: int) -> Run:
+    """The same run with full-precision floats (rewards, a latency in most rollouts, a score over seven
+    orders of magnitude): their sums depend on the order and the loop that adds them, to the last bit."""
+    rng = random.Random(seed)
+    for row in run.rollouts:
+        if isinstance(row.get("reward"), float) and rng.random() < 0.7:
+            row["reward"] = rng.random()
+        if rng.random() < 0.8:
+            row["latency_s"] = rng.random() * 10
+        row["score_f"] = rng.gauss(0, 1) * 10 ** rng.randint(-3, 3)
+    return run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from profile_compare import PROFILE_ARGS, compare_outputs, gym_profile
-from profile_data import make_run, write_run
+from profile_data import make_run, with_float_noise, write_run
 
 pytestmark = pytest.mark.gym
 
@@ -21,6 +21,9 @@ CASES = [
     (4, "env_servers", 4, 3, 0.1),
     (5, "no_agent", 3, 2, 0.0),
     (6, "plain", 7, 1, 0.0),
+    # full-precision floats and groups past numpy's 8-wide pairwise block: sums must be Gym's to the bit
+    (7, "noisy", 12, 12, 0.0),
+    (8, "noisy_fan_out", 9, 17, 0.2),
 ]
 
 
@@ -41,7 +44,13 @@ def gym_bin() -> Path:
 def test_gym_and_ngrp_write_the_same_files(
     gym_bin, tmp_path, run_ngrp, seed, shape, tasks, repeats, p_missing
 ):
-    run = make_run(seed, shape, tasks, repeats, p_missing)
+    if shape.startswith("noisy"):
+        run = with_float_noise(
+            make_run(seed, shape.removeprefix("noisy").lstrip("_") or "plain", tasks, repeats, p_missing),
+            seed,
+        )
+    else:
+        run = make_run(seed, shape, tasks, repeats, p_missing)
     gym_dir, ours_dir = tmp_path / "gym", tmp_path / "ours"
     write_run(run, gym_dir)
     shutil.copytree(gym_dir, ours_dir)
@@ -51,6 +60,12 @@ def test_gym_and_ngrp_write_the_same_files(
     ours = run_ngrp("profile", *PROFILE_ARGS, *flags, cwd=ours_dir)
     assert ours.returncode == 0, ours.stderr
     assert compare_outputs(ours_dir / "rollouts.jsonl", gym_dir / "rollouts.jsonl", allow_extras=True) == []
+    gym_only = tmp_path / "gym_only"
+    shutil.copytree(gym_dir.parent / "ours", gym_only)
+    assert (
+        run_ngrp("profile", *PROFILE_ARGS, *flags, "--gym-only", "--overwrite", cwd=gym_only).returncode == 0
+    )
+    assert compare_outputs(gym_only / "rollouts.jsonl", gym_dir / "rollouts.jsonl") == []  # the same bytes
     # the printed summary's Gym lines agree too (paths are relative in both)
     assert ours.stdout.splitlines()[:7] == gym.stdout.strip().splitlines()[-7:]
 

@@ -17,14 +17,49 @@ scipy_stats = pytest.importorskip("scipy.stats")
 scipy_special = pytest.importorskip("scipy.special")
 
 
-def test_t_interval_is_scipys_interval():
-    mean, sem, n = 0.4166666666666667, 0.3004626062886658, 3
-    low, high = gym_confidence_interval(mean, sem, n)
-    ref = scipy_stats.t.interval(0.95, df=n - 1, loc=mean, scale=sem)
-    # 1e-9: scipy's own t quantile moves by ~2e-11 relative between releases (1.15 vs 1.17)
-    assert math.isclose(low, ref[0], rel_tol=1e-9) and math.isclose(high, ref[1], rel_tol=1e-9)
+def test_t_interval_is_scipys_interval_to_the_bit():
+    """Gym calls scipy's `t.interval`; with scipy installed ngrp takes scipy's quantiles, so the ends are
+    the same floats (scipy's quantiles are not correctly rounded: nothing else gives their bits)."""
+    rng = np.random.default_rng(4)
+    for n in [2, 3, 4, 8, 9, 17, 100, 1000, 12345, 10**6]:
+        mean, sem = float(rng.normal() * 10), float(rng.random() * 3)
+        ref = scipy_stats.t.interval(0.95, df=n - 1, loc=mean, scale=sem)
+        assert gym_confidence_interval(mean, sem, n) == (float(ref[0]), float(ref[1])), n
     assert gym_confidence_interval(1.0, 0.0, 4) == (1.0, 1.0)  # Gym collapses the interval when sem is 0
     assert gym_confidence_interval(1.0, 0.5, 1) is None
+
+
+def test_t_interval_without_scipy_uses_ngrps_own_quantile(monkeypatch):
+    import sys
+
+    from ngrp_lib.profile import kernels
+
+    kernels.gym_t_quantiles.cache_clear()
+    monkeypatch.setitem(sys.modules, "scipy.special", None)  # import fails as if scipy were absent
+    try:
+        assert kernels.gym_t_quantiles(5) is None
+        low, high = gym_confidence_interval(0.5, 0.2, 6)
+    finally:
+        kernels.gym_t_quantiles.cache_clear()
+    ref = scipy_stats.t.interval(0.95, df=5, loc=0.5, scale=0.2)
+    assert math.isclose(low, ref[0], rel_tol=1e-13) and math.isclose(high, ref[1], rel_tol=1e-13)
+
+
+def test_segment_sums_are_numpys_1d_sum_of_each_group():
+    """pandas sums a group's column with numpy's pairwise 1-D loop; a running sum differs from 9 values on,
+    and the pairwise loop splits again past 128: sizes on both sides of both, and empty groups."""
+    from ngrp_lib.profile.kernels import segment_sums
+
+    rng = np.random.default_rng(9)
+    sizes = np.array([0, 1, 3, 8, 9, 16, 17, 127, 128, 129, 300, 1000, 9, 9, 0, 2])
+    matrix = rng.normal(size=(int(sizes.sum()), 3)) * 10.0 ** rng.integers(-4, 4, size=(int(sizes.sum()), 3))
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    got = segment_sums(matrix, starts, sizes)
+    for g, (start, size) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
+        for col in range(3):
+            assert got[g, col] == np.sum(matrix[start : start + size, col].copy()), (size, col)
+    running = np.add.reduceat(matrix, starts[sizes > 0], axis=0)
+    assert (running != got[sizes > 0]).any()  # the running sum really is another float somewhere
 
 
 def _brute_pass_at_k(n: int, c: int, k: int) -> float:

@@ -109,7 +109,9 @@ def command(
 
     With --exclude-unhealthy (a verdicts file from `ngrp health`), its unhealthy rollouts are treated as
     masked in every output (Gym's files count them as masked) and counted as unhealthy_excluded in the
-    summary; without it the outputs are byte-identical to Gym's.
+    summary; without it the outputs are byte-identical to Gym's (Gym's t intervals use scipy's quantiles:
+    with scipy installed, `pip install 'scipy>=1.10'` or the `gym` extra, ngrp uses them too; without it
+    the ci_* values may differ from Gym's in their last digits).
 
     \b
     Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys
