@@ -206,3 +206,22 @@ def test_materialized_row_without_integer_identity_is_an_input_error(run_ngrp, t
     res = run_ngrp("curriculum", profile, "--tasks", inputs, "-o", tmp_path / "o.jsonl", "--min", "0")
     assert res.returncode == 3 and "m.jsonl:2" in res.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_materialized_seed_inside_the_tasks_own_extra_body_drops_only_the_seed(run_ngrp, tmp_path):
+    """A task with its own extra_body ({"top_k": 5}): --seed-per-repeat adds "seed" inside that JSON
+    string; taken back, the row keeps top_k and loses only the seed."""
+    tasks = tmp_path / "tasks.jsonl"
+    params = {"input": "q", "metadata": {"extra_body": json.dumps({"top_k": 5}), "tag": "x"}}
+    tasks.write_text(json.dumps({"responses_create_params": params}) + "\n")
+    inputs = tmp_path / "m.jsonl"
+    made = run_ngrp(
+        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", "3", "--agent", "a",
+        "--seed-per-repeat",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    mapped = map_task_lines(inputs)
+    assert mapped.dropped_fields == ["responses_create_params.metadata.extra_body.seed"]
+    (row,) = mapped.rows[0]
+    metadata = row.data["responses_create_params"]["metadata"]
+    assert json.loads(metadata["extra_body"]) == {"top_k": 5} and metadata["tag"] == "x"

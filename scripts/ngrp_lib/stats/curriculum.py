@@ -8,6 +8,7 @@ makes that mapping ambiguous is refused rather than guessed.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -96,6 +97,8 @@ def _shared(values: list[Any], where: str, dropped: set[str]) -> Any:
     shared values (recursively); what differs is left out and its path added to `dropped`."""
     if all(v == values[0] for v in values):
         return values[0]
+    if where.endswith(_EXTRA_BODY) and all(isinstance(v, str) for v in values):
+        return _shared_extra_body(values, where, dropped)
     if not all(isinstance(v, dict) for v in values):
         dropped.add(where)
         return _MISSING
@@ -109,6 +112,28 @@ def _shared(values: list[Any], where: str, dropped: set[str]) -> Any:
         elif common != {} or values[0][key] == {}:  # an object emptied by what was dropped goes too
             out[key] = common
     return out
+
+
+_EXTRA_BODY = "metadata.extra_body"
+
+
+def _shared_extra_body(values: list[str], where: str, dropped: set[str]) -> Any:
+    """`metadata.extra_body` is a JSON object in a string (materialize --seed-per-repeat adds `seed` to
+    it): what the repeats share inside it, written back as materialize writes it; the whole field goes
+    when nothing inside is shared (or it is not a JSON object)."""
+    try:
+        parsed = [json.loads(v) for v in values]
+    except ValueError:
+        parsed = []
+    if not parsed or not all(isinstance(v, dict) for v in parsed):
+        dropped.add(where)
+        return _MISSING
+    inner: set[str] = set()
+    common = _shared(parsed, where, inner)
+    if not common:
+        return _MISSING  # the caller names the whole field as dropped
+    dropped.update(inner)
+    return json.dumps(common)
 
 
 def _refuse_mixed(path: Path, mapping: dict, explicit: dict, auto: dict) -> None:
