@@ -269,3 +269,51 @@ def test_token_counts_the_server_did_not_give_are_stored_as_missing_not_as_zero(
     verdicts = _rows(tmp_path / "out" / "r_rollout_verdicts.jsonl")
     checks = sorted(sorted(f["check"] for f in v["findings"]) for v in verdicts)
     assert checks == [["model_call_missing_token_counts"]] * 2  # not model_call_zero_completion_tokens
+
+
+@pytest.mark.parametrize(
+    ("mode", "option"), [("big200", "--max-response-mb"), ("redirect", "--follow-redirects")]
+)
+def test_a_failure_every_attempt_repeats_stops_early_and_names_its_fix(
+    run_ngrp, tmp_path, peer, other_peer, mode, option
+):
+    """Too large a reply, or a redirect not followed, repeats on every attempt: the run stops early, the
+    summary and `check` name the option that cures it, and neither says a resume would help."""
+    peer["mode"], peer["other"] = mode, other_peer["url"]
+    _tasks(tmp_path, n=8)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--base-url", peer["url"] + "/v1", "--model", "m", "--verifier", "exact", "--max-retries", "2",
+            "--max-response-mb", "1", "--abort-after-same", "3", "--concurrency", "1", "--json",
+            "--skip-preflight"]  # fmt: skip
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["stopped_early"] and peer["posts"] == 3  # three tasks, each tried once: never retried
+    assert summary["resume_helps"] is False and summary["next_step"].startswith("fix: "), summary
+    assert option in summary["next_step"] and "--concurrency" not in summary["next_step"]
+    top = summary["top_failures"][0]
+    assert top["retry_helps"] is False and option in top["fix"] and "overloaded" not in top["fix"]
+    out = tmp_path / "out"
+    check = run_ngrp("check", "--inputs", out / "r_materialized_inputs.jsonl", "--rollouts", out / "r.jsonl",
+                     "--json")  # fmt: skip
+    assert check.returncode == 1, check.stderr
+    fixes = [f["fix"] or "" for f in json.loads(check.stdout)["findings"]]
+    assert any(option in fix for fix in fixes) and not any("--max-attempts" in fix for fix in fixes), fixes
+
+
+def test_a_gym_url_without_a_run_route_gets_a_gym_fix(run_ngrp, tmp_path, peer):
+    _tasks(tmp_path)
+    argv = ["collect", "--input", tmp_path / "tasks.jsonl", "--output", tmp_path / "out" / "r.jsonl",
+            "--agent", "a", "--gym-url", peer["url"] + "/nowhere/run", "--max-retries", "0",
+            "--skip-preflight", "--json"]  # fmt: skip
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 1, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["failures_by_class"] == {"agent_run_error": 2}
+    top = summary["top_failures"][0]
+    assert top["http_status"] == 404 and "--gym-url" in top["fix"] and "/v1" not in top["fix"], top
+    out = tmp_path / "out"
+    check = run_ngrp("check", "--inputs", out / "r_materialized_inputs.jsonl", "--rollouts", out / "r.jsonl",
+                     "--json")  # fmt: skip
+    fixes = [f["fix"] or "" for f in json.loads(check.stdout)["findings"]]
+    assert any("--gym-url" in fix for fix in fixes) and not any("/v1" in fix for fix in fixes), fixes

@@ -24,33 +24,124 @@ CONTEXT_400 = (
 )
 
 
+# Every kind of failure (failures.Failure.kind), as collect (direct and Gym mode), reverify and Gym's own
+# collector write it: whether another attempt can help, how far it reaches, and what each mode's fix says.
+# (class, status, message, _ng_failure_type, kind, retry helps, scope, {mode: words its fix must hold})
+FAILURES = [
+    ("agent_request_failed", None, "Cannot connect", "ClientConnectorError", "no_reply", True, None,
+     {"direct": "ngrp serve status", "gym": "gym env status"}),
+    ("timeout", None, "no answer within 1s", "TimeoutError", "no_reply", True, None, {"direct": "--timeout"}),
+    ("agent_request_failed", None, "every server is out", "NoHealthyServer", "no_reply", True, None,
+     {"direct": "--resume"}),
+    ("agent_request_failed", 503, "HTTP 503", "HTTPError", "overloaded", True, None,
+     {"direct": "read its log", "gym": "Gym servers' logs"}),
+    ("agent_run_error", 500, "HTTP 500", "HTTPError", "overloaded", True, None, {"direct": "read its log"}),
+    ("agent_request_failed", 429, "HTTP 429", "HTTPError", "overloaded", True, None,
+     {"direct": "--concurrency"}),
+    ("agent_run_error", 408, "HTTP 408", "HTTPError", "overloaded", True, None, {"direct": "--resume"}),
+    ("agent_run_error", 401, "HTTP 401: Unauthorized", "HTTPError", "key", False, "server",
+     {"direct": "$OPENAI_API_KEY", "gym": "the Gym server expects"}),
+    ("agent_run_error", 403, "HTTP 403", "HTTPError", "key", False, "server", {"direct": "--api-key-env"}),
+    ("agent_run_error", 404, "HTTP 404: The model `x` does not exist.", "HTTPError", "model", False, "server",
+     {"direct": "--model"}),
+    ("agent_run_error", 404, "HTTP 404: Not Found", "HTTPError", "route", False, "server",
+     {"direct": "--base-url ending in /v1", "gym": "--gym-url the head server"}),
+    ("agent_run_error", 405, "HTTP 405: Method Not Allowed", "HTTPError", "route", False, "server",
+     {"direct": "--base-url"}),
+    ("agent_run_error", 501, "HTTP 501", "HTTPError", "route", False, "server", {"gym": "--gym-url"}),
+    ("agent_request_failed", None, "URL is invalid", "InvalidUrlClientError", "route", False, "server",
+     {"direct": "no such route"}),
+    ("redirect_refused", 302, "HTTP 302 redirects to http://x/; not followed (pass --follow-redirects)",
+     "RedirectRefused", "redirect", False, "server",
+     {"direct": "--follow-redirects", "gym": "as --gym-url, or pass --follow-redirects"}),
+    ("agent_request_failed", None, "too many redirects", "TooManyRedirects", "redirect", False, "server",
+     {"direct": "as --base-url"}),
+    ("agent_run_error", 204, "HTTP 204 from http://h/v1/chat/completions", "HTTPError", "odd_status", False,
+     "server", {"direct": "--base-url", "gym": "--gym-url"}),
+    ("response_too_large", 200, "reply of 2097152 bytes is over the limit (raise --max-response-mb)",
+     "ResponseTooLarge", "too_large", False, "row",
+     {"direct": "--max-response-mb", "gym": "--max-response-mb"}),
+    ("response_too_large", None, "the row is 9 bytes, more than the line limit (8)", "LineTooLong",
+     "too_large", False, "row", {"direct": "NGRP_MAX_LINE_BYTES"}),
+    ("agent_run_error", 400, f"HTTP 400: {CONTEXT_400}", "HTTPError", "context_length", False, "row",
+     {"direct": "--max-model-len", "gym": "max_model_len in the Gym config"}),
+    ("agent_run_error", 400, "max_tokens=4000 cannot be greater than max_model_len=2048", "HTTPError",
+     "context_length", False, "row", {"direct": "--max-model-len"}),
+    ("agent_run_error", 422, "HTTP 422: body.input: Field required", "HTTPError", "invalid", False, "row",
+     {"direct": "fix the rows", "gym": "the Gym server refused"}),
+    ("agent_run_error", 413, "HTTP 413", "HTTPError", "invalid", False, "row", {"direct": "fix the rows"}),
+    ("agent_run_error", None, "unusable reply: no choices", "ConversionError", "shape", False, "row",
+     {"direct": "--api", "gym": "--gym-url names"}),
+    ("agent_run_error", None, "/run answered non-JSON", "JSONDecodeError", "shape", False, "row",
+     {"gym": "/run answered something"}),
+    ("verify_failed", None, "row has no 'expected_answer'", "VerifyError", "verifier", False, "row",
+     {"direct": "the verifier failed", "reverify": "reverify command with --resume"}),
+    ("verify_failed", None, "result is not JSON: Type is not JSON serializable", "TypeError", "verifier",
+     False, "row", {"direct": "the verifier failed"}),
+    ("verify_failed", 422, "/verify: HTTP 422", "HTTPError", "verifier", False, "row",
+     {"reverify": "the verifier failed"}),
+    ("verify_failed", None, "Cannot connect to host", "ClientConnectorError", "verifier_transient", True,
+     None,
+     {"direct": "--verify-url did not answer", "reverify": "--verify-url did not answer"}),
+    ("verify_failed", 503, "/verify: HTTP 503", "HTTPError", "verifier_transient", True, None,
+     {"reverify": "overloaded"}),
+    ("verify_failed", 404, "/verify: HTTP 404: model not found", "HTTPError", "route", False, "server",
+     {"direct": "--verify-url the verifier's /verify URL", "reverify": "--verify-url the verifier's"}),
+    ("verify_failed", 401, "/verify: HTTP 401", "HTTPError", "key", False, "server",
+     {"reverify": "sends it no key"}),
+    ("verify_failed", 307, "/verify: HTTP 307 redirects to http://x/verify", "RedirectRefused", "redirect",
+     False, "server", {"direct": "--follow-redirects", "reverify": "give that URL as --verify-url"}),
+    ("verify_failed", 200, "/verify: reply of 9 bytes is over the limit", "ResponseTooLarge", "too_large",
+     False, "row", {"direct": "--max-response-mb", "reverify": "16 MiB"}),
+    ("verify_failed", 204, "/verify: HTTP 204", "HTTPError", "odd_status", False, "server",
+     {"reverify": "neither a reply nor an error"}),
+    ("no_response", None, "the row has no response object to re-score", "MissingResponse", "no_response",
+     False, "row", {"reverify": "collect those keys again"}),
+    ("timeout_exceeded", None, "the agent ran out of time", "", "agent_class", True, None,
+     {"gym": "reported this failure itself"}),
+    ("cancelled", None, "drained", "", "agent_class", True, None, {"gym": "--resume"}),
+    ("skipped", None, "the environment skipped it", "", "terminal", False, "row", {"gym": "terminal"}),
+    ("(no class)", None, "failed", "", "unknown", True, None, {"gym": "--resume to retry"}),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("klass", "status", "message", "kind", "retry_helps", "scope", "fix_says"),
-    [
-        ("agent_request_failed", None, "Cannot connect", "ClientConnectorError", True, None, "not answer"),
-        ("timeout", None, "no answer within 1s", "TimeoutError", True, None, "--timeout"),
-        ("agent_request_failed", 503, "HTTP 503", "HTTPError", True, None, "overloaded"),
-        ("agent_run_error", 500, "HTTP 500", "HTTPError", True, None, "read its log"),
-        ("agent_request_failed", 429, "HTTP 429", "HTTPError", True, None, "--concurrency"),
-        ("agent_run_error", 401, "HTTP 401: Unauthorized", "HTTPError", False, "server", "$OPENAI_API_KEY"),
-        ("agent_run_error", 403, "HTTP 403", "HTTPError", False, "server", "--api-key-env"),
-        ("agent_run_error", 404, "HTTP 404: The model `x` does not exist.", "HTTPError", False, "server",
-         "--model"),
-        ("agent_run_error", 404, "HTTP 404: Not Found", "HTTPError", False, "server", "ending in /v1"),
-        ("agent_run_error", 400, f"HTTP 400: {CONTEXT_400}", "HTTPError", False, "row", "--max-model-len"),
-        ("agent_run_error", 400, "max_tokens=4000 cannot be greater than max_model_len=2048", "HTTPError",
-         False, "row", "--max-model-len"),
-        ("agent_run_error", 422, "HTTP 422: body.input: Field required", "HTTPError", False, "row", "rows"),
-        ("agent_run_error", None, "unusable reply: no choices", "ConversionError", False, "row", "--api"),
-        ("verify_failed", None, "row has no 'expected_answer'", "VerifyError", False, "row", "verifier"),
-        ("verify_failed", None, "Cannot connect to host", "ClientConnectorError", True, None, "--resume"),
-        ("timeout_exceeded", None, "the agent ran out of time", "", True, None, "--resume"),
-    ],
-)  # fmt: skip
-def test_what_a_failure_says(klass, status, message, kind, retry_helps, scope, fix_says):
+    ("klass", "status", "message", "kind", "what", "retry_helps", "scope", "fixes"), FAILURES
+)
+def test_what_a_failure_says(klass, status, message, kind, what, retry_helps, scope, fixes):
     failure = Failure(klass, status, message, kind)
-    assert (failure.retry_helps, failure.scope) == (retry_helps, scope)
-    assert fix_says in failure.fix()
+    assert (failure.kind, failure.retry_helps, failure.scope) == (what, retry_helps, scope)
+    for mode, says in fixes.items():
+        assert says in failure.fix(mode=mode), (mode, failure.fix(mode=mode))
+    for mode in ("direct", "gym", "reverify"):
+        fix = failure.fix(mode=mode)
+        if not retry_helps:  # the fix of a failure that repeats never says only "try again"
+            assert "to retry these keys" not in fix and "maybe lower --concurrency" not in fix, (mode, fix)
+        if mode != "gym":
+            assert "--gym-url" not in fix, (mode, fix)
+        if mode != "direct":
+            assert "--base-url" not in fix and "ngrp serve status" not in fix, (mode, fix)
+        if mode == "reverify":  # reverify has neither option
+            assert "--follow-redirects" not in fix and "--max-response-mb" not in fix, fix
+
+
+def test_the_failure_table_covers_every_kind_and_every_class_the_collectors_write():
+    import re
+    from pathlib import Path
+
+    from ngrp_lib.artifacts import failures
+
+    kinds = set(re.findall(r"^\| (\w+) +\|", failures.__doc__ or "", re.M)) - {"kind"}
+    assert {row[4] for row in FAILURES} == kinds
+    source = Path(failures.__file__).parents[1] / "collect"
+    written = set()
+    for path in source.glob("*.py"):
+        text = path.read_text()
+        written |= set(re.findall(r'AttemptFailed\(\s*"(\w+)"', text))
+        written |= set(re.findall(r'failure_class = "(\w+)"', text))
+    assert written and written <= {row[0] for row in FAILURES}, written
+    assert Failure("verify_failed", None, "x", terminal=True).kind == "terminal"
+    assert Failure.from_fields({"_ng_failure_class": "judge_invalid", "_ng_failure_terminal": True}).terminal
 
 
 def test_the_servers_own_message_is_found_in_every_common_shape():

@@ -186,17 +186,26 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
         else _read_failures(Path(failures), expected, tally.completed)
     )
     return summarize(
-        in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, _api_key_env(rollouts)
+        in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, *_collected_by(rollouts)
     )
 
 
-def _api_key_env(rollouts: Path) -> str:
-    """The variable the run read its API key from (its ngrp manifest says), for the fix of a 401."""
+def _collected_by(rollouts: Path) -> tuple[str, str]:
+    """How the run was collected, from its ngrp manifest, for the fixes of its failures: the variable it
+    read its API key from (the fix of a 401) and `failures.MODES` ("gym" without an ngrp manifest: Gym's
+    own collector wrote it)."""
     manifest = manifest_path_for(rollouts)
     if not manifest.is_file():
-        return "OPENAI_API_KEY"
+        return "OPENAI_API_KEY", "gym"
     try:
-        name = read_json(manifest)["options"]["api_key_env"]
-    except (InputError, OSError, KeyError, TypeError):
-        return "OPENAI_API_KEY"
-    return name if isinstance(name, str) and name else "OPENAI_API_KEY"
+        data = read_json(manifest)
+    except (InputError, OSError):
+        return "OPENAI_API_KEY", "gym"
+    if not isinstance(data, dict):
+        return "OPENAI_API_KEY", "gym"
+    options = data.get("options")
+    name = options.get("api_key_env") if isinstance(options, dict) else None
+    key_env = name if isinstance(name, str) and name else "OPENAI_API_KEY"
+    if data.get("command") == "reverify":
+        return key_env, "reverify"
+    return key_env, "gym" if data.get("backend") == "gym" else "direct"

@@ -69,7 +69,10 @@ def summarize(
     fail: Any,
     agent_names: list[str | None],
     api_key_env: str = "OPENAI_API_KEY",
+    fix_mode: str = "gym",
 ) -> CheckResult:
+    """`api_key_env` and `fix_mode` (`failures.MODES`): what the run's manifest says about how it was
+    collected, for the fixes of its failures."""
     exp, done, fan_out, missing_keys = _groups(expected, tally.completed)
     completed = sum(done.values())
     failed_missing = sum(1 for k in fail.keys if k in expected and k not in tally.completed)
@@ -103,7 +106,7 @@ def summarize(
         failures_by_class=dict(fail.by_class.most_common()),
         agents=agents,
         findings=[],
-        top_failures=fail.digest.top(TOP, api_key_env),
+        top_failures=fail.digest.top(TOP, api_key_env, fix_mode),
     )
     digest = fail.digest
     retry_helps = bool(digest.other) or any(

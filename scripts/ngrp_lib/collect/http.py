@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts.failures import server_message
+from ..artifacts.failures import REPEATING_TYPES, server_message
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 408})
 GATEWAY_STATUSES = frozenset({429, 502, 503, 504})
@@ -72,8 +72,11 @@ class AttemptFailed(Exception):
 
 
 def transient(failure: AttemptFailed) -> bool:
-    """No reply at all, or a status that says "try again" (429, 5xx, 408)."""
-    return failure.status is None or failure.status in RETRY_STATUSES
+    """No reply at all (but a redirect aiohttp cannot follow, or a URL it refuses), or a status that says
+    "try again" (429, 5xx, 408)."""
+    if failure.status is None:
+        return failure.failure_type not in REPEATING_TYPES
+    return failure.status in RETRY_STATUSES
 
 
 @asynccontextmanager

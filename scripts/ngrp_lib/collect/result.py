@@ -86,12 +86,17 @@ def build_result(
         repaired=disk.repaired,
         duplicates_found=disk.duplicates,
         stopped_early=run.stopped_early,
-        top_failures=t.digest.top(TOP, options.api_key_env),
+        top_failures=t.digest.top(TOP, options.api_key_env, fix_mode(options)),
         preflight=preflight,
     )
     retryable = bool(t.digest.other) or any(e.failure.retry_helps for e in t.digest.entries.values())
     result.resume_helps, result.next_step = next_step(result, run.stop.cause, retryable, options)
     return result
+
+
+def fix_mode(options: CollectOptions) -> str:
+    """Which options a failure's fix names (`failures.MODES`)."""
+    return "gym" if options.gym_url else "direct"
 
 
 def next_step(
@@ -113,11 +118,12 @@ def next_step(
         else ""
     )
     if cause is not None and not cause.retry_helps:  # stopped early on a failure that repeats
-        return False, f"fix: {cause.fix(options.api_key_env)}{exhausted}"
+        return False, f"fix: {cause.fix(options.api_key_env, fix_mode(options))}{exhausted}"
     if cause is not None:
-        return True, (
-            f"incomplete: the server stopped answering: check it (`ngrp serve status`), then {RESUME}"
-            f"{exhausted}"
+        status = "`gym env status`" if options.gym_url else "`ngrp serve status`"
+        return (
+            True,
+            f"incomplete: the server stopped answering: check it ({status}), then {RESUME}{exhausted}",
         )
     tried = result.attempted + result.skipped_completed + result.exhausted
     if result.failed and not retryable and tried >= result.expected:

@@ -8,8 +8,9 @@ attempt is appended and flushed as it completes.
 Stopping early (admission stops; rows in flight finish, so up to `concurrency - 1` more are sent):
 - `abort_after` attempts in a row got no reply: the server is gone;
 - the same failure that retrying cannot fix (`failures.Failure.scope`) hit `abort_after_same` rows in a
-  row ("server": a refused key, an unknown model or route), or rows of that many different tasks in a
-  row ("row": a context-length error, a 400/413/422, a verifier that raises). All repeats of one task
+  row ("server": a refused key, an unknown model or route, a redirect not followed), or rows of that many
+  different tasks in a row ("row": a context-length error, a 400/413/422, a reply over the size limit, a
+  verifier that raises). All repeats of one task
   share a prompt, so one bad task does not stop a run.
 """
 

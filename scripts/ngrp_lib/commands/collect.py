@@ -50,8 +50,9 @@ and every server it lists answer. A refused run leaves an earlier run's files as
 
 \b
 Stops early, keeping what it collected, after --abort-after attempts in a row got no reply, or when a
-failure retrying cannot fix (HTTP 401/403/404: every row; a context-length error, 400/413/422, a
-verifier error: rows of that many different tasks) hits --abort-after-same rows in a row.
+failure retrying cannot fix (HTTP 401/403/404/405, a redirect not followed: every row; a
+context-length error, 400/413/422, a reply over --max-response-mb, a verifier error: rows of that many
+different tasks) hits --abort-after-same rows in a row.
 The summary lists the 3 most common failure messages; it says to rerun with --resume only when that
 can help (never-tried keys, no reply, 429/5xx), and otherwise prints the fix.
 
