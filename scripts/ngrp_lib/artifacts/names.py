@@ -100,6 +100,15 @@ def index_problem(value: object) -> str:
     return f"is {value!r}, not an integer"
 
 
+def key_problem(row: dict, role: str = "materialized") -> str:
+    """Why a row has no identity key, naming the key and its value (for an error naming file:line)."""
+    task = row.get(TASK_KEY)
+    name, value = (TASK_KEY, task) if not is_index(task) else (ROLLOUT_KEY, row.get(ROLLOUT_KEY))
+    return (
+        f"{role} row's `{name}` {index_problem(value)}; every row needs integer {TASK_KEY} and {ROLLOUT_KEY}"
+    )
+
+
 def rollout_key(row: dict) -> RolloutKey | None:
     """The (task, rollout) identity of a row, or None when either key is absent or not an index."""
     task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)

@@ -36,6 +36,7 @@ from ..artifacts.names import (
     failures_path_for,
     health_paths_for,
     is_index,
+    key_problem,
     pack_key,
 )
 from ..artifacts.opening import require_regular
@@ -131,26 +132,32 @@ def _regular_file(path: Path, role: str) -> None:
 
 
 def _read_inputs(path: Path) -> dict[Any, int | None]:
-    """Expected keys (packed) -> the row's max_output_tokens (None when unset). Malformed lines stop here."""
+    """Expected keys (packed) -> the row's max_output_tokens (None when unset). Malformed lines stop here,
+    and so do a row without integer keys and a repeated key (exit 3, as every reader of materialized
+    inputs does: this collector never writes either)."""
     _regular_file(path, "materialized inputs")
     caps: dict[Any, int | None] = {}
+    lines: dict[Any, int] = {}
     for line, row in iter_parsed(path):
         if isinstance(row, Problem):
             if row.kind != BLANK:
                 raise InputError(row.message, path=path, line=line)
-        else:
-            task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-            if (
-                type(task) is int
-                and type(rollout) is int
-                and 0 <= task <= MAX_INDEX
-                and 0 <= rollout <= MAX_INDEX
-            ):
-                packed = pack_key((task, rollout))
-                if packed not in caps:  # a repeated key: the first row counts (`ngrp check` reports it)
-                    params = row.get("responses_create_params")
-                    cap = params.get("max_output_tokens") if type(params) is dict else None
-                    caps[packed] = cap if type(cap) is int and cap > 0 else None
+            continue
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if not _keyed(task, rollout):
+            raise InputError(key_problem(row), path=path, line=line)
+        packed = pack_key((task, rollout))
+        if packed in lines:
+            raise InputError(
+                f"rollout key ({task}, {rollout}) is also at line {lines[packed]}",
+                path=path,
+                line=line,
+                hint="pass the materialized inputs as the collector wrote them (`ngrp check` lists repeats)",
+            )
+        lines[packed] = line
+        params = row.get("responses_create_params")
+        cap = params.get("max_output_tokens") if type(params) is dict else None
+        caps[packed] = cap if type(cap) is int and cap > 0 else None
     return caps
 
 

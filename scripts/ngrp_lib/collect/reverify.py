@@ -29,7 +29,7 @@ from .. import __version__
 from ..artifacts import jsonl
 from ..artifacts import names as artifacts
 from ..artifacts.failures import Failure
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, pack_key, rollout_key
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, key_problem, pack_key, rollout_key
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input, require_regular, same_file
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
@@ -164,6 +164,7 @@ def _index_inputs(path: Path, answer_key: str | None) -> tuple[dict[Any, tuple[i
     """Where each key's materialized line is (so no input row is held), and the keys without `answer_key`."""
     index: dict[Any, tuple[int, int]] = {}
     no_answer: set[Any] = set()
+    lines: dict[Any, int] = {}
     offset = 0
     limit = max_line_bytes()
     with open_input(path) as handle:  # regular files only; lines bounded, as every reader's
@@ -178,9 +179,15 @@ def _index_inputs(path: Path, answer_key: str | None) -> tuple[dict[Any, tuple[i
                 raise InputError(parsed.message, path=path, line=number)
             key = rollout_key(parsed.data)
             if key is None:
-                raise InputError(f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path,
-                                 line=number)  # fmt: skip
-            index.setdefault(pack_key(key), (start, len(line)))
+                raise InputError(key_problem(parsed.data), path=path, line=number)
+            packed = pack_key(key)
+            if packed in index:
+                first = lines[packed]
+                raise InputError(
+                    f"rollout key {key} is also at line {first}: which input re-scores it?", path=path,
+                    line=number, hint="pass the run's materialized inputs as its collector wrote them",
+                )  # fmt: skip
+            index[packed], lines[packed] = (start, len(line)), number
             if answer_key is not None and parsed.data.get(answer_key) is None:
                 no_answer.add(pack_key(key))
     return index, no_answer
@@ -197,9 +204,7 @@ def _plan(options: ReverifyOptions, needs_answer: bool) -> _Plan:
     for row in jsonl.iter_rows(source):
         key = rollout_key(row.data)
         if key is None:
-            raise InputError(
-                f"rollout row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=source, line=row.line
-            )
+            raise InputError(key_problem(row.data, "rollout"), path=source, line=row.line)
         packed = pack_key(key)
         if packed in keys:
             raise FindingsError(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import jsonl, names, schemas
-from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
+from ..artifacts.names import RCP
 from ..artifacts.redact import Redactor
 from ..errors import InputError, UsageError
 from . import gym_backend
@@ -61,9 +61,7 @@ def scan_materialized(
     for row in jsonl.iter_rows(path):
         key = names.rollout_key(row.data)
         if key is None:
-            raise InputError(
-                f"materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}", path=path, line=row.line
-            )
+            raise InputError(names.key_problem(row.data), path=path, line=row.line)
         if key in seen:
             raise InputError(f"duplicate rollout key {key}", path=path, line=row.line)
         seen.add(key)

@@ -114,9 +114,10 @@ def command(
     the ci_* values may differ from Gym's in their last digits).
 
     \b
-    Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys
-    (or a null reward with --null-reward error), 2 usage error or an output exists (use
-    --overwrite), 3 a file cannot be read or a line is not valid JSON.
+    Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys, a row
+    whose _ng_task_index or _ng_rollout_index is missing or not an integer (file:line and key named;
+    Gym's profiler exits 1 on it too), or a null reward with --null-reward error, 2 usage error or an
+    output exists (use --overwrite), 3 a file cannot be read or a line is not valid JSON.
     """
     from ..profile import ProfileOptions, merge_profiles, run_profile
 

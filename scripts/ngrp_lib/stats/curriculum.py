@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows, refuse_existing
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, key_problem
 from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, InputError, UsageError
 from . import estimators
@@ -73,7 +73,7 @@ def _from_materialized(path: Path, rows: list[Row]) -> TaskLines:
         task, rollout = row.data.get(TASK_KEY), row.data.get(ROLLOUT_KEY)
         if not (is_index(task) and is_index(rollout)):
             raise InputError(
-                f"a materialized row needs integer {TASK_KEY} and {ROLLOUT_KEY}",
+                key_problem(row.data),
                 path=path,
                 line=row.line,
                 hint="pass the run's *_materialized_inputs.jsonl unchanged, or the original tasks file",
