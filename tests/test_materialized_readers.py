@@ -49,3 +49,21 @@ def test_a_malformed_materialized_row_is_refused_naming_file_line_and_key(run_ng
         assert f"`{key}`" in proc.stderr, proc.stderr
     assert not (tmp_path / "re.jsonl").exists()
 
+
+def test_reverify_exits_as_its_help_says_on_a_repeated_rollout_key(run_ngrp, tmp_path):
+    """A repeated key in --rollouts is a finding (exit 1, as `profile` treats it), in --inputs malformed
+    input (exit 3); `reverify --help` says both."""
+    inputs, rollouts, _ = clean_run(3).write(tmp_path)
+    help_text = " ".join(run_ngrp("reverify", "--help").stdout.split())
+    assert "1 some rows still missing (rerun with --resume), or --rollouts repeats a rollout key" in help_text
+    assert "in --inputs also a row without integer keys or a repeated key" in help_text
+    lines = rollouts.read_bytes().splitlines(keepends=True)
+    rollouts.write_bytes(b"".join(lines) + lines[0])
+    proc = _reverify(run_ngrp, tmp_path, inputs, rollouts)
+    assert proc.returncode == 1 and f"{rollouts}:{len(lines) + 1}:" in proc.stderr, proc.stderr
+    assert "also at line 1" in proc.stderr and not (tmp_path / "re.jsonl").exists()
+    rows = [orjson.loads(x) for x in lines]
+    rows[1]["_ng_task_index"] = 1.5
+    rollouts.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    proc = _reverify(run_ngrp, tmp_path, inputs, rollouts)
+    assert proc.returncode == 3 and f"{rollouts}:2:" in proc.stderr and "`_ng_task_index`" in proc.stderr

@@ -37,10 +37,11 @@ everything else are kept, `reward` is new, `ngrp/previous_reward` holds the old 
 `ngrp/reverified_with` names the verifier. Rows are written in completion order.
 
 \b
-Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resume), 2 bad options,
---output is the input, the --verify-url server does not answer, outputs exist without
---resume/--overwrite, or changed configuration on --resume, 3 unreadable or malformed input
-(file:line named).
+Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resume), or --rollouts
+repeats a rollout key (both lines named; nothing is re-scored: deduplicate it first, as `ngrp profile`
+asks), 2 bad options, --output is the input, the --verify-url server does not answer, outputs exist
+without --resume/--overwrite, or changed configuration on --resume, 3 unreadable or malformed input
+(file:line named; in --inputs also a row without integer keys or a repeated key).
 """,
 )
 @click.option("--rollouts", required=True, type=INPUT_FILE, help="Rollouts to re-score.")
