@@ -38,6 +38,7 @@ from ..artifacts.names import (
     is_index,
     key_problem,
     pack_key,
+    rollout_key,
 )
 from ..artifacts.opening import require_regular
 from ..errors import InputError
@@ -143,13 +144,13 @@ def _read_inputs(path: Path) -> dict[Any, int | None]:
             if row.kind != BLANK:
                 raise InputError(row.message, path=path, line=line)
             continue
-        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-        if not _keyed(task, rollout):
+        key = rollout_key(row)
+        if key is None:
             raise InputError(key_problem(row), path=path, line=line)
-        packed = pack_key((task, rollout))
+        packed = pack_key(key)
         if packed in lines:
             raise InputError(
-                f"rollout key ({task}, {rollout}) is also at line {lines[packed]}",
+                f"rollout key {key} is also at line {lines[packed]}",
                 path=path,
                 line=line,
                 hint="pass the materialized inputs as the collector wrote them (`ngrp check` lists repeats)",
