@@ -22,7 +22,7 @@ from .dataset import Dataset, InputStore, numbers, plan_ids
 from .extras import DEFAULT_PASS_THRESHOLD
 from .group_rows import GroupRow, group_order, group_rows, median_shape
 from .reader import ReadStats, read_dataset
-from .records import NULL_POLICIES
+from .records import LAST_MASKED_ID, NULL_POLICIES
 from .state import progressions, write_exact, write_group, write_header
 from .summary import (
     Facts,
@@ -244,6 +244,14 @@ def _shard_extra(data: Dataset, table: Table, coverage: list) -> dict[str, Any]:
     import numpy as np
 
     perm, starts = group_order(table)
+    store = data.results
+    lines = {  # what `write_exact` and `write_rows` write after the header
+        "p": len(store.plans) - (LAST_MASKED_ID + 1),
+        "i": len(data.inputs),
+        "r": len(store),
+        "s": len(data.samples),
+        "g": len(starts) if len(table) else 0,
+    }
     negative_zero = False
     for j in range(len(table.columns)):
         for column in table.column_blocks(j):
@@ -254,6 +262,7 @@ def _shard_extra(data: Dataset, table: Table, coverage: list) -> dict[str, Any]:
         "tasks": progressions(np.unique(numbers(data.inputs, "task"))),
         "uniform": median_shape(table, perm, starts),
         "negative_zero": negative_zero,
+        "lines": lines,
     }
 
 

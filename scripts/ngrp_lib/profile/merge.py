@@ -95,7 +95,7 @@ def _merge_exact(
     """The union's arrays rebuilt from every shard's exact section, then profiled as one pass would."""
     data = Dataset(ResultStore(options.null_reward))
     for header in headers:
-        load_exact(header.path, data)
+        load_exact(header, data)
     data.link()
     note = f"{SLOW_NOTE}: {reason}"
     return profile_dataset(data, ReadStats(), options, paths, sources, notes=[note])
@@ -186,7 +186,7 @@ def _rows_in_order(headers: list[ShardHeader], union: ShardUnion, labels: Merged
         group = item[1]
         return (group.task, group.label) if union.per_agent else group.task
 
-    streams = [_numbered(number, iter_groups(h.path, len(h.columns))) for number, h in enumerate(headers)]
+    streams = [_numbered(number, iter_groups(h)) for number, h in enumerate(headers)]
     for number, group in heapq.merge(*streams, key=key):
         if group.label is not None:
             labels.add(group, union.column_maps[number])

@@ -1,7 +1,9 @@
 """The profile state a shard writes (`--save-state`) for a later `--merge`: JSON lines in three sections.
 
 1. A header: options, sources, and the shard's facts a merge adds up (accounting, coverage, missing keys,
-   run keys and their agents, columns with where each first appears, the shard's tasks).
+   run keys and their agents, columns with where each first appears, the shard's tasks), and how many lines
+   of each kind follow. A reader checks what it streams against all of these, so a state cut short (at a
+   line boundary too), with a group dropped, added or moved, or edited counts is refused, naming the line.
 2. The exact section, for shards that do not split the run by task: every plan (`p`), input (`i`), rollout
    as its plan's numbers (`r`) and sample (`s`); a merge rebuilds the union's arrays from them.
 3. The group section, for shards split by task (each shard's task rows final): per profile row a `g` line
@@ -25,11 +27,11 @@ from ..artifacts.opening import open_input
 from ..errors import InputError
 from .dataset import Dataset
 from .group_rows import GroupRow
-from .records import LAST_MASKED_ID, MASKED_ID, UNHEALTHY_ID, compact_dumps
+from .records import LAST_MASKED_ID, MASKED_ID, UNHEALTHY_ID, compact_dumps, run_labels
 from .summary import Facts
 from .table import Table
 
-VERSION = 2
+VERSION = 3  # 3: the header declares its line counts (`lines`)
 _NULLABLE = (str, type(None))
 # each line after the header: its kind and the JSON types of its fields
 _SHAPES: dict[str, tuple[Any, ...]] = {
@@ -40,6 +42,7 @@ _SHAPES: dict[str, tuple[Any, ...]] = {
     "g": (int, _NULLABLE, int, list, list, list),
 }
 _SECTION = {"p": 1, "i": 1, "r": 1, "s": 1, "g": 2}
+_WHAT = {"p": "plan", "i": "input row", "r": "rollout row", "s": "sample", "g": "task group"}
 _HINT = "profile that shard again with --save-state"
 STREAM_BLOCK = 1 << 16  # a merge reads every shard at once: 64 KB each, not the shared reader's 1 MB
 
@@ -57,6 +60,8 @@ class ShardHeader:
     tasks: Any  # int64 array, sorted
     uniform: int | None  # the size of every group when all are equal and complete (see group_rows)
     negative_zero: bool  # some value is -0.0
+    lines: dict[str, int]  # how many lines of each kind follow the header
+    task_runs: list[list[int]]  # `tasks` as [first, step, count] runs (see `progressions`)
 
 
 def write_header(
@@ -181,7 +186,7 @@ def read_header(path: Path) -> ShardHeader:
             hint=_HINT,
         )
     try:
-        return ShardHeader(
+        header = ShardHeader(
             path,
             raw["null_reward"],
             raw["sources"],
@@ -193,9 +198,46 @@ def read_header(path: Path) -> ShardHeader:
             expand(raw["tasks"]),
             raw["uniform"],
             raw["negative_zero"],
+            dict(raw["lines"]),
+            raw["tasks"],
         )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise InputError(f"not a profile state header ({exc})", path=path, line=1, hint=_HINT) from exc
+    _check_header(header)
+    return header
+
+
+def _check_header(header: ShardHeader) -> None:
+    """The header's counts: of the right types, and adding up where two of them count the same rows."""
+    lines, facts = header.lines, header.facts
+    counts = [lines.get(kind) for kind in _SHAPES]
+    values = [
+        *counts,
+        facts.table_rows,
+        facts.labelled_rows,
+        facts.accounting.inputs,
+        facts.accounting.results,
+    ]
+    runs = header.task_runs
+    if (
+        sorted(lines) != sorted(_SHAPES)
+        or not all(type(n) is int and n >= 0 for n in values)
+        or not all(type(n) is int for run in runs for n in run)
+        or not all(len(run) == 3 and run[1] > 0 and run[2] > 0 for run in runs)
+        or any(a[0] + a[1] * (a[2] - 1) >= b[0] for a, b in zip(runs, runs[1:], strict=False))
+    ):
+        raise InputError(
+            "not a profile state header (bad counts; edited?)", path=header.path, line=1, hint=_HINT
+        )
+    if lines["i"] != facts.accounting.inputs or lines["r"] != facts.accounting.results:
+        raise InputError(
+            f"the profile state header does not add up: {lines['i']} input and {lines['r']} rollout lines"
+            f" declared, its accounting counts {facts.accounting.inputs} and {facts.accounting.results}"
+            " (edited?)",
+            path=header.path,
+            line=1,
+            hint=_HINT,
+        )
 
 
 def _lines(path: Path, header: bool = False, block: int = BLOCK) -> Iterator[tuple[int, bytes]]:
@@ -244,12 +286,16 @@ def _kind(line: bytes) -> str | None:
     return chr(line[2]) if line[:2] == b'["' and line[3:5] == b'",' else None
 
 
-def load_exact(path: Path, data: Dataset) -> None:
-    """Section 2 of a shard into `data` (the union), checking every line of the file's shape."""
+def load_exact(header: ShardHeader, data: Dataset) -> None:
+    """Section 2 of a shard into `data` (the union), checking every line of the file's shape and the
+    number of lines of each kind against the header."""
+    path = header.path
     plans: dict[int, Any] = {i: data.results.plans[i] for i in (MASKED_ID, UNHEALTHY_ID)}
     samples = data.samples
+    tally = _Tally(header)
     row_line = False
     section = 1
+    number = 1
     for number, line in _lines(path):
         if row_line:  # the profile row after a `g` line
             _check_row(path, number, line, None)
@@ -259,13 +305,46 @@ def load_exact(path: Path, data: Dataset) -> None:
         if kind == "g":
             section, row_line = 2, True
             _parse(path, number, line)
+            tally.add("g", number)
             continue
         row = _parse(path, number, line)
         if _SECTION[row[0]] < section:
             raise _bad_line(path, number, "profile state line out of place (edited?)")
+        tally.add(row[0], number)
         _load_line(path, number, row, data, plans, samples)
     if row_line:
         raise _bad_line(path, number, "profile state ends inside a group")
+    tally.finish(number)
+
+
+class _Tally:
+    """The lines of each kind read so far, against the numbers the header declares."""
+
+    def __init__(self, header: ShardHeader) -> None:
+        self.header = header
+        self.seen = dict.fromkeys(_SHAPES, 0)
+
+    def add(self, kind: str, number: int) -> None:
+        self.seen[kind] += 1
+        declared = self.header.lines[kind]
+        if self.seen[kind] > declared:
+            raise _bad_line(
+                self.header.path,
+                number,
+                f"one {_WHAT[kind]} more than the {declared} its header (line 1) declares"
+                " (edited, or two states joined?)",
+            )
+
+    def finish(self, number: int) -> None:
+        for kind, seen in self.seen.items():
+            declared = self.header.lines[kind]
+            if seen < declared:
+                raise _bad_line(
+                    self.header.path,
+                    number,
+                    f"profile state cut short: it ends at line {number} with {seen} of the {declared}"
+                    f" {_WHAT[kind]}s its header (line 1) declares",
+                )
 
 
 def _load_line(path: Path, number: int, row: list[Any], data: Dataset, plans: dict, samples: dict) -> None:
@@ -318,11 +397,17 @@ class StateGroup:
     gym: bytes
 
 
-def iter_groups(path: Path, n_columns: int) -> Iterator[StateGroup]:
+def iter_groups(header: ShardHeader) -> Iterator[StateGroup]:
     """Section 3 of a shard, in the shard's row order. Section 2 is skipped unread (the exact path reads
-    it); every line from the first `g` line on is checked."""
+    it) but its lines are counted; every line from the first `g` line on is checked, and so is what the
+    groups add up to against the header: how many there are, their order, tasks, labels and sizes, and
+    the rollouts they hold."""
+    path, n_columns = header.path, len(header.columns)
+    tally = _Tally(header)
+    check = _GroupCheck(header)
     meta: list[Any] | None = None
     in_groups = False
+    number = 1
     for number, line in _lines(path, block=STREAM_BLOCK):
         if meta is not None:
             _check_row(path, number, line, meta[1])
@@ -331,11 +416,77 @@ def iter_groups(path: Path, n_columns: int) -> Iterator[StateGroup]:
             yield StateGroup(meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], line[:-1])
             meta = None
             continue
-        if not in_groups and _SECTION.get(_kind(line) or "") == 1:
+        kind = _kind(line)
+        if not in_groups and kind is not None and _SECTION.get(kind) == 1:
+            tally.add(kind, number)
             continue
         row = _parse(path, number, line)
         if row[0] != "g":
             raise _bad_line(path, number, "profile state line out of place (edited?)")
+        tally.add("g", number)
+        check.group(row, number)
         in_groups, meta = True, row
     if meta is not None:
         raise _bad_line(path, number, "profile state ends inside a group")
+    tally.finish(number)
+    check.finish(number)
+
+
+class _GroupCheck:
+    """The `g` lines of one shard against its header: in row order, for the shard's tasks and labels, of
+    the one size the header names (if it does), holding the rollouts its facts count."""
+
+    def __init__(self, header: ShardHeader) -> None:
+        self.header = header
+        self.labels = set(run_labels(header.agent_by_key).values())
+        self.last: tuple[Any, ...] | None = None
+        self.run = 0  # the run of `header.task_runs` the tasks have reached
+        self.rows = 0
+        self.labelled = 0
+
+    def group(self, row: list[Any], number: int) -> None:
+        header = self.header
+        task, label, size = row[1], row[2], len(row[5])
+        if (label is None and header.per_agent) or (label is not None and label not in self.labels):
+            raise self._bad(
+                number, f"a task group labelled {label!r}, not one of the shard's agents (edited?)"
+            )
+        key = (task, label or "") if header.per_agent else (task,)
+        if self.last is not None and key <= self.last:
+            raise self._bad(
+                number, f"task group for task {task} out of order (edited, or two states joined?)"
+            )
+        self.last = key
+        if not self._has_task(task):
+            raise self._bad(
+                number, f"task group for task {task}, not one of the tasks its header lists (edited?)"
+            )
+        if header.uniform is not None and size != header.uniform:
+            raise self._bad(
+                number, f"task group of {size} rollouts; its header says each has {header.uniform} (edited?)"
+            )
+        self.rows += size
+        self.labelled += size if label is not None else 0
+
+    def _has_task(self, task: int) -> bool:
+        """Whether `task` is one of the header's tasks; tasks come in order, so the runs are walked once."""
+        runs = self.header.task_runs
+        while self.run < len(runs) and task > runs[self.run][0] + runs[self.run][1] * (runs[self.run][2] - 1):
+            self.run += 1
+        if self.run == len(runs):
+            return False
+        first, step, _ = runs[self.run]
+        return task >= first and (task - first) % step == 0
+
+    def finish(self, number: int) -> None:
+        facts = self.header.facts
+        expected = facts.labelled_rows if self.header.per_agent else facts.table_rows  # see group_order
+        for what, held, declared in (("rollouts", self.rows, expected), ("labelled rollouts", self.labelled,
+                                     facts.labelled_rows)):  # fmt: skip
+            if held != declared:
+                raise self._bad(
+                    number, f"its task groups hold {held} {what}; its header counts {declared} (edited?)"
+                )
+
+    def _bad(self, number: int, what: str) -> InputError:
+        return _bad_line(self.header.path, number, what)
