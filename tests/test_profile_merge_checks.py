@@ -11,7 +11,7 @@ import pytest
 from profile_data import make_run, write_jsonl
 from test_profile_merge import _one_layout
 
-from ngrp_lib.errors import InputError
+from ngrp_lib.errors import FindingsError, InputError
 from ngrp_lib.profile import ProfileOptions, merge_profiles, run_profile
 from ngrp_lib.profile.merge import SLOW_NOTE
 
@@ -186,3 +186,138 @@ def test_the_cut_shard_of_three_is_exit_3_naming_file_and_line(tmp_path, run_ngr
     assert proc.returncode == 3, proc.stderr
     assert f"{state.name}:{len(_lines(state))}" in proc.stderr and "cut short" in proc.stderr
     assert "Traceback" not in proc.stderr and not list((tmp_path / "m").glob("*"))
+
+
+def _profile_set(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*"))} if folder.exists() else {}
+
+
+@pytest.mark.parametrize("layout", ["one_folder", "folder_per_task"])
+def test_a_missing_shard_is_refused_unless_allowed(tmp_path, run_ngrp, layout):
+    """The reviewer's case: 2 of 3 shards merged said '21/21 ... complete', exit 0."""
+    profiles = collected(_run(True), tmp_path, 3)
+    if layout == "folder_per_task":  # Slurm's one folder per array task: shards are counted by name only
+        for s in range(3):
+            (tmp_path / f"task-{s}").mkdir()
+            for made in tmp_path.glob(f"r-shard-{s}-of-3*"):
+                made.rename(tmp_path / f"task-{s}" / made.name)
+        given = [f"task-{s}/{p.name}" for s, p in enumerate(profiles)][:2]
+    else:
+        given = [p.name for p in profiles[:2]]
+    named = "r-shard-2-of-3_reward_profiling.jsonl"  # in two folders, by name only (as `ngrp merge` does)
+    proc = run_ngrp("profile", "--merge", "--rollouts", "m/r.jsonl", *given, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"1 shard(s) of the run are not among the files: {named}" in proc.stderr
+    assert "--allow-missing-shards" in proc.stderr and not _profile_set(tmp_path / "m")
+    partial = run_ngrp(
+        "profile", "--merge", "--allow-partial", "--rollouts", "m/r.jsonl", *given, cwd=tmp_path
+    )
+    assert partial.returncode == 1, "--allow-partial is about rollouts of the known inputs, not shards"
+    ok = run_ngrp(
+        "profile",
+        "--merge",
+        "--allow-missing-shards",
+        "--json",
+        "--rollouts",
+        "m/r.jsonl",
+        *given,
+        cwd=tmp_path,
+    )
+    assert ok.returncode == 0, ok.stderr
+    warning = next(w for w in orjson.loads(ok.stdout)["warnings"] if "not among the files" in w)
+    assert named in warning and "cover the shards given only" in warning and named in ok.stderr
+    summary = orjson.loads((tmp_path / "m" / "r_profile_summary.json").read_bytes())
+    assert warning in summary["warnings"]
+    assert summary["counts"]["expected"] == sum(
+        orjson.loads(state_of(tmp_path / g).read_bytes().splitlines()[0])["facts"]["accounting"]["inputs"]
+        for g in given
+    )
+
+
+def test_a_gap_in_gym_chunks_is_a_missing_shard(tmp_path):
+    profiles = collected(_run(True), tmp_path, 3)
+    chunks = []
+    for s in range(len(profiles)):  # rename as NeMo Gym chunks: rollouts-rs0-chunk<id>
+        for made in tmp_path.glob(f"r-shard-{s}-of-3*"):
+            made.rename(tmp_path / made.name.replace(f"r-shard-{s}-of-3", f"rollouts-rs0-chunk{s}"))
+        chunks.append(tmp_path / f"rollouts-rs0-chunk{s}_reward_profiling.jsonl")
+    with pytest.raises(FindingsError) as caught:
+        merge_profiles([chunks[0], chunks[2]], tmp_path / "m" / "r.jsonl", ProfileOptions())
+    assert (
+        f"not among the files: {tmp_path / 'rollouts-rs0-chunk1_reward_profiling.jsonl'}"
+        in caught.value.message
+    )
+    assert merge_profiles(chunks, tmp_path / "m" / "r.jsonl", ProfileOptions()).profile_rows == 10
+
+
+def test_the_same_shard_given_twice_is_named(tmp_path, run_ngrp):
+    profiles = collected(_run(True), tmp_path, 2)
+    state = state_of(profiles[0])
+    proc = run_ngrp(
+        "profile", "--merge", "--rollouts", "m/r.jsonl", profiles[0].name, profiles[1].name, state.name,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        f"{profiles[0].name} and {state.name} overlap" in proc.stderr
+        and "the same shard given twice" in proc.stderr
+    )
+    assert "materialized input" not in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["copy", "other_run"])
+def test_shards_holding_one_key_are_named(tmp_path, how):
+    """A copy of a shard (another path), or shards of two runs of the same tasks: both state files named."""
+    profiles = collected(_run(True), tmp_path / "a", 2)
+    if how == "copy":
+        (tmp_path / "copy").mkdir()
+        for made in (tmp_path / "a").glob("r-shard-0-of-2*"):
+            (tmp_path / "copy" / made.name).write_bytes(made.read_bytes())
+        other = tmp_path / "copy" / profiles[0].name
+        key = "(task 0, rollout 0)"
+    else:
+        other = collected(make_run(22, "plain", tasks=10, repeats=3), tmp_path / "b", 2)[1]
+        key = "(task 1, rollout 0)"
+    with pytest.raises(FindingsError) as caught:
+        merge_profiles([*profiles, other], tmp_path / "m" / "r.jsonl", ProfileOptions())
+    message = caught.value.message
+    first = state_of(profiles[0] if how == "copy" else profiles[1])
+    assert f"{first} and {state_of(other)} overlap: both hold rollout key {key}" in message
+    assert "the same shard given twice, or shards of different runs" in message
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--inputs", "r-shard-0-of-2_materialized_inputs.jsonl"],
+        ["++materialized_inputs_jsonl_fpath=r-shard-0-of-2_materialized_inputs.jsonl"],
+        ["--save-state"],
+        ["--exclude-unhealthy", "v.jsonl"],
+    ],
+)
+def test_merge_refuses_the_options_of_profiling_rollouts(tmp_path, run_ngrp, extra):
+    profiles = [p.name for p in collected(_run(True), tmp_path, 2)]
+    (tmp_path / "v.jsonl").write_text("")
+    proc = run_ngrp("profile", "--merge", "--rollouts", "m/r.jsonl", *extra, *profiles, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert (
+        f"{extra[0].split('=')[0].replace('++materialized_inputs_jsonl_fpath', '--inputs')} applies"
+        in proc.stderr
+    )
+    assert not _profile_set(tmp_path / "m")
+
+
+def test_allow_missing_shards_goes_with_merge(tmp_path, run_ngrp):
+    collected(_run(True), tmp_path, 1)
+    inputs, rollouts = "r-shard-0-of-1_materialized_inputs.jsonl", "r-shard-0-of-1.jsonl"
+    proc = run_ngrp(
+        "profile",
+        "--inputs",
+        inputs,
+        "--rollouts",
+        rollouts,
+        "--allow-missing-shards",
+        "--overwrite",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 2 and "--allow-missing-shards goes with --merge" in proc.stderr

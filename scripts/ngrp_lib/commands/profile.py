@@ -74,6 +74,11 @@ def _flag(value: str) -> bool:
 @click.option(
     "--merge", is_flag=True, help="Merge shard profiles (ARGS) into the outputs named by --rollouts."
 )
+@click.option(
+    "--allow-missing-shards",
+    is_flag=True,
+    help="With --merge: merge what is there when shards of a -shard-i-of-N run are absent (warned).",
+)
 @exclude_unhealthy_option
 @json_option
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
@@ -88,6 +93,7 @@ def command(
     null_reward: str,
     save_state: bool,
     merge: bool,
+    allow_missing_shards: bool,
     exclude_unhealthy,
     as_json: bool,
     args: tuple[str, ...],
@@ -113,11 +119,22 @@ def command(
     with scipy installed, `pip install 'scipy>=1.10'` or the `gym` extra, ngrp uses them too; without it
     the ci_* values may differ from Gym's in their last digits).
 
+    With --merge, ARGS are shard profiles (<stem>_reward_profiling.jsonl, or their
+    <stem>_profile_state.jsonl) written with --save-state; the outputs equal one pass over all shards.
+    Each state is checked against its header: one cut short, edited or with task groups added, dropped
+    or moved is refused (exit 3, file:line). Shards are counted per run by their names, as `ngrp merge`
+    counts them: a shard of a <base>-shard-i-of-N run (or a gap in NeMo Gym's -chunk<id> numbering)
+    that is not among ARGS is refused unless --allow-missing-shards (then the counts cover the shards
+    given only; --allow-partial does not cover a missing shard). Two shards holding one rollout key (a
+    shard given twice, or shards of different runs) are refused, naming both. --inputs, --save-state and
+    --exclude-unhealthy apply to profiling each shard, not to --merge (usage error).
+
     \b
     Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys, a row
     whose _ng_task_index or _ng_rollout_index is missing or not an integer (file:line and key named;
-    Gym's profiler exits 1 on it too), or a null reward with --null-reward error, 2 usage error or an
-    output exists (use --overwrite), 3 a file cannot be read or a line is not valid JSON.
+    Gym's profiler exits 1 on it too), or a null reward with --null-reward error; with --merge also
+    missing or overlapping shards, 2 usage error or an output exists (use --overwrite), 3 a file
+    cannot be read, a line is not valid JSON or a profile state does not match its header.
     """
     from ..profile import ProfileOptions, merge_profiles, run_profile
 
@@ -133,11 +150,13 @@ def command(
         raise UsageError(f"unexpected arguments: {' '.join(rest)}", hint="shard files go with --merge")
     if not rollouts:
         raise UsageError("--rollouts is required", hint="with --merge it names the merged outputs' stem")
-    if merge and exclude_unhealthy is not None:
+    if merge and inputs:
         raise UsageError(
-            "--exclude-unhealthy applies when profiling rollouts, not to --merge",
-            hint="profile each shard with --exclude-unhealthy and --save-state, then merge the shards",
+            "--inputs applies when profiling rollouts, not to --merge: each shard's state holds its inputs",
+            hint="profile each shard with its --inputs and --save-state, then merge the shards",
         )
+    if allow_missing_shards and not merge:
+        raise UsageError("--allow-missing-shards goes with --merge", hint="see `ngrp profile --help`")
     options = ProfileOptions(
         output_dir=None if output_dir is None else Path(output_dir),
         allow_partial=allow_partial,
@@ -145,12 +164,12 @@ def command(
         gym_only=gym_only,
         pass_threshold=pass_threshold,
         null_reward=null_reward,
-        save_state=save_state and not merge,
+        save_state=save_state,
         exclude_unhealthy=exclude_unhealthy,
     )
     if merge:
         shards: list[Path | str] = list(rest)
-        result = merge_profiles(shards, rollouts, options)
+        result = merge_profiles(shards, rollouts, options, allow_missing_shards=allow_missing_shards)
     else:
         if not inputs:
             raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")

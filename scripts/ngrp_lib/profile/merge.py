@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import atomic_outputs, gc_paused, refuse_existing
-from ..errors import InputError, UsageError
+from ..artifacts.opening import real_path
+from ..errors import FindingsError, InputError, UsageError
 from .align import missing_error
 from .api import (
     STATE_SUFFIX,
@@ -31,7 +32,7 @@ from .api import (
     write_rows,
 )
 from .compact import CompactFloats, CompactInts
-from .dataset import Dataset
+from .dataset import Dataset, numbers
 from .group_rows import GroupRow
 from .reader import ReadStats
 from .records import ResultStore, run_labels
@@ -40,6 +41,7 @@ from .summary import Facts
 
 REWARD_PROFILE_SUFFIX = "_reward_profiling"
 SLOW_NOTE = "merged by rebuilding every rollout's numbers in memory"
+MAX_LISTED = 10
 
 
 def state_path_for(shard: Path) -> Path:
@@ -57,27 +59,85 @@ def state_path_for(shard: Path) -> Path:
     )
 
 
-def merge_profiles(shards: list[Path | str], rollouts: Path | str, options: ProfileOptions) -> ProfileResult:
-    """Merge shard states into the profile of their union; outputs are named from `rollouts`' stem."""
+def merge_profiles(
+    shards: list[Path | str],
+    rollouts: Path | str,
+    options: ProfileOptions,
+    *,
+    allow_missing_shards: bool = False,
+) -> ProfileResult:
+    """Merge shard states into the profile of their union; outputs are named from `rollouts`' stem.
+
+    Shards are counted per run by their names, as `ngrp merge` counts them (`<base>-shard-i-of-N`, or
+    NeMo Gym's `-rs<seed>-chunk<id>`): a shard of the run that is not among them is refused (a
+    `FindingsError`) unless `allow_missing_shards`, since its rows would be absent from the completion
+    counts too, not counted as missing."""
     if not shards:
         raise UsageError(
             "--merge needs at least one shard", hint="list the shards' *_reward_profiling.jsonl files"
         )
     check_options(options)
-    options = replace(options, save_state=False)
+    if options.save_state or options.exclude_unhealthy is not None:
+        raise UsageError(
+            f"{'--save-state' if options.save_state else '--exclude-unhealthy'} applies when profiling"
+            " rollouts, not to --merge",
+            hint="profile each shard with it (and --save-state), then merge the shards",
+        )
     paths = output_paths(Path(rollouts), options)
     refuse_existing(list(paths.values()), options.overwrite)
-    headers = [_header(Path(shard), options) for shard in shards]
+    states = _states([Path(shard) for shard in shards])
+    notes = _missing_shards(states, allow_missing_shards)
+    headers = [_header(path, options) for path in states]
     sources = {f"shard_{i}": {"path": str(h.path), "sources": h.sources} for i, h in enumerate(headers)}
     with gc_paused():
         union = _union(headers)
         if isinstance(union, str):
-            return _merge_exact(headers, options, paths, sources, union)
-        return _merge_rows(headers, union, options, paths, sources)
+            return _merge_exact(headers, options, paths, sources, union, notes)
+        return _merge_rows(headers, union, options, paths, sources, notes)
 
 
-def _header(shard: Path, options: ProfileOptions) -> ShardHeader:
-    path = state_path_for(shard)
+def _states(shards: list[Path]) -> list[Path]:
+    """Each shard's state file; one file named twice (as its profile and its state, say) is refused."""
+    states = [state_path_for(shard) for shard in shards]
+    seen: dict[Path, Path] = {}
+    for shard, state in zip(shards, states, strict=True):
+        first = seen.setdefault(real_path(state), shard)
+        if first is not shard:
+            raise UsageError(
+                f"{first} and {shard} overlap: both are {state} (the same shard given twice)",
+                hint="list each shard of the run once",
+            )
+    return states
+
+
+def _missing_shards(states: list[Path], allow: bool) -> list[str]:
+    """Shards of the states' runs (by name, as `ngrp merge` counts them) that are not among them: refused,
+    or with `allow` a warning."""
+    from ..collect.shard_runs import group_runs
+
+    suffix = STATE_SUFFIX + ".jsonl"
+    names = [path.with_name(path.name[: -len(suffix)] + ".jsonl") for path in states]
+    missing = [
+        name + REWARD_PROFILE_SUFFIX + ".jsonl"
+        for run in group_runs(names).values()
+        for name in run.missing()
+    ]
+    if not missing:
+        return []
+    listed = f"{len(missing)} shard(s) of the run are not among the files: {', '.join(missing[:MAX_LISTED])}"
+    if not allow:
+        raise FindingsError(
+            listed,
+            hint="profile those shards with --save-state and list them too (rerun their array tasks if they"
+            " never finished), or merge what is there with --allow-missing-shards",
+        )
+    return [
+        f"{listed}; merged without them (--allow-missing-shards): the completion counts and every statistic"
+        " cover the shards given only"
+    ]
+
+
+def _header(path: Path, options: ProfileOptions) -> ShardHeader:
     if not path.exists():
         raise InputError("profile state not found", path=path, hint="profile the shard with --save-state")
     header = read_header(path)
@@ -90,15 +150,41 @@ def _header(shard: Path, options: ProfileOptions) -> ShardHeader:
 
 
 def _merge_exact(
-    headers: list[ShardHeader], options: ProfileOptions, paths: dict, sources: dict, reason: str
+    headers: list[ShardHeader], options: ProfileOptions, paths: dict, sources: dict, reason: str, notes: list
 ) -> ProfileResult:
     """The union's arrays rebuilt from every shard's exact section, then profiled as one pass would."""
     data = Dataset(ResultStore(options.null_reward))
+    starts = []
     for header in headers:
+        starts.append(len(data.inputs))
         load_exact(header, data)
+    _refuse_overlap(headers, starts, data)
     data.link()
     note = f"{SLOW_NOTE}: {reason}"
-    return profile_dataset(data, ReadStats(), options, paths, sources, notes=[note])
+    return profile_dataset(data, ReadStats(), options, paths, sources, notes=[*notes, note])
+
+
+def _refuse_overlap(headers: list[ShardHeader], starts: list[int], data: Dataset) -> None:
+    """Two shards holding one rollout key: the same shard given twice (as a copy), or shards of two runs.
+    (A key twice within one shard is left to the alignment, which names it as one pass would.)"""
+    import numpy as np
+
+    tasks, rollouts = numbers(data.inputs, "task"), numbers(data.inputs, "rollout")
+    order = np.lexsort((rollouts, tasks))
+    tasks_o, rollouts_o = tasks[order], rollouts[order]
+    twice = (tasks_o[1:] == tasks_o[:-1]) & (rollouts_o[1:] == rollouts_o[:-1])
+    shard = np.searchsorted(np.asarray(starts), order, side="right") - 1
+    across = np.nonzero(twice & (shard[1:] != shard[:-1]))[0]
+    if not len(across):
+        return
+    at = int(across[0])
+    a, b = sorted((int(shard[at]), int(shard[at + 1])))
+    key = f"(task {int(tasks_o[at])}, rollout {int(rollouts_o[at])})"
+    raise FindingsError(
+        f"{headers[a].path} and {headers[b].path} overlap: both hold rollout key {key} ({len(across)} key(s)"
+        " in two shards): the same shard given twice, or shards of different runs",
+        hint="list each shard of one run once (the --shard i/N profiles of one collection)",
+    )
 
 
 @dataclass
@@ -164,7 +250,12 @@ def _median_method_agrees(headers: list[ShardHeader]) -> str | None:
 
 
 def _merge_rows(
-    headers: list[ShardHeader], union: ShardUnion, options: ProfileOptions, paths: dict, sources: dict
+    headers: list[ShardHeader],
+    union: ShardUnion,
+    options: ProfileOptions,
+    paths: dict,
+    sources: dict,
+    notes: list[str],
 ) -> ProfileResult:
     facts = Facts.from_json(headers[0].facts.to_json())
     for header in headers[1:]:
@@ -175,7 +266,9 @@ def _merge_rows(
     with atomic_outputs(paths, overwrite=options.overwrite) as out:
         rows = _rows_in_order(headers, union, labels)
         n_rows, task_means = write_rows(out["reward_profiling"], rows, options)
-        return finish(out, facts, labels, _coverage(headers), task_means, n_rows, options, sources, [], paths)
+        return finish(
+            out, facts, labels, _coverage(headers), task_means, n_rows, options, sources, notes, paths
+        )
 
 
 def _rows_in_order(headers: list[ShardHeader], union: ShardUnion, labels: MergedLabels) -> Iterator[GroupRow]:
