@@ -170,7 +170,9 @@ def test_merge_is_strict_about_the_union(golden, tmp_path, run_ngrp):
     dup = run_ngrp(
         "profile", "--merge", "--allow-partial", "--rollouts", "d/r.jsonl", shards[0], shards[0], cwd=tmp_path
     )
-    assert dup.returncode == 2 and f"{shards[0]} and {shards[0]} overlap" in dup.stderr  # the same shard twice
+    assert (
+        dup.returncode == 2 and f"{shards[0]} and {shards[0]} overlap" in dup.stderr
+    )  # the same shard twice
 
 
 def test_a_mistyped_option_is_named_as_one(golden, tmp_path, run_ngrp):

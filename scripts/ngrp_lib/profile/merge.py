@@ -7,6 +7,11 @@ merge streams them in task order and rebuilds only what spans shards, from per-s
 column (the exact pooled and per-repeat statistics need them; they are kept in the smallest float type that
 holds them exactly). Shards that do not split by task (or whose agent labels, fan-out or column order
 differ from the union's) are merged by rebuilding every rollout's numbers, as one pass would hold them.
+
+What is merged is checked first: the shards of each run are counted by name as `ngrp merge` counts them (a
+missing one is refused unless allowed), every state is read against the counts its header declares (a
+state cut short or edited is refused at its line), and two shards holding one rollout key are refused
+naming both.
 """
 
 from __future__ import annotations
@@ -150,7 +155,12 @@ def _header(path: Path, options: ProfileOptions) -> ShardHeader:
 
 
 def _merge_exact(
-    headers: list[ShardHeader], options: ProfileOptions, paths: dict, sources: dict, reason: str, notes: list
+    headers: list[ShardHeader],
+    options: ProfileOptions,
+    paths: dict,
+    sources: dict,
+    reason: str,
+    notes: list[str],
 ) -> ProfileResult:
     """The union's arrays rebuilt from every shard's exact section, then profiled as one pass would."""
     data = Dataset(ResultStore(options.null_reward))
