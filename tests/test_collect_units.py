@@ -44,6 +44,9 @@ from ngrp_lib.inspect.digest import response_text
         ("the answer is 1e3", "1000", "1e3", True),  # an exponent is part of the number
         ("\u2212 5 so \u22125", "-5", "\u22125", True),  # a Unicode minus sign
         ("\\boxed{1e100000000}", "4", "1e100000000", False),  # no 10**10**8 built: compared as text
+        ("so 1 + 1 = 2 in base-2.", "2", "2", True),  # a hyphen after a word is not a minus sign
+        ("the result: 7-3", "3", "3", True),  # nor one between two numbers
+        ("x = -3, so (-3)", "-3", "-3", True),  # after space, '=' or '(' it is a sign
     ],
 )
 def test_math_verifier(text, expected, extracted, correct):

@@ -49,7 +49,9 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
-_NUMBER = re.compile(r"[-\u2212]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|[-\u2212]?\.\d+")
+# A minus sign counts only where no letter or digit stands right before it: "base-2" and "3-2" end in 2.
+_SIGN = r"(?:(?<!\w)[-\u2212])?"
+_NUMBER = re.compile(_SIGN + r"\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|" + _SIGN + r"\.\d+")
 
 
 def extract_math(text: str) -> str | None:
