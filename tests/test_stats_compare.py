@@ -312,3 +312,24 @@ def test_within_task_se_by_brute_force_and_silent_on_single_rollouts():
         warnings.simplefilter("error")  # np.nanvar's "Degrees of freedom <= 0" would fail here
         got = within_se(a, b)
     assert got == pytest.approx(math.sqrt(total) / len(kept), rel=1e-12)
+
+
+def test_no_flip_says_why_when_counts_changed(tmp_path):
+    """Pass counts dropped in every task but no task flipped: the note says how many changed and whether
+    any task could flip at all with these repeats (the extreme table's Fisher p, checked by scipy)."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    a = write_profile(tmp_path / "a.jsonl", [[1, 1, 0, 0]] * 6)
+    b = write_profile(tmp_path / "b.jsonl", [[1, 0, 0, 0]] * 5 + [[1, 1, 0, 0]])
+    r = compare_profiles(a, b, pass_threshold=0.5)
+    assert r.n_flips == 0
+    floor = scipy_stats.fisher_exact([[4, 0], [0, 4]]).pvalue  # 2 / C(8, 4) = 0.0286
+    note = next(n for n in r.notes if "changed pass counts" in n)
+    assert "5 task(s) changed pass counts (B higher in 0, lower in 5)" in note
+    assert f"p is at least {floor:.3g}" in note  # 0.0286 < 0.05: a task could flip, these did not
+    two = compare_profiles(
+        write_profile(tmp_path / "c.jsonl", [[1, 1]] * 3), write_profile(tmp_path / "d.jsonl", [[0, 0]] * 3),
+        pass_threshold=0.5,
+    )  # fmt: skip
+    assert two.n_flips == 0 and any(
+        "no task can (the smallest Fisher p a task can reach is 0.333)" in n for n in two.notes
+    )

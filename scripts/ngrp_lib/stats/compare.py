@@ -197,6 +197,30 @@ def flip_tests(
     return out
 
 
+def _no_flip_note(rows: list[TaskDiff], counts: list[tuple[int, int]], alpha: float) -> list[str]:
+    """Why no task flipped although pass counts changed. With few repeats a task's Fisher p has a floor:
+    the most extreme table (every repeat passing in one run, none in the other); a BH q is never below
+    the smallest p, so when that floor is alpha or more no task can flip at all."""
+    changed = [(a, b) for a, b in counts if a != b]
+    sized = [r for r in rows if r.n_a and r.n_b]
+    if not changed or not sized:
+        return []
+    up = sum(b > a for a, b in changed)
+    floor = min(fisher_exact_two_sided(r.n_b, 0, 0, r.n_a) for r in sized)
+    text = (
+        f"{len(changed)} task(s) changed pass counts (B higher in {up}, lower in {len(changed) - up}) "
+        f"but none flipped at q < {alpha}: "
+    )
+    if floor >= alpha:
+        text += f"with these repeats no task can (the smallest Fisher p a task can reach is {floor:.3g})"
+    else:
+        text += f"each is within chance for its task (with these repeats a task's p is at least {floor:.3g})"
+    return [
+        text
+        + "; the run-level tests above judge the runs as a whole, and more repeats per task sharpen flips"
+    ]
+
+
 def _flips(rows: list[TaskDiff], counts: list[tuple[int, int]], alpha: float) -> list[Flip]:
     """Fisher's exact test per task on (successes A, successes B), then Benjamini-Hochberg (flip_tests)."""
     for row, (ca, cb) in zip(rows, counts, strict=True):
@@ -277,7 +301,10 @@ def compare_profiles(
         nsa, csa = counts(sa)
         nsb, csb = counts(sb)
         mcnemar = _mcnemar(nsa, csa, nsb, csb)
-        flips = _flips(used, [(int(x), int(y)) for x, y in zip(csa, csb, strict=True)], alpha)
+        pairs = [(int(x), int(y)) for x, y in zip(csa, csb, strict=True)]
+        flips = _flips(used, pairs, alpha)
+        if not flips:
+            notes.extend(_no_flip_note(used, pairs, alpha))
         ks = paired.compare_ks(nsa, nsb)
         at_k, hat_k = paired.paired_at_k(sa, sb, ks, hat=False), paired.paired_at_k(sa, sb, ks, hat=True)
     elif not binary:
