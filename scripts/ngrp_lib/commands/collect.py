@@ -77,7 +77,12 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
 )
 @click.option("--output", required=True, type=OUTPUT_FILE, help="rollouts.jsonl")
 @materialize_options
-@click.option("--base-url", "base_urls", multiple=True, help="Server base URL (…/v1), repeatable.")
+@click.option(
+    "--base-url",
+    "base_urls",
+    multiple=True,
+    help="Server base URL (http://host:port; /v1 is added when the path does not end in it), repeatable.",
+)
 @click.option(
     "--endpoints",
     "endpoint_files",
