@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 EPILOG = """\b
 Exit codes: 0 ok, 1 findings or incomplete data, 2 usage error or refused overwrite,
-3 unreadable or malformed input.
+3 unreadable or malformed input, or a file that cannot be written.
 """
 
 
