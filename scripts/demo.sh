@@ -106,6 +106,10 @@ if [ -f "$ROLLOUTS" ]; then
     step "ngrp check"
     "$NGRP" check --inputs "$INPUTS" --rollouts "$ROLLOUTS" || echo "(check found problems: see above)" >&2
   fi
+  if has health; then
+    step "ngrp health (is a zero the policy's fault or the infrastructure's?)"
+    "$NGRP" health --inputs "$INPUTS" --rollouts "$ROLLOUTS" || echo "(some rollouts are unhealthy: see above)" >&2
+  fi
   PROFILE=$OUT/rollouts_reward_profiling.jsonl
   if has profile; then
     step "ngrp profile"
