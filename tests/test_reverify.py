@@ -122,6 +122,23 @@ def test_refusals(run_dir, run_ngrp):
     assert missing.returncode == 3
 
 
+def test_a_refused_overwrite_keeps_the_earlier_outputs(run_dir, run_ngrp):
+    """--overwrite replaces the earlier run only once the new source has been read and checked."""
+    assert _reverify(run_ngrp, run_dir, "--output", "out.jsonl", "--verifier", "exact").returncode == 0
+    earlier = {p.name: p.read_bytes() for p in run_dir.glob("out*") if p.suffix != ".lock"}
+    assert set(earlier) == {"out.jsonl", "out_failures.jsonl", "out_reverify_manifest.json"}
+    bad = run_dir / "bad.jsonl"
+    lines = (run_dir / "rollouts.jsonl").read_bytes()
+    bad.write_bytes(lines + b'{"_ng_task_index": "x"}\n')
+    number = lines.count(b"\n") + 1
+    for extra in ((), ("--inputs", str(run_dir / "nope.jsonl"))):
+        proc = run_ngrp("reverify", "--rollouts", bad, "--output", "out.jsonl", "--verifier", "exact",
+                        "--overwrite", *extra, cwd=run_dir)  # fmt: skip
+        assert proc.returncode == 3, proc.stderr
+        assert (f"bad.jsonl:{number}" if not extra else "nope.jsonl") in proc.stderr
+        assert {p.name: p.read_bytes() for p in run_dir.glob("out*") if p.suffix != ".lock"} == earlier
+
+
 def test_rows_that_cannot_be_rescored_go_to_the_failures_sidecar(run_dir, run_ngrp):
     rows = _rows(run_dir / "rollouts.jsonl")
     del rows[0]["response"]

@@ -255,8 +255,10 @@ def reverify(options: ReverifyOptions) -> ReverifyResult:
     with CollectorLock(options.output):
         resume = options.resume and not _nothing_written(options)
         if not resume:
-            _start_fresh(options)
+            _refuse_earlier(options)
         plan = _plan(options, getattr(verifier, "needs_answer", False))
+        if not resume:  # only once the source and inputs are known good: a refused run loses nothing
+            _discard_earlier(options)
         identity = options.identity(plan.sha256, plan.inputs_sha256)
         if resume:
             check_manifest(options.manifest_path, identity)
@@ -283,15 +285,23 @@ def _nothing_written(options: ReverifyOptions) -> bool:
     return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
 
 
-def _start_fresh(options: ReverifyOptions) -> None:
-    outputs = [options.output, options.failures_path, options.manifest_path]
-    existing = [p for p in outputs if p.exists()]
+def _outputs(options: ReverifyOptions) -> list[Path]:
+    return [options.output, options.failures_path, options.manifest_path]
+
+
+def _refuse_earlier(options: ReverifyOptions) -> None:
+    """A fresh run: refuse an earlier run's outputs unless --overwrite (nothing is deleted here)."""
+    existing = [p for p in _outputs(options) if p.exists()]
     if existing and not options.overwrite:
         raise UsageError(
             f"outputs of an earlier reverify exist: {', '.join(map(str, existing))}",
             hint="pass --resume to continue it, or --overwrite to discard it and start over",
         )
-    for path in outputs:
+
+
+def _discard_earlier(options: ReverifyOptions) -> None:
+    """--overwrite, after every check has passed: the earlier run's files go."""
+    for path in _outputs(options):
         path.unlink(missing_ok=True)
 
 
