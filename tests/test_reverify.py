@@ -167,6 +167,26 @@ def test_rows_that_cannot_be_rescored_go_to_the_failures_sidecar(run_dir, run_ng
     assert all(r["judge"] == "picky" and r["reward"] == 0.5 for r in out)
 
 
+def test_rows_that_use_up_max_attempts_get_the_max_attempts_advice(run_dir, run_ngrp):
+    """A plain --resume skips rows out of attempts: the run whose attempt was their last says so."""
+    argv = ("--output", "m.jsonl", "--verifier-fn", "verifiers:picky", "--max-attempts", "2")
+    first = _reverify(run_ngrp, run_dir, *argv)
+    assert first.returncode == 1 and "--resume to retry the rows that failed" in first.stderr
+    assert "0 out of attempts" in first.stdout
+    second = _reverify(run_ngrp, run_dir, *argv, "--resume", "--json")
+    failed = json.loads(second.stdout)
+    assert failed["failed"] == failed["missing"] == failed["exhausted"] > 0
+    n = failed["missing"]
+    advice = (
+        f"incomplete: {n} rows reached --max-attempts 2;"
+        " rerun the same command with --resume --max-attempts N (N > 2) to retry them"
+    )
+    assert second.stderr.strip().endswith(advice)
+    again = _reverify(run_ngrp, run_dir, *argv, "--resume")
+    assert f"{n} out of attempts" in again.stdout and "0 re-scored, 0 failed" in again.stdout
+    assert again.stderr.strip().endswith(advice)
+
+
 def test_inputs_give_the_verifier_the_materialized_row(run_dir, run_ngrp):
     inputs = _rows(run_dir / "rollouts_materialized_inputs.jsonl")
     (run_dir / "m.jsonl").write_bytes(

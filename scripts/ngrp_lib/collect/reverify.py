@@ -401,7 +401,8 @@ class _Run:
             "_ngrp_retries": failure.retries,
         }
         failures.write(out)
-        self.tally.add_failure(Failure.from_fields(out), rollout_key(out))
+        last = attempt + 1 >= self.options.max_attempts
+        self.tally.add_failure(Failure.from_fields(out), rollout_key(out), last=last)
 
 
 class _session:
@@ -466,7 +467,7 @@ def _result(
     t = run.tally
     completed = len(disk.completed) + t.completed
     classes: Counter = t.failure_classes
-    exhausted = sum(
+    exhausted = t.exhausted + sum(  # out of attempts before this run, and during it
         1 for k, n in disk.attempts.items() if n >= options.max_attempts and k not in disk.completed
     )
     return ReverifyResult(

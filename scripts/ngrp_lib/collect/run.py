@@ -170,17 +170,24 @@ class Run:
             "_ngrp_server": server,
         }
         self.failures.write(out)
-        self.count_failure(Failure.from_fields(out), row)
+        self.count_failure(Failure.from_fields(out), row, attempt=attempt)
 
-    def count_failure(self, failure: Failure, row: dict, *, replied: bool = False) -> None:
-        """Tally a failed attempt (already written, or written nowhere) and apply the stop rules."""
+    def count_failure(
+        self, failure: Failure, row: dict, *, replied: bool = False, attempt: int | None = None
+    ) -> None:
+        """Tally a failed attempt (already written, or written nowhere) and apply the stop rules.
+        `attempt`: its index, when it was written to the failures sidecar (so it counts towards
+        --max-attempts); None for one written nowhere."""
         failure = replace(
             failure,
             failure_class=self.redactor.text(failure.failure_class),
             message=self.redactor.text(failure.message, cut=True),
         )
         task, index = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-        self.tally.add_failure(failure, (task, index) if task is not None and index is not None else None)
+        last = attempt is not None and attempt + 1 >= self.options.max_attempts
+        self.tally.add_failure(
+            failure, (task, index) if task is not None and index is not None else None, last=last
+        )
         reason = self.stop.failure(failure, task, replied=replied)
         if reason:
             self.log(f"stopping: {reason}")
