@@ -250,9 +250,11 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
             f"{endpoints_file} lists {len(live)} server(s) still running",
             hint=f"stop them first: ngrp serve stop --endpoints-file {endpoints_file}",
         )
-    if endpoints_file.exists():
+    replace = _replaceable(endpoints_file)
+    if replace:
         progress(f"replacing {endpoints_file}: none of the servers it lists is running")
     started: list[Started] = []
+    wrote = False
     t0 = time.monotonic()
     keep = False
     result: ServeResult | None = None
@@ -264,7 +266,8 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
             wait_healthy(started, timeout, progress)
             ready = time.monotonic() - t0
             rows = endpoint_rows(started, plan.served_model_name)
-            write_json(endpoints_file, _endpoints_doc(plan, rows, detach))
+            write_json(endpoints_file, _endpoints_doc(plan, rows, detach), overwrite=replace)
+            wrote = True
             result = ServeResult(str(endpoints_file), plan.device, rows, round(ready, 2), detach)
             if detach:
                 keep = True
@@ -276,7 +279,7 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
         progress(f"{why}: stopping {len(started)} server(s)")
     finally:
         if not keep:
-            _cleanup(started, endpoints_file)
+            _cleanup(started, endpoints_file if wrote else None)
     if result is None:
         raise ServerStartError("interrupted before the servers were ready; every server was stopped")
     return result
@@ -290,7 +293,30 @@ def _supervise(started: list[Started]) -> None:
         time.sleep(1.0)
 
 
-def _cleanup(started: list[Started], endpoints_file: Path) -> None:
+def _replaceable(endpoints_file: Path) -> bool:
+    """Whether an existing endpoints file may be replaced: only one `ngrp serve` wrote, whose servers
+    are gone. A file it did not write (hand-written, unreadable) is refused before anything starts."""
+    if not os.path.lexists(endpoints_file):
+        return False
+    try:
+        ours = read_endpoints(endpoints_file).written_by_serve
+    except InputError as exc:
+        raise UsageError(
+            f"{endpoints_file} exists and is not an endpoints file ngrp serve wrote ({exc.message}); refusing"
+            " to replace it",
+            hint="choose another --endpoints-file, or move that file away",
+        ) from None
+    if not ours:
+        raise UsageError(
+            f"{endpoints_file} lists servers ngrp serve did not start (no pid and start time): refusing to"
+            " replace a file it did not write",
+            hint="choose another --endpoints-file, or move that file away",
+        )
+    return True
+
+
+def _cleanup(started: list[Started], endpoints_file: Path | None) -> None:
+    """Stop what this run started; remove the endpoints file only when this run wrote it."""
     # A second Ctrl-C or SIGTERM must not cut the (bounded) cleanup short and leave servers behind.
     old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -298,7 +324,7 @@ def _cleanup(started: list[Started], endpoints_file: Path) -> None:
             stop_group(item.proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 item.proc.wait(timeout=5)
-        if endpoints_file.exists() and not live_endpoints(endpoints_file):
+        if endpoints_file is not None and endpoints_file.exists() and not live_endpoints(endpoints_file):
             endpoints_file.unlink()
     finally:
         for s, h in old.items():
