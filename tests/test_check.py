@@ -468,3 +468,35 @@ def test_top_failures_and_a_fix_instead_of_resume_when_resuming_repeats_them(tmp
     r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
     fixes = {f.code: f.fix for f in r.findings}
     assert "--max-attempts <more" in fixes["failed_attempts"] and "--resume" in fixes["missing_rollouts"]
+
+
+def test_keys_out_of_the_runs_max_attempts_get_the_max_attempts_advice(tmp_path):
+    """A plain --resume skips a key with --max-attempts failed attempts (the manifest records the limit)."""
+    run = _run_dir(tmp_path)  # (2, 1) and (2, 3) are missing
+    busy = {"_ng_failure_http_status": 503}
+    sidecar = run / "rollouts_failures.jsonl"
+    manifest = run / "rollouts_run_manifest.json"
+
+    def fixes(limit: int, *failures: bytes) -> dict:
+        sidecar.write_bytes(b"".join(failures))
+        manifest.write_text(json.dumps({"options": {"api_key_env": "K", "max_attempts": limit}}))
+        r = check_run(run / "rollouts_materialized_inputs.jsonl", run / "rollouts.jsonl")
+        return {f.code: f.fix for f in r.findings}
+
+    twice = (_failure(2, 1, "agent_request_failed", **busy), _failure(2, 1, "agent_request_failed", **busy))
+    once = _failure(2, 3, "agent_request_failed", **busy)
+    plain = fixes(5, *twice, once)  # attempts left: a plain --resume retries both
+    assert "--max-attempts" not in plain["failed_attempts"] + plain["missing_rollouts"]
+    assert "--resume <the run's other options> (runs only the missing keys)" in plain["missing_rollouts"]
+    some = fixes(2, *twice, once)
+    assert "--resume <the run's other options> --max-attempts <more than 2>" in some["failed_attempts"]
+    assert some["missing_rollouts"].endswith(
+        "1 of the failed keys reached the run's --max-attempts 2:"
+        " add --max-attempts <more than 2> to retry them too"
+    )
+    spent = fixes(2, *twice, once, once)  # both missing keys used up their attempts
+    assert "--resume <the run's other options> --max-attempts <more than 2>" in spent["missing_rollouts"]
+    assert (
+        "(retries them: 2 of the failed keys reached the run's --max-attempts 2)" in spent["missing_rollouts"]
+    )
+    assert "runs only the missing keys" not in spent["missing_rollouts"]

@@ -62,6 +62,8 @@ def peer():
             else:
                 reply["usage"] = {"prompt_tokens": 3, "completion_tokens": None}
             return web.json_response(reply)
+        if mode == "busy503":
+            return web.Response(status=503, text="overloaded")
         if mode == "null_message":
             return web.json_response({"choices": [{"message": None}]})
         if mode == "big200":
@@ -317,3 +319,24 @@ def test_a_gym_url_without_a_run_route_gets_a_gym_fix(run_ngrp, tmp_path, peer):
                      "--json")  # fmt: skip
     fixes = [f["fix"] or "" for f in json.loads(check.stdout)["findings"]]
     assert any("--gym-url" in fix for fix in fixes) and not any("/v1" in fix for fix in fixes), fixes
+
+
+def test_keys_that_use_up_max_attempts_in_this_run_get_the_max_attempts_advice(run_ngrp, tmp_path, peer):
+    """A 503 is worth retrying, but not by a plain --resume once the keys reached --max-attempts."""
+    from ngrp_lib.artifacts import schemas
+
+    peer["mode"] = "busy503"
+    runs = [_collect(run_ngrp, tmp_path, peer, "--max-attempts", "2", *(("--resume",) if i else ()))
+            for i in range(3)]  # fmt: skip
+    first, second, third = (json.loads(p.stdout) for p in runs)
+    assert all(schemas.validator("collect_result").is_valid(r) for r in (first, second, third))
+    assert (first["failed"], first["exhausted"], first["resume_helps"]) == (2, 0, True)
+    assert "--max-attempts N" not in first["next_step"]
+    # the second run's attempts were the keys' last: say so now, not one useless run later
+    assert (second["failed"], second["exhausted"], second["resume_helps"]) == (2, 2, False)
+    assert second["next_step"] == (
+        "incomplete: 2 keys reached --max-attempts 2;"
+        " rerun the same command with --resume --max-attempts N (N > 2) to retry them"
+    )
+    assert (third["attempted"], third["exhausted"], third["next_step"]) == (0, 2, second["next_step"])
+    assert peer["posts"] == 4

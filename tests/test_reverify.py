@@ -122,6 +122,23 @@ def test_refusals(run_dir, run_ngrp):
     assert missing.returncode == 3
 
 
+def test_a_refused_overwrite_keeps_the_earlier_outputs(run_dir, run_ngrp):
+    """--overwrite replaces the earlier run only once the new source has been read and checked."""
+    assert _reverify(run_ngrp, run_dir, "--output", "out.jsonl", "--verifier", "exact").returncode == 0
+    earlier = {p.name: p.read_bytes() for p in run_dir.glob("out*") if p.suffix != ".lock"}
+    assert set(earlier) == {"out.jsonl", "out_failures.jsonl", "out_reverify_manifest.json"}
+    bad = run_dir / "bad.jsonl"
+    lines = (run_dir / "rollouts.jsonl").read_bytes()
+    bad.write_bytes(lines + b'{"_ng_task_index": "x"}\n')
+    number = lines.count(b"\n") + 1
+    for extra in ((), ("--inputs", str(run_dir / "nope.jsonl"))):
+        proc = run_ngrp("reverify", "--rollouts", bad, "--output", "out.jsonl", "--verifier", "exact",
+                        "--overwrite", *extra, cwd=run_dir)  # fmt: skip
+        assert proc.returncode == 3, proc.stderr
+        assert (f"bad.jsonl:{number}" if not extra else "nope.jsonl") in proc.stderr
+        assert {p.name: p.read_bytes() for p in run_dir.glob("out*") if p.suffix != ".lock"} == earlier
+
+
 def test_rows_that_cannot_be_rescored_go_to_the_failures_sidecar(run_dir, run_ngrp):
     rows = _rows(run_dir / "rollouts.jsonl")
     del rows[0]["response"]
@@ -148,6 +165,26 @@ def test_rows_that_cannot_be_rescored_go_to_the_failures_sidecar(run_dir, run_ng
     )
     out = _rows(run_dir / "p.jsonl")
     assert all(r["judge"] == "picky" and r["reward"] == 0.5 for r in out)
+
+
+def test_rows_that_use_up_max_attempts_get_the_max_attempts_advice(run_dir, run_ngrp):
+    """A plain --resume skips rows out of attempts: the run whose attempt was their last says so."""
+    argv = ("--output", "m.jsonl", "--verifier-fn", "verifiers:picky", "--max-attempts", "2")
+    first = _reverify(run_ngrp, run_dir, *argv)
+    assert first.returncode == 1 and "--resume to retry the rows that failed" in first.stderr
+    assert "0 out of attempts" in first.stdout
+    second = _reverify(run_ngrp, run_dir, *argv, "--resume", "--json")
+    failed = json.loads(second.stdout)
+    assert failed["failed"] == failed["missing"] == failed["exhausted"] > 0
+    n = failed["missing"]
+    advice = (
+        f"incomplete: {n} rows reached --max-attempts 2;"
+        " rerun the same command with --resume --max-attempts N (N > 2) to retry them"
+    )
+    assert second.stderr.strip().endswith(advice)
+    again = _reverify(run_ngrp, run_dir, *argv, "--resume")
+    assert f"{n} out of attempts" in again.stdout and "0 re-scored, 0 failed" in again.stdout
+    assert again.stderr.strip().endswith(advice)
 
 
 def test_inputs_give_the_verifier_the_materialized_row(run_dir, run_ngrp):

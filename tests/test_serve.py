@@ -317,23 +317,32 @@ def test_detached_serve_writes_valid_endpoints_then_stop_leaves_nothing(tmp_path
     assert members_of(pids) == [] and not Path(plan.endpoints_file).exists()
 
 
+def _marked_child(tmp_path: Path) -> tuple[str, str]:
+    """STANDIN_CHILD whose child's command line carries a mark of this test: the leftover check then
+    cannot see another test's stand-ins (tests run two at a time)."""
+    mark = f"ngrp-test-{tmp_path.name}-{os.getpid()}"
+    return STANDIN_CHILD.replace("time.sleep(300)", f"time.sleep(300)  # {mark}"), mark
+
+
 def test_server_that_exits_reports_log_tail_and_leaves_nothing(tmp_path):
-    code = f"{STANDIN_CHILD}; print('model_type missing: boom', flush=True); sys.exit(7)"
+    child, mark = _marked_child(tmp_path)
+    code = f"{child}; print('model_type missing: boom', flush=True); sys.exit(7)"
     plan = standin_plan(tmp_path, code)
     with pytest.raises(lib.ServerStartError, match="exited with code 7") as info:
         serve_run.serve(plan, detach=True, timeout=30, progress=lambda m: None)
     assert "boom" in info.value.message and info.value.exit_code == 1
-    _assert_no_process_mentions(STANDIN_CHILD[:40])
+    _assert_no_process_mentions(mark)
     assert not Path(plan.endpoints_file).exists()
 
 
 def test_server_never_healthy_times_out_and_its_children_die(tmp_path):
-    plan = standin_plan(tmp_path, f"{STANDIN_CHILD}; print('loading...', flush=True); time.sleep(300)")
+    child, mark = _marked_child(tmp_path)
+    plan = standin_plan(tmp_path, f"{child}; print('loading...', flush=True); time.sleep(300)  # {mark}")
     start = time.monotonic()
     with pytest.raises(lib.ServerStartError, match="not healthy after 2s") as info:
         serve_run.serve(plan, detach=True, timeout=2, progress=lambda m: None)
     assert "loading..." in info.value.message and time.monotonic() - start < 20
-    _assert_no_process_mentions("time.sleep(300)")
+    _assert_no_process_mentions(mark)
 
 
 def test_foreground_serve_stops_everything_on_sigterm(tmp_path):
@@ -378,3 +387,26 @@ def _assert_no_process_mentions(needle: str) -> None:
             except OSError:
                 continue
             assert needle not in cmdline or state == "Z", f"leftover process {entry.name}: {cmdline[:200]}"
+
+
+def test_serve_never_replaces_or_deletes_an_endpoints_file_it_did_not_write(tmp_path):
+    """A hand-written (or unreadable) file at --endpoints-file is refused before anything starts, and a
+    failed start removes only a file this run wrote; a stale file of an earlier ngrp serve is replaced."""
+    plan = standin_plan(tmp_path)
+    path = Path(plan.endpoints_file)
+    for content in ('{"endpoints": [{"base_url": "http://10.0.0.5:8000/v1"}]}', "{not json"):
+        path.write_text(content)
+        with pytest.raises(UsageError, match="refusing to replace"):
+            serve_run.serve(plan, detach=True, timeout=30, progress=lambda m: None)
+        assert path.read_text() == content
+        assert not (tmp_path / "logs").exists()  # nothing was started
+    stale = {"endpoints": [{"base_url": "http://127.0.0.1:9/v1", "pid": 2**22 + 7, "start_time": 1}]}
+    path.write_text(json.dumps(stale))
+    messages: list[str] = []
+    serve_run.serve(plan, detach=True, timeout=30, progress=messages.append)
+    doc = orjson.loads(path.read_bytes())
+    assert (
+        any(m.startswith("replacing") for m in messages)
+        and doc["endpoints"][0]["pid"] != stale["endpoints"][0]["pid"]
+    )
+    assert serve_run.stop(path, grace=5).removed and not path.exists()

@@ -6,6 +6,10 @@ secret values, so it masks them (`***`) wherever they appear in a stored row (ke
 depth), in a failure's message and body, and in log lines. The fast path costs one substring test per
 secret on the serialized line; only a line that holds a secret is rewritten.
 
+Every command that talks to a server builds its masker with `server_redactor(urls, api_key)` and runs
+inside `masked_errors(redactor)`, so a refusal or error message that quotes a server's reply or a URL
+(aiohttp names the URL it could not use) reaches the terminal masked too.
+
 Secrets shorter than `MIN_SECRET` characters are not masked (they would mask ordinary words); the collector
 warns about such a key. A string cut to a length limit may end in the first part of a secret: `text(...,
 cut=True)` masks such a tail too.
@@ -14,7 +18,8 @@ cut=True)` masks such a tail too.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -90,3 +95,28 @@ def url_secrets(url: str | None) -> list[str]:
     user, password = unquote(user or ""), unquote(password)
     token = base64.b64encode(f"{user}:{password}".encode("latin-1", "replace")).decode()
     return [password, token, parts.password or ""]
+
+
+def server_redactor(urls: Iterable[str | None], api_key: str | None = None) -> Redactor:
+    """The masker of a command that talks to servers: the API key and every password in `urls`."""
+    secrets = [api_key] if api_key else []
+    for url in urls:
+        secrets += url_secrets(url)
+    return Redactor(secrets)
+
+
+@contextlib.contextmanager
+def masked_errors(redactor: Redactor) -> Iterator[None]:
+    """Mask the known secrets in the message and hint of an ngrp error raised inside (the CLI prints them)."""
+    from ..errors import NgrpError
+
+    try:
+        yield
+    except NgrpError as exc:
+        if redactor:
+            exc.message = redactor.text(exc.message)
+            exc.hint = None if exc.hint is None else redactor.text(exc.hint)
+            exc.args = (exc.message,)
+            if isinstance(getattr(exc, "detail", None), str):
+                exc.detail = redactor.text(exc.detail)  # type: ignore[attr-defined]
+        raise

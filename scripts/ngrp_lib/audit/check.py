@@ -149,6 +149,7 @@ def _note_generation(row: dict[str, Any], response: dict[str, Any], tally: _Roll
 class _FailureTally:
     by_class: Counter = field(default_factory=Counter)
     keys: set = field(default_factory=set)
+    attempts: Counter = field(default_factory=Counter)  # packed key -> failed attempts in the sidecar
     unknown_keys: int = 0
     digest: FailureDigest = field(default_factory=FailureDigest)  # the messages, by how often
 
@@ -169,6 +170,7 @@ def _read_failures(
         if packed not in expected and packed not in tally.keys:
             tally.unknown_keys += 1
         tally.keys.add(packed)
+        tally.attempts[packed] += 1
     return stats, tally
 
 
@@ -185,27 +187,32 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
         if failures is None
         else _read_failures(Path(failures), expected, tally.completed)
     )
+    key_env, mode, max_attempts = _collected_by(rollouts)
     return summarize(
-        in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, *_collected_by(rollouts)
-    )
+        in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, key_env, mode,
+        max_attempts=max_attempts,
+    )  # fmt: skip
 
 
-def _collected_by(rollouts: Path) -> tuple[str, str]:
+def _collected_by(rollouts: Path) -> tuple[str, str, int | None]:
     """How the run was collected, from its ngrp manifest, for the fixes of its failures: the variable it
-    read its API key from (the fix of a 401) and `failures.MODES` ("gym" without an ngrp manifest: Gym's
-    own collector wrote it)."""
+    read its API key from (the fix of a 401), `failures.MODES` ("gym" without an ngrp manifest: Gym's
+    own collector wrote it) and its --max-attempts, past which a plain --resume skips a failed key (None
+    when unknown)."""
     manifest = manifest_path_for(rollouts)
     if not manifest.is_file():
-        return "OPENAI_API_KEY", "gym"
+        return "OPENAI_API_KEY", "gym", None
     try:
         data = read_json(manifest)
     except (InputError, OSError):
-        return "OPENAI_API_KEY", "gym"
+        return "OPENAI_API_KEY", "gym", None
     if not isinstance(data, dict):
-        return "OPENAI_API_KEY", "gym"
+        return "OPENAI_API_KEY", "gym", None
     options = data.get("options")
-    name = options.get("api_key_env") if isinstance(options, dict) else None
+    options = options if isinstance(options, dict) else {}
+    name, limit = options.get("api_key_env"), options.get("max_attempts")
     key_env = name if isinstance(name, str) and name else "OPENAI_API_KEY"
+    max_attempts = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
     if data.get("command") == "reverify":
-        return key_env, "reverify"
-    return key_env, "gym" if data.get("backend") == "gym" else "direct"
+        return key_env, "reverify", max_attempts
+    return key_env, "gym" if data.get("backend") == "gym" else "direct", max_attempts

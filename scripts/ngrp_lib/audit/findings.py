@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from ..artifacts.failures import TOP
@@ -60,6 +61,21 @@ def _task_counts(exp: Counter, done: Counter, agent: int | None = None) -> TaskC
     return out
 
 
+@dataclass(frozen=True)
+class OutOfAttempts:
+    """The run's --max-attempts, and how many missing keys have that many failed attempts: a plain
+    `collect --resume` skips those keys."""
+
+    limit: int
+    keys: int
+
+    def flag(self) -> str:
+        return f" --max-attempts <more than {self.limit}>"
+
+    def note(self) -> str:
+        return f"{self.keys} of the failed keys reached the run's --max-attempts {self.limit}"
+
+
 def summarize(
     inputs: FileStats,
     rollouts: FileStats,
@@ -70,9 +86,11 @@ def summarize(
     agent_names: list[str | None],
     api_key_env: str = "OPENAI_API_KEY",
     fix_mode: str = "gym",
+    *,
+    max_attempts: int | None = None,
 ) -> CheckResult:
     """`api_key_env` and `fix_mode` (`failures.MODES`): what the run's manifest says about how it was
-    collected, for the fixes of its failures."""
+    collected, for the fixes of its failures; `max_attempts`: its --max-attempts, or None when unknown."""
     exp, done, fan_out, missing_keys = _groups(expected, tally.completed)
     completed = sum(done.values())
     failed_missing = sum(1 for k in fail.keys if k in expected and k not in tally.completed)
@@ -112,7 +130,11 @@ def summarize(
     retry_helps = bool(digest.other) or any(
         e.failure.retry_helps for e in digest.entries.values() if e.still_missing
     )
-    result.findings = findings(result, missing_keys, tally.extra, retry_helps)
+    spent = None
+    if max_attempts is not None:
+        missing = (k for k, n in fail.attempts.items() if k in expected and k not in tally.completed)
+        spent = OutOfAttempts(max_attempts, sum(1 for k in missing if fail.attempts[k] >= max_attempts))
+    result.findings = findings(result, missing_keys, tally.extra, retry_helps, spent)
     return result
 
 
@@ -133,9 +155,14 @@ def _agent_row(agent: int, name: str | None, exp: Counter, done: Counter, tally:
 
 
 def findings(
-    result: CheckResult, missing_keys: list, extra_keys: list, retry_helps: bool = True
+    result: CheckResult,
+    missing_keys: list,
+    extra_keys: list,
+    retry_helps: bool = True,
+    spent: OutOfAttempts | None = None,
 ) -> list[Finding]:
-    """`retry_helps`: some failed key still missing failed in a way another attempt may cure."""
+    """`retry_helps`: some failed key still missing failed in a way another attempt may cure; `spent`:
+    how many of them used up the run's --max-attempts (None: a run without an ngrp manifest)."""
     out: list[Finding] = []
     for role, stats in (
         ("inputs", result.inputs),
@@ -144,9 +171,9 @@ def findings(
     ):
         if stats is not None:
             out.extend(_file_findings(role, stats, result.inputs.path))
-    out.extend(_key_findings(result, missing_keys, extra_keys, retry_helps))
+    out.extend(_key_findings(result, missing_keys, extra_keys, retry_helps, spent))
     out.extend(_reward_findings(result))
-    out.extend(_notes(result, retry_helps))
+    out.extend(_notes(result, retry_helps, spent))
     return out
 
 
@@ -204,7 +231,9 @@ def _duplicates(role: str, s: FileStats) -> Finding:
     return Finding(f"duplicate_{role}", severity, s.duplicates, msg, fixes.get(role), s.duplicate_examples)
 
 
-def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list, retry_helps: bool) -> list[Finding]:
+def _key_findings(
+    r: CheckResult, missing_keys: list, extra_keys: list, retry_helps: bool, spent: OutOfAttempts | None
+) -> list[Finding]:
     c, t, out = r.counts, r.tasks, []
     if c.expected == 0:
         out.append(
@@ -221,9 +250,14 @@ def _key_findings(r: CheckResult, missing_keys: list, extra_keys: list, retry_he
         if c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures:
             fix = f"{partial} (profiles what exists); a resume fails them again until this is fixed:"
             fix += f" {r.top_failures[0].fix}"
+        elif spent is not None and spent.keys and spent.keys == c.missing:  # a plain --resume runs none
+            resume = _resume(r.rollouts.path, spent.flag(), f" (retries them: {spent.note()})")
+            fix = f"{partial} (profiles what exists), or {resume}"
         else:
             resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
             fix = f"{partial} (profiles what exists), or {resume}"
+            if spent is not None and spent.keys:
+                fix += f"; {spent.note()}: add{spent.flag()} to retry them too"
         out.append(Finding("missing_rollouts", ERROR, c.missing, msg, fix, [list(k) for k in missing_keys]))
     if c.extra:
         msg = f"{c.extra} rollout keys have no materialized input row (Gym refuses them, even partial)"
@@ -259,7 +293,7 @@ def _reward_findings(r: CheckResult) -> list[Finding]:
     return out
 
 
-def _notes(r: CheckResult, retry_helps: bool) -> list[Finding]:
+def _notes(r: CheckResult, retry_helps: bool, spent: OutOfAttempts | None) -> list[Finding]:
     c, out = r.counts, []
     if c.masked:
         msg = f"{c.masked} rollouts are masked (mask_sample: true): out of quality metrics, in completion"
@@ -272,7 +306,13 @@ def _notes(r: CheckResult, retry_helps: bool) -> list[Finding]:
         )
         fix = None
         if c.failed_keys_still_missing and retry_helps:  # a plain --resume skips keys out of attempts
-            more = " --max-attempts <more than the run's>"
+            more = (
+                " --max-attempts <more than the run's>"
+                if spent is None
+                else spent.flag()
+                if spent.keys
+                else ""
+            )
             fix = _resume(r.rollouts.path, more, " (retries the failed keys)")
         elif c.failed_keys_still_missing and r.top_failures:  # the same failure again: fix it first
             fix = next((f.fix for f in r.top_failures if f.still_missing), r.top_failures[0].fix)

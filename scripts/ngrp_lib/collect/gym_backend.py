@@ -130,7 +130,7 @@ class GymRun(Run):
             return
         if kind == "failure":
             self.failures.write(result)
-            self.count_failure(Failure.from_fields(result), row, replied=True)
+            self.count_failure(Failure.from_fields(result), row, replied=True, attempt=attempt)
             return
         response = result.get("response")  # the server's reply, whatever its shape: never a crash here
         tokens = output_tokens(response) if isinstance(response, dict) else 0

@@ -11,7 +11,9 @@ least half of them (rounded up, and at least one) pass; otherwise nothing is sen
 
 `check_server` (async, with the caller's aiohttp session) and `check_server_blocking` (its own session)
 are the one probe every command that calls a model server uses: `collect`, `serve status`, `reverify`;
-`check_verify_url` (or `blocking(check_verify_url, url)`) the one for a `--verify-url`.
+`check_verify_url` (or `blocking(check_verify_url, url)`) the one for a `--verify-url`. A check never
+holds a secret: the URL is shown without credentials, and the API key and the URL's password are masked
+in what the server or the HTTP client said (aiohttp quotes a URL it cannot use, credentials and all).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..artifacts.failures import server_message
+from ..artifacts.redact import server_redactor
 from ..errors import UsageError
-from .routing import Endpoint, public_url
+from .routing import Endpoint, has_credentials, public_url
 
 DEFAULT_TIMEOUT = 10.0
 SKIP_HINT = "a server without GET /v1/models: pass --skip-preflight"
@@ -80,6 +83,28 @@ async def check_server(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> ServerCheck:
     """Probe an OpenAI-compatible base URL (`.../v1`): reachable, key accepted, `model` served (if given)."""
+    if api_key and has_credentials(base_url):  # aiohttp refuses to send both (a ValueError per request)
+        problem = f"{public_url(base_url)} holds user:password@ credentials and ${api_key_env} is set too"
+        fix = (
+            f"a request can carry only one of them: unset {api_key_env} (or name another with --api-key-env)"
+        )
+        return ServerCheck(public_url(base_url), model, problem, fix + ", or drop user:pass@")
+    check = await _check_server(session, base_url, model, api_key, api_key_env, timeout)
+    return masked(check, [base_url], api_key)
+
+
+def masked(check: ServerCheck, urls: list[str], api_key: str | None = None) -> ServerCheck:
+    """The check with the API key and the URLs' passwords masked in its problem and fix."""
+    redactor = server_redactor(urls, api_key)
+    if not redactor or check.problem is None:
+        return check
+    fix = None if check.fix is None else redactor.text(check.fix)
+    return replace(check, problem=redactor.text(check.problem), fix=fix)
+
+
+async def _check_server(
+    session: Any, base_url: str, model: str | None, api_key: str | None, api_key_env: str, timeout: float
+) -> ServerCheck:
     import aiohttp
 
     url = public_url(base_url)
@@ -120,6 +145,10 @@ async def check_reachable(
 ) -> ServerCheck:
     """Any HTTP answer below 500 from `GET <url>` passes (a Gym server, a resources server). `what` names
     the server in the problem, when the URL alone does not say which it is."""
+    return masked(await _check_reachable(session, url, what, fix, timeout), [url])
+
+
+async def _check_reachable(session: Any, url: str, what: str | None, fix: str, timeout: float) -> ServerCheck:
     import aiohttp
 
     shown = public_url(url)

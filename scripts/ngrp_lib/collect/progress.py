@@ -20,6 +20,7 @@ class Tally:
     reward_sum: float = 0.0
     reward_n: int = 0
     output_tokens: int = 0
+    exhausted: int = 0  # keys whose failed attempt of this run was their last one (--max-attempts)
     failure_classes: Counter = field(default_factory=Counter)
     digest: FailureDigest = field(default_factory=FailureDigest)  # the messages, for the summary
     started: float = field(default_factory=time.monotonic)
@@ -31,8 +32,10 @@ class Tally:
             self.reward_sum += reward
             self.reward_n += 1
 
-    def add_failure(self, failure: Failure, key: tuple[int, int] | None) -> None:
+    def add_failure(self, failure: Failure, key: tuple[int, int] | None, *, last: bool = False) -> None:
+        """A failed attempt; `last`: the key has now used up --max-attempts (a plain --resume skips it)."""
         self.failed += 1
+        self.exhausted += last
         self.failure_classes[failure.failure_class] += 1
         self.digest.add(failure, key)
 

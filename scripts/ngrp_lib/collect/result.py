@@ -75,7 +75,7 @@ def build_result(
         succeeded=t.completed,
         failed=t.failed,
         skipped_completed=len(disk.completed),
-        exhausted=plan.exhausted,
+        exhausted=plan.exhausted + t.exhausted,  # out of attempts before this run, and during it
         failures_by_class=dict(t.failure_classes),
         elapsed_s=round(t.elapsed, 3),
         rollouts_per_s=round(t.completed / t.elapsed, 3),
@@ -90,7 +90,9 @@ def build_result(
         preflight=preflight,
     )
     retryable = bool(t.digest.other) or any(e.failure.retry_helps for e in t.digest.entries.values())
-    result.resume_helps, result.next_step = next_step(result, run.stop.cause, retryable, options)
+    result.resume_helps, result.next_step = next_step(
+        result, run.stop.cause, retryable, options, plan.exhausted
+    )
     return result
 
 
@@ -100,11 +102,13 @@ def fix_mode(options: CollectOptions) -> str:
 
 
 def next_step(
-    result: CollectResult, cause: Any, retryable: bool, options: CollectOptions
+    result: CollectResult, cause: Any, retryable: bool, options: CollectOptions, exhausted_before: int = 0
 ) -> tuple[bool, str | None]:
     """(whether --resume can help, the line to print). Resuming helps keys that were never tried (the
-    run stopped early or was cut short) and failures another attempt may cure (no reply, 429, 5xx);
-    for a failure that repeats until something is fixed, the line is that fix."""
+    run stopped early or was cut short) and failures another attempt may cure (no reply, 429, 5xx) while
+    the key has attempts left; a key that used up --max-attempts, before this run or during it, is skipped
+    by a plain --resume. For a failure that repeats until something is fixed, the line is that fix.
+    `result.exhausted` counts both; `exhausted_before` only the keys this run already skipped."""
     if result.missing == 0:
         if not result.duplicates_found:
             return False, None
@@ -112,25 +116,27 @@ def next_step(
             f"not consistent: {result.duplicates_found} rows of {result.output} repeat a key (this collector"
             " never writes a key twice: was the file edited or concatenated?); deduplicate with `ngrp merge`"
         )
+    more = f"{RESUME} --max-attempts N (N > {options.max_attempts})"
     exhausted = (
-        f"; {result.exhausted} keys reached --max-attempts {options.max_attempts} (raise it to retry them)"
+        f"; {result.exhausted} keys reached --max-attempts {options.max_attempts}: {more} retries them"
         if result.exhausted
         else ""
     )
     if cause is not None and not cause.retry_helps:  # stopped early on a failure that repeats
         return False, f"fix: {cause.fix(options.api_key_env, fix_mode(options))}{exhausted}"
-    if cause is not None:
+    untried = result.missing - result.failed - exhausted_before  # not attempted by this run
+    retry_left = result.failed - (result.exhausted - exhausted_before)  # failed now, attempts left
+    if cause is not None and untried + retry_left > 0:
         status = "`gym env status`" if options.gym_url else "`ngrp serve status`"
         return (
             True,
             f"incomplete: the server stopped answering: check it ({status}), then {RESUME}{exhausted}",
         )
-    tried = result.attempted + result.skipped_completed + result.exhausted
-    if result.failed and not retryable and tried >= result.expected:
+    if result.failed and not retryable and untried == 0:
         return False, f"fix: {result.top_failures[0].fix}{exhausted}"
-    if result.failed or tried < result.expected:
+    if untried + retry_left > 0:
         return True, f"incomplete: {RESUME} to retry missing and failed keys{exhausted}"
     return False, (
         f"incomplete: {result.exhausted} keys reached --max-attempts {options.max_attempts};"
-        f" {RESUME} --max-attempts N (N > {options.max_attempts}) to retry them"
+        f" {more} to retry them"
     )

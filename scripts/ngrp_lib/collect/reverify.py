@@ -31,12 +31,13 @@ from ..artifacts import names as artifacts
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, key_problem, pack_key, rollout_key
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input, require_regular, same_file
+from ..artifacts.redact import Redactor, masked_errors, server_redactor
 from ..errors import FindingsError, InputError, UsageError
 from .http import AttemptFailed, RetryPolicy
 from .materialize import sha256_file
 from .preflight import DEFAULT_TIMEOUT, blocking, check_verify_url
 from .progress import ProgressBar, Tally
-from .routing import public_url
+from .routing import public_url, split_http_url
 from .state import CollectorLock, check_manifest, now_iso, scan_outputs
 from .verify import describe, score, verifier_for
 
@@ -73,6 +74,8 @@ class ReverifyOptions:
             raise UsageError("--concurrency and --max-attempts must be at least 1")
         if not (math.isfinite(self.retry.timeout) and self.retry.timeout > 0) or self.retry.max_retries < 0:
             raise UsageError("--timeout must be finite and > 0 and --max-retries >= 0")
+        if self.verify_url is not None:  # as collect: a port out of range, no host... named, password masked
+            split_http_url(self.verify_url, "--verify-url")
         written = (self.output, self.failures_path, self.manifest_path)
         for role, path in (("--rollouts", self.rollouts), ("--inputs", self.inputs)):
             if path is not None and any(same_file(path, out) for out in written):
@@ -246,6 +249,13 @@ def rescored_row(row: dict[str, Any], verdict: dict[str, Any], verifier: str) ->
 
 
 def reverify(options: ReverifyOptions) -> ReverifyResult:
+    """Re-score; a password in --verify-url is masked in every message and every row written."""
+    redactor = server_redactor([options.verify_url])
+    with masked_errors(redactor):
+        return _reverify(options, redactor)
+
+
+def _reverify(options: ReverifyOptions, redactor: Redactor) -> ReverifyResult:
     verifier = verifier_for(options)
     if options.verify_url:  # collect's pre-flight probe: a dead /verify server is named before anything
         timeout = min(options.retry.timeout, DEFAULT_TIMEOUT)
@@ -255,8 +265,10 @@ def reverify(options: ReverifyOptions) -> ReverifyResult:
     with CollectorLock(options.output):
         resume = options.resume and not _nothing_written(options)
         if not resume:
-            _start_fresh(options)
+            _refuse_earlier(options)
         plan = _plan(options, getattr(verifier, "needs_answer", False))
+        if not resume:  # only once the source and inputs are known good: a refused run loses nothing
+            _discard_earlier(options)
         identity = options.identity(plan.sha256, plan.inputs_sha256)
         if resume:
             check_manifest(options.manifest_path, identity)
@@ -274,7 +286,7 @@ def reverify(options: ReverifyOptions) -> ReverifyResult:
             1 for k, n in disk.attempts.items() if n >= options.max_attempts and pack_key(k) not in done
         )
         to_run = len(plan.keys) - len(done) - exhausted
-        run = _Run(options, verifier, disk, to_run, plan)
+        run = _Run(options, verifier, disk, to_run, plan, redactor)
         asyncio.run(run.run_all())
     return _result(options, verifier, plan, disk, run, resume)
 
@@ -283,15 +295,23 @@ def _nothing_written(options: ReverifyOptions) -> bool:
     return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
 
 
-def _start_fresh(options: ReverifyOptions) -> None:
-    outputs = [options.output, options.failures_path, options.manifest_path]
-    existing = [p for p in outputs if p.exists()]
+def _outputs(options: ReverifyOptions) -> list[Path]:
+    return [options.output, options.failures_path, options.manifest_path]
+
+
+def _refuse_earlier(options: ReverifyOptions) -> None:
+    """A fresh run: refuse an earlier run's outputs unless --overwrite (nothing is deleted here)."""
+    existing = [p for p in _outputs(options) if p.exists()]
     if existing and not options.overwrite:
         raise UsageError(
             f"outputs of an earlier reverify exist: {', '.join(map(str, existing))}",
             hint="pass --resume to continue it, or --overwrite to discard it and start over",
         )
-    for path in outputs:
+
+
+def _discard_earlier(options: ReverifyOptions) -> None:
+    """--overwrite, after every check has passed: the earlier run's files go."""
+    for path in _outputs(options):
         path.unlink(missing_ok=True)
 
 
@@ -313,8 +333,11 @@ def _manifest(options: ReverifyOptions, identity: dict[str, Any], plan: _Plan) -
 class _Run:
     """State shared by the workers of one reverify run."""
 
-    def __init__(self, options: ReverifyOptions, verifier: Any, disk: Any, to_run: int, plan: _Plan) -> None:
+    def __init__(
+        self, options: ReverifyOptions, verifier: Any, disk: Any, to_run: int, plan: _Plan, redactor: Redactor
+    ) -> None:
         self.options, self.verifier, self.disk, self.plan = options, verifier, disk, plan
+        self.redactor = redactor
         self.label = describe(verifier)
         self.tally = Tally(total=to_run, done_before=len(disk.completed))
         self.bar = ProgressBar(self.tally, options.progress)
@@ -322,7 +345,8 @@ class _Run:
         self._inputs_fd: int | None = None
 
     async def run_all(self) -> None:
-        results, failures = jsonl.Appender(self.options.output), jsonl.Appender(self.options.failures_path)
+        results = jsonl.Appender(self.options.output, redact=self.redactor)
+        failures = jsonl.Appender(self.options.failures_path, redact=self.redactor)
         if self.plan.inputs is not None and self.options.inputs is not None:
             with open_input(self.options.inputs) as handle:  # never a FIFO swapped in since the index
                 self._inputs_fd = os.dup(handle.fileno())
@@ -391,7 +415,8 @@ class _Run:
             "_ngrp_retries": failure.retries,
         }
         failures.write(out)
-        self.tally.add_failure(Failure.from_fields(out), rollout_key(out))
+        last = attempt + 1 >= self.options.max_attempts
+        self.tally.add_failure(Failure.from_fields(out), rollout_key(out), last=last)
 
 
 class _session:
@@ -456,7 +481,7 @@ def _result(
     t = run.tally
     completed = len(disk.completed) + t.completed
     classes: Counter = t.failure_classes
-    exhausted = sum(
+    exhausted = t.exhausted + sum(  # out of attempts before this run, and during it
         1 for k, n in disk.attempts.items() if n >= options.max_attempts and k not in disk.completed
     )
     return ReverifyResult(

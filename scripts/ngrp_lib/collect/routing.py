@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import SplitResult, urlsplit, urlunsplit
 
+from ..artifacts.urls import has_credentials, normalize_base_url, public_url, split_http_url
 from ..errors import InputError, UsageError
+
+__all__ = ["Endpoint", "Router", "has_credentials", "load_endpoints", "normalize_base_url", "public_url",
+           "split_http_url"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -22,77 +25,16 @@ class Endpoint:
         return public_url(self.base_url)
 
 
-def split_http_url(url: str, flag: str = "--base-url") -> SplitResult:
-    """Parse an http(s) URL, refusing what aiohttp would only fail on at the first request (an unclosed
-    `[` of an IPv6 host, a port that is not a number in 1..65535, no host): a usage error, exit 2."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port  # raises on a port that is not a number or out of range
-    except ValueError as exc:
-        raise UsageError(f"{flag} {public_url(url)!r} is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"{flag} {public_url(url)!r} is not an http(s) URL with a host")
-    if port == 0:
-        raise UsageError(f"{flag} {public_url(url)!r}: port 0 is not a server's port")
-    return parts
-
-
-def has_credentials(url: str) -> bool:
-    """Whether the URL carries `user[:password]@`."""
-    try:
-        return "@" in urlsplit(url).netloc
-    except ValueError:
-        return False
-
-
-def normalize_base_url(url: str) -> str:
-    """Accept `http://host:port` or `http://host:port/v1`; always return the `/v1` form."""
-    parts = split_http_url(url)
-    if parts.query or parts.fragment:  # the request path is appended to the URL: a query would swallow it
-        raise UsageError(
-            f"a base URL takes no ?query or #fragment: {public_url(url)!r}...",
-            hint="put the API key in an environment variable (--api-key-env), not in the URL",
-        )
-    path = parts.path.rstrip("/")
-    if not path.endswith("/v1"):
-        path += "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def public_url(url: str) -> str:
-    """The URL without credentials, query or fragment; never raises (it is used in error messages)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        head, sep, rest = url.partition("://")
-        return head + sep + rest.rsplit("@", 1)[-1].split("/", 1)[0] if sep else "<unparsable URL>"
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
 def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
     """Read `ngrp serve`'s endpoints file: {"endpoints": [{"base_url": ".../v1", "model": NAME}, ...]}."""
     from ..artifacts.endpoints import read_endpoints
 
-    items = read_endpoints(path)["endpoints"]
-    if not items:
-        raise InputError(
-            "no endpoints listed", path=path, pointer="/endpoints", hint="did `ngrp serve` start?"
-        )
     endpoints = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("base_url"), str):
-            raise InputError("each endpoint needs a base_url string", path=path, pointer=f"/endpoints/{i}")
-        name = model or item.get("model")
-        if not isinstance(name, str) or not name:
+    for i, entry in enumerate(read_endpoints(path).entries):
+        name = model or entry.model
+        if not name:
             raise InputError("endpoint has no model; pass --model", path=path, pointer=f"/endpoints/{i}")
-        try:
-            base_url = normalize_base_url(item["base_url"])
-        except UsageError as exc:
-            raise InputError(
-                exc.message.replace("--base-url ", "base_url "), path=path, pointer=f"/endpoints/{i}"
-            ) from None
-        endpoints.append(Endpoint(base_url, name))
+        endpoints.append(Endpoint(entry.base_url, name))
     return endpoints
 
 

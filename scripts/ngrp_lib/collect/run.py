@@ -24,7 +24,7 @@ from typing import Any
 from ..artifacts import jsonl
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
-from ..artifacts.redact import MIN_SECRET, Redactor, url_secrets
+from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
 from .http import AttemptFailed
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
@@ -39,16 +39,14 @@ def stderr_log(text: str) -> None:
 def run_redactor(options: CollectOptions) -> Redactor:
     """The secrets of this run: the API key and any password in a server URL."""
     key = options.api_key
-    secrets = [key] if key else []
-    for url in [e.base_url for e in options.endpoints] + [options.gym_url, options.verify_url]:
-        secrets += url_secrets(url)
+    urls = [e.base_url for e in options.endpoints] + [options.gym_url, options.verify_url]
     if key and len(key) < MIN_SECRET:
         print(
             f"ngrp collect: warning: ${options.api_key_env} is shorter than {MIN_SECRET} characters: too"
             " short to mask in stored text without masking ordinary words",
             file=sys.stderr,
         )
-    return Redactor(secrets)
+    return server_redactor(urls, key)
 
 
 @dataclass
@@ -170,17 +168,24 @@ class Run:
             "_ngrp_server": server,
         }
         self.failures.write(out)
-        self.count_failure(Failure.from_fields(out), row)
+        self.count_failure(Failure.from_fields(out), row, attempt=attempt)
 
-    def count_failure(self, failure: Failure, row: dict, *, replied: bool = False) -> None:
-        """Tally a failed attempt (already written, or written nowhere) and apply the stop rules."""
+    def count_failure(
+        self, failure: Failure, row: dict, *, replied: bool = False, attempt: int | None = None
+    ) -> None:
+        """Tally a failed attempt (already written, or written nowhere) and apply the stop rules.
+        `attempt`: its index, when it was written to the failures sidecar (so it counts towards
+        --max-attempts); None for one written nowhere."""
         failure = replace(
             failure,
             failure_class=self.redactor.text(failure.failure_class),
             message=self.redactor.text(failure.message, cut=True),
         )
         task, index = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
-        self.tally.add_failure(failure, (task, index) if task is not None and index is not None else None)
+        last = attempt is not None and attempt + 1 >= self.options.max_attempts
+        self.tally.add_failure(
+            failure, (task, index) if task is not None and index is not None else None, last=last
+        )
         reason = self.stop.failure(failure, task, replied=replied)
         if reason:
             self.log(f"stopping: {reason}")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..artifacts import jsonl, names, schemas
 from ..artifacts.names import RCP
-from ..artifacts.redact import Redactor
+from ..artifacts.redact import Redactor, masked_errors
 from ..errors import InputError, UsageError
 from . import gym_backend
 from .direct import DirectRun
@@ -111,7 +111,7 @@ async def collect(
     `options.api_key`. Rows and servers are checked before an earlier run's files are replaced."""
     verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
-    with CollectorLock(options.output):
+    with masked_errors(redactor), CollectorLock(options.output):
         if options.resume and _nothing_collected(options):
             # Like Gym: resuming a run that never wrote a row (or never started) is a fresh start.
             options = replace(options, resume=False, overwrite=True)

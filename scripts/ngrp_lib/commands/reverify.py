@@ -120,8 +120,22 @@ def command(
     result = reverify(options)
     emit(result, as_json, render_text)
     if not result.complete:
-        click.echo("incomplete: rerun the same command with --resume to retry the rows that failed", err=True)
+        click.echo(next_step(result, max_attempts), err=True)
     return 0 if result.complete else 1
+
+
+def next_step(r, max_attempts: int) -> str:
+    """What to run next for an incomplete reverify: a plain --resume skips the rows out of attempts."""
+    again = "rerun the same command with --resume"
+    more = f"{again} --max-attempts N (N > {max_attempts})"
+    if r.exhausted >= r.missing:
+        return f"incomplete: {r.exhausted} rows reached --max-attempts {max_attempts}; {more} to retry them"
+    out = (
+        f"; {r.exhausted} rows reached --max-attempts {max_attempts}: {more} retries them"
+        if r.exhausted
+        else ""
+    )
+    return f"incomplete: {again} to retry the rows that failed{out}"
 
 
 def _mean(value: float | None) -> str:

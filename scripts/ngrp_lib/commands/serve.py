@@ -151,6 +151,9 @@ def _python_for_dry_run(serve_plan, explicit: str | None) -> str:
 def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
     """Stop every server listed in an endpoints file (whole process groups), then delete the file.
 
+    Only servers `ngrp serve` started are stopped (the file gives their pid and start time); a server of a
+    hand-written entry is left running and named, and a file ngrp serve did not write is kept.
+
     \b
     Example:
       ngrp serve stop --endpoints-file ngrp_endpoints.json
@@ -174,6 +177,7 @@ def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
 def status(endpoints_file: Path, api_key_env: str, as_json: bool) -> int:
     """Show whether each listed server is running and healthy, and whether `ngrp collect` could use it:
     GET /v1/models answers with the key, lists the endpoint's model, and its context (max_model_len).
+    A server of a hand-written entry (no pid) gets that check only. URLs are shown without credentials.
     Exit 1 if any server is not running, not healthy or fails that check.
 
     \b
@@ -182,12 +186,14 @@ def status(endpoints_file: Path, api_key_env: str, as_json: bool) -> int:
     """
     import os
 
+    from ..artifacts.redact import masked_errors, server_redactor
     from ..serve import run as serve_run
 
     key = os.environ.get(api_key_env) or None
-    rows = serve_run.status(endpoints_file, api_key=key, api_key_env=api_key_env)
+    with masked_errors(server_redactor([], key)):  # the entries' URL passwords: masked by status itself
+        rows = serve_run.status(endpoints_file, api_key=key, api_key_env=api_key_env)
     emit({"endpoints_file": str(endpoints_file), "endpoints": rows}, as_json, _render_status)
-    return 0 if rows and all(r["healthy"] and r["problem"] is None for r in rows) else 1
+    return 0 if rows and all(r["healthy"] is not False and r["problem"] is None for r in rows) else 1
 
 
 def _progress(message: str) -> None:
@@ -220,13 +226,26 @@ def _render_stop(result) -> str:
         f"killed {len(result.killed)}",
         f"already gone {len(result.already_gone)}",
     ]
-    return ", ".join(parts) + f"; removed {result.endpoints_file}"
+    lines = [", ".join(parts) + (f"; removed {result.endpoints_file}" if result.removed else "")]
+    if result.not_started:
+        lines.append(
+            f"left running {len(result.not_started)} server(s) ngrp serve did not start (the file gives"
+            f" no pid and start time for them): {', '.join(result.not_started)}"
+        )
+    if not result.removed:
+        lines.append(
+            f"kept {result.endpoints_file}: ngrp serve did not write it (delete it yourself if done)"
+        )
+    return "\n".join(lines)
 
 
 def _render_status(data: dict) -> str:
     lines = []
     for r in data["endpoints"]:
-        line = f"{r['base_url']}  pid={r['pid']}  running={r['running']}  healthy={r['healthy']}"
+        if r["started_by_serve"]:
+            line = f"{r['base_url']}  pid={r['pid']}  running={r['running']}  healthy={r['healthy']}"
+        else:
+            line = f"{r['base_url']}  not started by ngrp serve (no pid): probed only"
         if r["problem"] is None and r["models"] is not None:
             context = f" (context {r['max_model_len']} tokens)" if r["max_model_len"] else ""
             line += f"  serves {r['model']!r}{context}"

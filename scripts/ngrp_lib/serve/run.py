@@ -19,10 +19,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from ..artifacts.endpoints import read_endpoints
+from ..artifacts.endpoints import EndpointEntry, read_endpoints
 from ..artifacts.jsonl import write_json
 from ..artifacts.opening import open_input, open_log
+from ..artifacts.redact import server_redactor
 from ..errors import InputError, UsageError
 from .plan import ServePlan, ServerSpec, ServerStartError
 
@@ -52,6 +54,8 @@ class StopResult:
     stopped: list[int] = field(default_factory=list)
     already_gone: list[int] = field(default_factory=list)
     killed: list[int] = field(default_factory=list)
+    not_started: list[str] = field(default_factory=list)  # servers ngrp serve did not start: left alone
+    removed: bool = False  # the file is deleted only when ngrp serve wrote every entry of it
 
 
 # ---------------------------------------------------------------- processes
@@ -208,13 +212,13 @@ def endpoint_rows(started: list[Started], model: str) -> list[dict]:
     ]
 
 
-def live_endpoints(path: Path) -> list[dict]:
-    """Endpoints in an existing file whose server process is still running."""
+def live_endpoints(path: Path) -> list[EndpointEntry]:
+    """Endpoints in an existing file whose server process, started by `ngrp serve`, is still running."""
     if not path.exists():
         return []
     with contextlib.suppress(InputError):
-        rows = read_endpoints(path)["endpoints"]
-        return [r for r in rows if isinstance(r.get("pid"), int) and alive(r["pid"], r.get("start_time"))]
+        entries = read_endpoints(path).entries
+        return [e for e in entries if e.started_by_serve and e.pid is not None and alive(e.pid, e.start_time)]
     return []
 
 
@@ -246,9 +250,11 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
             f"{endpoints_file} lists {len(live)} server(s) still running",
             hint=f"stop them first: ngrp serve stop --endpoints-file {endpoints_file}",
         )
-    if endpoints_file.exists():
+    replace = _replaceable(endpoints_file)
+    if replace:
         progress(f"replacing {endpoints_file}: none of the servers it lists is running")
     started: list[Started] = []
+    wrote = False
     t0 = time.monotonic()
     keep = False
     result: ServeResult | None = None
@@ -260,7 +266,8 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
             wait_healthy(started, timeout, progress)
             ready = time.monotonic() - t0
             rows = endpoint_rows(started, plan.served_model_name)
-            write_json(endpoints_file, _endpoints_doc(plan, rows, detach))
+            write_json(endpoints_file, _endpoints_doc(plan, rows, detach), overwrite=replace)
+            wrote = True
             result = ServeResult(str(endpoints_file), plan.device, rows, round(ready, 2), detach)
             if detach:
                 keep = True
@@ -272,7 +279,7 @@ def serve(plan: ServePlan, *, detach: bool, timeout: float, progress: Callable[[
         progress(f"{why}: stopping {len(started)} server(s)")
     finally:
         if not keep:
-            _cleanup(started, endpoints_file)
+            _cleanup(started, endpoints_file if wrote else None)
     if result is None:
         raise ServerStartError("interrupted before the servers were ready; every server was stopped")
     return result
@@ -286,7 +293,30 @@ def _supervise(started: list[Started]) -> None:
         time.sleep(1.0)
 
 
-def _cleanup(started: list[Started], endpoints_file: Path) -> None:
+def _replaceable(endpoints_file: Path) -> bool:
+    """Whether an existing endpoints file may be replaced: only one `ngrp serve` wrote, whose servers
+    are gone. A file it did not write (hand-written, unreadable) is refused before anything starts."""
+    if not os.path.lexists(endpoints_file):
+        return False
+    try:
+        ours = read_endpoints(endpoints_file).written_by_serve
+    except InputError as exc:
+        raise UsageError(
+            f"{endpoints_file} exists and is not an endpoints file ngrp serve wrote ({exc.message}); refusing"
+            " to replace it",
+            hint="choose another --endpoints-file, or move that file away",
+        ) from None
+    if not ours:
+        raise UsageError(
+            f"{endpoints_file} lists servers ngrp serve did not start (no pid and start time): refusing to"
+            " replace a file it did not write",
+            hint="choose another --endpoints-file, or move that file away",
+        )
+    return True
+
+
+def _cleanup(started: list[Started], endpoints_file: Path | None) -> None:
+    """Stop what this run started; remove the endpoints file only when this run wrote it."""
     # A second Ctrl-C or SIGTERM must not cut the (bounded) cleanup short and leave servers behind.
     old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -294,7 +324,7 @@ def _cleanup(started: list[Started], endpoints_file: Path) -> None:
             stop_group(item.proc.pid)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 item.proc.wait(timeout=5)
-        if endpoints_file.exists() and not live_endpoints(endpoints_file):
+        if endpoints_file is not None and endpoints_file.exists() and not live_endpoints(endpoints_file):
             endpoints_file.unlink()
     finally:
         for s, h in old.items():
@@ -314,17 +344,25 @@ def _endpoints_doc(plan: ServePlan, rows: list[dict], detach: bool) -> dict:
 
 
 def stop(endpoints_file: Path, *, grace: float = 15.0) -> StopResult:
-    """Stop every server listed in the file (whole process groups), then remove the file."""
-    data = read_endpoints(endpoints_file)
+    """Stop every server `ngrp serve` started that the file lists (whole process groups), then remove the
+    file. An entry without the pid and start time `ngrp serve` writes is a server someone else started: it
+    is left running, and the file, which `ngrp serve` did not write, is kept."""
+    doc = read_endpoints(endpoints_file)
     result = StopResult(str(endpoints_file))
-    for row in data["endpoints"]:
-        pid = row.get("pid")
-        if not isinstance(pid, int) or not alive(pid, row.get("start_time")):
-            result.already_gone.append(pid)
+    for entry in doc.entries:
+        if not entry.started_by_serve or entry.pid is None:
+            result.not_started.append(entry.public_url)
             continue
-        outcome = stop_group(pid, grace)
-        {"stopped": result.stopped, "killed": result.killed, "gone": result.already_gone}[outcome].append(pid)
-    endpoints_file.unlink()
+        if not alive(entry.pid, entry.start_time):
+            result.already_gone.append(entry.pid)
+            continue
+        outcome = stop_group(entry.pid, grace)
+        {"stopped": result.stopped, "killed": result.killed, "gone": result.already_gone}[outcome].append(
+            entry.pid
+        )
+    if doc.written_by_serve:
+        endpoints_file.unlink()
+        result.removed = True
     return result
 
 
@@ -332,34 +370,52 @@ def status(
     endpoints_file: Path, *, api_key: str | None = None, api_key_env: str = "OPENAI_API_KEY"
 ) -> list[dict]:
     """Each listed server: is its process running, does /health answer, and does the pre-flight probe of
-    `ngrp collect` pass (GET /v1/models with the key: the model is served; its context)."""
-    data = read_endpoints(endpoints_file)
-    rows = []
-    for row in data["endpoints"]:
-        pid = row.get("pid")
-        running = isinstance(pid, int) and alive(pid, row.get("start_time"))
-        ok = running and healthy(row.get("host", "127.0.0.1"), int(row.get("port", 0)))
+    `ngrp collect` pass (GET /v1/models with the key: the model is served; its context). A server
+    `ngrp serve` did not start (no pid and start time in the file) has no process to look at: it gets the
+    probe only (`running` and `healthy` null). URLs are shown without credentials; the key and any URL
+    password are masked in every message."""
+    doc = read_endpoints(endpoints_file)
+    rows, entries = [], []
+    for entry in doc.entries:
+        ours = entry.started_by_serve and entry.pid is not None
+        running: bool | None = None
+        ok: bool | None = None
         problem = None
-        if not running:
-            problem = f"the server (pid {pid}) is not running; its log: {row.get('log')}"
-        elif not ok:
-            problem = f"{row.get('base_url')}: GET /health does not answer 200 (still starting?)"
+        if ours and entry.pid is not None:
+            running = alive(entry.pid, entry.start_time)
+            ok = running and healthy(*_health_address(entry))
+            if not running:
+                problem = f"the server (pid {entry.pid}) is not running; its log: {entry.log}"
+            elif not ok:
+                problem = f"{entry.public_url}: GET /health does not answer 200 (still starting?)"
         rows.append(
-            {"base_url": row.get("base_url"), "pid": pid, "running": running, "healthy": ok,
-             "model": row.get("model"), "models": None, "max_model_len": None, "problem": problem}
+            {"base_url": entry.public_url, "pid": entry.pid, "started_by_serve": ours, "running": running,
+             "healthy": ok, "model": entry.model, "models": None, "max_model_len": None, "problem": problem}
         )  # fmt: skip
-    _probe(rows, api_key, api_key_env)
-    return rows
+        entries.append(entry)
+    _probe(rows, entries, api_key, api_key_env)
+    redactor = server_redactor([e.base_url for e in entries], api_key)
+    return [redactor.value(row) for row in rows]
 
 
-def _probe(rows: list[dict], api_key: str | None, api_key_env: str) -> None:
-    """The pre-flight probe of every healthy server, all at once."""
+def _health_address(entry: EndpointEntry) -> tuple[str, int]:
+    """Where `GET /health` goes: the host and port `ngrp serve` wrote, else those of the base URL."""
+    parts = urlsplit(entry.base_url)
+    return entry.host or parts.hostname or "127.0.0.1", entry.port or parts.port or 80
+
+
+def _probe(rows: list[dict], entries: list[EndpointEntry], api_key: str | None, api_key_env: str) -> None:
+    """The pre-flight probe of every healthy server, and of every server ngrp serve did not start, at once."""
     import asyncio
 
     from ..collect.preflight import check_server
 
-    healthy_rows = [r for r in rows if r["healthy"] and isinstance(r["base_url"], str)]
-    if not healthy_rows:
+    todo = [
+        (row, e)
+        for row, e in zip(rows, entries, strict=True)
+        if row["healthy"] or not row["started_by_serve"]
+    ]
+    if not todo:
         return
 
     async def probe_all() -> list:
@@ -367,11 +423,11 @@ def _probe(rows: list[dict], api_key: str | None, api_key_env: str) -> None:
 
         async with aiohttp.ClientSession() as session:
             return await asyncio.gather(
-                *(check_server(session, r["base_url"], model=r["model"], api_key=api_key,
-                               api_key_env=api_key_env) for r in healthy_rows)
+                *(check_server(session, e.base_url, model=e.model, api_key=api_key,
+                               api_key_env=api_key_env) for _, e in todo)
             )  # fmt: skip
 
-    for row, check in zip(healthy_rows, asyncio.run(probe_all()), strict=True):
+    for (row, _), check in zip(todo, asyncio.run(probe_all()), strict=True):
         row.update(
             models=None if check.models is None else list(check.models), max_model_len=check.max_model_len
         )
