@@ -97,6 +97,40 @@ def test_cpu_plan_user_flags_and_env_win(model_dir, monkeypatch):
     assert server.env["VLLM_CPU_KVCACHE_SPACE"] == "4"
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--api-key", "sk-plan-secret"],
+        ["--api-key=sk-plan-secret"],
+        ["--max-model-len", "64", "--api-key", "sk-plan-secret"],
+    ],
+)
+def test_a_vllm_api_key_goes_through_the_environment_and_is_masked_when_shown(model_dir, extra):
+    (server,) = lib.plan(opts(model_dir, extra_args=extra), gpus=[], python="/py").servers
+    assert "sk-plan-secret" not in server.argv and "--api-key" not in " ".join(server.argv)
+    assert server.env["VLLM_API_KEY"] == "sk-plan-secret"
+    assert "sk-plan-secret" not in server.shell_line() and "VLLM_API_KEY=***" in server.shell_line()
+
+
+def test_secrets_left_on_the_command_line_are_masked_when_shown(model_dir):
+    extra = [
+        "--api-key",
+        "k1",
+        "k2",
+        "--hf-token=hf_x",
+        "--tokenizer",
+        "tok",
+        "--max-num-batched-tokens",
+        "8",
+    ]
+    (server,) = lib.plan(opts(model_dir, extra_args=extra), gpus=[], python="/py").servers
+    assert server.argv[-len(extra) :] == extra  # several keys stay vLLM's to read
+    line = server.shell_line()
+    assert "k1" not in line.split() and "k2" not in line.split() and "hf_x" not in line
+    assert "--api-key '***' '***'" in line and "'--hf-token=***'" in line
+    assert "--tokenizer tok" in line and "--max-num-batched-tokens 8" in line
+
+
 def test_bf16_or_unknown_checkpoint_gets_bfloat16(tmp_path):
     (tmp_path / "config.json").write_text('{"dtype": "bfloat16"}')
     assert lib.model_dtype(str(tmp_path)) == "bfloat16"

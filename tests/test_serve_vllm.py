@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -40,16 +41,16 @@ def model(tmp_path_factory) -> Path:
     return build_model(python, tmp_path_factory.mktemp("serve-model") / "tiny-serve")
 
 
-def get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=30) as resp:
+def get_json(url: str, key: str | None = None) -> dict:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
         return json.load(resp)
 
 
-def chat(base_url: str, model: str) -> dict:
+def chat(base_url: str, model: str, key: str | None = None) -> dict:
     body = {"model": model, "messages": [{"role": "user", "content": "what is 2 plus 3?"}], "max_tokens": 4}
-    req = urllib.request.Request(
-        base_url + "/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    req = urllib.request.Request(base_url + "/chat/completions", json.dumps(body).encode(), headers)
     with urllib.request.urlopen(req, timeout=60) as resp:
         return json.load(resp)
 
@@ -69,16 +70,22 @@ def processes_mentioning(needle: str) -> list[str]:
     return found
 
 
-def ngrp(*args, cwd: Path) -> subprocess.CompletedProcess:
+def ngrp(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], cwd=cwd, capture_output=True, text=True
+        [sys.executable, str(SCRIPT), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
     )
 
 
+KEY = "sk-serve-7e5t-k3y-abcdef"
+
+
 def test_detached_serve_lists_model_and_stop_leaves_no_process(model, tmp_path):
+    """Also a keyed server: `-- --api-key K` reaches vLLM through VLLM_API_KEY, so K is in no command line,
+    endpoints file, log or output, and the server refuses a request without it."""
     eps = tmp_path / "eps.json"
     res = ngrp("serve", "--model", model, "--served-model-name", "tiny", "--endpoints-file", eps, "--detach",
-               "--json", "--timeout", "300", "--", "--max-model-len", "512", cwd=tmp_path)  # fmt: skip
+               "--json", "--timeout", "300", "--", "--max-model-len", "512", "--api-key", KEY,
+               cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr
     doc = json.loads(eps.read_text())
     jsonschema.validate(doc, SCHEMA)
@@ -88,13 +95,28 @@ def test_detached_serve_lists_model_and_stop_leaves_no_process(model, tmp_path):
     )
     assert json.loads(res.stdout)["endpoints"] == doc["endpoints"]
     assert endpoint["base_url"].startswith("http://127.0.0.1:") and endpoint["base_url"].endswith("/v1")
-    assert [m["id"] for m in get_json(endpoint["base_url"] + "/models")["data"]] == ["tiny"]
-    assert chat(endpoint["base_url"], "tiny")["usage"]["completion_tokens"] >= 1
-    assert Path(endpoint["log"]).is_file() and "--max-model-len 512" in Path(endpoint["log"]).read_text()
+    assert [m["id"] for m in get_json(endpoint["base_url"] + "/models", KEY)["data"]] == ["tiny"]
+    assert chat(endpoint["base_url"], "tiny", KEY)["usage"]["completion_tokens"] >= 1
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        chat(endpoint["base_url"], "tiny")
+    assert refused.value.code == 401
+    log_text = Path(endpoint["log"]).read_text()
+    assert Path(endpoint["log"]).is_file() and "--max-model-len 512" in log_text
     group = serve_run.group_members(endpoint["pid"])
     assert endpoint["pid"] in group
+    cmdlines = "".join(
+        (Path("/proc") / str(pid) / "cmdline").read_bytes().decode(errors="replace") for pid in group
+    )
+    assert (
+        KEY not in cmdlines
+        and KEY not in log_text
+        and KEY not in eps.read_text()
+        and KEY not in res.stdout + res.stderr
+    )
 
-    status = ngrp("serve", "status", "--endpoints-file", eps, cwd=tmp_path)
+    status = ngrp(
+        "serve", "status", "--endpoints-file", eps, cwd=tmp_path, env={**os.environ, "OPENAI_API_KEY": KEY}
+    )
     assert status.returncode == 0 and "healthy=True" in status.stdout
     assert "serves 'tiny' (context 512 tokens)" in status.stdout  # GET /v1/models, as collect checks it
     stop = ngrp("serve", "stop", "--endpoints-file", eps, cwd=tmp_path)

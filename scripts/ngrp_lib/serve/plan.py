@@ -81,8 +81,12 @@ class ServerSpec:
         return f"http://{self.host}:{self.port}/v1"
 
     def shell_line(self) -> str:
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return (prefix + " " if prefix else "") + shlex.join(self.argv)
+        """The command as a shell line, for people and files: keys, tokens and secrets masked."""
+        prefix = " ".join(
+            f"{k}={SECRET_MARK if _is_secret_name(k) else shlex.quote(v)}"
+            for k, v in sorted(self.env.items())
+        )
+        return (prefix + " " if prefix else "") + shlex.join(masked_argv(self.argv))
 
 
 @dataclass
@@ -235,7 +239,7 @@ def _command(
     opts: ServeOptions, device: str, python: str, name: str, port: int, gpus: list[str]
 ) -> tuple[list[str], dict[str, str]]:
     """argv and env of one server. The user's vLLM arguments come last, and our defaults give way to them."""
-    extra = list(opts.extra_args)
+    extra, key = _take_api_key(list(opts.extra_args))
     defaults: list[str] = []
     if device == "cpu":
         argv = [python, *CPU_ENTRY, "--model", opts.model]
@@ -253,4 +257,50 @@ def _command(
         if opts.data_parallel > 1:
             defaults += ["--data-parallel-size", str(opts.data_parallel)]
     argv += ["--served-model-name", name, "--host", opts.host, "--port", str(port), *defaults, *extra]
+    if key is not None:
+        env[API_KEY_ENV] = key
     return argv, env
+
+
+API_KEY_ENV = "VLLM_API_KEY"  # vLLM takes its key from here when --api-key is not on its command line
+SECRET_MARK = "***"
+
+
+def _take_api_key(extra: list[str]) -> tuple[list[str], str | None]:
+    """Move one `--api-key K` (or `--api-key=K`) out of vLLM's arguments: the server then reads it from
+    VLLM_API_KEY, so it shows in no command line (`ps`), endpoints file or log header."""
+    for i, arg in enumerate(extra):
+        if arg.startswith("--api-key="):
+            return extra[:i] + extra[i + 1 :], arg.split("=", 1)[1]
+        if arg == "--api-key" and i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            following = extra[i + 2 :]
+            if following and not following[0].startswith("-"):  # several keys: leave them, masked when shown
+                return extra, None
+            return extra[:i] + following, extra[i + 1]
+    return extra, None
+
+
+def _is_secret_name(name: str) -> bool:
+    """A flag or variable that holds a credential: --api-key, --hf-token, VLLM_API_KEY, HF_TOKEN (not
+    --tokenizer or --max-num-batched-tokens)."""
+    words = name.upper().lstrip("-").replace("-", "_").split("_")
+    return words[-1] in ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def masked_argv(argv: list[str]) -> list[str]:
+    """argv with every value of --api-key (and of flags naming a key, token or secret) replaced."""
+    out: list[str] = []
+    masking = False
+    for arg in argv:
+        if masking and not arg.startswith("-"):
+            out.append(SECRET_MARK)
+            continue
+        masking = False
+        flag, eq, _ = arg.partition("=")
+        if flag.startswith("--") and _is_secret_name(flag):
+            if eq:
+                out.append(f"{flag}={SECRET_MARK}")
+                continue
+            masking = True
+        out.append(arg)
+    return out
