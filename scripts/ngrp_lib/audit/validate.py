@@ -17,6 +17,7 @@ from .. import __version__
 from ..artifacts import schemas
 from ..artifacts.jsonl import Problem as LineProblem
 from ..artifacts.jsonl import Row, iter_records, read_json
+from ..artifacts.kinds import kind_from_row
 from ..artifacts.names import (
     AGENT_METRICS_SUFFIX,
     FAILURES_SUFFIX,
@@ -199,22 +200,6 @@ def kind_from_name(path: Path) -> str | None:
         if path.suffix == extension and path.stem.endswith(suffix):
             return kind
     return None
-
-
-def kind_from_row(row: dict[str, Any]) -> str:
-    """For a JSONL file whose name does not tell: decide from its first row."""
-    if "_ng_failure_class" in row:
-        return "failures"
-    if isinstance(row.get("response"), dict):
-        return "rollouts"
-    failed_rollout = "reward" in row or ("response" in row and row["response"] is None)
-    if TASK_KEY in row and ROLLOUT_KEY in row and failed_rollout:
-        return "rollouts"  # a failed first rollout (response null); a task's reference `response` is text
-    if "rollout_infos" in row and "num_rollouts" in row:
-        return "reward_profile"
-    if TASK_KEY in row and ROLLOUT_KEY in row:
-        return "materialized"
-    return "tasks"
 
 
 def _validate_json(path: Path, report: FileReport) -> None:
