@@ -98,7 +98,11 @@ def parse_fan_out(specs: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 
 
 def _render(result: MaterializeResult) -> str:
-    return (
-        f"materialized {result.input_rows} input rows into {result.tasks} tasks"
-        f" x {result.num_repeats} repeats = {result.rows} rows: {result.output}"
-    )
+    """The count line; its arithmetic holds in every case: rows in x repeats = rows out, with --fan-out
+    rows in -> task-agent rows x repeats = rows out; the tasks are counted apart (lines that are byte
+    for byte the same, or share a preset _ng_task_index, are one task)."""
+    fanned = result.rows // result.num_repeats
+    line = f"materialized {result.input_rows} input rows ({result.tasks} tasks)"
+    if fanned != result.input_rows:
+        line += f" -> {fanned} task-agent rows (--fan-out)"
+    return line + f" x {result.num_repeats} repeats = {result.rows} rows: {result.output}"
