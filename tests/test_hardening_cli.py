@@ -462,8 +462,9 @@ def _limited(limit: int):
 def test_a_write_that_fails_names_the_file(world, tmp_path, command):
     """A file size limit fails writes as a full disk does (an OSError from write(), no file name in it)."""
     big = tmp_path / "big.jsonl"
-    rows = [{"_ng_task_index": i, "_ng_rollout_index": 0, "responses_create_params": {"input": "q" * 500}}
-            for i in range(200)]  # fmt: skip
+    rows = [{"_ng_task_index": i, "responses_create_params": {"input": "q" * 500}} for i in range(200)]
+    if command == "merge":  # a rollouts shard
+        rows = [dict(r, _ng_rollout_index=0, response={"output": []}, reward=1.0) for r in rows]
     big.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out"
     out.mkdir()

@@ -294,7 +294,9 @@ def test_rollouts_file_problems_are_named(tmp_path):
     settings = StatsSettings(answer_key="extracted_answer", n_bootstrap=0)
     with pytest.raises(FindingsError, match=r"\(0, 0\) appears twice \(lines 1 and 2\)"):
         compute_stats(prof, dup, settings)
-    with pytest.raises(InputError, match="reward profile, not a rollouts file"):
+    with pytest.raises(
+        InputError, match="this is a profile \\(\\*_reward_profiling.jsonl\\): pass the rollouts file"
+    ):
         compute_stats(prof, prof, settings)
     good = write_rollouts(tmp_path / "r.jsonl", rows)
     notes = compute_stats(prof, good, StatsSettings(answer_key="nosuch", n_bootstrap=0)).notes

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
+from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
 from ..artifacts.names import agent_name, failures_path_for, manifest_path_for, pack_key, rollout_key
 from ..artifacts.opening import require_regular
 from ..errors import InputError
@@ -177,8 +178,11 @@ def _read_failures(
 def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | None = None) -> CheckResult:
     """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists."""
     inputs, rollouts = Path(inputs), Path(rollouts)
+    refuse_swapped(inputs, rollouts)
     if failures is None and failures_path_for(rollouts).exists():
         failures = failures_path_for(rollouts)
+    if failures is not None:
+        refuse_wrong_kind(failures, FAILURES, option="--failures")
     agents = _Agents()
     in_stats, expected = _read_inputs(inputs, agents)
     out_stats, tally = _read_rollouts(rollouts, expected, agents)

@@ -29,6 +29,7 @@ from ..artifacts.jsonl import (
     iter_parsed,
     refuse_existing,
 )
+from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
 from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
@@ -322,6 +323,9 @@ def run_health(
     failures = None if failures is None else Path(failures)
     paths = health_paths_for(rollouts)
     refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
+    refuse_swapped(inputs, rollouts)
+    if failures is not None:
+        refuse_wrong_kind(failures, FAILURES, option="--failures")
     from .health_summary import summarize
 
     with gc_paused():  # one digest per rollout accumulates: no cycles, nothing for the GC to find

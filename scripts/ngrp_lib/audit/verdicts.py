@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import iter_rows
+from ..artifacts.kinds import VERDICTS as VERDICTS_KIND
+from ..artifacts.kinds import refuse_wrong_kind
 from ..artifacts.names import (
     ROLLOUT_KEY,
     TASK_KEY,
@@ -41,6 +43,7 @@ class UnhealthyKeys:
 def load_unhealthy(path: Path | str) -> UnhealthyKeys:
     """Every row needs both identity keys and a verdict; an unknown verdict or a malformed line is exit 3."""
     path = Path(path)
+    refuse_wrong_kind(path, VERDICTS_KIND, option="--exclude-unhealthy")
     out = UnhealthyKeys(str(path))
     for row in iter_rows(path):
         verdict = row.data.get("verdict")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import jsonl
+from ..artifacts.kinds import ALREADY_MATERIALIZED, DESCRIPTION, TASKS, kind_from_row, refuse_wrong_kind
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.numbering import TaskNumbering
 from ..artifacts.opening import open_input
@@ -83,11 +84,20 @@ class MaterializeResult:
 
 
 def read_task_lines(path: Path | str, limit: int | None = None) -> Iterator[jsonl.Row]:
-    """Task rows with line numbers; blank lines are skipped; stops after `limit` physical lines."""
+    """Task rows with line numbers; blank lines are skipped; stops after `limit` physical lines. A file
+    that is not raw tasks (materialized inputs, rollouts, a profile...) is refused, and so is any row that
+    already carries a `_ng_rollout_index`: expanding it again would multiply its repeats."""
+    refuse_wrong_kind(path, TASKS, option="--input")
     for record in jsonl.iter_records(path):
         if limit is not None and record.line > limit:
             return
         if isinstance(record, jsonl.Row):
+            if ROLLOUT_KEY in record.data:
+                raise InputError(
+                    f"this row already carries {ROLLOUT_KEY} (a row of "
+                    f"{DESCRIPTION[kind_from_row(record.data)]}), not a raw task: already materialized",
+                    path=path, line=record.line, pointer=f"/{ROLLOUT_KEY}", hint=ALREADY_MATERIALIZED,
+                )  # fmt: skip
             yield record
         elif record.kind != jsonl.BLANK:
             raise InputError(f"malformed task row: {record.message}", path=path, line=record.line)

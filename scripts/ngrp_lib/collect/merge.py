@@ -26,6 +26,7 @@ from typing import IO
 import orjson
 
 from ..artifacts import jsonl
+from ..artifacts.kinds import FAILURES, MATERIALIZED, ROLLOUTS, refuse_wrong_kind
 from ..artifacts.names import (
     FAILURES_SUFFIX,
     MATERIALIZED_SUFFIX,
@@ -108,6 +109,7 @@ def merge_shards(
     failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
     targets = _targets(output, bool(input_paths), bool(failure_paths))
     _check_paths(shard_paths + input_paths + failure_paths, targets)  # existing outputs: atomic_outputs
+    _check_kinds(shard_paths, input_paths, failure_paths)
     torn: list[str] = []
     result = MergeResult(
         str(output), None, None, PartCounts(), PartCounts(), PartCounts(), torn, skipped, missing, unfinished
@@ -124,6 +126,17 @@ def merge_shards(
             _merge_attempts(failure_paths, out["failures"], result.failures, torn, allow_torn)
             result.failures_output = str(targets["failures"])
     return result
+
+
+def _check_kinds(shards: list[Path], inputs: list[Path], failures: list[Path]) -> None:
+    """What the names let through but the rows give away: a shard that holds materialized inputs or a
+    profile, inputs that hold rollouts (from their first rows, see `artifacts.kinds`)."""
+    for path in shards:
+        refuse_wrong_kind(path, ROLLOUTS, option="SHARDS", swap="--inputs" if inputs else None)
+    for path in inputs:
+        refuse_wrong_kind(path, MATERIALIZED, option="--inputs", swap="SHARDS")
+    for path in failures:
+        refuse_wrong_kind(path, FAILURES)
 
 
 def _incomplete(missing: list[str], unfinished: list[str]) -> str:

@@ -29,6 +29,7 @@ from .. import __version__
 from ..artifacts import jsonl
 from ..artifacts import names as artifacts
 from ..artifacts.failures import Failure
+from ..artifacts.kinds import ROLLOUTS, refuse_swapped, refuse_wrong_kind
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, key_problem, pack_key, rollout_key
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input, require_regular, same_file
 from ..artifacts.redact import Redactor, masked_errors, server_redactor
@@ -256,6 +257,10 @@ def reverify(options: ReverifyOptions) -> ReverifyResult:
 
 
 def _reverify(options: ReverifyOptions, redactor: Redactor) -> ReverifyResult:
+    if options.inputs is None:
+        refuse_wrong_kind(options.rollouts, ROLLOUTS, option="--rollouts")
+    else:
+        refuse_swapped(options.inputs, options.rollouts)
     verifier = verifier_for(options)
     if options.verify_url:  # collect's pre-flight probe: a dead /verify server is named before anything
         timeout = min(options.retry.timeout, DEFAULT_TIMEOUT)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..artifacts import jsonl, names, schemas
+from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP
 from ..artifacts.redact import Redactor, masked_errors
 from ..errors import InputError, UsageError
@@ -56,6 +57,7 @@ def scan_materialized(
 ) -> tuple[Plan, set]:
     """Validate every materialized row up front (so a bad row stops the run before any request); the
     keys of the rows this run owns (all, or its shard's)."""
+    refuse_wrong_kind(path, MATERIALIZED, option="--materialized")
     keys: set[tuple[int, int]] = set()
     seen: set[tuple[int, int]] = set()
     for row in jsonl.iter_rows(path):

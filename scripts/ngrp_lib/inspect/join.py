@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import iter_rows
+from ..artifacts.kinds import MATERIALIZED, PROFILE, ROLLOUTS, refuse_wrong_kind
 from ..artifacts.names import TASK_KEY, agent_name, is_index, materialized_path_for, profile_paths_for
 from ..errors import InputError
 from .facts import ScanStats, iter_lines, open_regular, parse_row
@@ -51,12 +52,19 @@ def _given(path: Path | None, what: str) -> Path | None:
 def resolve(rollouts: Path | str, inputs: Path | None = None, profile: Path | None = None) -> RunPaths:
     """The run's files: given ones must exist; the others are taken from beside ROLLOUTS when present."""
     rollouts = Path(rollouts)
+    swap = None if inputs is None else "--inputs"  # the user gave both: they may be the other way round
     if inputs is None and materialized_path_for(rollouts).is_file():
         inputs = materialized_path_for(rollouts)
     guess = profile_paths_for(rollouts)["reward_profiling"]
     if profile is None and guess.is_file():
         profile = guess
-    return RunPaths(rollouts, _given(inputs, "materialized inputs"), _given(profile, "reward profile"))
+    paths = RunPaths(rollouts, _given(inputs, "materialized inputs"), _given(profile, "reward profile"))
+    refuse_wrong_kind(paths.rollouts, ROLLOUTS, option="ROLLOUTS", swap=swap)
+    if paths.inputs is not None:
+        refuse_wrong_kind(paths.inputs, MATERIALIZED, option="--inputs", swap="ROLLOUTS")
+    if paths.profile is not None:
+        refuse_wrong_kind(paths.profile, PROFILE, option="--profile")
+    return paths
 
 
 @dataclass

@@ -13,6 +13,7 @@ import orjson
 
 from .. import __version__
 from ..artifacts.jsonl import atomic_outputs, gc_paused, refuse_existing
+from ..artifacts.kinds import refuse_swapped
 from ..artifacts.names import profile_paths_for, sibling
 from ..errors import FindingsError, OutputError, UsageError
 from ..numbers import MAX_MAGNITUDE, first_oversize
@@ -98,6 +99,7 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
     inputs, rollouts = Path(inputs), Path(rollouts)
     paths = output_paths(rollouts, options)
     refuse_existing(list(paths.values()), options.overwrite, inputs=[inputs, rollouts])
+    refuse_swapped(inputs, rollouts)
     unhealthy = None
     if options.exclude_unhealthy is not None:
         from ..audit.verdicts import load_unhealthy

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import Row, atomic_output, dumps, iter_rows, refuse_existing
+from ..artifacts.kinds import MATERIALIZED, TASKS, refuse_wrong_kind
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, key_problem
 from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, InputError, UsageError
@@ -251,6 +252,7 @@ def export_curriculum(
     selection.check()
     check_key(key)
     refuse_existing([Path(output)], overwrite, inputs=[profile, tasks])
+    refuse_wrong_kind(tasks, (TASKS, MATERIALIZED), option="--tasks")  # before the profile is read
     unhealthy = None if exclude_unhealthy is None else load_unhealthy(exclude_unhealthy).keys
     data = load_profile(profile, ("reward",), unhealthy, exclude=unhealthy is not None)
     picked = _pick_agent(data.keys, agent)

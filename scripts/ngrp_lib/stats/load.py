@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.jsonl import iter_rows
+from ..artifacts.kinds import PROFILE, ROLLOUTS, refuse_wrong_kind
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, pack_key, profile_key, rollout_key
 from ..errors import FindingsError, InputError
 from ..inspect.digest import finish
@@ -102,6 +103,7 @@ def load_profile(
     import numpy as np
 
     path = Path(path)
+    refuse_wrong_kind(path, PROFILE)
     keys: list[TaskKey] = []
     samples: list[dict] = []
     per_task: list[list[dict]] = []
@@ -172,6 +174,7 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     truncated = np.full(data.rollout_index.shape, np.nan)
     matched = unmatched = 0
     first_line: dict[tuple[int, int], int] = {}
+    refuse_wrong_kind(rollouts, ROLLOUTS, option="--rollouts")
     for row in iter_rows(rollouts):
         if "rollout_infos" in row.data:
             raise InputError(
