@@ -9,6 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ngrp_lib.artifacts import schemas
 from ngrp_lib.artifacts.kinds import SNIFF_ROWS, sniff
 
 SWAPPED = "are --inputs and --rollouts swapped?"
@@ -270,3 +271,19 @@ def test_sniff_reads_only_the_first_rows(tmp_path: Path) -> None:
     assert sniff(tmp_path / "absent.jsonl") is None
     (tmp_path / "x.jsonl").write_bytes(b'{"a": 1}\n')
     assert sniff(tmp_path / "x.jsonl") is None  # no request, no keys: not a kind it can name
+
+
+def test_validate_flags_rows_of_another_kind_than_the_name_or_kind_says(run_ngrp, run: Path) -> None:
+    disguised = run / "x_materialized_inputs.jsonl"
+    shutil.copy(run / "rollouts.jsonl", disguised)
+    result = run_ngrp("validate", disguised, "--json")
+    assert result.returncode == 1
+    data = orjson.loads(result.stdout)
+    schemas.validator("validate_output").validate(data)
+    problems = data["files"][0]["problems"]
+    assert [(p["kind"], p["line"]) for p in problems] == [("wrong_kind", None)]
+    assert "look like a rollouts file, not materialized: pass --kind rollouts" in problems[0]["message"]
+    result = run_ngrp("validate", run / "rollouts.jsonl", "--kind", "materialized")
+    assert result.returncode == 1 and "look like a rollouts file" in result.stdout
+    result = run_ngrp("validate", run / "rollouts.jsonl", run / "rollouts_materialized_inputs.jsonl")
+    assert result.returncode == 0, result.stdout

@@ -17,7 +17,7 @@ from .. import __version__
 from ..artifacts import schemas
 from ..artifacts.jsonl import Problem as LineProblem
 from ..artifacts.jsonl import Row, iter_records, read_json
-from ..artifacts.kinds import kind_from_row
+from ..artifacts.kinds import DESCRIPTION, kind_from_row, sniff
 from ..artifacts.names import (
     AGENT_METRICS_SUFFIX,
     FAILURES_SUFFIX,
@@ -66,6 +66,7 @@ _NAMED_KINDS = [
 SCHEMA = "schema"
 DUPLICATE = "duplicate_key"
 FLOAT_KEY = "float_identity_key"
+WRONG_KIND = "wrong_kind"  # the rows are another artifact than the name or --kind says
 MAX_MESSAGE = 240
 
 
@@ -219,6 +220,11 @@ def _validate_jsonl(path: Path, report: FileReport) -> None:
         if leading is None:
             return  # no rows at all: nothing to check the schema against
         report.kind = kind_from_row(leading.data)
+    else:  # the name or --kind said: do the rows agree? (rollouts pass the materialized schema, ...)
+        found = sniff(path)
+        if found is not None and found != report.kind:
+            report.add(Problem(None, None, WRONG_KIND, f"its first rows look like {DESCRIPTION[found]}, "
+                               f"not {report.kind}: pass --kind {found} if that is what it is"))  # fmt: skip
     row_check = _RowChecker(report.kind)
     if leading is not None:
         row_check(leading, report)
