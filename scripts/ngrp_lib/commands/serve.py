@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -13,12 +14,22 @@ EXIT_CODES = """\b
 Exit codes: 0 ok, 1 a server failed to start or is not healthy, 2 usage error or no vLLM found,
 3 unreadable endpoints file or missing model directory."""
 
-endpoints_option = click.option(
-    "--endpoints-file",
-    type=OUTPUT_FILE,
-    default=Path("ngrp_endpoints.json"),
-    show_default=True,
-    help="Where the endpoints (base_url, model, pid, log) are written; `collect --endpoints` reads it.",
+
+def _endpoints_option(help_text: str) -> Any:
+    return click.option(
+        "--endpoints-file",
+        type=OUTPUT_FILE,
+        default=Path("ngrp_endpoints.json"),
+        show_default=True,
+        help=help_text,
+    )
+
+
+endpoints_option = _endpoints_option(
+    "Where the endpoints (base_url, model, pid, log) are written; `collect --endpoints` reads it."
+)
+endpoints_read_option = _endpoints_option(
+    "The endpoints file to read: one `ngrp serve` wrote, or a hand-written one (base_url, model)."
 )
 
 
@@ -139,7 +150,7 @@ def _python_for_dry_run(serve_plan, explicit: str | None) -> str:
 
 
 @command.command("stop", epilog=EXIT_CODES)
-@endpoints_option
+@endpoints_read_option
 @click.option(
     "--grace",
     type=DELAY,
@@ -166,7 +177,7 @@ def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
 
 
 @command.command("status", epilog=EXIT_CODES)
-@endpoints_option
+@endpoints_read_option
 @click.option(
     "--api-key-env",
     default="OPENAI_API_KEY",
