@@ -443,3 +443,14 @@ def test_lines_holding_equals_a_row_by_row_search(tmp_path, monkeypatch, block):
         mask = lines_holding(rollouts, Needle(text.lower() if fold else text, fold), facts, stats.size)
         want = [(text.lower() in r.lower()) if fold else (text in r) for r in raw]
         assert mask.tolist() == want, text
+
+
+def test_a_task_not_in_the_run_is_named_not_just_zero_selected(run_ngrp):
+    rollouts = GOLDEN / "case_complete" / "rollouts.jsonl"
+    tasks = sorted({r["_ng_task_index"] for r in rows_of(rollouts)})
+    items, result = shown(rollouts, tasks=[tasks[0], 99, 1000])
+    assert items and all(s.digest.task == tasks[0] for s in items)
+    span = f"{tasks[0]}-{tasks[-1]}, {len(tasks)} tasks"
+    assert f"--task 99, 1000: not in this run (its tasks: {span})" in result.notes
+    text = run_ngrp("inspect", rollouts, "--task", "99")
+    assert text.returncode == 0 and "--task 99: not in this run" in text.stdout

@@ -64,6 +64,21 @@ def expected_counts(table: TaskTable, inputs: InputsIndex | None) -> Any:
     )
 
 
+def absent_task_notes(selection: Selection, table: TaskTable) -> list[str]:
+    """--task values this run has no rollout of (a typo reads as "0 selected" otherwise)."""
+    import numpy as np
+
+    if not selection.tasks:
+        return []
+    present = set(np.unique(table.task).tolist())
+    absent = sorted(t for t in selection.tasks if t not in present)
+    if not absent:
+        return []
+    span = f"{min(present)}-{max(present)}, {len(present)} tasks" if present else "none"
+    names = ", ".join(map(str, absent[:10])) + (f" and {len(absent) - 10} more" if len(absent) > 10 else "")
+    return [f"--task {names}: not in this run (its tasks: {span})"]
+
+
 def partial_notes(table: TaskTable, inputs: InputsIndex | None) -> list[str]:
     """What a partial or inconsistent run looks like from here (`ngrp check` accounts for every key)."""
     import numpy as np
@@ -130,7 +145,7 @@ def inspect_run(
     group = group[ok]
     order = sort_order(sort, candidates)
     result = InspectResult(paths, selection, stats, table, len(candidates), limit)
-    result.notes = stats.notes() + partial_notes(table, inputs)
+    result.notes = stats.notes() + partial_notes(table, inputs) + absent_task_notes(selection, table)
     result._items = _pass2(result, candidates, group[order], order, inputs, profile, answer_key)
     return result
 
