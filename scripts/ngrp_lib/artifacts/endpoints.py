@@ -61,7 +61,11 @@ def read_endpoints(path: Path | str) -> EndpointsFile:
     """The one reader of the endpoints file: every entry checked, a bad one named by its JSON pointer."""
     path = Path(path)
     if not os.path.lexists(path):
-        raise InputError("endpoints file not found", path=path, hint="was `ngrp serve` started with it?")
+        raise InputError(
+            "endpoints file not found",
+            path=path,
+            hint="was `ngrp serve` started with it? (`ngrp serve stop` removes it once its servers stop)",
+        )
     try:
         data = orjson.loads(read_document(path, what="endpoints file"))
     except orjson.JSONDecodeError as exc:
