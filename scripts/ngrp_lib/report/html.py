@@ -358,11 +358,13 @@ def build_report(
     o = stats.overall
     title, curve_svg = _curves(o)
     difficulty_html, n_diff = _difficulty(o, jsonable(stats.per_task))
+    notes = "".join(f"<li>{_esc(n)}</li>" for n in stats.notes)  # beside the headline they qualify
+    notes_html = f"<ul class='note'>{notes}</ul>" if notes else ""
     parts = [
         f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
         + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
         + "</p>",
-        f"<h2>Headline</h2>{_headline(o)}{_health(stats.inputs.get('health'))}",
+        f"<h2>Headline</h2>{_headline(o)}{notes_html}{_health(stats.inputs.get('health'))}",
         f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
         "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
         f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
@@ -373,10 +375,9 @@ def build_report(
         parts.append(_compare_section(Path(profile), Path(compare), settings))
     found = _explorer(Path(profile), Path(rollouts) if rollouts else None, settings, examples)
     parts.append(found[0])
-    notes = "".join(f"<li>{_esc(n)}</li>" for n in stats.notes)
     page = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ngrp report</title>"
-        f"<style>{CSS}{explorer_styles()}</style></head><body>{''.join(parts)}<ul class='note'>{notes}</ul>"
+        f"<style>{CSS}{explorer_styles()}</style></head><body>{''.join(parts)}"
         "</body></html>"
     )
     data = page.encode()
