@@ -25,6 +25,8 @@ from . import gym_backend
 from .direct import DirectRun
 from .gym_backend import GymRun, check_agents
 from .gym_run import GymTargets, resolve_gym_url
+from .interrupt import REASON as INTERRUPTED
+from .interrupt import Interrupt
 from .materialize import materialize, read_task_lines, sha256_file
 from .options import CollectOptions
 from .preflight import (
@@ -107,10 +109,14 @@ def _check_row(
 
 
 async def collect(
-    options: CollectOptions, session: Any, log: Callable[[str], None] = stderr_log
+    options: CollectOptions,
+    session: Any,
+    log: Callable[[str], None] = stderr_log,
+    interrupt: Interrupt | None = None,
 ) -> CollectResult:
     """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
-    `options.api_key`. Rows and servers are checked before an earlier run's files are replaced."""
+    `options.api_key`. Rows and servers are checked before an earlier run's files are replaced.
+    `interrupt` (fired by Ctrl-C) ends the rows phase early with a result, as an early stop does."""
     verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with masked_errors(redactor), CollectorLock(options.output):
@@ -143,12 +149,33 @@ async def collect(
         del keys
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
         try:
-            rows = run.pending()
-            await asyncio.gather(*(run.worker(rows) for _ in range(options.concurrency)))
+            interrupted = await _work(run, options.concurrency, interrupt)
         finally:
             run.close()
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
-        return build_result(options, plan, disk, run, checks)
+        result = build_result(options, plan, disk, run, checks)
+        result.interrupted = interrupted
+        return result
+
+
+async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
+    """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
+    rows = run.pending()
+    workers = asyncio.gather(*(run.worker(rows) for _ in range(concurrency)))
+    if interrupt is None:
+        await workers
+        return False
+    interrupt.target = workers  # from now on a Ctrl-C cancels the workers only, not the summary
+    try:
+        await workers
+    except asyncio.CancelledError:
+        if not interrupt.fired:
+            raise
+        run.stop.reason = run.stop.reason or INTERRUPTED
+        return True
+    finally:
+        interrupt.target = None
+    return False
 
 
 async def _prepare(

@@ -61,7 +61,8 @@ can help (never-tried keys, no reply, 429/5xx), and otherwise prints the fix.
 Exit codes: 0 every rollout key completed, 1 some keys still missing (the summary says what to do),
 2 bad options, a server failed the pre-flight check, outputs exist without --resume/--overwrite,
 changed configuration on --resume, or another collector holds the lock, 3 malformed input
-(file:line named).
+(file:line named), 130 Ctrl-C (once rows run: the summary is printed, every row written stays, and
+--resume sends the rest).
 """
 )
 @click.option(
@@ -276,16 +277,27 @@ def command(
     emit(result, as_json, _render)
     if result.next_step:
         click.echo(result.next_step, err=True)
-    return 0 if result.complete else 1
+    return result.exit_code
 
 
 async def _collect(options):
-    """The run's HTTP session is made here, by the caller, and passed in."""
+    """The run's HTTP session is made here, by the caller, and passed in. A Ctrl-C before the first row
+    is an interrupt (exit 130, nothing sent); once rows run, it ends them with the usual summary."""
     from ..collect.http import open_session
+    from ..collect.interrupt import Interrupt
     from ..collect.runner import collect
 
-    async with open_session(options.concurrency) as session:
-        return await collect(options, session)
+    interrupt = Interrupt()
+    task = asyncio.current_task()
+    assert task is not None
+    try:
+        with interrupt.on_sigint(asyncio.get_running_loop(), task):
+            async with open_session(options.concurrency) as session:
+                return await collect(options, session, interrupt=interrupt)
+    except asyncio.CancelledError:
+        if interrupt.fired:
+            raise KeyboardInterrupt from None
+        raise
 
 
 def _endpoints(base_urls, endpoint_files, model):

@@ -1,0 +1,118 @@
+"""What `collect` and `check` tell a user at the edges of a run (a Ctrl-C, a refused pre-flight check, a
+refused --resume, nothing completed): a canned-reply aiohttp peer for what no real server shows on demand
+(a reply that takes long), and unreachable ports."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import SCRIPT
+from http_helpers import serve_app
+
+
+def _chat(content: str) -> dict:
+    return {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+def _tasks(tmp_path, n=6):
+    path = tmp_path / "tasks.jsonl"
+    rows = [
+        {"responses_create_params": {"input": f"what is {i}+1?"}, "expected_answer": str(i + 1)}
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def slow_peer():
+    """Answers the first `fast` chat requests at once (with the right answer), then hangs for a minute."""
+    import asyncio
+
+    from aiohttp import web
+
+    state = {"posts": 0, "fast": 2}
+
+    async def chat(request):
+        body = await request.json()
+        state["posts"] += 1
+        if state["posts"] > state["fast"]:
+            await asyncio.sleep(60)
+        prompt = body["messages"][-1]["content"]
+        return web.json_response(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)))
+
+    async def models(request):
+        return web.json_response(
+            {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]}
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    with serve_app(app) as url:
+        state["url"] = url
+        yield state
+
+
+def _argv(tmp_path, url, *extra):
+    return ["collect", "--input", str(_tasks(tmp_path)), "--output", str(tmp_path / "out" / "r.jsonl"),
+            "--base-url", url + "/v1", "--model", "m", "--verifier", "exact", "--concurrency", "1",
+            "--max-retries", "0", *extra]  # fmt: skip
+
+
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_prints_the_summary_and_the_resume_line_and_keeps_what_was_written(
+    tmp_path, slow_peer, run_ngrp, as_json
+):
+    argv = _argv(tmp_path, slow_peer["url"], *(["--json"] if as_json else []))
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *argv],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while slow_peer["posts"] <= slow_peer["fast"] and time.monotonic() < deadline:  # the third row hangs
+        time.sleep(0.05)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert len(_lines(tmp_path / "out" / "r.jsonl")) == 2
+    if as_json:
+        summary = json.loads(out)
+        assert summary["interrupted"] is True and summary["exit_code"] == 130
+        assert summary["completed"] == 2 and summary["missing"] == 4
+        from ngrp_lib.artifacts import schemas
+
+        assert schemas.first_problem("collect_result", summary) is None
+    else:
+        assert "rollouts: 2/6 done, 4 missing" in out
+        assert "stopped early: interrupted (Ctrl-C)" in out
+    assert "incomplete: rerun the same command with --resume" in err
+    assert "aborted" not in err
+    slow_peer["fast"] = 100
+    again = run_ngrp(*argv, "--resume", "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    keys = {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in _lines(tmp_path / "out" / "r.jsonl")}
+    assert len(keys) == 6 == len(_lines(tmp_path / "out" / "r.jsonl"))
