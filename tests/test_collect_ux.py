@@ -14,6 +14,7 @@ import time
 import pytest
 from conftest import SCRIPT
 from http_helpers import serve_app
+from vllm_fixture import free_port
 
 
 def _chat(content: str) -> dict:
@@ -116,3 +117,43 @@ def test_ctrl_c_prints_the_summary_and_the_resume_line_and_keeps_what_was_writte
     assert again.returncode == 0, again.stderr
     keys = {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in _lines(tmp_path / "out" / "r.jsonl")}
     assert len(keys) == 6 == len(_lines(tmp_path / "out" / "r.jsonl"))
+
+
+@pytest.fixture
+def models_peer():
+    """GET /<status>/v1/models answers that status (200: a list serving model `m`)."""
+    from aiohttp import web
+
+    async def models(request):
+        status = int(request.match_info["status"])
+        if status == 200:
+            return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+        return web.Response(status=status, text="no")
+
+    app = web.Application()
+    app.router.add_get("/{status}/v1/models", models)
+    with serve_app(app) as url:
+        yield url
+
+
+def test_the_pre_flight_refusal_suggests_skip_preflight_only_where_the_route_is_missing(
+    tmp_path, models_peer, run_ngrp
+):
+    def refusal(url, *extra, env=None):
+        proc = run_ngrp(*_argv(tmp_path, url, "--overwrite", *extra), env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert "no row was sent" in proc.stderr
+        return proc.stderr
+
+    for status in (404, 405, 501):
+        assert "--skip-preflight" in refusal(f"{models_peer}/{status}"), status
+    no_key = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    helpless = {
+        "key missing": refusal(f"{models_peer}/401", env=no_key),
+        "key refused": refusal(f"{models_peer}/403", env={**no_key, "OPENAI_API_KEY": "sk-wrong-0123456789"}),
+        "wrong model": refusal(f"{models_peer}/200", "--model", "other"),
+        "server error": refusal(f"{models_peer}/500"),
+        "nothing listening": refusal(f"http://127.0.0.1:{free_port()}"),
+    }
+    for what, stderr in helpless.items():
+        assert "--skip-preflight" not in stderr, what

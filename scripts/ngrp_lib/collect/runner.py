@@ -31,6 +31,7 @@ from .materialize import materialize, read_task_lines, sha256_file
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
+    REFUSED,
     OutputBudget,
     ServerCheck,
     auth_headers,
@@ -246,7 +247,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
     if options.verify_url:
         check = await check_verify_url(session, options.verify_url, timeout)
         if not check.ok:
-            raise UsageError(check.line(), hint="no row was sent; --skip-preflight turns this check off")
+            raise UsageError(check.line(), hint=REFUSED)
         checks.append(check)
     return Servers(endpoints=found.endpoints, checks=checks, context=found.context)
 
