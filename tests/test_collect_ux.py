@@ -157,3 +157,102 @@ def test_the_pre_flight_refusal_suggests_skip_preflight_only_where_the_route_is_
     }
     for what, stderr in helpless.items():
         assert "--skip-preflight" not in stderr, what
+
+
+@pytest.fixture
+def flaky_peer():
+    """Serves model `m`; a chat request fails with a 503 while `state["down"]`, else answers right."""
+    from aiohttp import web
+
+    state = {"down": True, "posts": 0}
+
+    async def chat(request):
+        body = await request.json()
+        state["posts"] += 1
+        if state["down"]:
+            return web.Response(status=503, text="warming up")
+        prompt = body["messages"][-1]["content"]
+        return web.json_response(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)))
+
+    async def models(request):
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    with serve_app(app) as url:
+        state["url"] = url
+        yield state
+
+
+def _check_fixes(run_ngrp, tmp_path, out="out/r.jsonl"):
+    rollouts = tmp_path / out
+    inputs = rollouts.with_name(rollouts.stem + "_materialized_inputs.jsonl")
+    proc = run_ngrp("check", "--json", "--inputs", inputs, "--rollouts", rollouts)
+    return {f["code"]: f["fix"] for f in json.loads(proc.stdout)["findings"]}
+
+
+def test_check_prints_the_whole_resume_command_from_the_manifest_and_it_runs(tmp_path, flaky_peer, run_ngrp):
+    import shlex
+
+    argv = ["collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "2",
+            "--seed-per-repeat", "--base-url", flaky_peer["url"] + "/v1", "--model", "m",
+            "--verifier", "exact", "--concurrency", "3", "--timeout", "7.5", "--max-retries", "0",
+            "--max-attempts", "5", "--api-key-env", "MY_KEY"]  # fmt: skip
+    _tasks(tmp_path, 3)
+    env = {**os.environ, "MY_KEY": "sk-secret-0123456789abcdef"}
+    first = run_ngrp(*argv, env=env)
+    assert first.returncode == 1, first.stderr
+    fix = _check_fixes(run_ngrp, tmp_path)["missing_rollouts"]
+    assert "<" not in fix and "sk-secret" not in fix
+    command = fix[fix.index("ngrp collect") : fix.index(" (runs only the missing keys)")]
+    words = shlex.split(command)
+    assert words[:2] == ["ngrp", "collect"] and words[-1] == "--resume"
+    assert {"--api-key-env", "MY_KEY", "--num-repeats", "--seed-per-repeat", "--max-attempts"} <= set(words)
+    flaky_peer["down"] = False
+    resumed = run_ngrp(*words[1:], "--json", env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["completed"] == 6
+    assert "missing_rollouts" not in _check_fixes(run_ngrp, tmp_path)
+
+
+def test_a_bare_resume_is_refused_with_the_runs_command_not_a_misleading_option(
+    tmp_path, flaky_peer, run_ngrp
+):
+    _tasks(tmp_path, 2)
+    first = run_ngrp(*_argv(tmp_path, flaky_peer["url"]))
+    assert first.returncode == 1, first.stderr
+    bare = run_ngrp("collect", "--output", "out/r.jsonl", "--resume")
+    assert bare.returncode == 2
+    assert "--model is required" not in bare.stderr and "--base-url" in bare.stderr
+    assert f"--base-url {flaky_peer['url']}/v1 --model m" in bare.stderr
+    assert bare.stderr.count("\n") <= 2  # the refusal and its hint
+    nothing = run_ngrp("collect", "--output", "elsewhere/r.jsonl", "--input", "tasks.jsonl", "--resume")
+    assert nothing.returncode == 2 and "--model is required" not in nothing.stderr
+    assert "no server: pass --base-url" in nothing.stderr
+
+
+def test_the_rebuilt_commands_defaults_are_collects():
+    from ngrp_lib.collect.rebuild import DEFAULTS
+    from ngrp_lib.commands.collect import command
+
+    defaults = {p.name: p.default for p in command.params}
+    assert DEFAULTS["max_response_bytes"] == defaults["max_response_mb"] * 2**20
+    for name, value in DEFAULTS.items():
+        if name != "max_response_bytes":
+            assert defaults[name] == value, name
+
+
+def test_a_sharded_runs_command_names_the_unsharded_output():
+    from ngrp_lib.collect.rebuild import resume_argv
+
+    manifest = {
+        "input": {"path": "t.jsonl"},
+        "rollouts": {"path": "o/r-shard-03-of-12.jsonl"},
+        "options": {"concurrency": 32},
+        "identity": {"shard": "3/12", "materialize": {"num_repeats": 4}, "model": "m", "api": "chat"},
+        "servers": [{"url": "http://h:1/v1", "model": "m"}],
+    }
+    argv = resume_argv(manifest)
+    assert argv == ["collect", "--input", "t.jsonl", "--output", "o/r.jsonl", "--num-repeats", "4",
+                    "--base-url", "http://h:1/v1", "--model", "m", "--shard", "3/12", "--resume"]  # fmt: skip

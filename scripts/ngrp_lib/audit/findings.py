@@ -178,11 +178,29 @@ def findings(
 
 
 def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
-    """ngrp's resume command; for a run ngrp did not collect (no run manifest), also its owner's."""
-    command = f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}"
-    if manifest_path_for(rollouts).exists():
-        return command
-    return f"{command}; no ngrp manifest here: resume with the tool that collected it (gym eval run --resume)"
+    """ngrp's resume command, rebuilt from the run manifest (`collect.rebuild`) when there is one; for a
+    run ngrp did not collect (no run manifest), its owner's."""
+    manifest = manifest_path_for(rollouts)
+    if not manifest.exists():
+        return (
+            f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}; no ngrp"
+            " manifest here: resume with the tool that collected it (gym eval run --resume)"
+        )
+    command = _rebuilt(manifest)
+    if command is None:
+        return f"ngrp collect --output {rollouts} --resume <the options of {manifest}>{extra}{why}"
+    return f"{command}{extra}{why}"
+
+
+def _rebuilt(manifest: Any) -> str | None:
+    from ..artifacts.jsonl import read_json
+    from ..collect.rebuild import resume_command
+    from ..errors import InputError
+
+    try:
+        return resume_command(read_json(manifest))
+    except (InputError, OSError):
+        return None
 
 
 def _rewrite(rollouts: str) -> str:

@@ -230,6 +230,8 @@ def command(
                 hint="drop them, or materialize again (ngrp materialize) with the repeats you want",
             )
     shard = parse_shard(shard_spec) if shard_spec else None
+    if resume and not ((base_urls or endpoint_files or gym_url) and (input_path or materialized)):
+        _bare_resume(shard_output_path(output, shard) if shard else output, input_path or materialized)
     gym_only = gym_url and not (base_urls or endpoint_files)
     endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoint_files, model))
     # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
@@ -300,6 +302,28 @@ async def _collect(options):
         raise
 
 
+def _bare_resume(output, source) -> None:
+    """`--resume` without the run's servers or rows: when its manifest says what they were, refuse with
+    the whole command (it is not guessed from the manifest silently: a server may have moved)."""
+    from ..artifacts.jsonl import read_json
+    from ..artifacts.names import manifest_path_for
+    from ..collect.rebuild import resume_command
+    from ..errors import NgrpError
+
+    manifest = manifest_path_for(output)
+    try:
+        command = resume_command(read_json(manifest)) if manifest.is_file() else None
+    except (NgrpError, OSError):
+        command = None
+    if command is None:
+        return  # the usual messages name what is missing
+    missing = "the run's rows (--input or --materialized)" if source is None else "the run's servers"
+    raise UsageError(
+        f"--resume needs the options the run started with; {missing} not given",
+        hint=f"this run's command, from {manifest}: {command}",
+    )
+
+
 def _endpoints(base_urls, endpoint_files, model):
     from ..collect.routing import Endpoint, load_endpoint_files, normalize_base_url
 
@@ -307,10 +331,10 @@ def _endpoints(base_urls, endpoint_files, model):
         raise UsageError("give --base-url or --endpoints, not both")
     if endpoint_files:
         return load_endpoint_files(endpoint_files, model)
+    if not base_urls:  # named first: --model is asked for only once a --base-url was given
+        raise UsageError("no server: pass --base-url URL (repeatable), --endpoints FILE or --gym-url URL")
     if not model:
         raise UsageError("--model is required with --base-url (the served model name)")
-    if not base_urls:
-        raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
     return [Endpoint(normalize_base_url(url), model) for url in base_urls]
 
 
