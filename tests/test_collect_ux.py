@@ -219,7 +219,6 @@ def test_check_prints_the_whole_resume_command_from_the_manifest_and_it_runs(tmp
 def test_a_bare_resume_is_refused_with_the_runs_command_not_a_misleading_option(
     tmp_path, flaky_peer, run_ngrp
 ):
-    _tasks(tmp_path, 2)
     first = run_ngrp(*_argv(tmp_path, flaky_peer["url"]))
     assert first.returncode == 1, first.stderr
     bare = run_ngrp("collect", "--output", "out/r.jsonl", "--resume")
@@ -256,3 +255,52 @@ def test_a_sharded_runs_command_names_the_unsharded_output():
     argv = resume_argv(manifest)
     assert argv == ["collect", "--input", "t.jsonl", "--output", "o/r.jsonl", "--num-repeats", "4",
                     "--base-url", "http://h:1/v1", "--model", "m", "--shard", "3/12", "--resume"]  # fmt: skip
+
+
+def test_a_refused_resume_names_each_changed_field_once_in_plain_text(tmp_path, flaky_peer, run_ngrp):
+    argv = _argv(tmp_path, flaky_peer["url"], "--num-repeats", "2")
+    assert run_ngrp(*argv).returncode == 1
+    changed = [*argv, "--num-repeats", "3", "--seed-per-repeat", "--resume"]
+    refused = run_ngrp(*changed)
+    assert refused.returncode == 2
+    assert "  num_repeats: was 2, now 3\n" in refused.stderr
+    assert "  seed_per_repeat: was false, now true\n" in refused.stderr
+    assert "materialize" not in refused.stderr and "{'" not in refused.stderr and "None" not in refused.stderr
+
+
+def test_collects_summary_prints_counts_and_repairs_as_text_not_python(tmp_path, flaky_peer, run_ngrp):
+    argv = _argv(tmp_path, flaky_peer["url"], "--abort-after", "100")
+    first = run_ngrp(*argv)
+    assert first.returncode == 1
+    assert "6 failed attempts (agent_request_failed 6)," in first.stdout
+    assert "{'" not in first.stdout + first.stderr
+    rollouts = tmp_path / "out" / "r.jsonl"
+    failures = tmp_path / "out" / "r_failures.jsonl"
+    with failures.open("a") as f:
+        f.write('{"_ng_task_index": 0, "_ng_ro')  # a writer killed mid-line
+    flaky_peer["down"] = False
+    again = run_ngrp(*argv, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert f"repaired torn tails: {failures} (truncated 29 bytes)" in again.stdout
+    assert "{'" not in again.stdout and rollouts.exists()
+
+
+def test_task_labels_name_no_python_none(tmp_path):
+    from stats_helpers import write_profile
+
+    from ngrp_lib.artifacts.names import task_label
+    from ngrp_lib.errors import FindingsError
+    from ngrp_lib.stats.compare import compare_profiles
+
+    assert task_label(10, None) == "task 10" and task_label(3, "x") == 'task 3 agent "x"'
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 0], [1, 1]])
+    b = write_profile(tmp_path / "b.jsonl", [[1, 0], [0, 0]])
+    with pytest.raises(FindingsError) as refused:
+        compare_profiles(a, b)
+    assert "None" not in str(refused.value.message)
+
+
+def test_materializes_hint_shows_json(tmp_path, run_ngrp):
+    (tmp_path / "t.jsonl").write_text('{"responses_create_params": {"input": "hi"}}\n')
+    proc = run_ngrp("materialize", "--input", "t.jsonl", "--output", "m.jsonl")
+    assert proc.returncode == 2 and '{"name": "..."}' in proc.stderr and "{'" not in proc.stderr

@@ -142,7 +142,8 @@ async def collect(
         stray = disk.completed - keys
         if stray:
             raise InputError(
-                f"{len(stray)} keys are not in the materialized file, e.g. {sorted(stray)[:3]}",
+                f"{len(stray)} keys are not in the materialized file, e.g. "
+                + ", ".join(f"({t}, {r})" for t, r in sorted(stray)[:3]),
                 path=options.output,
             )
         plan.exhausted = sum(1 for k in keys - disk.completed if disk.attempts[k] >= options.max_attempts)

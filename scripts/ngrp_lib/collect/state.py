@@ -88,16 +88,29 @@ def check_manifest(path: Path, identity: dict[str, Any]) -> None:
     old = manifest.get("identity") if isinstance(manifest, dict) else None
     if not isinstance(old, dict):
         raise InputError("manifest has no 'identity' block; not written by this ngrp collect", path=path)
-    changes = [
-        f"{key}: was {old.get(key)!r}, now {identity.get(key)!r}"
-        for key in sorted(set(old) | set(identity))
-        if old.get(key) != identity.get(key)
-    ]
+    changes = changed_fields(old, identity)
     if changes:
         raise UsageError(
             "refusing to resume: the configuration changed since this run started\n  " + "\n  ".join(changes),
             hint="rerun with the original options, or start over with --overwrite (or a new --output)",
         )
+
+
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """`num_repeats: was 4, now 8`, one line per field that differs; a block of options (`materialize`)
+    is compared field by field, its fields named as their options are. Values as JSON, not Python."""
+    from ..jsonvalues import shown
+
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        was, now = old.get(key), new.get(key)
+        if was == now:
+            continue
+        if isinstance(was, dict) and isinstance(now, dict):
+            lines += changed_fields(was, now)
+        else:
+            lines.append(f"{key}: was {shown(was, quote=True)}, now {shown(now, quote=True)}")
+    return lines
 
 
 @dataclass

@@ -14,11 +14,13 @@ from ._common import (
     DURATION,
     INPUT_FILE,
     OUTPUT_FILE,
+    class_counts,
     count,
     emit,
     failure_lines,
     json_option,
     overwrite_option,
+    repaired_line,
     verifier_options,
 )
 from .materialize import materialize_options
@@ -342,7 +344,7 @@ def _render(result) -> str:
     lines = [
         f"rollouts: {result.completed}/{result.expected} done, {result.missing} missing: {result.output}",
         f"this run: {result.succeeded} ok, {result.failed} failed attempts"
-        + (f" {result.failures_by_class}" if result.failures_by_class else "")
+        + class_counts(result.failures_by_class)
         + f", {result.skipped_completed} already done, {result.exhausted} out of attempts",
         f"speed: {result.rollouts_per_s:.1f} rollouts/s, {result.output_tokens_per_s:,.0f} output tok/s"
         f" over {result.elapsed_s:.1f}s; mean reward "
@@ -351,7 +353,7 @@ def _render(result) -> str:
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
-        lines.append(f"repaired torn tails: {result.repaired}")
+        lines.append(repaired_line(result.repaired))
     if result.stopped_early:
         lines.append(f"stopped early: {result.stopped_early}")
     if result.duplicates_found:
