@@ -164,13 +164,13 @@ def flaky_peer():
     """Serves model `m`; a chat request fails with a 503 while `state["down"]`, else answers right."""
     from aiohttp import web
 
-    state = {"down": True, "posts": 0}
+    state = {"down": True, "posts": 0, "status": 503}
 
     async def chat(request):
         body = await request.json()
         state["posts"] += 1
         if state["down"]:
-            return web.Response(status=503, text="warming up")
+            return web.Response(status=state["status"], text="warming up")
         prompt = body["messages"][-1]["content"]
         return web.json_response(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)))
 
@@ -304,3 +304,31 @@ def test_materializes_hint_shows_json(tmp_path, run_ngrp):
     (tmp_path / "t.jsonl").write_text('{"responses_create_params": {"input": "hi"}}\n')
     proc = run_ngrp("materialize", "--input", "t.jsonl", "--output", "m.jsonl")
     assert proc.returncode == 2 and '{"name": "..."}' in proc.stderr and "{'" not in proc.stderr
+
+
+@pytest.mark.parametrize("status", [503, 400])
+def test_with_nothing_completed_check_leads_with_the_fix_or_the_resume_not_an_empty_profile(
+    tmp_path, flaky_peer, run_ngrp, status
+):
+    flaky_peer["status"] = status
+    first = run_ngrp(*_argv(tmp_path, flaky_peer["url"], "--abort-after-same", "100", "--max-attempts", "1"))
+    assert first.returncode == 1, first.stderr
+    fix = _check_fixes(run_ngrp, tmp_path)["missing_rollouts"]
+    assert "profile" not in fix
+    if status == 503:  # another attempt may work
+        assert fix.startswith("ngrp collect --input")
+    else:  # the fix of the failure first, then the resume
+        assert not fix.startswith("ngrp collect") and ", then ngrp collect --input" in fix
+
+
+def test_profiling_zero_completed_rollouts_writes_gyms_empty_files_with_a_loud_warning(
+    golden, tmp_path, run_ngrp
+):
+    case = golden / "case_no_rollouts" / "partial_run"
+    for name in ("rollouts_materialized_inputs.jsonl", "rollouts.jsonl"):
+        (tmp_path / name).write_bytes((case / name).read_bytes())
+    inputs, rollouts = "rollouts_materialized_inputs.jsonl", "rollouts.jsonl"
+    proc = run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts, "--allow-partial")
+    assert proc.returncode == 0  # what Gym's profiler does (the golden case), so a Gym pipeline keeps working
+    assert "warning: NO ROLLOUT COMPLETED (0 of 12)" in proc.stderr and "EMPTY" in proc.stderr
+    assert (tmp_path / "rollouts_reward_profiling.jsonl").read_bytes() == b""

@@ -265,14 +265,17 @@ def _key_findings(
         if c.failed_keys_still_missing:
             msg += f" ({c.failed_keys_still_missing} of the missing keys failed, see the failures sidecar)"
         partial = f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
-        if c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures:
+        cure = bool(c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures)
+        resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
+        if not c.completed:  # nothing to profile: a partial profile would be empty
+            fix = f"{r.top_failures[0].fix}, then {resume}" if cure else resume
+        elif cure:
             fix = f"{partial} (profiles what exists); a resume fails them again until this is fixed:"
             fix += f" {r.top_failures[0].fix}"
         elif spent is not None and spent.keys and spent.keys == c.missing:  # a plain --resume runs none
             resume = _resume(r.rollouts.path, spent.flag(), f" (retries them: {spent.note()})")
             fix = f"{partial} (profiles what exists), or {resume}"
         else:
-            resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
             fix = f"{partial} (profiles what exists), or {resume}"
             if spent is not None and spent.keys:
                 fix += f"; {spent.note()}: add{spent.flag()} to retry them too"
