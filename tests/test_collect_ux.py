@@ -332,3 +332,47 @@ def test_profiling_zero_completed_rollouts_writes_gyms_empty_files_with_a_loud_w
     assert proc.returncode == 0  # what Gym's profiler does (the golden case), so a Gym pipeline keeps working
     assert "warning: NO ROLLOUT COMPLETED (0 of 12)" in proc.stderr and "EMPTY" in proc.stderr
     assert (tmp_path / "rollouts_reward_profiling.jsonl").read_bytes() == b""
+
+
+def test_a_refused_run_removes_only_the_folders_and_lock_file_it_created(tmp_path, run_ngrp):
+    dead = f"http://127.0.0.1:{free_port()}"
+    tasks = _tasks(tmp_path)
+    base = ["--input", tasks, "--base-url", dead + "/v1", "--model", "m", "--verifier", "exact"]
+    refused = run_ngrp("collect", "--output", "new/deeper/r.jsonl", *base)
+    assert refused.returncode == 2 and "no row was sent" in refused.stderr
+    assert not (tmp_path / "new").exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"responses_create_params": {"input": "hi"}}\n{not json\n')
+    malformed = run_ngrp("collect", "--output", "new/r.jsonl", "--input", bad, *base[2:])
+    assert malformed.returncode == 3 and not (tmp_path / "new").exists()
+    # A folder that was there stays, and so does whatever it held; only the new lock file goes.
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "notes.txt").write_text("mine")
+    assert run_ngrp("collect", "--output", "kept/r.jsonl", *base).returncode == 2
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]
+    (tmp_path / "empty").mkdir()
+    assert run_ngrp("collect", "--output", "empty/r.jsonl", *base).returncode == 2
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
+    # An earlier run's lock file is not this run's to remove.
+    (tmp_path / "kept" / "r.jsonl.lock").write_text("")
+    assert run_ngrp("collect", "--output", "kept/r.jsonl", *base).returncode == 2
+    assert (tmp_path / "kept" / "r.jsonl.lock").exists()
+
+
+def test_a_lock_file_unlinked_by_a_refused_run_is_not_locked_twice(tmp_path, monkeypatch):
+    from ngrp_lib.collect import state
+    from ngrp_lib.errors import UsageError
+
+    output = tmp_path / "o" / "r.jsonl"
+    first = state.CollectorLock(output).acquire()
+    stale = os.open(first.path, os.O_RDWR)  # a second collector opened the file before it was unlinked
+    first.discard()
+    assert not first.path.exists() and not first.path.parent.exists()
+    opened = iter([stale])
+    real = state.open_lock_file
+    monkeypatch.setattr(state, "open_lock_file", lambda path: next(opened, None) or real(path))
+    second = state.CollectorLock(output).acquire()  # it locks the stale file first, sees it, locks anew
+    assert first.path.exists() and os.fstat(second._fd).st_ino == os.stat(first.path).st_ino
+    with pytest.raises(UsageError, match="another collector"):
+        state.CollectorLock(output).acquire()
+    second.release()

@@ -4,7 +4,8 @@ run the pending rows (`run.Run`) and sum up (`result.CollectResult`).
 Order matters for "nothing collected earlier is lost": the rows are materialized into a staging file and
 scanned (a malformed row is exit 3 whatever the servers), the servers are checked (`preflight`), and the
 rows are held against the model's context, all before any file of an earlier run is replaced, so a run
-refused before its first row leaves the earlier run's files as they were (only the lock file is new).
+refused before its first row leaves the earlier run's files as they were, and removes the lock file and
+the empty folders it created (`state.CollectorLock`).
 """
 
 from __future__ import annotations
