@@ -376,3 +376,20 @@ def test_a_lock_file_unlinked_by_a_refused_run_is_not_locked_twice(tmp_path, mon
     with pytest.raises(UsageError, match="another collector"):
         state.CollectorLock(output).acquire()
     second.release()
+
+
+def test_checks_per_agent_lines_name_no_python_none(tmp_path, run_ngrp):
+    rows = [
+        {
+            "_ng_task_index": 0,
+            "_ng_rollout_index": 0,
+            "agent_ref": {"name": "a"},
+            "responses_create_params": {},
+        },
+        {"_ng_task_index": 1, "_ng_rollout_index": 0, "responses_create_params": {}},
+    ]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "r.jsonl").write_text("")
+    proc = run_ngrp("check", "--inputs", "m.jsonl", "--rollouts", "r.jsonl")
+    assert proc.returncode == 1 and "  agent a: 0/1" in proc.stdout, proc.stdout + proc.stderr
+    assert "  agent (no agent_ref): 0/1" in proc.stdout and "None" not in proc.stdout

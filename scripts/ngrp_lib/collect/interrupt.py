@@ -34,10 +34,11 @@ class Interrupt:
         self.target = task
         try:
             loop.add_signal_handler(signal.SIGINT, self.fire)
+            installed = True
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or not Unix
-            yield
-            return
+            installed = False
         try:
             yield
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
