@@ -50,8 +50,11 @@ def slow_peer():
     async def chat(request):
         body = await request.json()
         state["posts"] += 1
-        if state["posts"] > state["fast"]:
-            await asyncio.sleep(60)
+        if state["posts"] > state["fast"]:  # hang until the test lets go (at most a minute)
+            for _ in range(1200):
+                if state["fast"] >= state["posts"]:
+                    break
+                await asyncio.sleep(0.05)
         prompt = body["messages"][-1]["content"]
         return web.json_response(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)))
 
@@ -66,6 +69,8 @@ def slow_peer():
     with serve_app(app) as url:
         state["url"] = url
         yield state
+        state["fast"] = 1 << 30
+        time.sleep(0.2)  # the hanging handlers return before the server stops
 
 
 def _argv(tmp_path, url, *extra):
