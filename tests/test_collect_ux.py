@@ -398,3 +398,13 @@ def test_checks_per_agent_lines_name_no_python_none(tmp_path, run_ngrp):
     proc = run_ngrp("check", "--inputs", "m.jsonl", "--rollouts", "r.jsonl")
     assert proc.returncode == 1 and "  agent a: 0/1" in proc.stdout, proc.stdout + proc.stderr
     assert "  agent (no agent_ref): 0/1" in proc.stdout and "None" not in proc.stdout
+
+
+def test_a_torn_line_and_nothing_completed_gets_no_partial_profile_advice(tmp_path, run_ngrp):
+    rows = [{"_ng_task_index": 0, "_ng_rollout_index": i, "responses_create_params": {}} for i in range(2)]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "r.jsonl").write_text('{"_ng_task_index": 0, "_ng_ro')
+    proc = run_ngrp("check", "--json", "--inputs", "m.jsonl", "--rollouts", "r.jsonl")
+    fixes = {f["code"]: f["fix"] for f in json.loads(proc.stdout)["findings"]}
+    assert "profile" not in fixes["rollouts_torn_tail"] + fixes["missing_rollouts"]
+    assert "--resume" in fixes["rollouts_torn_tail"]

@@ -170,7 +170,7 @@ def findings(
         ("failures", result.failures),
     ):
         if stats is not None:
-            out.extend(_file_findings(role, stats, result.inputs.path))
+            out.extend(_file_findings(role, stats, result.inputs.path, result.counts.completed))
     out.extend(_key_findings(result, missing_keys, extra_keys, retry_helps, spent))
     out.extend(_reward_findings(result))
     out.extend(_notes(result, retry_helps, spent))
@@ -207,18 +207,18 @@ def _rewrite(rollouts: str) -> str:
     return f"ngrp merge {rollouts} --output <new file>"
 
 
-def _file_findings(role: str, s: FileStats, inputs: str) -> list[Finding]:
-    """Line-level problems of one file. Fixes are named for the rollouts file (the one a run appends to)."""
+def _file_findings(role: str, s: FileStats, inputs: str, completed: int = 1) -> list[Finding]:
+    """Line-level problems of one file. Fixes are named for the rollouts file (the one a run appends to);
+    with nothing `completed`, a partial profile would be empty, so it is not offered."""
     rollouts = role == "rollouts"
     out = []
     if s.torn_tail:
         resume = _resume(s.path, why=" (truncates the torn line, then re-runs its key)")
-        fix = (
-            f"ngrp profile --allow-partial --inputs {inputs} --rollouts {s.path} (skips the torn line and "
-            f"leaves the file as it is), or {resume}"
-            if rollouts
-            else None
-        )
+        partial = f"ngrp profile --allow-partial --inputs {inputs} --rollouts {s.path}"
+        fix: str | None = None
+        if rollouts:
+            fix = f"{partial} (skips the torn line and leaves the file as it is), or {resume}"
+            fix = fix if completed else resume
         msg = f"{s.path}: the last line is cut off (interrupted write)"
         out.append(Finding(f"{role}_torn_tail", ERROR, 1, msg, fix))
     if s.invalid_lines:
