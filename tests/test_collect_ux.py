@@ -408,3 +408,25 @@ def test_a_torn_line_and_nothing_completed_gets_no_partial_profile_advice(tmp_pa
     fixes = {f["code"]: f["fix"] for f in json.loads(proc.stdout)["findings"]}
     assert "profile" not in fixes["rollouts_torn_tail"] + fixes["missing_rollouts"]
     assert "--resume" in fixes["rollouts_torn_tail"]
+
+
+def test_a_gym_runs_command_names_its_gym_url_and_a_materialized_file():
+    from ngrp_lib.collect.rebuild import resume_command
+
+    manifest = {
+        "materialized": {"path": "m.jsonl"},
+        "rollouts": {"path": "o/r.jsonl"},
+        "options": {
+            "concurrency": 8,
+            "timeout": 300.0,
+            "skip_preflight": True,
+            "api_key_env": "OPENAI_API_KEY",
+        },
+        "identity": {"shard": None, "materialize": None, "model": "", "api": "gym"},
+        "servers": [{"url": "http://127.0.0.1:11000/", "gym": True}],
+    }
+    assert resume_command(manifest) == (
+        "ngrp collect --materialized m.jsonl --output o/r.jsonl --gym-url http://127.0.0.1:11000/"
+        " --concurrency 8 --timeout 300 --skip-preflight --resume"
+    )
+    assert resume_command({"identity": {}}) is None  # not a collect manifest: no command, no crash
