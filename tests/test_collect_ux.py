@@ -430,3 +430,40 @@ def test_a_gym_runs_command_names_its_gym_url_and_a_materialized_file():
         " --concurrency 8 --timeout 300 --skip-preflight --resume"
     )
     assert resume_command({"identity": {}}) is None  # not a collect manifest: no command, no crash
+
+
+def test_ctrl_c_during_the_pre_flight_check_sends_nothing_and_leaves_nothing(tmp_path):
+    import asyncio
+
+    from aiohttp import web
+
+    state = {"asked": 0, "posts": 0, "release": False}
+
+    async def models(request):
+        state["asked"] += 1
+        for _ in range(1200):  # hang until the test lets go
+            if state["release"]:
+                break
+            await asyncio.sleep(0.05)
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    async def chat(request):
+        state["posts"] += 1
+        return web.json_response(_chat("1"))
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
+    with serve_app(app) as url:
+        argv = [*_argv(tmp_path, url), "--timeout", "60"]
+        proc = subprocess.Popen([sys.executable, str(SCRIPT), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not state["asked"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        state["release"] = True
+        time.sleep(0.2)
+    assert proc.returncode == 130, err
+    assert state["posts"] == 0 and not (tmp_path / "out").exists() and "Traceback" not in err
