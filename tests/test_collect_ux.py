@@ -320,8 +320,9 @@ def test_with_nothing_completed_check_leads_with_the_fix_or_the_resume_not_an_em
     assert first.returncode == 1, first.stderr
     fix = _check_fixes(run_ngrp, tmp_path)["missing_rollouts"]
     assert "profile" not in fix
-    if status == 503:  # another attempt may work
-        assert fix.startswith("ngrp collect --input")
+    if status == 503:  # another attempt may work, once --max-attempts allows it (given once, the new one)
+        assert fix.startswith("ngrp collect --input") and fix.split(" (")[0].count("--max-attempts") == 1
+        assert "--resume --max-attempts <more than 1>" in fix
     else:  # the fix of the failure first, then the resume
         assert not fix.startswith("ngrp collect") and ", then ngrp collect --input" in fix
 

@@ -186,19 +186,19 @@ def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
             f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}; no ngrp"
             " manifest here: resume with the tool that collected it (gym eval run --resume)"
         )
-    command = _rebuilt(manifest)
+    command = _rebuilt(manifest, tuple(f for f in ("--max-attempts",) if f in extra))
     if command is None:
         return f"ngrp collect --output {rollouts} --resume <the options of {manifest}>{extra}{why}"
     return f"{command}{extra}{why}"
 
 
-def _rebuilt(manifest: Any) -> str | None:
+def _rebuilt(manifest: Any, without: tuple[str, ...]) -> str | None:
     from ..artifacts.jsonl import read_json
     from ..collect.rebuild import resume_command
     from ..errors import InputError
 
     try:
-        return resume_command(read_json(manifest))
+        return resume_command(read_json(manifest), without)
     except (InputError, OSError):
         return None
 
@@ -267,18 +267,18 @@ def _key_findings(
         partial = f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
         cure = bool(c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures)
         resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
+        more = ""
+        if spent is not None and spent.keys and spent.keys == c.missing:  # a plain --resume runs none
+            resume = _resume(r.rollouts.path, spent.flag(), f" (retries them: {spent.note()})")
+        elif spent is not None and spent.keys:
+            more = f"; {spent.note()}: add{spent.flag()} to retry them too"
         if not c.completed:  # nothing to profile: a partial profile would be empty
-            fix = f"{r.top_failures[0].fix}, then {resume}" if cure else resume
+            fix = f"{r.top_failures[0].fix}, then {resume}" if cure else f"{resume}{more}"
         elif cure:
             fix = f"{partial} (profiles what exists); a resume fails them again until this is fixed:"
             fix += f" {r.top_failures[0].fix}"
-        elif spent is not None and spent.keys and spent.keys == c.missing:  # a plain --resume runs none
-            resume = _resume(r.rollouts.path, spent.flag(), f" (retries them: {spent.note()})")
-            fix = f"{partial} (profiles what exists), or {resume}"
         else:
-            fix = f"{partial} (profiles what exists), or {resume}"
-            if spent is not None and spent.keys:
-                fix += f"; {spent.note()}: add{spent.flag()} to retry them too"
+            fix = f"{partial} (profiles what exists), or {resume}{more}"
         out.append(Finding("missing_rollouts", ERROR, c.missing, msg, fix, [list(k) for k in missing_keys]))
     if c.extra:
         msg = f"{c.extra} rollout keys have no materialized input row (Gym refuses them, even partial)"

@@ -28,12 +28,18 @@ DEFAULTS: dict[str, Any] = {
 _VALUED = ("concurrency", "timeout", "max_retries", "max_attempts", "abort_after", "abort_after_same")
 
 
-def resume_command(manifest: Any) -> str | None:
-    """One copyable shell line; None when the manifest is not an ngrp collect manifest this can read."""
+def resume_command(manifest: Any, without: tuple[str, ...] = ()) -> str | None:
+    """One copyable shell line; None when the manifest is not an ngrp collect manifest this can read.
+    `without`: valued options to leave out (the caller appends a new value, e.g. `--max-attempts`)."""
     try:
-        return shlex.join(["ngrp", *resume_argv(manifest)])
+        argv = resume_argv(manifest)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
+    for flag in without:
+        while flag in argv:
+            at = argv.index(flag)
+            del argv[at : at + 2]
+    return shlex.join(["ngrp", *argv])
 
 
 def resume_argv(manifest: dict[str, Any]) -> list[str]:
