@@ -492,15 +492,15 @@ def test_keys_out_of_the_runs_max_attempts_get_the_max_attempts_advice(tmp_path)
     once = _failure(2, 3, "agent_request_failed", **busy)
     plain = fixes(5, *twice, once)  # attempts left: a plain --resume retries both
     assert "--max-attempts" not in plain["failed_attempts"] + plain["missing_rollouts"]
-    assert "--resume <the run's other options> (runs only the missing keys)" in plain["missing_rollouts"]
+    assert f"--resume <the options of {manifest}> (runs only the missing keys)" in plain["missing_rollouts"]
     some = fixes(2, *twice, once)
-    assert "--resume <the run's other options> --max-attempts <more than 2>" in some["failed_attempts"]
+    assert f"--resume <the options of {manifest}> --max-attempts <more than 2>" in some["failed_attempts"]
     assert some["missing_rollouts"].endswith(
         "1 of the failed keys reached the run's --max-attempts 2:"
         " add --max-attempts <more than 2> to retry them too"
     )
     spent = fixes(2, *twice, once, once)  # both missing keys used up their attempts
-    assert "--resume <the run's other options> --max-attempts <more than 2>" in spent["missing_rollouts"]
+    assert f"--resume <the options of {manifest}> --max-attempts <more than 2>" in spent["missing_rollouts"]
     assert (
         "(retries them: 2 of the failed keys reached the run's --max-attempts 2)" in spent["missing_rollouts"]
     )

@@ -324,7 +324,7 @@ def test_shards_of_one_name_from_different_runs_are_refused(golden, tmp_path):
     merge_shards(shards, tmp_path / "ok.jsonl")
     manifest.write_text(json.dumps({"identity": {**identity, "model": "m2"}}))
     with pytest.raises(
-        FindingsError, match=r"rollouts-shard-\*-of-2 come from different runs: model is 'm1'"
+        FindingsError, match=r'rollouts-shard-\*-of-2 come from different runs: model is "m1"'
     ):
         merge_shards(shards, tmp_path / "m.jsonl")
     assert not (tmp_path / "m.jsonl").exists()

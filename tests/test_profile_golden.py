@@ -16,6 +16,7 @@ SUCCESS = [
     ("case_fan_out", "strict", []),
     ("case_partial/partial_run", "partial", ["--allow-partial"]),
     ("case_missing_task/partial_run", "partial", ["++allow_partial_rollouts=True"]),
+    ("case_no_rollouts/partial_run", "partial", ["--allow-partial"]),  # Gym writes empty files, exit 0
 ]
 
 

@@ -101,7 +101,7 @@ def test_golden_file_validates(path: Path, kind: str):
         assert report.status == "invalid"
     else:
         assert report.status == "valid", [p.render(str(path)) for p in report.problems]
-        assert report.rows > 0
+        assert report.rows > 0 or "case_no_rollouts" in path.parts  # Gym's files of a run with no rollout
 
 
 def _first_row(case: str, name: str) -> dict:

@@ -48,3 +48,14 @@ def _record(value: Any) -> dict[str, Any]:
         else:
             out[f.name] = jsonable(item)
     return out
+
+
+def shown(value: Any, *, quote: bool = False) -> str:
+    """A value in a line for people: a string as it is (JSON-quoted with `quote`), anything else as
+    compact JSON (`null`, `[1, 2]`, `{"name": "m"}`), never a Python repr (`None`, `(1, 2)`,
+    `{'name': 'm'}`)."""
+    import json
+
+    if isinstance(value, str) and not quote:
+        return value
+    return json.dumps(jsonable(value), ensure_ascii=False, separators=(", ", ": "), default=str)

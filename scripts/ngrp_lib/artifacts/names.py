@@ -131,6 +131,13 @@ def agent_name(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def task_label(task: Any, agent: str | None) -> str:
+    """`task 10 agent "math"`, or `task 10` for a task without an agent (never `agent None`)."""
+    import json
+
+    return f"task {task}" if agent is None else f"task {task} agent {json.dumps(agent, ensure_ascii=False)}"
+
+
 _SHIFT = 32
 _LOW = (1 << _SHIFT) - 1
 

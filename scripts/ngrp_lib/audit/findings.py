@@ -170,7 +170,7 @@ def findings(
         ("failures", result.failures),
     ):
         if stats is not None:
-            out.extend(_file_findings(role, stats, result.inputs.path))
+            out.extend(_file_findings(role, stats, result.inputs.path, result.counts.completed))
     out.extend(_key_findings(result, missing_keys, extra_keys, retry_helps, spent))
     out.extend(_reward_findings(result))
     out.extend(_notes(result, retry_helps, spent))
@@ -178,29 +178,47 @@ def findings(
 
 
 def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
-    """ngrp's resume command; for a run ngrp did not collect (no run manifest), also its owner's."""
-    command = f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}"
-    if manifest_path_for(rollouts).exists():
-        return command
-    return f"{command}; no ngrp manifest here: resume with the tool that collected it (gym eval run --resume)"
+    """ngrp's resume command, rebuilt from the run manifest (`collect.rebuild`) when there is one; for a
+    run ngrp did not collect (no run manifest), its owner's."""
+    manifest = manifest_path_for(rollouts)
+    if not manifest.exists():
+        return (
+            f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}; no ngrp"
+            " manifest here: resume with the tool that collected it (gym eval run --resume)"
+        )
+    command = _rebuilt(manifest, tuple(f for f in ("--max-attempts",) if f in extra))
+    if command is None:
+        return f"ngrp collect --output {rollouts} --resume <the options of {manifest}>{extra}{why}"
+    return f"{command}{extra}{why}"
+
+
+def _rebuilt(manifest: Any, without: tuple[str, ...]) -> str | None:
+    from ..artifacts.jsonl import read_json
+    from ..collect.rebuild import resume_command
+    from ..errors import InputError
+
+    try:
+        return resume_command(read_json(manifest), without)
+    except (InputError, OSError):
+        return None
 
 
 def _rewrite(rollouts: str) -> str:
     return f"ngrp merge {rollouts} --output <new file>"
 
 
-def _file_findings(role: str, s: FileStats, inputs: str) -> list[Finding]:
-    """Line-level problems of one file. Fixes are named for the rollouts file (the one a run appends to)."""
+def _file_findings(role: str, s: FileStats, inputs: str, completed: int = 1) -> list[Finding]:
+    """Line-level problems of one file. Fixes are named for the rollouts file (the one a run appends to);
+    with nothing `completed`, a partial profile would be empty, so it is not offered."""
     rollouts = role == "rollouts"
     out = []
     if s.torn_tail:
         resume = _resume(s.path, why=" (truncates the torn line, then re-runs its key)")
-        fix = (
-            f"ngrp profile --allow-partial --inputs {inputs} --rollouts {s.path} (skips the torn line and "
-            f"leaves the file as it is), or {resume}"
-            if rollouts
-            else None
-        )
+        partial = f"ngrp profile --allow-partial --inputs {inputs} --rollouts {s.path}"
+        fix: str | None = None
+        if rollouts:
+            fix = f"{partial} (skips the torn line and leaves the file as it is), or {resume}"
+            fix = fix if completed else resume
         msg = f"{s.path}: the last line is cut off (interrupted write)"
         out.append(Finding(f"{role}_torn_tail", ERROR, 1, msg, fix))
     if s.invalid_lines:
@@ -247,17 +265,20 @@ def _key_findings(
         if c.failed_keys_still_missing:
             msg += f" ({c.failed_keys_still_missing} of the missing keys failed, see the failures sidecar)"
         partial = f"ngrp profile --allow-partial --inputs {r.inputs.path} --rollouts {r.rollouts.path}"
-        if c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures:
+        cure = bool(c.failed_keys_still_missing == c.missing and not retry_helps and r.top_failures)
+        resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
+        more = ""
+        if spent is not None and spent.keys and spent.keys == c.missing:  # a plain --resume runs none
+            resume = _resume(r.rollouts.path, spent.flag(), f" (retries them: {spent.note()})")
+        elif spent is not None and spent.keys:
+            more = f"; {spent.note()}: add{spent.flag()} to retry them too"
+        if not c.completed:  # nothing to profile: a partial profile would be empty
+            fix = f"{r.top_failures[0].fix}, then {resume}" if cure else f"{resume}{more}"
+        elif cure:
             fix = f"{partial} (profiles what exists); a resume fails them again until this is fixed:"
             fix += f" {r.top_failures[0].fix}"
-        elif spent is not None and spent.keys and spent.keys == c.missing:  # a plain --resume runs none
-            resume = _resume(r.rollouts.path, spent.flag(), f" (retries them: {spent.note()})")
-            fix = f"{partial} (profiles what exists), or {resume}"
         else:
-            resume = _resume(r.rollouts.path, why=" (runs only the missing keys)")
-            fix = f"{partial} (profiles what exists), or {resume}"
-            if spent is not None and spent.keys:
-                fix += f"; {spent.note()}: add{spent.flag()} to retry them too"
+            fix = f"{partial} (profiles what exists), or {resume}{more}"
         out.append(Finding("missing_rollouts", ERROR, c.missing, msg, fix, [list(k) for k in missing_keys]))
     if c.extra:
         msg = f"{c.extra} rollout keys have no materialized input row (Gym refuses them, even partial)"

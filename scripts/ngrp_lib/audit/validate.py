@@ -31,6 +31,7 @@ from ..artifacts.names import (
     pack_key,
     profile_key,
     rollout_key,
+    task_label,
 )
 from ..artifacts.opening import require_regular
 from ..errors import InputError, UsageError
@@ -304,7 +305,7 @@ class _RowChecker:
         first = self.profile_lines.setdefault(key, line)
         if first == line:
             return []
-        message = f"duplicate profile row for task {key[0]} agent {key[1]!r}; first seen at line {first}"
+        message = f"duplicate profile row for {task_label(*key)}; first seen at line {first}"
         return [Problem(line, None, DUPLICATE, message)]
 
 

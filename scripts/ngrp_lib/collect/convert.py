@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..jsonvalues import shown
+
 # Responses create params that map 1:1 onto chat fields (None values are dropped).
 _SAME = ("temperature", "top_p", "parallel_tool_calls", "user", "store", "service_tier")
 # Fields only the Responses API has; not sent to chat.
@@ -72,9 +74,9 @@ def _text_of(content: Any) -> str:
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
             else:
-                raise ConversionError(f"unsupported content part: {str(part)[:80]}")
+                raise ConversionError(f"unsupported content part: {shown(part)[:80]}")
         return "".join(parts)
-    raise ConversionError(f"unsupported message content: {str(content)[:80]}")
+    raise ConversionError(f"unsupported message content: {shown(content)[:80]}")
 
 
 def chat_messages(params: dict) -> list[dict]:
@@ -93,7 +95,7 @@ def chat_messages(params: dict) -> list[dict]:
 
 def _chat_message(item: Any) -> dict:
     if not isinstance(item, dict):
-        raise ConversionError(f"unsupported input item: {str(item)[:80]}")
+        raise ConversionError(f"unsupported input item: {shown(item)[:80]}")
     kind = item.get("type", "message")
     if kind == "message":
         role = item.get("role", "user")
@@ -121,7 +123,7 @@ def _chat_tools(tools: list) -> list[dict]:
     out = []
     for tool in tools:
         if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise ConversionError(f"only function tools convert to chat, got {str(tool)[:80]}")
+            raise ConversionError(f"only function tools convert to chat, got {shown(tool)[:80]}")
         fields = {
             k: tool[k] for k in ("name", "description", "parameters", "strict") if tool.get(k) is not None
         }

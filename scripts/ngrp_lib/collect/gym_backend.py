@@ -27,7 +27,7 @@ from ..errors import UsageError
 from .direct import output_tokens
 from .gym_run import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json
-from .preflight import DEFAULT_TIMEOUT, ServerCheck, check_reachable, origin
+from .preflight import DEFAULT_TIMEOUT, REFUSED, ServerCheck, check_reachable, origin
 from .routing import public_url
 from .run import Run
 
@@ -92,9 +92,7 @@ async def preflight(
     checks = await asyncio.gather(*probes)
     bad = [c for c in checks if not c.ok]
     if bad:
-        raise UsageError(
-            "\n".join(c.line() for c in bad), hint="no row was sent; --skip-preflight turns this check off"
-        )
+        raise UsageError("\n".join(c.line() for c in bad), hint=REFUSED)
     return targets, list(checks)
 
 

@@ -132,7 +132,7 @@ def expand(
     if missing_agent:
         raise UsageError(
             f"{source}: no agent for rows on lines {_short(missing_agent)}",
-            hint="pass --agent NAME, or give each row an agent_ref ({'name': ...}) or a task_source",
+            hint='pass --agent NAME, or give each row an agent_ref ({"name": "..."}) or a task_source',
         )
     if options.interleave:
         out.sort(key=lambda r: r[ROLLOUT_KEY])

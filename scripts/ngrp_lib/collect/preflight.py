@@ -32,6 +32,8 @@ from .routing import Endpoint, has_credentials, public_url
 
 DEFAULT_TIMEOUT = 10.0
 SKIP_HINT = "a server without GET /v1/models: pass --skip-preflight"
+NO_ROUTE = (404, 405, 501)  # the probe's route is missing: the only case --skip-preflight can help
+REFUSED = "no row was sent"  # the hint of every refusal; a check's own fix names --skip-preflight if it helps
 EXAMPLES = 3
 
 
@@ -121,7 +123,7 @@ async def _check_server(
     if status != 200:
         said = server_message(body)
         problem = f"GET {url}/models answered HTTP {status}" + (f": {said}" if said else "")
-        fix = "is the base URL right (vLLM's ends in /v1)? " + SKIP_HINT if status == 404 else None
+        fix = "is the base URL right (vLLM's ends in /v1)? " + SKIP_HINT if status in NO_ROUTE else None
         return ServerCheck(url, model, problem, fix or "read the server's log", status=status)
     return _judge_models(url, model, body)
 
@@ -296,7 +298,7 @@ async def check_endpoints(
 
 
 def _refusal(bad: list[ServerCheck], total: int) -> UsageError:
-    hint = "no row was sent; --skip-preflight turns this check off"
+    hint = REFUSED
     if total == 1:
         return UsageError(bad[0].line(), hint=hint)
     lines = "\n  ".join(c.line() for c in bad)

@@ -47,6 +47,11 @@ class CollectResult:
     preflight: list[dict[str, Any]] | None = None  # preflight.ServerCheck.to_json; None: skipped
     resume_helps: bool = False
     next_step: str | None = None  # one line: "incomplete: rerun ... --resume", or "fix: ..."
+    interrupted: bool = False  # Ctrl-C ended the run (exit 130); what was written stays
+
+    @property
+    def exit_code(self) -> int:
+        return 130 if self.interrupted else 0 if self.complete else 1
 
     @property
     def complete(self) -> bool:
@@ -55,7 +60,7 @@ class CollectResult:
         return self.missing == 0 and self.duplicates_found == 0
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "complete": self.complete, "exit_code": 0 if self.complete else 1}
+        return {**asdict(self), "complete": self.complete, "exit_code": self.exit_code}
 
 
 def build_result(

@@ -4,7 +4,8 @@ run the pending rows (`run.Run`) and sum up (`result.CollectResult`).
 Order matters for "nothing collected earlier is lost": the rows are materialized into a staging file and
 scanned (a malformed row is exit 3 whatever the servers), the servers are checked (`preflight`), and the
 rows are held against the model's context, all before any file of an earlier run is replaced, so a run
-refused before its first row leaves the earlier run's files as they were (only the lock file is new).
+refused before its first row leaves the earlier run's files as they were, and removes the lock file and
+the empty folders it created (`state.CollectorLock`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from . import gym_backend
 from .direct import DirectRun
 from .gym_backend import GymRun, check_agents
 from .gym_run import GymTargets, resolve_gym_url
+from .interrupt import REASON as INTERRUPTED
+from .interrupt import Interrupt
 from .materialize import materialize, read_task_lines, sha256_file
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
+    REFUSED,
     OutputBudget,
     ServerCheck,
     auth_headers,
@@ -107,10 +111,14 @@ def _check_row(
 
 
 async def collect(
-    options: CollectOptions, session: Any, log: Callable[[str], None] = stderr_log
+    options: CollectOptions,
+    session: Any,
+    log: Callable[[str], None] = stderr_log,
+    interrupt: Interrupt | None = None,
 ) -> CollectResult:
     """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
-    `options.api_key`. Rows and servers are checked before an earlier run's files are replaced."""
+    `options.api_key`. Rows and servers are checked before an earlier run's files are replaced.
+    `interrupt` (fired by Ctrl-C) ends the rows phase early with a result, as an early stop does."""
     verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with masked_errors(redactor), CollectorLock(options.output):
@@ -135,7 +143,8 @@ async def collect(
         stray = disk.completed - keys
         if stray:
             raise InputError(
-                f"{len(stray)} keys are not in the materialized file, e.g. {sorted(stray)[:3]}",
+                f"{len(stray)} keys are not in the materialized file, e.g. "
+                + ", ".join(f"({t}, {r})" for t, r in sorted(stray)[:3]),
                 path=options.output,
             )
         plan.exhausted = sum(1 for k in keys - disk.completed if disk.attempts[k] >= options.max_attempts)
@@ -143,12 +152,33 @@ async def collect(
         del keys
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
         try:
-            rows = run.pending()
-            await asyncio.gather(*(run.worker(rows) for _ in range(options.concurrency)))
+            interrupted = await _work(run, options.concurrency, interrupt)
         finally:
             run.close()
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
-        return build_result(options, plan, disk, run, checks)
+        result = build_result(options, plan, disk, run, checks)
+        result.interrupted = interrupted
+        return result
+
+
+async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
+    """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
+    rows = run.pending()
+    workers = asyncio.gather(*(run.worker(rows) for _ in range(concurrency)))
+    if interrupt is None:
+        await workers
+        return False
+    interrupt.target = workers  # from now on a Ctrl-C cancels the workers only, not the summary
+    try:
+        await workers
+    except asyncio.CancelledError:
+        if not interrupt.fired:
+            raise
+        run.stop.reason = run.stop.reason or INTERRUPTED
+        return True
+    finally:
+        interrupt.target = None
+    return False
 
 
 async def _prepare(
@@ -219,7 +249,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
     if options.verify_url:
         check = await check_verify_url(session, options.verify_url, timeout)
         if not check.ok:
-            raise UsageError(check.line(), hint="no row was sent; --skip-preflight turns this check off")
+            raise UsageError(check.line(), hint=REFUSED)
         checks.append(check)
     return Servers(endpoints=found.endpoints, checks=checks, context=found.context)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from ..artifacts import jsonl
 from ..artifacts.names import manifest_path_for
 from ..errors import FindingsError, InputError
+from ..jsonvalues import shown
 
 DONE_SUFFIX = ".done"
 _SHARD = re.compile(r"-shard-(?P<index>\d+)-of-(?P<count>\d+)$")
@@ -132,9 +133,10 @@ def check_manifests(runs: Iterable[Run]) -> None:
             for name, value in identity.items():
                 first = seen.setdefault(name, (manifest, value))
                 if first[1] != value:
+                    was, now = shown(first[1], quote=True), shown(value, quote=True)
                     raise FindingsError(
                         f"the shards of {run.key.label()} come from different runs: {name} is"
-                        f" {first[1]!r} in {first[0]} and {value!r} in {manifest}",
+                        f" {was} in {first[0]} and {now} in {manifest}",
                         hint="merge the shards of one collection only (same input, model and verifier)",
                     )
 

@@ -18,17 +18,40 @@ from ..errors import InputError, UsageError
 class CollectorLock:
     """An exclusive `fcntl.flock` on `<output>.lock`, holding our pid, for the life of the run. The lock
     file is opened without following a symlink and only rewritten when it holds what ngrp writes there
-    (`opening.open_lock_file`), so a planted symlink or a stray file is refused, never truncated."""
+    (`opening.open_lock_file`), so a planted symlink or a stray file is refused, never truncated.
+
+    A run that ends in an error (a refused pre-flight check, a malformed row) removes what it created
+    for the lock: the lock file, if it did not exist before, and the folders of `--output` it made, if
+    they are still empty. The lock file is unlinked while still locked, which is safe because a locker
+    checks, once it holds the flock, that the path still names the file it locked (else it locks anew):
+    one that opened the old file before the unlink cannot then write beside a newer lock holder."""
 
     def __init__(self, output: Path) -> None:
         self.path = names.lock_path_for(output)
         self._fd: int | None = None
+        self._created = False
+        self._made_dirs: list[Path] = []
 
     def acquire(self) -> CollectorLock:
+        self._made_dirs = _missing_dirs(self.path.parent)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(100):  # a new file each time only when refused runs keep removing theirs
+            existed = os.path.lexists(self.path)
+            fd = self._lock(open_lock_file(self.path))
+            if _names(self.path, fd):
+                break
+            os.close(fd)  # a refused run unlinked the file we locked: lock the one the path names now
+        else:
+            raise UsageError(f"cannot lock {self.path}: it is replaced again and again", hint="retry")
+        self._created = not existed
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def _lock(self, fd: int) -> int:
         import fcntl
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = open_lock_file(self.path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -38,23 +61,51 @@ class CollectorLock:
                 f"another collector (pid {holder}) is writing {self.path.with_suffix('')}",
                 hint="wait for it to finish, or stop it; two writers would duplicate rollouts",
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-        return self
+        return fd
 
     def release(self) -> None:
-        # The file stays: unlinking it while another process waits on the same inode would let a
-        # third process lock a new file, and two collectors would write one output.
+        # After a run, the file stays (harmless; the next run locks the same file).
         if self._fd is not None:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
 
+    def discard(self) -> None:
+        """Remove what `acquire` created (a refused run): the lock file, then the folders, if empty."""
+        if self._fd is not None and self._created and _names(self.path, self._fd):
+            self.path.unlink(missing_ok=True)  # still locked: see the class docstring
+        self.release()
+        for folder in reversed(self._made_dirs):  # deepest first; stop at one holding anything
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
     def __enter__(self) -> CollectorLock:
         return self.acquire()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            self.discard()
         self.release()
+
+
+def _missing_dirs(folder: Path) -> list[Path]:
+    """The folders `mkdir(parents=True)` would create for `folder`, outermost first."""
+    missing = []
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
+
+
+def _names(path: Path, fd: int) -> bool:
+    """`path` (not followed) is the open file `fd`."""
+    try:
+        on_disk = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)
 
 
 def now_iso() -> str:
@@ -88,16 +139,29 @@ def check_manifest(path: Path, identity: dict[str, Any]) -> None:
     old = manifest.get("identity") if isinstance(manifest, dict) else None
     if not isinstance(old, dict):
         raise InputError("manifest has no 'identity' block; not written by this ngrp collect", path=path)
-    changes = [
-        f"{key}: was {old.get(key)!r}, now {identity.get(key)!r}"
-        for key in sorted(set(old) | set(identity))
-        if old.get(key) != identity.get(key)
-    ]
+    changes = changed_fields(old, identity)
     if changes:
         raise UsageError(
             "refusing to resume: the configuration changed since this run started\n  " + "\n  ".join(changes),
             hint="rerun with the original options, or start over with --overwrite (or a new --output)",
         )
+
+
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """`num_repeats: was 4, now 8`, one line per field that differs; a block of options (`materialize`)
+    is compared field by field, its fields named as their options are. Values as JSON, not Python."""
+    from ..jsonvalues import shown
+
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        was, now = old.get(key), new.get(key)
+        if was == now:
+            continue
+        if isinstance(was, dict) and isinstance(now, dict):
+            lines += changed_fields(was, now)
+        else:
+            lines.append(f"{key}: was {shown(was, quote=True)}, now {shown(now, quote=True)}")
+    return lines
 
 
 @dataclass

@@ -180,6 +180,16 @@ def emit(result: Any, as_json: bool, render_text: Callable[[Any], str]) -> None:
         click.echo(render_text(result))
 
 
+def class_counts(by_class: dict[str, int]) -> str:
+    """`(agent_run_error 24, http_error 2)` for a summary line; empty when there is none."""
+    return f" ({', '.join(f'{k} {v}' for k, v in by_class.items())})" if by_class else ""
+
+
+def repaired_line(repaired: dict[str, str]) -> str:
+    """`repaired torn tails: runs/t/rollouts.jsonl (truncated 120 bytes)`: file, then what was done."""
+    return "repaired torn tails: " + ", ".join(f"{path} ({action})" for path, action in repaired.items())
+
+
 def failure_lines(top_failures: list[FailureSummary]) -> list[str]:
     """The most common failure messages (collect's summary, check's report), one line each."""
     lines = []

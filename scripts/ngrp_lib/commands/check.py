@@ -69,9 +69,9 @@ def render_text(r: CheckResult) -> str:
     lines.append(f"{unit}: {t.total} ({t.complete} complete, {t.partial} partial, {t.none} with none)")
     if len(r.agents) > 1 or (r.agents and r.agents[0].agent is not None):
         for a in r.agents:
-            at = a.tasks
+            at, name = a.tasks, "(no agent_ref)" if a.agent is None else a.agent
             lines.append(
-                f"  agent {a.agent}: {a.completed}/{a.expected} completed, {a.missing} missing, "
+                f"  agent {name}: {a.completed}/{a.expected} completed, {a.missing} missing, "
                 f"tasks {at.complete}/{at.total} complete, {at.partial} partial, "
                 f"{at.none} with none"
             )

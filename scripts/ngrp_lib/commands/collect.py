@@ -14,11 +14,13 @@ from ._common import (
     DURATION,
     INPUT_FILE,
     OUTPUT_FILE,
+    class_counts,
     count,
     emit,
     failure_lines,
     json_option,
     overwrite_option,
+    repaired_line,
     verifier_options,
 )
 from .materialize import materialize_options
@@ -61,7 +63,8 @@ can help (never-tried keys, no reply, 429/5xx), and otherwise prints the fix.
 Exit codes: 0 every rollout key completed, 1 some keys still missing (the summary says what to do),
 2 bad options, a server failed the pre-flight check, outputs exist without --resume/--overwrite,
 changed configuration on --resume, or another collector holds the lock, 3 malformed input
-(file:line named).
+(file:line named), 130 Ctrl-C (once rows run: the summary is printed, every row written stays, and
+--resume sends the rest).
 """
 )
 @click.option(
@@ -229,6 +232,8 @@ def command(
                 hint="drop them, or materialize again (ngrp materialize) with the repeats you want",
             )
     shard = parse_shard(shard_spec) if shard_spec else None
+    if resume and not ((base_urls or endpoint_files or gym_url) and (input_path or materialized)):
+        _bare_resume(shard_output_path(output, shard) if shard else output, input_path or materialized)
     gym_only = gym_url and not (base_urls or endpoint_files)
     endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoint_files, model))
     # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
@@ -276,16 +281,49 @@ def command(
     emit(result, as_json, _render)
     if result.next_step:
         click.echo(result.next_step, err=True)
-    return 0 if result.complete else 1
+    return result.exit_code
 
 
 async def _collect(options):
-    """The run's HTTP session is made here, by the caller, and passed in."""
+    """The run's HTTP session is made here, by the caller, and passed in. A Ctrl-C before the first row
+    is an interrupt (exit 130, nothing sent); once rows run, it ends them with the usual summary."""
     from ..collect.http import open_session
+    from ..collect.interrupt import Interrupt
     from ..collect.runner import collect
 
-    async with open_session(options.concurrency) as session:
-        return await collect(options, session)
+    interrupt = Interrupt()
+    task = asyncio.current_task()
+    assert task is not None
+    try:
+        with interrupt.on_sigint(asyncio.get_running_loop(), task):
+            async with open_session(options.concurrency) as session:
+                return await collect(options, session, interrupt=interrupt)
+    except asyncio.CancelledError:
+        if interrupt.fired:
+            raise KeyboardInterrupt from None
+        raise
+
+
+def _bare_resume(output, source) -> None:
+    """`--resume` without the run's servers or rows: when its manifest says what they were, refuse with
+    the whole command (it is not guessed from the manifest silently: a server may have moved)."""
+    from ..artifacts.jsonl import read_json
+    from ..artifacts.names import manifest_path_for
+    from ..collect.rebuild import resume_command
+    from ..errors import NgrpError
+
+    manifest = manifest_path_for(output)
+    try:
+        command = resume_command(read_json(manifest)) if manifest.is_file() else None
+    except (NgrpError, OSError):
+        command = None
+    if command is None:
+        return  # the usual messages name what is missing
+    missing = "the run's rows (--input or --materialized)" if source is None else "the run's servers"
+    raise UsageError(
+        f"--resume needs the options the run started with; {missing} not given",
+        hint=f"this run's command, from {manifest}: {command}",
+    )
 
 
 def _endpoints(base_urls, endpoint_files, model):
@@ -295,10 +333,10 @@ def _endpoints(base_urls, endpoint_files, model):
         raise UsageError("give --base-url or --endpoints, not both")
     if endpoint_files:
         return load_endpoint_files(endpoint_files, model)
+    if not base_urls:  # named first: --model is asked for only once a --base-url was given
+        raise UsageError("no server: pass --base-url URL (repeatable), --endpoints FILE or --gym-url URL")
     if not model:
         raise UsageError("--model is required with --base-url (the served model name)")
-    if not base_urls:
-        raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
     return [Endpoint(normalize_base_url(url), model) for url in base_urls]
 
 
@@ -306,7 +344,7 @@ def _render(result) -> str:
     lines = [
         f"rollouts: {result.completed}/{result.expected} done, {result.missing} missing: {result.output}",
         f"this run: {result.succeeded} ok, {result.failed} failed attempts"
-        + (f" {result.failures_by_class}" if result.failures_by_class else "")
+        + class_counts(result.failures_by_class)
         + f", {result.skipped_completed} already done, {result.exhausted} out of attempts",
         f"speed: {result.rollouts_per_s:.1f} rollouts/s, {result.output_tokens_per_s:,.0f} output tok/s"
         f" over {result.elapsed_s:.1f}s; mean reward "
@@ -315,7 +353,7 @@ def _render(result) -> str:
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
-        lines.append(f"repaired torn tails: {result.repaired}")
+        lines.append(repaired_line(result.repaired))
     if result.stopped_early:
         lines.append(f"stopped early: {result.stopped_early}")
     if result.duplicates_found:

@@ -11,10 +11,12 @@ from ._common import (
     DURATION,
     INPUT_FILE,
     OUTPUT_FILE,
+    class_counts,
     count,
     emit,
     json_option,
     overwrite_option,
+    repaired_line,
     verifier_options,
 )
 
@@ -148,7 +150,7 @@ def render_text(r) -> str:
         f"reverify ({r.verifier}): {r.completed}/{r.source_rows} rows re-scored into {r.output}, "
         f"{r.missing} missing",
         f"this run: {r.rescored} re-scored, {r.failed} failed attempts"
-        + (f" {r.failures_by_class}" if r.failures_by_class else "")
+        + class_counts(r.failures_by_class)
         + f", {r.skipped_completed} already done, {r.exhausted} out of attempts",
         f"rewards: {c.changed} of {c.rows} changed ({c.increased} up, {c.decreased} down, "
         f"{c.newly_scored} newly scored, {c.no_longer_scored} no longer scored), {c.unchanged} unchanged"
@@ -156,7 +158,7 @@ def render_text(r) -> str:
         f"mean reward over the rows scored both times: {_mean(c.mean_before)} -> {_mean(c.mean_after)}",
     ]
     if r.repaired:
-        lines.append(f"repaired torn tails: {r.repaired}")
+        lines.append(repaired_line(r.repaired))
     if r.failed or r.missing:
         lines.append(f"failed rows: {r.failures}")
     lines.append(

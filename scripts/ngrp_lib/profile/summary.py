@@ -233,6 +233,12 @@ def data_warnings(
     counts: dict[str, int], completion: GymCompletion, incomplete: list, facts: Facts, options: Any
 ) -> list[str]:
     out = []
+    if completion.expected_rollout_rows and not completion.completed_rollout_rows:
+        out.append(
+            f"NO ROLLOUT COMPLETED (0 of {completion.expected_rollout_rows}): the profile files are written,"
+            " as Gym's profiler writes them, but they are EMPTY and say nothing about the policy; collect the"
+            " rollouts first (`ngrp check` names the fix or the --resume command)"
+        )
     if counts["null_reward"]:
         how = {
             "exclude": "left out of mean/reward and the other reward statistics, as Gym does, so those "
@@ -249,7 +255,9 @@ def data_warnings(
         )
     if facts.missing_count:
         out.append(
-            f"partial profile: {facts.missing_count} rollout(s) missing (first {facts.missing[:5]}); "
+            f"partial profile: {facts.missing_count} rollout(s) missing (first "
+            + ", ".join(f"({t}, {r})" for t, r in facts.missing[:5])
+            + "); "
             f"{completion.partial_input_rows} partial and "
             f"{completion.missing_input_rows} dropped task group(s). "
             "Agent-level mean/* pools rollouts, so tasks with more completed rollouts weigh more; see "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
 from . import paired
@@ -119,7 +120,7 @@ def _match(a: ProfileData, b: ProfileData, intersect: bool) -> tuple[list, int, 
     only_a = sorted(set(ia) - set(ib), key=str)
     only_b = sorted(set(ib) - set(ia), key=str)
     if (only_a or only_b) and not intersect:
-        sample = ", ".join(f"task {t} agent {g!r}" for t, g in (only_a + only_b)[:5])
+        sample = ", ".join(task_label(t, g) for t, g in (only_a + only_b)[:5])
         raise FindingsError(
             f"the runs cover different tasks: {len(only_a)} only in A ({a.path}), {len(only_b)} only in B "
             f"({b.path}); for example {sample}",
@@ -292,7 +293,7 @@ def compare_profiles(
         task, agent = differing[0]
         notes.append(
             f"{len(differing)} paired task(s) hold different task data in the two profiles' samples (first: "
-            f"task {task}, agent {agent!r}): tasks are paired by _ng_task_index, so check that both runs "
+            f"{task_label(task, agent)}): tasks are paired by _ng_task_index, so check that both runs "
             "used the same task rows in the same order (a prompt change should touch the prompt only)"
         )
     mcnemar, flips, at_k, hat_k = None, [], [], []

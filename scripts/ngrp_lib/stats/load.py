@@ -13,7 +13,7 @@ from typing import Any
 
 from ..artifacts.jsonl import iter_rows
 from ..artifacts.kinds import PROFILE, ROLLOUTS, refuse_wrong_kind
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, pack_key, profile_key, rollout_key
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, pack_key, profile_key, rollout_key, task_label
 from ..errors import FindingsError, InputError
 from ..inspect.digest import finish
 from ..numbers import MAX_MAGNITUDE, first_oversize
@@ -113,7 +113,7 @@ def load_profile(
         key = _row_key(row.data, path, row.line)
         if key in seen:
             raise InputError(
-                f"duplicate profile row for task {key[0]} agent {key[1]!r} (first at line {seen[key]})",
+                f"duplicate profile row for {task_label(*key)} (first at line {seen[key]})",
                 path=path,
                 line=row.line,
             )
