@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,3 +29,26 @@ def serve_app(app: Any) -> Iterator[str]:
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
+
+
+def chat_reply(content: str) -> dict:
+    """A chat completion a canned peer answers with: one choice, stopped, with token counts."""
+    return {
+        "id": "chatcmpl-1",
+        "model": "m",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+def sum_tasks(folder: Any, n: int) -> Any:
+    """`folder/tasks.jsonl`: n rows "what is i+1?" with their expected answers."""
+    path = folder / "tasks.jsonl"
+    rows = [
+        {"responses_create_params": {"input": f"what is {i}+1?"}, "expected_answer": str(i + 1)}
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

@@ -11,30 +11,16 @@ import os
 import time
 
 import pytest
-from http_helpers import serve_app
+from http_helpers import chat_reply, serve_app, sum_tasks
 
 KEY = "sk-echo-5ecr3t-k3y-0123456789"
 
 
 def _tasks(tmp_path, n=2):
-    path = tmp_path / "tasks.jsonl"
-    rows = [
-        {"responses_create_params": {"input": f"what is {i}+1?"}, "expected_answer": str(i + 1)}
-        for i in range(n)
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+    return sum_tasks(tmp_path, n)
 
 
-def _chat(content: str) -> dict:
-    return {
-        "id": "chatcmpl-1",
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-    }
+_chat = chat_reply
 
 
 @pytest.fixture
