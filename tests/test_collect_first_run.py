@@ -162,22 +162,6 @@ def test_max_output_tokens_over_the_context_is_refused_naming_the_row(vllm_serve
     assert sent(vllm_server) == start and snapshot(out.parent) == before
 
 
-def test_max_output_tokens_equal_to_the_context_is_refused_as_vllm_refuses_it(vllm_server, tmp_path):
-    """max_output_tokens == max_model_len leaves no room for any prompt: vLLM answers 400 (shown with
-    --skip-preflight), so the pre-flight check refuses it before a row is sent."""
-    task_file = tasks(tmp_path / "tasks.jsonl", ["a"], max_tokens=2048)
-    start = sent(vllm_server)
-    proc = collect(task_file, tmp_path / "r.jsonl", vllm_server.base_url)
-    assert proc.returncode == 2, proc.stderr
-    assert f"{task_file}:1 asks for max_output_tokens 2048, all of the 2048-token context" in proc.stderr
-    assert sent(vllm_server) == start
-    proc = collect(task_file, tmp_path / "s.jsonl", vllm_server.base_url,
-                   extra=["--skip-preflight", "--max-retries", "0", "--json"])  # fmt: skip
-    assert proc.returncode == 1, proc.stderr
-    failures = [json.loads(x) for x in (tmp_path / "s_failures.jsonl").read_text().splitlines()]
-    assert [f["_ng_failure_http_status"] for f in failures] == [400], failures
-
-
 def test_prompts_over_the_context_stop_the_run_after_n_tasks(vllm_server, tmp_path):
     """Prompts longer than the context: vLLM answers 400 to each. One bad task (all its repeats) does not
     stop the run; three in a row do (at the first row of the third), with the server's message and the fix,

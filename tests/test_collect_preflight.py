@@ -306,25 +306,3 @@ def test_blocking_probes_for_callers_without_an_event_loop_name_the_server_witho
         and dead.status is None
         and dead.problem == f"connection refused at http://127.0.0.1:{port}/v1"
     )
-
-
-@pytest.mark.parametrize(
-    ("asks", "refused"),
-    [([2047, 16], None), ([16, 2048, 2048], "max_output_tokens 2048, all of the 2048-token context"),
-     ([16, 4000, 2048], "max_output_tokens 4000, more than the 2048-token context")],
-)  # fmt: skip
-def test_a_row_asking_for_the_whole_context_is_refused_before_any_request(asks, refused):
-    """vLLM refuses max_output_tokens >= max_model_len for any non-empty prompt: no row could fit."""
-    from ngrp_lib.collect.preflight import OutputBudget
-
-    budget = OutputBudget()
-    for i, value in enumerate(asks, 1):
-        budget.see(f"tasks.jsonl:{i}", {"max_output_tokens": value, "input": "hi"})
-    context = (2048, ServerCheck("http://h:1/v1", "tiny", max_model_len=2048, status=200))
-    if refused is None:
-        budget.check(context)
-        return
-    with pytest.raises(UsageError) as caught:
-        budget.check(context)
-    assert f"tasks.jsonl:2 asks for {refused} of model 'tiny'" in str(caught.value)
-    assert "1 more rows do too" in str(caught.value) and "no row was sent" in (caught.value.hint or "")

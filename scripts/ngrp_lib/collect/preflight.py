@@ -2,9 +2,9 @@
 
 An OpenAI-compatible endpoint (vLLM) passes when `GET <base_url>/models`, sent with the run's API key,
 answers 200 with a model list that holds the model. vLLM also reports each model's context
-(`max_model_len`); a row whose `max_output_tokens` is as large or larger leaves no room for a prompt and
-is refused by vLLM, so the run refuses it first, naming the row and the limit. A NeMo Gym server, or a
-resources server's `/verify`, passes when it answers at all (Gym's own servers answer `GET /`).
+(`max_model_len`); a row whose `max_output_tokens` is larger is refused by vLLM, so the run refuses it
+first, naming the row and the limit. A NeMo Gym server, or a resources server's `/verify`, passes when
+it answers at all (Gym's own servers answer `GET /`).
 
 The rule for several endpoints: the ones that fail are named and left out, and the run goes on when at
 least half of them (rounded up, and at least one) pass; otherwise nothing is sent.
@@ -321,8 +321,7 @@ def origin(url: str) -> str:
 @dataclass
 class OutputBudget:
     """The `max_output_tokens` the rows ask for, gathered while they are read (before the servers are
-    asked), then held against the served model's context: vLLM refuses (HTTP 400) one for
-    the whole context or more, since the prompt takes a token or more."""
+    asked), then held against the served model's context: vLLM refuses a request for more (HTTP 400)."""
 
     asked: dict[int, list] = field(default_factory=dict)  # value -> [ordinal, first row asking it, rows]
     rows: int = 0
@@ -342,17 +341,15 @@ class OutputBudget:
         if context is None:
             return
         limit, server = context
-        # a prompt takes at least one token, so a row asking for the whole context can never fit either
-        over = {value: entry for value, entry in self.asked.items() if value >= limit}
+        over = {value: entry for value, entry in self.asked.items() if value > limit}
         if not over:
             return
         value, (_, first, _) = min(over.items(), key=lambda item: item[1][0])  # the first row in the file
         count = sum(entry[2] for entry in over.values())
         more = f"; {count - 1} more rows do too" if count > 1 else ""
         raise UsageError(
-            f"{first} asks for max_output_tokens {value}, {'more than' if value > limit else 'all of'} the"
-            f" {limit}-token context of model {server.model!r} at {server.url} (vLLM refuses such a request:"
-            f" the prompt needs a token or more){more}",
+            f"{first} asks for max_output_tokens {value}, more than the {limit}-token context of model"
+            f" {server.model!r} at {server.url} (vLLM refuses such a request){more}",
             hint="lower max_output_tokens in the tasks, or serve the model with a larger --max-model-len;"
             " no row was sent",
         )

@@ -45,11 +45,10 @@ The API key is read from $OPENAI_API_KEY (or --api-key-env NAME), never from the
 
 \b
 Before the first row (unless --skip-preflight), every server is asked GET <base_url>/models: it must
-answer, accept the key and serve the model; a row whose max_output_tokens is the model's whole context
-(vLLM's max_model_len) or more is refused: no prompt would fit. Of several endpoints, the ones that
-fail are named and left out; the run goes on when at least half of them (rounded up) pass. Gym mode
-checks that the head server and every server it lists answer. A refused run leaves an earlier run's
-files as they were.
+answer, accept the key and serve the model; a row asking for more max_output_tokens than the model's
+context (vLLM's max_model_len) is refused. Of several endpoints, the ones that fail are named and left
+out; the run goes on when at least half of them (rounded up) pass. Gym mode checks that the head server
+and every server it lists answer. A refused run leaves an earlier run's files as they were.
 
 \b
 Stops early, keeping what it collected, after --abort-after attempts in a row got no reply, or when a
