@@ -116,8 +116,8 @@ def command(
     With --exclude-unhealthy (a verdicts file from `ngrp health`), its unhealthy rollouts are treated as
     masked in every output (Gym's files count them as masked) and counted as unhealthy_excluded in the
     summary; without it the outputs are byte-identical to Gym's (Gym's t intervals use scipy's quantiles:
-    with scipy installed, `pip install 'scipy>=1.10'` or the `gym` extra, ngrp uses them too; without it
-    the ci_* values may differ from Gym's in their last digits).
+    with scipy 1.17 or later installed (`pip install 'scipy>=1.17'`, or the `gym` extra) ngrp uses them too;
+    with an older scipy or none the ci_* values may differ from Gym's in their last digits).
 
     With --merge, ARGS are shard profiles (<stem>_reward_profiling.jsonl, or their
     <stem>_profile_state.jsonl) written with --save-state; the outputs equal one pass over all shards.

@@ -146,9 +146,10 @@ def gym_confidence_interval(mean: float, sem: float, n: float) -> tuple[float, f
     (`ppf(q) * sem + mean` at q = 0.025 and 0.975).
 
     The quantiles are scipy's own (`scipy.special.stdtrit`, what `t.ppf` calls) when scipy is installed,
-    as it is wherever Gym is: scipy's are not correctly rounded (its 0.025 and 0.975 quantiles are not
-    even each other's negatives), so no other code gives its bits. Without scipy, ngrp's own `t_ppf`,
-    within about 1e-13 relative for n up to 10^4 (about 1e-10 at 10^7): the interval ends then match
+    as it is wherever Gym is. scipy's are not correctly rounded (its 0.025 and 0.975 quantiles are not
+    even each other's negatives), so no other code gives their bits, and releases before 1.17 give other
+    last bits than Gym 0.7.0's 1.18. Without scipy, ngrp's own `t_ppf`, within about 1e-13 relative for n
+    up to 10^4 (about 1e-10 at 10^7): the interval ends then match
     Gym's to that precision, not to the bit."""
     n = int(n)
     if n <= 1:
