@@ -20,7 +20,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from ..errors import InputError, OutputError, UsageError
 
@@ -160,15 +160,7 @@ def open_append(path: Path | str) -> BinaryIO:
         if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ELOOP):
             check_output_path(path)
         raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OutputError(f"cannot write: {_describe(mode)}, not a regular file", path=path)
-        _blocking(fd)
-        return os.fdopen(fd, "ab")
-    except BaseException:
-        os.close(fd)
-        raise
+    return _regular_for_writing(fd, path, "ab")
 
 
 def open_log(path: Path | str) -> BinaryIO:
@@ -185,13 +177,20 @@ def open_log(path: Path | str) -> BinaryIO:
                 "the log file is a symlink; ngrp does not write through it", path=path
             ) from None
         raise
+    return _regular_for_writing(fd, path, "wb")
+
+
+def _regular_for_writing(fd: int, path: Path, mode: Literal["ab", "wb"]) -> BinaryIO:
+    """The opened descriptor as a blocking file object if it is a regular file (emptied first for "wb");
+    closed and refused otherwise (a FIFO or device opened with O_NONBLOCK)."""
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OutputError(f"cannot write: {_describe(mode)}, not a regular file", path=path)
-        os.ftruncate(fd, 0)
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise OutputError(f"cannot write: {_describe(st_mode)}, not a regular file", path=path)
+        if mode == "wb":
+            os.ftruncate(fd, 0)
         _blocking(fd)
-        return os.fdopen(fd, "wb")
+        return os.fdopen(fd, mode)  # binary modes: a BinaryIO
     except BaseException:
         os.close(fd)
         raise
