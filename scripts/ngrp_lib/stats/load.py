@@ -13,7 +13,16 @@ from typing import Any
 
 from ..artifacts.jsonl import iter_rows
 from ..artifacts.kinds import PROFILE, ROLLOUTS, refuse_wrong_kind
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, pack_key, profile_key, rollout_key, task_label
+from ..artifacts.names import (
+    ROLLOUT_KEY,
+    TASK_KEY,
+    is_index,
+    key_problem,
+    pack_key,
+    profile_key,
+    rollout_key,
+    task_label,
+)
 from ..errors import FindingsError, InputError
 from ..inspect.digest import finish
 from ..numbers import MAX_MAGNITUDE, first_oversize
@@ -184,9 +193,11 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
         key = rollout_key(row.data)
         if key is None:
             raise InputError(
-                f"rollout row needs integer {TASK_KEY} and {ROLLOUT_KEY} (non-negative, below 2^63)",
-                path=rollouts, line=row.line, hint="`ngrp validate` names every bad row of the file",
-            )  # fmt: skip
+                key_problem(row.data, "rollout"),
+                path=rollouts,
+                line=row.line,
+                hint="`ngrp validate` names every bad row of the file",
+            )
         where = position.get(key)
         if where is None:
             unmatched += 1
