@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ngrp_lib.ledger.scrub import scrub
+from ngrp_lib.artifacts.scrub import scrub
 
 PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
 

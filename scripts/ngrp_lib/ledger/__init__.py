@@ -6,6 +6,7 @@ how it ended, record it), `create_branch` (one git branch per hypothesis), `writ
 `gather_handoff` (session memory).
 """
 
+from ..artifacts.scrub import scrub
 from .branch import BranchResult, create_branch
 from .campaign import Campaign, LedgerPaths, init_campaign, load_campaign, resolve_dir
 from .checkpoint import CheckpointResult
@@ -15,7 +16,6 @@ from .handoff import gather as gather_handoff
 from .record import MetricSource, RecordResult, RunInfo, record_run
 from .run import RunResult, StopRuleMet, run_experiment
 from .run_request import RunRequest
-from .scrub import scrub
 from .status import LedgerStatus, ledger_status
 from .table import COLUMNS, read_ledger
 

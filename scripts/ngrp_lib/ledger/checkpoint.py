@@ -7,10 +7,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.scrub import refuse_env_dump, scrub
 from . import memory_text, sessions, table
 from .campaign import LedgerPaths, now_utc
 from .handoff import Handoff, gather
-from .scrub import refuse_env_dump, scrub
 
 CHECKPOINT_SCHEMA = "ngrp.ledger_checkpoint.v1"
 FILES = ("session_state.md", "timeline.md", "files.md", "handoff.md")

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifacts.opening import open_input
+from ..artifacts.scrub import scrub
 from ..errors import InputError
 from .outcome import Outcome
-from .scrub import scrub
 
 CLASSES = ("ok", "timeout", "oom", "nan", "killed", "exit:N", "no_metric")
 TAIL_BYTES = 8 * 1024 * 1024  # the part of the log read for evidence

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.scrub import scrub
 from . import sessions
 from .campaign import Campaign, LedgerPaths, load_campaign
 from .gitinfo import GitInfo, read_git, run_git
 from .runs import OpenRun
-from .scrub import scrub
 from .status import LedgerStatus, ledger_status
 
 HANDOFF_SCHEMA = "ngrp.ledger_handoff.v1"

@@ -6,10 +6,10 @@ quotes (notes, commands, branch names, log lines).
 
 from __future__ import annotations
 
+from ..artifacts.scrub import scrub
 from .campaign import LedgerPaths
 from .handoff import READING_ORDER, Handoff
 from .runs import read_record, run_files
-from .scrub import scrub
 from .sessions import Entry
 from .status import LedgerStatus, format_minutes
 

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..artifacts.opening import real_path
+from ..artifacts.scrub import refuse_env_dump, scrub
 from ..errors import UsageError
 from . import runs, table
 from .campaign import LedgerPaths, load_campaign
 from .decide import Suggestion, suggest
 from .gitinfo import NONE, GitInfo, read_git, warnings_for
 from .metric import Reading, from_json, from_log, from_profile
-from .scrub import refuse_env_dump, scrub
 
 LAUNCHERS = ("local", "slurm", "nrl-k8s")
 MAX_FIELD = 4000  # a ledger row is a line in a table, not a log

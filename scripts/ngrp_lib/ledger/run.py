@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.scrub import scrub
 from ..errors import FindingsError, InputError, NgrpError, UsageError
 from . import runs, table
 from .campaign import Campaign, LedgerPaths, load_campaign, now_utc
@@ -26,7 +27,6 @@ from .metric import NonFiniteMetric, Reading
 from .outcome import Outcome, StopRequest
 from .record import MetricSource, RecordResult, RunInfo, read_metric, record_run
 from .run_request import RunRequest, check_request, metric_source, timeout_seconds
-from .scrub import scrub
 from .status import stop_rules
 
 RESULT_SCHEMA = "ngrp.ledger_run_result.v1"

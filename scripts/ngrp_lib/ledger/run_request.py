@@ -12,10 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
+from ..artifacts.scrub import refuse_env_dump
 from ..errors import UsageError
 from .campaign import Campaign, parse_duration_min
 from .record import MetricSource
-from .scrub import refuse_env_dump
 
 
 @dataclass

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..artifacts.opening import read_document
+from ..artifacts.scrub import MASK, secret_name
 from ..errors import InputError, NgrpError, UsageError
 
 # (flag, value, flags that mean the user already chose): added only when the user passed none of them.
@@ -83,8 +84,7 @@ class ServerSpec:
     def shell_line(self) -> str:
         """The command as a shell line, for people and files: keys, tokens and secrets masked."""
         prefix = " ".join(
-            f"{k}={SECRET_MARK if _is_secret_name(k) else shlex.quote(v)}"
-            for k, v in sorted(self.env.items())
+            f"{k}={MASK if secret_name(k) else shlex.quote(v)}" for k, v in sorted(self.env.items())
         )
         return (prefix + " " if prefix else "") + shlex.join(masked_argv(self.argv))
 
@@ -263,7 +263,6 @@ def _command(
 
 
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM takes its key from here when --api-key is not on its command line
-SECRET_MARK = "***"
 
 
 def _take_api_key(extra: list[str]) -> tuple[list[str], str | None]:
@@ -280,26 +279,19 @@ def _take_api_key(extra: list[str]) -> tuple[list[str], str | None]:
     return extra, None
 
 
-def _is_secret_name(name: str) -> bool:
-    """A flag or variable that holds a credential: --api-key, --hf-token, VLLM_API_KEY, HF_TOKEN (not
-    --tokenizer or --max-num-batched-tokens)."""
-    words = name.upper().lstrip("-").replace("-", "_").split("_")
-    return words[-1] in ("KEY", "TOKEN", "SECRET", "PASSWORD")
-
-
 def masked_argv(argv: list[str]) -> list[str]:
     """argv with every value of --api-key (and of flags naming a key, token or secret) replaced."""
     out: list[str] = []
     masking = False
     for arg in argv:
         if masking and not arg.startswith("-"):
-            out.append(SECRET_MARK)
+            out.append(MASK)
             continue
         masking = False
         flag, eq, _ = arg.partition("=")
-        if flag.startswith("--") and _is_secret_name(flag):
+        if flag.startswith("--") and secret_name(flag):
             if eq:
-                out.append(f"{flag}={SECRET_MARK}")
+                out.append(f"{flag}={MASK}")
                 continue
             masking = True
         out.append(arg)

@@ -1,4 +1,5 @@
-"""Remove secrets from free text before it is written to the ledger.
+"""Remove secrets from free text before it is stored: ledger rows and session notes, and the names of
+flags and variables that hold one (`secret_name`, which `ngrp serve` masks its shown commands by).
 
 The ledger is a plain file that gets pasted into reports and chats, so anything that looks like a
 credential is replaced by `***` (the name stays, so the command is still readable). Patterns err on the
