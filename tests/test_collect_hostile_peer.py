@@ -325,3 +325,12 @@ def test_keys_that_use_up_max_attempts_in_this_run_get_the_max_attempts_advice(r
     )
     assert (third["attempted"], third["exhausted"], third["next_step"]) == (0, 2, second["next_step"])
     assert peer["posts"] == 4
+
+
+def test_a_key_too_short_to_mask_is_warned_about_once(run_ngrp, tmp_path, peer):
+    """A key under the masking length leaves the run's redactor empty; the runner must still use that one
+    redactor (an empty one is falsy) rather than build another and warn a second time."""
+    peer["mode"] = "echo200"
+    proc = _collect(run_ngrp, tmp_path, peer, env={"OPENAI_API_KEY": "ab"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("$OPENAI_API_KEY is shorter than") == 1, proc.stderr

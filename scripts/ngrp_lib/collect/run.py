@@ -113,7 +113,9 @@ class Run:
         redactor: Redactor | None = None,
     ) -> None:
         self.options, self.disk, self.session, self.headers = options, disk, session, headers
-        self.redactor = redactor or run_redactor(options)  # a server may echo the key: masked everywhere
+        # a server may echo the key: masked everywhere. An empty redactor is falsy: test for None, or the
+        # caller's would be rebuilt (and the short-key warning printed twice)
+        self.redactor = redactor if redactor is not None else run_redactor(options)
         self._log = log
         self.tally = Tally(total=to_run, done_before=len(disk.completed))
         self.bar = ProgressBar(self.tally, options.progress)
