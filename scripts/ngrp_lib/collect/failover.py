@@ -20,11 +20,11 @@ from collections.abc import Awaitable, Callable, Set
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..artifacts.failures import NO_REPLY_CLASSES
 from .http import AttemptFailed
 from .routing import Endpoint
 
 T = TypeVar("T")
-NO_REPLY_CLASSES = ("agent_request_failed", "timeout")
 
 
 @dataclass(eq=False)

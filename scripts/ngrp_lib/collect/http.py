@@ -20,9 +20,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..artifacts.failures import REPEATING_TYPES, server_message
+from ..artifacts.failures import REPEATING_TYPES, RETRYABLE_STATUSES, server_message
 
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504, 520, 408})
 GATEWAY_STATUSES = frozenset({429, 502, 503, 504})
 BODY_LIMIT = 2000
 DEFAULT_MAX_RESPONSE_BYTES = 16 * 2**20
@@ -76,7 +75,7 @@ def transient(failure: AttemptFailed) -> bool:
     "try again" (429, 5xx, 408)."""
     if failure.status is None:
         return failure.failure_type not in REPEATING_TYPES
-    return failure.status in RETRY_STATUSES
+    return failure.status in RETRYABLE_STATUSES
 
 
 @asynccontextmanager
