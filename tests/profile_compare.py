@@ -7,6 +7,7 @@ scipy's t quantiles are not those of the scipy beside Gym 0.7.0 (releases before
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -92,7 +93,18 @@ def compare_outputs(
         if allow_extras:
             ours = strip_extras(ours)
         same_value(ours, load(gym_path), suffix, problems, exact)
-        same_bytes = ours_path.read_bytes() == gym_path.read_bytes()
-        if exact and EXACT_T and not allow_extras and not problems and not same_bytes:
+        if exact and not allow_extras and not problems and not same_bytes(ours_path, gym_path, EXACT_T):
             problems.append(f"{suffix}: the same values, other bytes")
     return problems
+
+
+_CI_NUMBER = re.compile(rb'("ci_[^"]*": ?)-?[0-9][0-9.eE+\-]*')
+
+
+def same_bytes(ours: Path, gym: Path, exact_t: bool) -> bool:
+    """The two files byte for byte; where this scipy's t quantiles are not Gym's, with every ci_* number
+    set aside (those may differ in the last digits) and the rest still compared byte for byte."""
+    a, b = ours.read_bytes(), gym.read_bytes()
+    if not exact_t:
+        a, b = _CI_NUMBER.sub(rb"\g<1>0", a), _CI_NUMBER.sub(rb"\g<1>0", b)
+    return a == b

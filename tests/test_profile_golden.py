@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -125,3 +126,31 @@ def test_blank_line_is_skipped_with_a_warning(golden, tmp_path, run_ngrp):
     assert proc.returncode == 0, proc.stderr
     assert "blank line" in proc.stderr and "line 13" in proc.stderr
     assert compare_outputs(tmp_path / "rollouts.jsonl", golden / "case_complete" / "rollouts.jsonl") == []
+
+
+def test_the_byte_check_sets_aside_only_ci_numbers_when_scipy_differs(golden, tmp_path):
+    """Where the installed scipy's t quantiles are not Gym's, only the ci_* numbers may differ: a 2e-11 move
+    of a ci value passes, the same move of a mean or a reformatted file still fails."""
+    from profile_compare import same_bytes
+
+    gym = golden / "case_complete" / "rollouts_agent_metrics.json"
+    text = gym.read_text()
+    data = json.loads(text)
+    ci_key = next(k for k in data[0] if k.startswith("ci_"))
+    mean_key = next(k for k in data[0] if k.startswith("mean/"))
+
+    def moved(key: str) -> Path:
+        value = data[0][key]
+        out = tmp_path / f"{key.replace('/', '_')}.json"
+        token = f'"{key}":{json.dumps(value)}'  # Gym writes compact JSON
+        assert text.count(token) == 1
+        out.write_text(text.replace(token, f'"{key}":{json.dumps(value * (1 + 2e-11))}'))
+        assert out.read_text() != text
+        return out
+
+    assert same_bytes(gym, gym, exact_t=True) and same_bytes(gym, gym, exact_t=False)
+    assert same_bytes(moved(ci_key), gym, exact_t=False) and not same_bytes(moved(ci_key), gym, exact_t=True)
+    assert not same_bytes(moved(mean_key), gym, exact_t=False)
+    reformatted = tmp_path / "indent.json"
+    reformatted.write_text(json.dumps(data, indent=4))
+    assert not same_bytes(reformatted, gym, exact_t=False)
