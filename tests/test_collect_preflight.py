@@ -306,3 +306,31 @@ def test_blocking_probes_for_callers_without_an_event_loop_name_the_server_witho
         and dead.status is None
         and dead.problem == f"connection refused at http://127.0.0.1:{port}/v1"
     )
+
+
+@pytest.mark.parametrize(
+    ("asked", "refused"),
+    [
+        ([2047, 16], None),
+        ([16, 2048], None),
+        ([16, 2049, 2048, 4000], ("t.jsonl:2", 2049, "; 1 more row does too")),
+        ([2049, 2050, 4000], ("t.jsonl:1", 2049, "; 2 more rows do too")),
+    ],
+)
+def test_the_context_budget_refuses_only_more_than_the_context(asked, refused):
+    """A row may ask for the whole context (the real vLLM 0.32 answers it; tests/test_collect_first_run.py
+    has the over-the-context case against it); one more token is refused, naming the first row."""
+    from ngrp_lib.collect.preflight import OutputBudget
+
+    budget = OutputBudget()
+    for i, value in enumerate(asked, start=1):
+        budget.see(f"t.jsonl:{i}", {"max_output_tokens": value})
+    context = (2048, ServerCheck("http://127.0.0.1:8000/v1", "tiny", max_model_len=2048))
+    if refused is None:
+        budget.check(context)
+        return
+    row, value, more = refused
+    with pytest.raises(UsageError) as err:
+        budget.check(context)
+    assert f"{row} asks for max_output_tokens {value}, more than the 2048-token context" in str(err.value)
+    assert more in str(err.value)

@@ -346,7 +346,8 @@ class OutputBudget:
             return
         value, (_, first, _) = min(over.items(), key=lambda item: item[1][0])  # the first row in the file
         count = sum(entry[2] for entry in over.values())
-        more = f"; {count - 1} more rows do too" if count > 1 else ""
+        others = count - 1
+        more = "; 1 more row does too" if others == 1 else f"; {others} more rows do too" if others else ""
         raise UsageError(
             f"{first} asks for max_output_tokens {value}, more than the {limit}-token context of model"
             f" {server.model!r} at {server.url} (vLLM refuses such a request){more}",
