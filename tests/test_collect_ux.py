@@ -447,6 +447,7 @@ def test_ctrl_c_during_the_pre_flight_check_sends_nothing_and_leaves_nothing(tmp
         deadline = time.monotonic() + 60
         while not state["asked"] and time.monotonic() < deadline:
             time.sleep(0.05)
+        assert state["asked"] == 1  # the signal lands while the pre-flight check waits for /v1/models
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
         state["release"] = True

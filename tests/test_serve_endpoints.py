@@ -74,6 +74,14 @@ BAD_ENTRIES = [
     ([{"base_url": "http://127.0.0.1:9/v1", "port": 70000}], "/endpoints/0/port", "1..65535"),
     ([{"base_url": "http://127.0.0.1:9/v1", "pid": "12"}], "/endpoints/0/pid", "pid must be an integer"),
     ([{"base_url": "http://127.0.0.1:9/v1", "pid": True}], "/endpoints/0/pid", "pid must be an integer"),
+    ([{"base_url": "http://127.0.0.1:9/v1", "pid": 0}], "/endpoints/0/pid", "pid must be at least 1"),
+    ([{"base_url": "http://127.0.0.1:9/v1", "pid": -5}], "/endpoints/0/pid", "pid must be at least 1"),
+    ([{"base_url": "http://127.0.0.1:9/v1", "port": 0}], "/endpoints/0/port", "1..65535"),
+    (
+        [{"base_url": "http://h:0/v1"}],
+        "/endpoints/0/base_url",
+        "base_url 'http://h:0/v1': port 0 is not a server's port",
+    ),
     ([{"base_url": "http://127.0.0.1:9/v1", "model": 5}], "/endpoints/0/model", "non-empty string"),
     ([{"base_url": "http://127.0.0.1:9/v1"}, {"base_url": "ftp://h/v1"}], "/endpoints/1/base_url", "http(s)"),
     ([{"base_url": f"http://u:{PASSWORD}@h:99999/v1"}], "/endpoints/0/base_url", "not a valid URL"),
@@ -178,7 +186,8 @@ def test_reverify_masks_a_verify_url_password(tmp_path, run_ngrp, peer):
     bad_port = run_ngrp(*argv, "--output", tmp_path / "a.jsonl",
                         "--verify-url", f"http://user:{PASSWORD}@127.0.0.1:99999/verify")  # fmt: skip
     assert bad_port.returncode == 2 and _secrets_in(bad_port) == [], bad_port.stderr
-    assert "user:***@127.0.0.1:99999" in bad_port.stderr or "127.0.0.1:99999" in bad_port.stderr
+    assert "--verify-url 'http://127.0.0.1:99999/verify' is not a valid URL" in bad_port.stderr
+    assert "user:" not in bad_port.stderr  # named without its credentials
     down = run_ngrp(*argv, "--output", tmp_path / "b.jsonl",
                     "--verify-url", f"http://user:{PASSWORD}@127.0.0.1:{free_port()}/verify")  # fmt: skip
     assert down.returncode == 2 and "connection refused" in down.stderr and _secrets_in(down) == []
