@@ -148,25 +148,6 @@ def _headline(o: ScopeStats) -> str:
     return table + note
 
 
-def _health(health: dict | None) -> str:
-    """One line under the headline: unhealthy rollouts left out, or found next to the run and kept."""
-    if not health or "verdicts" not in health:
-        return ""
-    if health["applied"]:
-        text = (
-            f"Rollout health: {health['excluded']} unhealthy rollouts left out of every number "
-            f"(--exclude-unhealthy {health['verdicts']})."
-        )
-    elif health["unhealthy_in_profile"]:
-        text = (
-            f"Rollout health: {health['unhealthy_in_profile']} of these rollouts are unhealthy by "
-            f"{health['verdicts']} and are counted in every number; --exclude-unhealthy leaves them out."
-        )
-    else:
-        return ""
-    return f"<p class='note'>{_esc(text)}</p>"
-
-
 def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
     """The largest k that every scored task supports (so the headline compares like with like)."""
     full = [e for e in curve if e.estimate.n_tasks == n_tasks]
@@ -364,7 +345,7 @@ def build_report(
         f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
         + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
         + "</p>",
-        f"<h2>Headline</h2>{_headline(o)}{notes_html}{_health(stats.inputs.get('health'))}",
+        f"<h2>Headline</h2>{_headline(o)}{notes_html}",  # the notes say how health verdicts were used
         f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
         "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
         f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
