@@ -256,6 +256,8 @@ def test_token_counts_the_server_did_not_give_are_stored_as_missing_not_as_zero(
     verdicts = _rows(tmp_path / "out" / "r_rollout_verdicts.jsonl")
     checks = sorted(sorted(f["check"] for f in v["findings"]) for v in verdicts)
     assert checks == [["model_call_missing_token_counts"]] * 2  # not model_call_zero_completion_tokens
+    checked = json.loads(run_ngrp("check", "--inputs", inputs, "--rollouts", out, "--json").stdout)
+    assert checked["counts"]["zero_completion_tokens"] == 0  # check reads the counts as health does
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,14 @@ from typing import Any
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.names import agent_name, failures_path_for, manifest_path_for, pack_key, rollout_key
+from ..artifacts.names import (
+    USAGE_MISSING,
+    agent_name,
+    failures_path_for,
+    manifest_path_for,
+    pack_key,
+    rollout_key,
+)
 from ..artifacts.opening import require_regular
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
@@ -135,7 +142,7 @@ def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tup
 
 def _note_generation(row: dict[str, Any], response: dict[str, Any], tally: _RolloutTally) -> None:
     """Count a response with no completion tokens, or one stopped at the token cap (for `ngrp health`)."""
-    completion = token_counts(response)[1]
+    completion = token_counts(response, row.get(USAGE_MISSING))[1]  # a count never given is not 0
     if completion == 0:
         tally.zero_tokens += 1
         return

@@ -27,6 +27,7 @@ from .health_text import (
     has_content,
     made_tool_call,
     stop_reason,
+    token_counts,
 )
 
 ROLLOUT, TASK = "rollout", "task"
@@ -234,22 +235,7 @@ def _response_checks(
     the helpers that build findings. `not_given`: the counts ngrp's collector stored as 0 because the
     server gave none (the row's USAGE_MISSING); they are judged missing, not zero."""
     ignored = settings.ignored
-    usage = response.get("usage")  # token_counts(), inlined: once per rollout
-    if type(usage) is dict:
-        prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
-        if prompt is None:
-            prompt = usage.get("prompt_tokens")
-        if completion is None:
-            completion = usage.get("completion_tokens")
-        if type(prompt) is not int or prompt < 0:
-            prompt = None
-        if type(completion) is not int or completion < 0:
-            completion = None
-    else:
-        prompt = completion = None
-    if not_given and type(not_given) is list:
-        prompt = None if "prompt_tokens" in not_given else prompt
-        completion = None if "completion_tokens" in not_given else completion
+    prompt, completion = token_counts(response, not_given)
     judged.prompt_tokens, judged.completion_tokens = prompt or 0, completion or 0
     error = response.get("error")
     failed = bool(error) or response.get("status") in FAILED_STATUSES

@@ -60,11 +60,12 @@ def stop_reason(response: dict) -> str | None:
     return reason if isinstance(reason, str) else None
 
 
-def token_counts(response: dict) -> tuple[int | None, int | None]:
+def token_counts(response: dict, not_given: Any = None) -> tuple[int | None, int | None]:
     """(prompt, completion) tokens from `usage`; None when absent or not a non-negative integer.
 
     Responses names (`input_tokens`, `output_tokens`) first, chat names (`prompt_tokens`,
-    `completion_tokens`) otherwise, as Gym reads them.
+    `completion_tokens`) otherwise, as Gym reads them. `not_given` is the row's USAGE_MISSING: the counts
+    ngrp's collector stored as 0 because the server gave none, None here too (missing, not zero).
     """
     usage = response.get("usage")
     if type(usage) is not dict:
@@ -75,6 +76,9 @@ def token_counts(response: dict) -> tuple[int | None, int | None]:
     completion = usage.get("output_tokens")
     if completion is None:
         completion = usage.get("completion_tokens")
+    if type(not_given) is list and not_given:
+        prompt = None if "prompt_tokens" in not_given else prompt
+        completion = None if "completion_tokens" in not_given else completion
     return (
         prompt if type(prompt) is int and prompt >= 0 else None,
         completion if type(completion) is int and completion >= 0 else None,
