@@ -157,9 +157,7 @@ def _read_inputs(path: Path) -> dict[Any, int | None]:
                 hint="pass the materialized inputs as the collector wrote them (`ngrp check` lists repeats)",
             )
         lines[packed] = line
-        params = row.get("responses_create_params")
-        cap = params.get("max_output_tokens") if type(params) is dict else None
-        caps[packed] = cap if type(cap) is int and cap > 0 else None
+        caps[packed] = _cap(row)
     return caps
 
 

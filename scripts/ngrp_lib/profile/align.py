@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import FindingsError
-from .dataset import FIRST_KEYS, Dataset, Key, numbers
+from .dataset import FIRST_KEYS, Dataset, Key, keys_increasing, numbers
 from .reader import ReadStats
 
 PARTIAL_HINT = "pass --allow-partial (Gym: ++allow_partial_rollouts=True) to profile the completed rollouts"
@@ -84,7 +84,7 @@ def _repeats(tasks: Any, rollouts: Any) -> Any:
     import numpy as np
 
     n = len(tasks)
-    if n < 2 or _increasing(tasks, rollouts):
+    if n < 2 or keys_increasing(tasks, rollouts):
         return np.zeros(0, dtype=np.int64)
     order = np.lexsort((np.arange(n), rollouts, tasks))
     same = (tasks[order][1:] == tasks[order][:-1]) & (rollouts[order][1:] == rollouts[order][:-1])
@@ -94,12 +94,6 @@ def _repeats(tasks: Any, rollouts: Any) -> Any:
 def _first_repeat(tasks: Any, rollouts: Any) -> int | None:
     repeats = _repeats(tasks, rollouts)
     return int(repeats[0]) if len(repeats) else None
-
-
-def _increasing(tasks: Any, rollouts: Any) -> bool:
-    """Keys strictly increasing (the usual materialized file): no repeat, no sort needed."""
-    step_task = tasks[1:] - tasks[:-1]  # int64: keys are < 2^63 and >= 0, so no overflow
-    return bool(((step_task > 0) | ((step_task == 0) & (rollouts[1:] > rollouts[:-1]))).all())
 
 
 def _where(stats: ReadStats, role: str, position: int) -> str:

@@ -176,3 +176,9 @@ class KeyIndex:
         out = np.full(len(tasks), -1, dtype=np.int64)
         out[ok] = self._slots_np[row[ok] * self.width + rollouts[ok]]
         return out
+
+
+def keys_increasing(tasks: Any, rollouts: Any) -> bool:
+    """(task, rollout) keys strictly increasing (the usual materialized file): no repeat, no sort needed."""
+    step_task = tasks[1:] - tasks[:-1]  # int64: keys are < 2^63 and >= 0, so no overflow
+    return bool(((step_task > 0) | ((step_task == 0) & (rollouts[1:] > rollouts[:-1]))).all())

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .dataset import NONE, Dataset, numbers, offsets, plan_ids
+from .dataset import NONE, Dataset, keys_increasing, numbers, offsets, plan_ids
 from .records import FLOAT, LAST_MASKED_ID, ZERO, ResultStore, run_labels
 
 
@@ -144,7 +144,7 @@ def build_table(data: Dataset) -> Table:
     tasks, rollouts = numbers(inputs, "task"), numbers(inputs, "rollout")
     if rows is not None:
         tasks, rollouts = tasks[rows], rollouts[rows]
-    if len(tasks) > 1 and not _increasing(tasks, rollouts):  # inputs usually come sorted by key already
+    if len(tasks) > 1 and not keys_increasing(tasks, rollouts):  # inputs usually come sorted by key already
         order = np.lexsort((rollouts, tasks))  # keys are unique, so the order is total
         rows = order if rows is None else rows[order]
         labels, tasks, rollouts = labels[order], tasks[order], rollouts[order]
@@ -221,11 +221,6 @@ def _fan_out(tasks: Any, labels: Any) -> bool:
     order = np.lexsort((labels, tasks))
     tasks, labels = tasks[order], labels[order]
     return bool(((tasks[1:] == tasks[:-1]) & (labels[1:] != labels[:-1])).any())
-
-
-def _increasing(tasks: Any, rollouts: Any) -> bool:
-    step = tasks[1:] - tasks[:-1]
-    return bool(((step > 0) | ((step == 0) & (rollouts[1:] > rollouts[:-1]))).all())
 
 
 def _columns(store: ResultStore, plans: Any) -> tuple[list[str], list[tuple[int, int]], dict[int, dict]]:
