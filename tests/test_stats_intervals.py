@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from interval_coverage import DESIGNS, coverage
 from scipy import stats as sps
@@ -74,6 +74,7 @@ rates = st.lists(st.floats(0, 1), min_size=1, max_size=40)
 
 @settings(max_examples=300, deadline=None)
 @given(values=rates, level=st.sampled_from([0.8, 0.9, 0.95, 0.99]))
+@example(values=[0.9999999999999999, 0.9999999999999999], level=0.9)  # beta_ppf once started at x = 1.0
 def test_every_rate_interval_lies_in_0_1_and_holds_its_value(values, level):
     iv = t_interval(np.array(values), level)
     for method in intervals.CANDIDATES:

@@ -269,14 +269,19 @@ def beta_ppf(q: float, a: float, b: float) -> float:
         return 0.0 if q <= 0.0 else 1.0
     log_norm = -log_beta(a, b)
     lo, hi = 0.0, 1.0
-    x = a / (a + b)  # the mean: a start inside (0, 1)
+    x = a / (a + b)  # the mean: a start inside (0, 1), unless a or b is tiny beside the other
+    if not 0.0 < x < 1.0:
+        x = 0.5
     for _ in range(200):
         f = betainc(a, b, x) - q
         if f > 0:
             hi = x
         else:
             lo = x
-        density = math.exp(log_norm + (a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x))
+        if not 0.0 < x < 1.0:  # a bisection step reached an end: no density there, bisect on
+            density = 0.0
+        else:
+            density = math.exp(log_norm + (a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x))
         candidate = x - f / density if density > 0 else math.nan
         if not lo < candidate < hi:
             candidate = (lo + hi) / 2.0
