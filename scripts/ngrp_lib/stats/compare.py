@@ -21,7 +21,7 @@ from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_e
 from .estimators import counts, row_means, successes
 from .load import ProfileData, load_profile
 from .paired import Correlation, PairedAtK
-from .uncertainty import MAX_BOOTSTRAP, bootstrap_interval, t_interval
+from .uncertainty import bootstrap_interval, check_resampling, t_interval
 
 EXACT_PERMUTATION_MAX_TASKS = 20
 MONTE_CARLO_PERMUTATIONS = 20000
@@ -252,10 +252,7 @@ def compare_profiles(
     """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
     import numpy as np
 
-    if not 0 <= n_bootstrap <= MAX_BOOTSTRAP:
-        raise UsageError(f"--bootstrap must be between 0 (off) and {MAX_BOOTSTRAP}, not {n_bootstrap}")
-    if seed < 0:
-        raise UsageError("--seed must be >= 0")
+    check_resampling(n_bootstrap, seed)
     if not 0 < alpha < 1:  # also refuses nan
         raise UsageError(f"--alpha must be between 0 and 1, not {alpha}")
     if effect is not None and not 0 < effect < math.inf:

@@ -32,7 +32,7 @@ from .results import (
     ShrinkagePrior,
     TaskWeightedMean,
 )
-from .uncertainty import MAX_BOOTSTRAP, bootstrap_means, percentile_interval, t_interval
+from .uncertainty import bootstrap_means, check_resampling, percentile_interval, t_interval
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
@@ -57,10 +57,7 @@ class StatsSettings:
             raise UsageError("--k values must be positive integers")
         if self.group_sizes is not None and any(g < 2 for g in self.group_sizes):
             raise UsageError("--group-size must be at least 2 (a group of one is never informative)")
-        if not 0 <= self.n_bootstrap <= MAX_BOOTSTRAP:
-            raise UsageError(f"--bootstrap must be from 0 (off) to {MAX_BOOTSTRAP}, not {self.n_bootstrap}")
-        if self.seed < 0:
-            raise UsageError("--seed must be >= 0")
+        check_resampling(self.n_bootstrap, self.seed)
         if not 0 < self.target_width < math.inf:
             raise UsageError("--target-width must be a positive, finite number")
         if self.interval not in INTERVALS:

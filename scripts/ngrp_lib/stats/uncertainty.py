@@ -9,9 +9,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import UsageError
 from .distributions import t_interval_from_sem
 
 MAX_BOOTSTRAP = 100_000  # replicates x columns of float64: 100,000 x 50 columns is 40 MB
+
+
+def check_resampling(n_bootstrap: int, seed: int) -> None:
+    """The --bootstrap and --seed rule that stats, report and compare share (for library callers; the CLI
+    types refuse the same values first)."""
+    if not 0 <= n_bootstrap <= MAX_BOOTSTRAP:
+        raise UsageError(f"--bootstrap must be from 0 (off) to {MAX_BOOTSTRAP}, not {n_bootstrap}")
+    if seed < 0:
+        raise UsageError("--seed must be >= 0")
 
 
 @dataclass
