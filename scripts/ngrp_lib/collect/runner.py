@@ -195,7 +195,8 @@ async def _prepare(
         source = staging or options.materialized_path
         scan_budget = budget if staging is None else None
         plan, keys = scan_materialized(source, needs_answer, budget=scan_budget, shard=options.shard)
-        servers = await _preflight(options, session, lambda text: log(redactor.text(text)), redactor)
+        # a refusal's secrets are masked by collect's masked_errors around the whole run
+        servers = await _check_servers(options, session, lambda text: log(redactor.text(text)))
         budget.check(servers.context)
         if servers.targets is not None:
             check_agents(servers.targets, source)
@@ -215,17 +216,6 @@ class Servers:
     checks: list[ServerCheck] | None = None
     targets: GymTargets | None = None
     context: tuple[int, ServerCheck] | None = None
-
-
-async def _preflight(
-    options: CollectOptions, session: Any, log: Callable[[str], None], redactor: Redactor
-) -> Servers:
-    """The servers this run will use; a refusal (UsageError) names them, with any secret masked."""
-    try:
-        return await _check_servers(options, session, log)
-    except UsageError as exc:
-        exc.message = redactor.text(exc.message)
-        raise
 
 
 async def _check_servers(options: CollectOptions, session: Any, log: Callable[[str], None]) -> Servers:
