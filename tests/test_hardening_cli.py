@@ -433,6 +433,7 @@ def test_validate_refuses_what_the_commands_refuse(world, tmp_path):
         ],
         ["ledger", "init", "--dir", "{tasks}", "--campaign", "c", "--metric", "m", "--direction", "max"],
         ["profile", "--inputs", "{materialized}", "--rollouts", "{rollouts}", "--output-dir", "{tasks}"],
+        ["health", "--inputs", "{materialized}", "--rollouts", "{folder}"],
     ],
     ids=lambda argv: argv[0],
 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ._common import count, emit, json_option, overwrite_option
+from ._common import INPUT_FILE, count, emit, json_option, overwrite_option
 
 
 def _check_list() -> str:
@@ -32,11 +32,11 @@ Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, 2 b
 output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
 """,
 )
-@click.option("--inputs", required=True, type=click.Path(path_type=Path), help="Materialized inputs JSONL.")
-@click.option("--rollouts", required=True, type=click.Path(path_type=Path), help="Rollouts JSONL.")
+@click.option("--inputs", required=True, type=INPUT_FILE, help="Materialized inputs JSONL.")
+@click.option("--rollouts", required=True, type=INPUT_FILE, help="Rollouts JSONL.")
 @click.option(
     "--failures",
-    type=click.Path(path_type=Path),
+    type=INPUT_FILE,
     help="Failures sidecar; default <rollouts stem>_failures.jsonl when it exists.",
 )
 @click.option(
