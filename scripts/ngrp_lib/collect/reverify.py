@@ -13,6 +13,7 @@ everything else are kept, `reward` is the new reward and `ngrp/previous_reward` 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import math
 import os
@@ -34,17 +35,17 @@ from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, key_problem, pack_key, roll
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input, require_regular, same_file
 from ..artifacts.redact import Redactor, masked_errors, server_redactor
 from ..errors import FindingsError, InputError, UsageError
-from .http import AttemptFailed, RetryPolicy
+from .http import AttemptFailed, RetryPolicy, open_session
 from .materialize import sha256_file
 from .preflight import DEFAULT_TIMEOUT, blocking, check_verify_url
 from .progress import ProgressBar, Tally
 from .routing import public_url, split_http_url
-from .state import CollectorLock, check_manifest, now_iso, scan_outputs
+from .run import IDENTITY_KEYS
+from .state import CollectorLock, check_manifest, nothing_written, now_iso, scan_outputs
 from .verify import describe, score, verifier_for
 
 PREVIOUS_REWARD = "ngrp/previous_reward"
 REVERIFIED_WITH = "ngrp/reverified_with"
-IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
 # Never taken from a verifier's answer: the row's identity and what the model produced.
 _KEPT = frozenset({*IDENTITY_KEYS, "response", "responses_create_params"})
 # Not sent to the verifier when the rollout row itself is the verifier's input (no --inputs).
@@ -268,7 +269,7 @@ def _reverify(options: ReverifyOptions, redactor: Redactor) -> ReverifyResult:
         if not check.ok:
             raise UsageError(check.line(), hint="nothing was re-scored and no file was written")
     with CollectorLock(options.output):
-        resume = options.resume and not _nothing_written(options)
+        resume = options.resume and not nothing_written(options.output, options.failures_path)
         if not resume:
             _refuse_earlier(options)
         plan = _plan(options, getattr(verifier, "needs_answer", False))
@@ -294,10 +295,6 @@ def _reverify(options: ReverifyOptions, redactor: Redactor) -> ReverifyResult:
         run = _Run(options, verifier, disk, to_run, plan, redactor)
         asyncio.run(run.run_all())
     return _result(options, verifier, plan, disk, run, resume)
-
-
-def _nothing_written(options: ReverifyOptions) -> bool:
-    return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
 
 
 def _outputs(options: ReverifyOptions) -> list[Path]:
@@ -424,25 +421,11 @@ class _Run:
         self.tally.add_failure(Failure.from_fields(out), rollout_key(out), last=last)
 
 
-class _session:
-    """An aiohttp session only for /verify (built-in and function verifiers need none: no aiohttp import)."""
-
-    def __init__(self, verifier: Any, concurrency: int) -> None:
-        self.verifier, self.concurrency = verifier, concurrency
-        self.session: Any = None
-
-    async def __aenter__(self) -> Any:
-        if getattr(self.verifier, "kind", None) != "url":
-            return None
-        import aiohttp
-
-        connector = aiohttp.TCPConnector(limit=self.concurrency + 8, limit_per_host=0)
-        self.session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
-        return self.session
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.session is not None:
-            await self.session.close()
+def _session(verifier: Any, concurrency: int) -> Any:
+    """collect's session, only for /verify (built-in and function verifiers need none: no aiohttp import)."""
+    if getattr(verifier, "kind", None) != "url":
+        return contextlib.nullcontext()
+    return open_session(concurrency)
 
 
 def _number(value: Any) -> float | None:

@@ -43,7 +43,7 @@ from .result import CollectResult, Plan, build_result
 from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
 from .shards import restrict_file
-from .state import CollectorLock, build_manifest, check_manifest, scan_outputs
+from .state import CollectorLock, build_manifest, check_manifest, nothing_written, scan_outputs
 from .verify import verifier_for
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ async def collect(
     verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with masked_errors(redactor), CollectorLock(options.output):
-        if options.resume and _nothing_collected(options):
+        if options.resume and nothing_written(options.output, options.failures_path):
             # Like Gym: resuming a run that never wrote a row (or never started) is a fresh start.
             options = replace(options, resume=False, overwrite=True)
         if options.resume and not options.materialized_path.exists():
@@ -268,11 +268,6 @@ def _backend(
     if servers.targets is not None:
         return GymRun(options, disk, session, targets=servers.targets, **common)
     return DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
-
-
-def _nothing_collected(options: CollectOptions) -> bool:
-    """No rollout and no failure was ever written (a run killed while starting, or none at all)."""
-    return all(not p.exists() or p.stat().st_size == 0 for p in (options.output, options.failures_path))
 
 
 def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudget | None) -> Path | None:

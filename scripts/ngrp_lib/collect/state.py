@@ -174,6 +174,12 @@ class DiskState:
     repaired: dict[str, str] = field(default_factory=dict)
 
 
+def nothing_written(output: Path, failures: Path) -> bool:
+    """No row and no failure was ever written (a run killed while starting, or none at all): resuming it
+    is a fresh start, as in Gym."""
+    return all(not p.exists() or p.stat().st_size == 0 for p in (output, failures))
+
+
 def scan_outputs(output: Path, failures: Path) -> DiskState:
     state = DiskState()
     for path in (output, failures):
