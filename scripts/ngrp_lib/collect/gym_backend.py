@@ -22,11 +22,11 @@ from typing import Any
 import orjson
 
 from ..artifacts import jsonl
-from ..artifacts.failures import REPEATING_TYPES, Failure
+from ..artifacts.failures import Failure
 from ..errors import UsageError
 from .direct import output_tokens
 from .gym_run import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
-from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json
+from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json, transient
 from .preflight import DEFAULT_TIMEOUT, REFUSED, ServerCheck, check_reachable, origin
 from .routing import public_url
 from .run import Run
@@ -36,9 +36,7 @@ STATUS_HINT = "is the Gym stack running? `gym env status`"
 
 def gym_retryable(failure: AttemptFailed) -> bool:
     """Gym retries no reply and gateway statuses; a 500 means the rollout ran and broke."""
-    if failure.status is None:
-        return failure.failure_type not in REPEATING_TYPES
-    return failure.status in GATEWAY_STATUSES
+    return transient(failure) if failure.status is None else failure.status in GATEWAY_STATUSES
 
 
 async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> dict:

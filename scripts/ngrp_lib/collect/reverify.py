@@ -281,13 +281,13 @@ def _reverify(options: ReverifyOptions, redactor: Redactor) -> ReverifyResult:
         else:
             jsonl.write_json(options.manifest_path, _manifest(options, identity, plan), indent=True)
         disk = scan_outputs(options.output, options.failures_path)
-        stray = {pack_key(k) for k in disk.completed} - plan.keys
+        done = {pack_key(k) for k in disk.completed}
+        stray = done - plan.keys
         if stray:
             raise InputError(
                 f"{len(stray)} keys of the output are not in {options.rollouts}", path=options.output,
                 hint="--output belongs to another run: choose a new file, or --overwrite",
             )  # fmt: skip
-        done = {pack_key(k) for k in disk.completed}
         exhausted = sum(
             1 for k, n in disk.attempts.items() if n >= options.max_attempts and pack_key(k) not in done
         )
