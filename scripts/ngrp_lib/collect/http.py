@@ -101,7 +101,7 @@ async def post_json(
     retry = 0
     while True:
         try:
-            return await post_once(session, url, body, headers, policy.timeout, policy=policy)
+            return await post_once(session, url, body, headers, policy)
         except AttemptFailed as failure:
             if not retry_if(failure) or retry >= policy.max_retries:
                 failure.retries = retry
@@ -110,12 +110,11 @@ async def post_json(
         retry += 1
 
 
-async def post_once(
-    session: Any, url: str, body: bytes, headers: dict, timeout: float, *, policy: RetryPolicy | None = None
-) -> bytes:
+async def post_once(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> bytes:
+    """One POST under `policy` (its timeout, redirect rule and reply size limit); AttemptFailed on failure."""
     import aiohttp
 
-    policy = policy or RetryPolicy(timeout=timeout)
+    timeout = policy.timeout
     try:
         async with session.post(
             url,

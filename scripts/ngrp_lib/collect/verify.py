@@ -208,7 +208,7 @@ class UrlVerifier:
     needs_answer = False
 
     def __init__(self, url: str, timeout: float, policy: RetryPolicy | None = None) -> None:
-        self.url, self.timeout = url, timeout
+        self.url = url
         self.policy = policy or RetryPolicy(timeout=timeout)
 
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
