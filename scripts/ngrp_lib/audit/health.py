@@ -57,7 +57,6 @@ from .health_checks import (
 
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 VERIFY_FAILED = "verify_failed"  # the collector's failure class for a verifier that could not score
-EXAMPLES = 20
 # What a failure-only key (no rollout row, only failed attempts) can be judged on; it is not a record, so
 # the record checks are unobserved on it (and Gym's coverage of them stays Gym's plus these keys).
 _FAILURE_JUDGED = frozenset({"model_call_failed", "ngrp/verifier_error"})
@@ -324,7 +323,7 @@ def run_health(
     refuse_swapped(inputs, rollouts)
     if failures is not None:
         refuse_wrong_kind(failures, FAILURES, option="--failures")
-    from .health_summary import summarize
+    from .health_summary import EXAMPLES, summarize
 
     with gc_paused():  # one digest per rollout accumulates: no cycles, nothing for the GC to find
         caps = _read_inputs(inputs)

@@ -18,7 +18,7 @@ from .health_checks import CHECK_IDS, CONDITIONAL_IDS, ROLLOUT_IDS, TASK_IDS, Se
 if TYPE_CHECKING:
     from .health import Digest, _Failures, _Scan
 
-EXAMPLES = 20
+EXAMPLES = 20  # rollouts named per check in quality_summary.json (health.py shares it)
 # Per task, over its repeats (rollout indices, copies collapsed as Gym does):
 # [repeats, unhealthy, unobserved, observed (every copy tells whether a call succeeded), successful]
 TaskCounts = list[int]
@@ -59,10 +59,6 @@ def mark_duplicates(copies: list[Digest]) -> None:
 
 
 _NO_TASK = object()
-
-
-def _verdict(d: Digest) -> str:
-    return "unhealthy" if d.findings else "unobserved" if d.unobserved else "healthy"
 
 
 def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
@@ -110,12 +106,12 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
             current_task, current = task, repeats.setdefault(task, [0] * 5)
         current[REPEATS] += 1
         if j - i > 1:
-            verdicts = {_verdict(d) for d in group}
+            verdicts = {d.verdict for d in group}
             verdict = verdicts.pop() if len(verdicts) == 1 else "unobserved"
             observed = all(d.successful_call is not None for d in group)
             successful = any(d.successful_call for d in group)
         else:
-            verdict = _verdict(first)
+            verdict = first.verdict
             observed, successful = first.successful_call is not None, first.successful_call is True
         if verdict == "unhealthy":
             current[UNHEALTHY] += 1
