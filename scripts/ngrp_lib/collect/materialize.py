@@ -224,11 +224,18 @@ def _short(lines: list[int], limit: int = 10) -> str:
 
 
 def materialize(
-    input_path: Path | str, output_path: Path | str, options: MaterializeOptions, *, overwrite: bool = False
+    input_path: Path | str,
+    output_path: Path | str,
+    options: MaterializeOptions,
+    *,
+    overwrite: bool = False,
+    records: list[jsonl.Row] | None = None,
 ) -> MaterializeResult:
-    """Read tasks, expand them, and write the materialized file atomically."""
+    """Read tasks (or take `records`, the rows `read_task_lines` gave a caller that checked them first),
+    expand them, and write the materialized file atomically."""
     jsonl.refuse_existing([Path(output_path)], overwrite, inputs=[input_path])
-    records = list(read_task_lines(input_path, options.limit))
+    if records is None:
+        records = list(read_task_lines(input_path, options.limit))
     rows = expand(records, options, input_path)
     jsonl.write_jsonl(output_path, rows, overwrite=overwrite)
     return MaterializeResult(

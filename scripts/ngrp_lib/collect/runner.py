@@ -83,14 +83,14 @@ def scan_materialized(
     return Plan(rows=len(keys), sha256=sha256_file(path)), keys
 
 
-def check_tasks(options: CollectOptions, needs_answer: str | None, budget: OutputBudget | None) -> None:
+def check_tasks(
+    options: CollectOptions, rows: list[Any], needs_answer: str | None, budget: OutputBudget
+) -> None:
     """The checks of `scan_materialized` on the --input rows the run will materialize, so that a
     message names the line of the user's file."""
-    if needs_answer is None and budget is None:
-        return
     assert options.input is not None
     overrides = options.materialize.overrides
-    for row in read_task_lines(options.input, options.materialize.limit):
+    for row in rows:
         params = row.data.get(RCP)
         if isinstance(params, dict):  # materialize names a row without one
             _check_row(options.input, row, needs_answer, budget, {**params, **overrides})
@@ -270,7 +270,7 @@ def _backend(
     return DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
 
 
-def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudget | None) -> Path | None:
+def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudget) -> Path | None:
     """A fresh run: refuse an earlier run's outputs unless --overwrite, check the --input rows and
     materialize them into a staging file. Nothing of the earlier run is deleted here (see `_commit`)."""
     outputs = options.outputs
@@ -285,9 +285,10 @@ def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudg
             stale.unlink(missing_ok=True)
     if options.input is None:
         return None
-    check_tasks(options, needs_answer, budget)
+    rows = list(read_task_lines(options.input, options.materialize.limit))  # read once: checked, expanded
+    check_tasks(options, rows, needs_answer, budget)
     staging = options.materialized_path.with_name(f".{options.materialized_path.name}.staging.tmp")
-    materialize(options.input, staging, options.materialize, overwrite=True)
+    materialize(options.input, staging, options.materialize, overwrite=True, records=rows)
     if options.shard is not None:
         restrict_file(staging, options.shard)
     return staging
