@@ -202,3 +202,21 @@ def test_gym_verdicts_file_is_accepted(run_dir, run_ngrp, golden):
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["inputs"]["health"]["excluded"] == 0
+
+
+def test_a_folder_where_the_sidecar_belongs_is_refused_by_health_and_check_alike(tmp_path, run_ngrp):
+    """Both readers take the sibling failures file when anything stands there, so a folder in its place is
+    exit 3 in each (health used to pass over it silently while check refused it)."""
+    golden = Path(__file__).resolve().parent / "golden" / "gym-0.7.0" / "case_complete"
+    for name in ("rollouts.jsonl", "rollouts_materialized_inputs.jsonl"):
+        shutil.copy(golden / name, tmp_path / name)
+    (tmp_path / "rollouts_failures.jsonl").mkdir()
+    args = [
+        "--inputs",
+        tmp_path / "rollouts_materialized_inputs.jsonl",
+        "--rollouts",
+        tmp_path / "rollouts.jsonl",
+    ]
+    for command in ("health", "check"):
+        done = run_ngrp(command, *args)
+        assert done.returncode == 3 and "rollouts_failures.jsonl" in done.stderr, (command, done.stderr)

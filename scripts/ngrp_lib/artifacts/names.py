@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -41,6 +42,15 @@ def materialized_path_for(rollouts: Path | str) -> Path:
 
 def failures_path_for(rollouts: Path | str) -> Path:
     return sibling(rollouts, FAILURES_SUFFIX, ".jsonl")
+
+
+def failures_beside(rollouts: Path | str, given: Path | str | None = None) -> Path | None:
+    """The failures sidecar a reader of `rollouts` takes: `given`, else the sibling when anything stands
+    there (a folder or FIFO there is for the reader to refuse, not to pass over silently)."""
+    if given is not None:
+        return Path(given)
+    default = failures_path_for(rollouts)
+    return default if os.path.lexists(default) else None
 
 
 def manifest_path_for(rollouts: Path | str) -> Path:

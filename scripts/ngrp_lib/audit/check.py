@@ -19,7 +19,7 @@ from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
 from ..artifacts.names import (
     USAGE_MISSING,
     agent_name,
-    failures_path_for,
+    failures_beside,
     manifest_path_for,
     pack_key,
     rollout_key,
@@ -186,8 +186,7 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
     """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists."""
     inputs, rollouts = Path(inputs), Path(rollouts)
     refuse_swapped(inputs, rollouts)
-    if failures is None and failures_path_for(rollouts).exists():
-        failures = failures_path_for(rollouts)
+    failures = failures_beside(rollouts, failures)
     if failures is not None:
         refuse_wrong_kind(failures, FAILURES, option="--failures")
     agents = _Agents()

@@ -34,7 +34,7 @@ from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
     TASK_KEY,
-    failures_path_for,
+    failures_beside,
     health_paths_for,
     is_index,
     key_problem,
@@ -315,9 +315,7 @@ def run_health(
     settings = settings or Settings()
     settings.check()
     inputs, rollouts = Path(inputs), Path(rollouts)
-    if failures is None and failures_path_for(rollouts).is_file():
-        failures = failures_path_for(rollouts)
-    failures = None if failures is None else Path(failures)
+    failures = failures_beside(rollouts, failures)
     paths = health_paths_for(rollouts)
     refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
     refuse_swapped(inputs, rollouts)

@@ -34,6 +34,7 @@ from ..artifacts.names import (
     ROLLOUT_KEY,
     TASK_KEY,
     RolloutKey,
+    failures_beside,
     failures_path_for,
     index_problem,
     is_index,
@@ -106,7 +107,7 @@ def merge_shards(
         raise FindingsError(_incomplete(missing, unfinished), hint=_INCOMPLETE_HINT)
     output = Path(output)
     input_paths = _resolve_inputs(shard_paths, inputs)
-    failure_paths = [failures_path_for(p) for p in shard_paths if failures_path_for(p).exists()]
+    failure_paths = [f for f in map(failures_beside, shard_paths) if f is not None]
     targets = _targets(output, bool(input_paths), bool(failure_paths))
     _check_paths(shard_paths + input_paths + failure_paths, targets)  # existing outputs: atomic_outputs
     _check_kinds(shard_paths, input_paths, failure_paths)
