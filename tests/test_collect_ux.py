@@ -454,3 +454,27 @@ def test_ctrl_c_during_the_pre_flight_check_sends_nothing_and_leaves_nothing(tmp
         time.sleep(0.2)
     assert proc.returncode == 130, err
     assert state["posts"] == 0 and not (tmp_path / "out").exists() and "Traceback" not in err
+
+
+def test_a_lock_path_replaced_on_every_try_gives_up_and_leaves_no_open_file(tmp_path, monkeypatch):
+    """The re-lock loop is bounded: when the path never names the file just locked, acquire stops after
+    its tries with a usage error, every descriptor it opened closed again."""
+    import os
+
+    from ngrp_lib.collect import state
+    from ngrp_lib.errors import UsageError
+
+    opened = []
+    real_open = state.open_lock_file
+
+    def tracking_open(path):
+        opened.append(path)
+        return real_open(path)
+
+    monkeypatch.setattr(state, "open_lock_file", tracking_open)
+    monkeypatch.setattr(state, "_names", lambda path, fd: False)
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(UsageError, match="replaced again and again") as err:
+        state.CollectorLock(tmp_path / "r.jsonl").acquire()
+    assert err.value.hint == "retry" and len(opened) == 100
+    assert set(os.listdir("/proc/self/fd")) <= before  # closed, all of them
