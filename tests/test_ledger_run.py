@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_helpers import check, schema
 from ledger_helpers import make_repo, profile_with_means
 
 from ngrp_lib.ledger import read_ledger
@@ -24,41 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
 LEDGER = Path("reports/auto_research/c1")
 SCORE = r"score=(?P<value>[0-9.]+)"
-
-
-def schema(name: str) -> dict:
-    return json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
-
-
-def check(result, code: int):
-    assert result.returncode == code, (
-        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    )
-    return result
-
-
-@pytest.fixture
-def repo(tmp_path, run_ngrp) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    check(
-        run_ngrp(
-            "ledger",
-            "init",
-            "--campaign",
-            "c1",
-            "--metric",
-            "score",
-            "--direction",
-            "max",
-            "--max-experiments",
-            "8",
-            "--per-run-timeout",
-            "2m",
-            cwd=repo,
-        ),
-        0,
-    )
-    return repo
+pytestmark = pytest.mark.ledger_campaign(
+    "--metric", "score", "--direction", "max", "--max-experiments", "8", "--per-run-timeout", "2m"
+)
 
 
 def run(run_ngrp, repo: Path, *command: str, options: tuple[str, ...] = (), code: int = 0) -> dict:

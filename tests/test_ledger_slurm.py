@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ledger_helpers import make_repo
+from cli_helpers import schema
 
 from ngrp_lib.ledger import read_ledger
 
@@ -27,35 +27,17 @@ except ImportError:  # a checkout without the slurm tier: skip, do not error
         pytest.skip("tests/slurm_fixture.py (the slurm tier's cluster fixture) is not in this checkout")
 
 
-pytestmark = pytest.mark.slurm
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.ledger_campaign(
+        "--metric", "score", "--direction", "max", "--max-experiments", "9", slurm=True
+    ),
+]
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
 LEDGER = Path("reports/auto_research/c1")
 SCORE = r"score=(?P<value>[0-9.]+)"
-
-
-def schema(name: str) -> dict:
-    return json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
-
-
-@pytest.fixture
-def repo(tmp_path, run_ngrp, slurm_cluster) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    init = [
-        "ledger",
-        "init",
-        "--campaign",
-        "c1",
-        "--metric",
-        "score",
-        "--direction",
-        "max",
-        "--max-experiments",
-        "9",
-    ]
-    assert run_ngrp(*init, cwd=repo, env=slurm_cluster.env).returncode == 0
-    return repo
 
 
 def slurm_run(run_ngrp, cluster, repo: Path, script: str, *options: str) -> dict:
