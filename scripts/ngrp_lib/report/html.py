@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
@@ -22,6 +22,9 @@ from ..view.markup import Markup, join, render
 from . import plots
 from .explorer import build_explorer, rollouts_beside
 from .explorer import styles as explorer_styles
+
+if TYPE_CHECKING:
+    from ..stats.compare import CompareResult
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -257,6 +260,38 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
         pass_threshold=settings.pass_threshold,
     )
     a, b = f"A = baseline {baseline.name}", f"B = this profile {profile.name}"
+    table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], _compare_rows(r))
+    pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
+    scatter = Markup(plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b))
+    flips = _table(
+        ["task", "agent", "A (baseline)", "B (this)", "q (BH)", "direction"],
+        [[f.task, f.agent or "", f.a, f.b, pval(f.q_value), f.direction] for f in r.flips[:MAX_FLIP_ROWS]],
+    )
+    dropped = f" {r.n_dropped} tasks in only one run were left out." if r.n_dropped else ""
+    if not r.binary:
+        flips = _note("; ".join(r.notes))
+    finding = (
+        render("report_identical", identical=IDENTICAL, how=r.identical.replace("_", " "))
+        if r.identical
+        else ""
+    )
+    return render(
+        "report_compare",
+        a=a,
+        b=b,
+        finding=finding,
+        table=table,
+        baseline=baseline,
+        profile=profile,
+        dropped=dropped,
+        scatter=scatter,
+        n_flips=r.n_flips,
+        alpha=r.alpha,
+        flips=flips,
+    )
+
+
+def _compare_rows(r: CompareResult) -> list[list[Any]]:
     rows = [
         [
             "mean difference B - A",
@@ -292,35 +327,7 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
                     f"{e.n_tasks} tasks",
                 ]
             )
-    table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
-    pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
-    scatter = Markup(plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b))
-    flips = _table(
-        ["task", "agent", "A (baseline)", "B (this)", "q (BH)", "direction"],
-        [[f.task, f.agent or "", f.a, f.b, pval(f.q_value), f.direction] for f in r.flips[:MAX_FLIP_ROWS]],
-    )
-    dropped = f" {r.n_dropped} tasks in only one run were left out." if r.n_dropped else ""
-    if not r.binary:
-        flips = _note("; ".join(r.notes))
-    finding = (
-        render("report_identical", identical=IDENTICAL, how=r.identical.replace("_", " "))
-        if r.identical
-        else ""
-    )
-    return render(
-        "report_compare",
-        a=a,
-        b=b,
-        finding=finding,
-        table=table,
-        baseline=baseline,
-        profile=profile,
-        dropped=dropped,
-        scatter=scatter,
-        n_flips=r.n_flips,
-        alpha=r.alpha,
-        flips=flips,
-    )
+    return rows
 
 
 def build_report(
