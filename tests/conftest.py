@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_helpers import ngrp_process
+from cli_helpers import SCRIPT, ngrp_process  # noqa: F401  (SCRIPT: tests import it from here too)
 from gym_stack_fixture import gym_stack  # noqa: F401  (session fixture: a real NeMo Gym stack)
 from ledger_helpers import repo  # noqa: F401  (a throwaway git repository; see its ledger_campaign mark)
 from slurm_fixture import slurm_cluster  # noqa: F401  (session fixture: a real one-node Slurm cluster)

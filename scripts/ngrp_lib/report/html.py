@@ -65,6 +65,8 @@ def _table(header: list[str], rows: list[list[Any]]) -> Markup:
 
 
 def _note(text: str) -> Markup:
+    """A note paragraph; `text` is escaped unless it is Markup (as a note with an apostrophe is, to keep
+    the page's bytes)."""
     return Markup("<p class='note'>") + text + Markup("</p>")
 
 
@@ -170,7 +172,7 @@ def _failures(rollouts: Path | None) -> Markup:
     path = failures_path_for(rollouts)
     if not path.exists():
         if manifest_path_for(rollouts).exists():  # ngrp collected it: its collector writes every failure
-            return _note(f"No failed attempts: ngrp's collector wrote no {path.name}.")
+            return _note(Markup("No failed attempts: ngrp's collector wrote no ") + path.name + Markup("."))
         return _note(
             f"The failures sidecar ({path.name}) is absent, and no ngrp run manifest "
             "sits beside the rollouts: this run was collected by another tool (NeMo Gym writes no sidecar), "
@@ -196,7 +198,7 @@ def _failures(rollouts: Path | None) -> Markup:
 def _length_section(o: ScopeStats) -> Markup:
     rl = o.reward_length
     if not rl:
-        return _note("No length field in the profile's rollout_infos.")
+        return _note(Markup("No length field in the profile's rollout_infos."))
     w, fe, p = rl.within_task_correlation, rl.fixed_effects_slope, rl.pooled_correlation
     rows = [
         ["within-task correlation", num(w.value, 3), f"{w.n_tasks} tasks"],
