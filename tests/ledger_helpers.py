@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import check
+from cli_helpers import SCRIPT, check
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -76,3 +77,7 @@ def repo(tmp_path, run_ngrp, request) -> Path:
     env = request.getfixturevalue("slurm_cluster").env if mark.kwargs.get("slurm") else None
     check(run_ngrp("ledger", "init", "--campaign", "c1", *mark.args, cwd=path, env=env))
     return path
+
+
+ENTRY = (sys.executable, str(SCRIPT))  # the entry script, for a run started with Popen
+LEDGER_RUN = ("ledger", "run", "--campaign", "c1")  # every ledger test's campaign is c1

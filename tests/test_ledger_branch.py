@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from cli_helpers import check
-from ledger_helpers import git
+from ledger_helpers import LEDGER_RUN, git
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "ar/c1"
@@ -33,7 +33,7 @@ def branch(run_ngrp, repo: Path, name: str, *extra: str, code: int = 0):
 
 
 def run_score(run_ngrp, repo: Path, score: float) -> dict:
-    argv = ["ledger", "run", "--campaign", "c1", "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
+    argv = [*LEDGER_RUN, "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
     return json.loads(
         check(run_ngrp(*argv, "--", sys.executable, "-c", f"print('score={score}')", cwd=repo), 0).stdout
     )

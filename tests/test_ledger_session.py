@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from cli_helpers import check, schema
-from ledger_helpers import git
+from ledger_helpers import ENTRY, LEDGER_RUN, git
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
@@ -47,7 +47,7 @@ SECRETS = [
 
 
 def ledger_run(run_ngrp, repo: Path, code: str, *extra: str, args: tuple[str, ...] = ()) -> dict:
-    argv = ["ledger", "run", "--campaign", "c1", "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
+    argv = [*LEDGER_RUN, "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
     command = ["--", sys.executable, "-c", code, *args]
     return json.loads(check(run_ngrp(*argv, *extra, *command, cwd=repo)).stdout)
 
@@ -185,20 +185,7 @@ def test_refusals(run_ngrp, repo, tmp_path):
 
 
 def test_a_stale_run_is_flagged_and_does_not_hold_the_budget(repo):
-    argv = [
-        sys.executable,
-        str(SCRIPT),
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
-        "--quiet",
-        "--metric-regex",
-        "score=([0-9.]+)",
-        "--",
-        "sleep",
-        "60",
-    ]
+    argv = [*ENTRY, *LEDGER_RUN, "--quiet", "--metric-regex", "score=([0-9.]+)", "--", "sleep", "60"]
     owner = subprocess.Popen(argv, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     record = repo / LEDGER / "logs" / "1" / "run.json"
     deadline = time.monotonic() + 30

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 from cli_helpers import schema
+from ledger_helpers import ENTRY, LEDGER_RUN
 
 from ngrp_lib.ledger import read_ledger
 
@@ -42,10 +42,7 @@ SCORE = r"score=(?P<value>[0-9.]+)"
 
 def slurm_run(run_ngrp, cluster, repo: Path, script: str, *options: str) -> dict:
     argv = [
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
+        *LEDGER_RUN,
         "--json",
         "--quiet",
         "--launcher",
@@ -103,21 +100,7 @@ def test_slurm_timeout_cancels_the_job(run_ngrp, slurm_cluster, repo):
 
 
 def test_local_run_inside_a_slurm_job_records_its_job_id(run_ngrp, slurm_cluster, repo, tmp_path):
-    inner = [
-        sys.executable,
-        str(SCRIPT),
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
-        "--quiet",
-        "--metric-regex",
-        SCORE,
-        "--",
-        "bash",
-        "-c",
-        "echo score=0.4",
-    ]
+    inner = [*ENTRY, *LEDGER_RUN, "--quiet", "--metric-regex", SCORE, "--", "bash", "-c", "echo score=0.4"]
     job = slurm_cluster.sbatch(f"--output={tmp_path / 'job.out'}", f"--wrap={shlex.join(inner)}", cwd=repo)
     assert job.returncode == 0, (tmp_path / "job.out").read_text()
     row = read_ledger(repo / LEDGER / "results.tsv")[0]
