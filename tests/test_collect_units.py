@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ngrp_lib.artifacts.response import response_text
 from ngrp_lib.collect import convert, verify
 from ngrp_lib.collect.routing import (
     Endpoint,
@@ -20,7 +21,6 @@ from ngrp_lib.collect.routing import (
 )
 from ngrp_lib.collect.state import CollectorLock
 from ngrp_lib.errors import InputError, UsageError
-from ngrp_lib.inspect.digest import response_text
 
 # ---- verifiers ------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import orjson
 
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, TASK_KEY, USAGE_MISSING
+from ..artifacts.response import output_tokens_or_zero
 from ..errors import UsageError
 from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
@@ -49,7 +50,7 @@ class DirectRun(Run):
             out["_ngrp_server"] = endpoint.public_url
             if missing:
                 out[USAGE_MISSING] = missing
-            self.record_result(out, out.get("reward"), output_tokens(response))
+            self.record_result(out, out.get("reward"), output_tokens_or_zero(response))
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint.public_url)
         except TypeError as exc:  # orjson: a verifier value JSON cannot hold (Decimal, an int past 64 bits)
@@ -86,12 +87,6 @@ class DirectRun(Run):
 
     async def verify(self, row: dict, response: dict) -> dict:
         return await score(self.verifier, row, response, self.session)
-
-
-def output_tokens(response: dict) -> int:
-    usage = response.get("usage")
-    tokens = usage.get("output_tokens") if isinstance(usage, dict) else None
-    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 def result_row(row: dict, response: dict, verdict: dict, attempt: int, elapsed: float) -> dict:

@@ -23,8 +23,8 @@ import orjson
 
 from ..artifacts import jsonl
 from ..artifacts.failures import Failure
+from ..artifacts.response import output_tokens_or_zero
 from ..errors import UsageError
-from .direct import output_tokens
 from .gym_run import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json, transient
 from .preflight import DEFAULT_TIMEOUT, REFUSED, ServerCheck, check_reachable, origin
@@ -129,5 +129,5 @@ class GymRun(Run):
             self.count_failure(Failure.from_fields(result), row, replied=True, attempt=attempt)
             return
         response = result.get("response")  # the server's reply, whatever its shape: never a crash here
-        tokens = output_tokens(response) if isinstance(response, dict) else 0
+        tokens = output_tokens_or_zero(response) if isinstance(response, dict) else 0
         self.record_result(result, result.get("reward"), tokens)

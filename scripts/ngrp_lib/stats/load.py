@@ -23,8 +23,8 @@ from ..artifacts.names import (
     rollout_key,
     task_label,
 )
+from ..artifacts.response import finish
 from ..errors import FindingsError, InputError
-from ..inspect.digest import finish
 from ..numbers import MAX_MAGNITUDE, first_oversize
 
 TaskKey = tuple[int, "str | None"]
