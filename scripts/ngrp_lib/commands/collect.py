@@ -308,7 +308,7 @@ def _bare_resume(output, source) -> None:
     the whole command (it is not guessed from the manifest silently: a server may have moved)."""
     from ..artifacts.jsonl import read_json
     from ..artifacts.names import manifest_path_for
-    from ..collect.rebuild import resume_command
+    from ..artifacts.resume import resume_command
     from ..errors import NgrpError
 
     manifest = manifest_path_for(output)
