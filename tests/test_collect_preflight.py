@@ -12,7 +12,7 @@ from vllm_fixture import free_port
 
 from ngrp_lib.artifacts.failures import Failure, FailureDigest, server_message
 from ngrp_lib.collect import gym_backend
-from ngrp_lib.collect.gym_run import GymTargets, RunTarget
+from ngrp_lib.collect.gym_targets import GymTargets, RunTarget
 from ngrp_lib.collect.preflight import ServerCheck, _judge_models, check_endpoints, needed
 from ngrp_lib.collect.routing import Endpoint
 from ngrp_lib.collect.run import EarlyStop

@@ -1,7 +1,7 @@
 """Gym mode for `ngrp collect --gym-url URL`: post each materialized row to a NeMo Gym `/run`.
 
 The request body is the materialized row, as `gym eval run --no-serve` posts it; the row written is the
-server's reply (the verify response) with Gym's collector stamps (`ngrp_lib.gym_run.stamp`). Resume, the
+server's reply (the verify response) with Gym's collector stamps (`gym_targets.stamp`). Resume, the
 failures sidecar, admission, progress and the stop rules are shared with direct mode (`run.Run`); only
 `run_row` differs. Failure classes follow Gym 0.7.0: `agent_run_error` when the server answered with a
 non-gateway error status, `agent_request_failed` for 429/502/503/504 or no reply. Unlike Gym, no reply is
@@ -25,7 +25,7 @@ from ..artifacts import jsonl
 from ..artifacts.failures import Failure
 from ..artifacts.response import output_tokens_or_zero
 from ..errors import UsageError
-from .gym_run import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
+from .gym_targets import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json, transient
 from .preflight import DEFAULT_TIMEOUT, REFUSED, ServerCheck, check_reachable, origin
 from .routing import public_url

@@ -25,7 +25,7 @@ from ..errors import InputError, UsageError
 from . import gym_backend
 from .direct import DirectRun
 from .gym_backend import GymRun, check_agents
-from .gym_run import GymTargets, resolve_gym_url
+from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import materialize, read_task_lines, sha256_file
