@@ -45,7 +45,7 @@ class CollectOptions:
     resume: bool = False
     overwrite: bool = False
     progress: bool = False
-    gym_url: str | None = None  # Gym /run mode (gym_backend.py)
+    gym_url: str | None = None  # Gym /run mode (gym_run.py)
     shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
 
     def __post_init__(self) -> None:
