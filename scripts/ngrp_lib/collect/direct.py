@@ -11,7 +11,6 @@ import orjson
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, TASK_KEY, USAGE_MISSING
 from ..artifacts.response import output_tokens_or_zero
-from ..errors import UsageError
 from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
 from .http import AttemptFailed, post_json
@@ -26,12 +25,9 @@ class DirectRun(Run):
     def __init__(self, *args: Any, endpoints: tuple[Endpoint, ...], verifier: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.verifier = verifier
-        router = make_router(
+        self.router = make_router(
             list(endpoints), self.options.concurrency, self.session, self.headers, log=self.log
         )
-        if router is None:
-            raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
-        self.router = router
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()

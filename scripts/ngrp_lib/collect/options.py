@@ -51,6 +51,8 @@ class CollectOptions:
     def __post_init__(self) -> None:
         if self.gym_url is not None:
             check_gym_options(self)
+        elif not self.endpoints:  # the one check for a server, for the CLI and the library alike
+            raise UsageError("no server: pass --base-url URL (repeatable), --endpoints FILE or --gym-url URL")
         if (self.input is None) == (self.materialized is None):
             raise UsageError("give exactly one of --input TASKS (raw tasks) or --materialized FILE")
         if self.api not in APIS:
