@@ -15,6 +15,7 @@ from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
 from ..numbers import num, pval
+from ..stats import methods
 from ..stats.paired import IDENTICAL
 from ..stats.registry import BY_NAME, k_estimators
 from ..stats.results import AtK, Estimate, ScopeStats
@@ -66,16 +67,8 @@ def _ci(low: Any, high: Any) -> str:
     return f"[{num(low, 3)}, {num(high, 3)}]"
 
 
-METHODS = {
-    "korn_graubard": "Korn-Graubard",
-    "one_sided_upper": "one-sided upper bound",
-    "one_sided_lower": "one-sided lower bound",
-    "t": "t",
-}
-
-
 def _headline_ci(low: Any, high: Any, method: str | None) -> str:
-    return f"{_ci(low, high)} {METHODS.get(method or '', '')}".rstrip()
+    return f"{_ci(low, high)} {methods.label(method)}".rstrip()
 
 
 def _estimate_row(label: str, e: Estimate | None, n_label: str = "tasks") -> list[Any]:
@@ -347,7 +340,8 @@ def build_report(
         + "</p>",
         f"<h2>Headline</h2>{_headline(o)}{notes_html}",  # the notes say how health verdicts were used
         f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
-        "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
+        "the 95% headline interval of each point (the method in the table above). A task counts at k only "
+        "if it has at least k scored rollouts.</p>",
         f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
         f"<h2>Reward vs length</h2>{_length_section(o)}",
         f"<h2>Failures</h2>{_failures(Path(rollouts) if rollouts else None)}",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from .distributions import t_interval_from_sem
+from .methods import T
 
 MAX_BOOTSTRAP = 100_000  # replicates x columns of float64: 100,000 x 50 columns is 40 MB
 
@@ -33,6 +34,7 @@ class Interval:
     ci_low: float
     ci_high: float
     n: int
+    ci_method: str | None = T  # None when the interval is undefined
 
 
 def t_interval(values, level: float = 0.95) -> Interval:
@@ -43,10 +45,10 @@ def t_interval(values, level: float = 0.95) -> Interval:
     v = v[~np.isnan(v)]
     n = int(v.size)
     if n == 0:
-        return Interval(math.nan, math.nan, math.nan, math.nan, 0)
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0, None)
     mean = float(v.mean())
     if n < 2:
-        return Interval(mean, math.nan, math.nan, math.nan, n)
+        return Interval(mean, math.nan, math.nan, math.nan, n, None)
     se = float(v.std(ddof=1) / math.sqrt(n))
     bounds = t_interval_from_sem(mean, se, n, level)
     assert bounds is not None  # n >= 2
