@@ -94,12 +94,15 @@ DESIGNS = (
 )
 
 
-def headline(values: np.ndarray, n: np.ndarray, method: str = intervals.KORN_GRAUBARD) -> tuple[float, float]:
+def headline(
+    values: np.ndarray, n: np.ndarray, method: str = intervals.KORN_GRAUBARD, skew_df: bool = True
+) -> tuple[float, float]:
     """The interval `ngrp stats` reports for a rate: the library function, as compute_stats calls it (the
-    cap: the rollouts of the tasks where the value is defined)."""
+    cap: the rollouts of the tasks where the value is defined). skew_df False: without the skew-aware df
+    (Korn-Graubard as it was before issue 28)."""
     iv = t_interval(values, LEVEL)
     cap = float(n[~np.isnan(values)].sum())
-    spread = intervals.off_edge(values, iv.value)
+    spread = intervals.off_edge(values, iv.value) if skew_df else None
     bounds = intervals.rate_interval(iv.value, iv.se, iv.n, LEVEL, cap, method, spread=spread)
     return (math.nan, math.nan) if bounds is None else (bounds.low, bounds.high)
 
@@ -125,12 +128,14 @@ def _bootstrap(values: np.ndarray, rng: np.random.Generator) -> dict[str, tuple[
     return {"bootstrap percentile": pct, "bootstrap BCa": bca}
 
 
+PLAIN_KG = "korn_graubard, plain df"
 METHODS = (
     "t",
     "bootstrap percentile",
     "bootstrap BCa",
     intervals.LOGIT_T,
     intervals.WILSON,
+    PLAIN_KG,
     intervals.KORN_GRAUBARD,
 )
 
@@ -143,6 +148,7 @@ def intervals_of(
     out.update(_bootstrap(values, rng))
     for method in (intervals.LOGIT_T, intervals.WILSON, intervals.KORN_GRAUBARD):
         out[method] = headline(values, n, method)
+    out[PLAIN_KG] = headline(values, n, intervals.KORN_GRAUBARD, skew_df=False)
     return out
 
 
@@ -201,7 +207,7 @@ def coverage_lines(runs: int) -> list[str]:
     for design in DESIGNS:
         result = coverage(design, runs)
         cells = [f"{result[m]['coverage']:.3f} ({result[m]['width']:.3f})" for m in METHODS]
-        lines.append(f"| {design.name} | {design.truth:.4f} | {' | '.join(cells)} |")
+        lines.append(f"| {design.name} | {design.truth:.4g} | {' | '.join(cells)} |")
         print(lines[-1], file=sys.stderr, flush=True)
     lines.append("")
     lines.append(f"{runs} runs per design, seed 0; each cell: coverage (mean width); target {LEVEL}.")
@@ -223,12 +229,13 @@ def compare_lines(runs: int = 1000) -> list[str]:
 DOC = Path(__file__).resolve().parents[1] / "references" / "statistics.md"
 
 
-def replace_block(text: str, name: str, lines: list[str]) -> str:
-    """Swap what stands between <!-- name:start --> and <!-- name:end --> for `lines`."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+def replace_lines(text: str, first: str, last: str, lines: list[str]) -> str:
+    """Swap the doc's lines from the one starting with `first` to the next one containing `last` (both
+    included) for `lines`: the generated table and calibration list, which nobody edits by hand."""
+    doc = text.split("\n")
+    start = next(i for i, line in enumerate(doc) if line.startswith(first))
+    end = next(i for i in range(start, len(doc)) if last in doc[i])
+    return "\n".join(doc[:start] + lines + doc[end + 1 :])
 
 
 def main(argv: list[str]) -> int:
@@ -238,8 +245,13 @@ def main(argv: list[str]) -> int:
     table, calibration = coverage_lines(runs), compare_lines()
     print("\n".join(table + [""] + calibration))
     if write:
-        text = replace_block(DOC.read_text(encoding="utf-8"), "coverage-table", table)
-        DOC.write_text(replace_block(text, "compare-calibration", calibration), encoding="utf-8")
+        text = replace_lines(
+            DOC.read_text(encoding="utf-8"), "| design | true value |", "runs per design", table
+        )
+        text = replace_lines(
+            text, "- 50 tasks x 8, B's", "- 100 tasks x 8, B's pass rates = A's + 0.1", calibration
+        )
+        DOC.write_text(text, encoding="utf-8")
         print(f"written into {DOC}")
     return 0
 

@@ -4,12 +4,13 @@ the [0, 1] property, the one-sided bound at 0 and 1, each estimate's own n, and 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from interval_coverage import DESIGNS, coverage
+from interval_coverage import DESIGNS, METHODS, coverage
 from scipy import stats as sps
 from stats_helpers import write_profile
 
@@ -192,6 +193,19 @@ def test_the_bootstrap_of_an_estimate_on_some_tasks_resamples_those_tasks(tmp_pa
     hat6 = o.overall.pass_hat_k[5].estimate
     assert hat6.n_tasks == 4 and hat6.value == pytest.approx((1 / 7 + 3) / 4)
     assert hat6.boot_ci_low == pytest.approx((3 / 7 + 1) / 4, abs=0.03) and hat6.boot_ci_high == 1.0
+
+
+def test_the_documented_table_is_the_scripts_designs_and_holds():
+    # references/statistics.md's table is written by `python tests/interval_coverage.py --write`: its rows
+    # are the designs the slow tests run, in order, and its headline column is at least 0.92 in each
+    doc = (Path(__file__).resolve().parents[1] / "references" / "statistics.md").read_text(encoding="utf-8")
+    rows = [line for line in doc.splitlines() if line.startswith("| ") and "| design |" not in line]
+    table = [row.split(" | ") for row in rows if row.split(" | ")[0][2:] in {d.name for d in DESIGNS}]
+    assert [cells[0][2:] for cells in table] == [d.name for d in DESIGNS]
+    header = next(line for line in doc.splitlines() if line.startswith("| design | true value |"))
+    assert header.strip("| ").split(" | ")[2:] == list(METHODS)
+    for cells in table:
+        assert float(cells[-1].split()[0]) >= 0.92, cells
 
 
 @pytest.mark.slow

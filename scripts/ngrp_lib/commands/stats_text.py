@@ -151,7 +151,7 @@ def render_stats(result: Any) -> str:
             )
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
-        f"(95% intervals, task-clustered: {methods.legend(LEGEND)}; t with --interval t or for unbounded "
-        "rewards. --json for every k, every group and the per-task table)"
+        f"(95% intervals, task-clustered: {methods.legend(LEGEND)}; rates get the bounded ones, t with "
+        "--interval t or for unbounded rewards. --json for every k, every group and the per-task table)"
     )
     return "\n".join(lines)

@@ -45,8 +45,8 @@ class Denominators:
             out.append(
                 f"{who}partial run: {self.completed_rollouts} of {self.expected_rollouts} expected rollouts "
                 f"completed ({self.completion_pct:.1f}%), {self.missing_rollouts} missing; every number "
-                "stands on the completed ones (missing rollouts that are not random, timeouts on long "
-                "answers say, bias it)"
+                "stands on the completed ones, and missing rollouts that are not random (timeouts on long "
+                "answers, say) bias it"
             )
         if self.tasks_unscored:
             shown = ", ".join(self.unscored[:MAX_NAMED])

@@ -54,5 +54,8 @@ def label(name: str | None) -> str:
 
 
 def legend(names: tuple[str, ...]) -> str:
-    """'KG = Korn-Graubard (...); t = t (...)' for the methods named."""
-    return "; ".join(f"{METHODS[n].tag} = {METHODS[n].label} ({METHODS[n].what})" for n in names)
+    """'KG = Korn-Graubard; ...; t' for the methods named (a tag that is its label stands alone)."""
+    return "; ".join(
+        METHODS[n].tag if METHODS[n].tag == METHODS[n].label else f"{METHODS[n].tag} = {METHODS[n].label}"
+        for n in names
+    )
