@@ -33,7 +33,7 @@ def _row(label: str, e: Estimate | None) -> str:
     tag = methods.tag(e.ci_method)
     return (
         f"  {label:<28} {num(e.value):>8}  {tag:>5} {interval(e.ci_low, e.ci_high):<17} "
-        f"boot {interval(e.boot_ci_low, e.boot_ci_high):<17}"
+        f"{methods.tag(methods.BOOTSTRAP)} {interval(e.boot_ci_low, e.boot_ci_high):<17}"
         f" se {num(e.se, 4):>7}  n={e.n_tasks} tasks"
     )
 
