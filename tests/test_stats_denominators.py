@@ -159,3 +159,20 @@ def _schema_nodes(node, key):
     elif isinstance(node, list):
         for v in node:
             yield from _schema_nodes(v, key)
+
+
+def test_curriculum_carries_the_same_block(run_ngrp, tmp_path):
+    prof = _partial_profile(tmp_path / "p_reward_profiling.jsonl")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"q": f"task {t}"}) + "\n" for t in range(20)))
+    text = run_ngrp("curriculum", prof, "--tasks", tasks, "-o", tmp_path / "band.jsonl", "--min", "0.1")
+    assert "note: partial run: 139 of 160 expected rollouts completed (86.9%), 21 missing" in text.stdout
+    payload = json.loads(
+        run_ngrp(
+            "curriculum", prof, "--tasks", tasks, "-o", tmp_path / "b2.jsonl", "--min", "0.1", "--json"
+        ).stdout
+    )
+    schemas.validator("curriculum_result").validate(payload)
+    assert payload["denominators"]["missing_rollouts"] == 21 and payload["denominators"]["unscored"] == [
+        "task 1"
+    ]
