@@ -243,7 +243,7 @@ def _flips(rows: list[TaskDiff], counts: list[tuple[int, int]], alpha: float) ->
 
 @dataclass
 class _Pairs:
-    """The paired tasks' per-rollout values in A and B (rows in pair order) and their per-task means."""
+    """The paired tasks' per-rollout values in A and B, one row per pair in pair order."""
 
     keys: list
     va: Any
