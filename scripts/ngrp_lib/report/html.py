@@ -14,6 +14,7 @@ from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
 from ..numbers import interval, num, pval
+from ..stats import methods
 from ..stats.paired import IDENTICAL
 from ..stats.registry import BY_NAME, k_estimators
 from ..stats.results import AtK, Estimate, ScopeStats
@@ -70,16 +71,8 @@ def _note(text: str) -> Markup:
     return Markup("<p class='note'>") + text + Markup("</p>")
 
 
-METHODS = {
-    "korn_graubard": "Korn-Graubard",
-    "one_sided_upper": "one-sided upper bound",
-    "one_sided_lower": "one-sided lower bound",
-    "t": "t",
-}
-
-
 def _headline_ci(low: Any, high: Any, method: str | None) -> str:
-    return f"{interval(low, high)} {METHODS.get(method or '', '')}".rstrip()
+    return f"{interval(low, high)} {methods.label(method)}".rstrip()
 
 
 def _estimate_row(label: str, e: Estimate | None, n_label: str = "tasks") -> list[Any]:
