@@ -13,8 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -157,12 +155,15 @@ def log_tail(path: Path, lines: int = TAIL_LINES, max_bytes: int = 1 << 16) -> s
 
 # ---------------------------------------------------------------- health
 
+ERROR_BODY_LIMIT = 1 << 16  # a /health body is empty; more is not read
+
 
 def healthy(host: str, port: int, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+    from ..collect.http import AttemptFailed, fetch_bounded
+
+    try:  # bounded and never redirected, like every reply ngrp reads
+        return fetch_bounded(f"http://{host}:{port}/health", timeout, limit=ERROR_BODY_LIMIT)[0] == 200
+    except (AttemptFailed, OSError, ValueError):
         return False
 
 
