@@ -56,7 +56,8 @@ def hostile():
 
 MEASURE = (
     "import resource, subprocess, sys; code = subprocess.call(sys.argv[2:]);"
-    " open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); sys.exit(code)"
+    " peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
+    " open(sys.argv[1], 'w').write(str(peak)); sys.exit(code)"
 )
 
 
@@ -65,7 +66,8 @@ def _run_measured(argv: list, cwd: Path) -> tuple[int, str, str, int]:
     small Python, reads RUSAGE_CHILDREN after reaping it: that figure is the child's alone)."""
     env = {**os.environ, "OPENAI_API_KEY": ""}
     rss_file = cwd / "peak_rss_kb"
-    command = [sys.executable, "-c", MEASURE, str(rss_file), sys.executable, str(REPO / "scripts" / "ngrp.py")]
+    ngrp = REPO / "scripts" / "ngrp.py"
+    command = [sys.executable, "-c", MEASURE, str(rss_file), sys.executable, str(ngrp)]
     proc = subprocess.run([*command, *map(str, argv)], cwd=cwd, env=env, capture_output=True, timeout=120)
     return proc.returncode, proc.stdout.decode(), proc.stderr.decode(), int(rss_file.read_text())
 
@@ -99,7 +101,8 @@ def test_every_http_read_is_bounded_in_serve_status(tmp_path, hostile, mode):
     hostile["mode"] = mode
     path = tmp_path / "ep.json"
     path.write_text(json.dumps({"endpoints": [{"base_url": hostile["url"] + "/v1", "model": "m"}]}))
-    code, stdout, stderr, rss = _run_measured(["serve", "status", "--endpoints-file", path, "--json"], tmp_path)
+    argv = ["serve", "status", "--endpoints-file", path, "--json"]
+    code, stdout, stderr, rss = _run_measured(argv, tmp_path)
     assert code == 1 and "Traceback" not in stderr, stdout + stderr
     problem = json.loads(stdout)["endpoints"][0]["problem"]
     assert ("a redirect" if mode == "redirect" else "reply too large") in problem
