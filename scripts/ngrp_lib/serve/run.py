@@ -186,12 +186,22 @@ def wait_healthy(started: list[Started], timeout: float, progress: Callable[[str
 
 
 def _start_error(item: Started, why: str) -> ServerStartError:
-    tail = log_tail(item.spec.log)
+    tail = masked_tail(item.spec)
     return ServerStartError(
         f"server {item.spec.index} ({item.spec.base_url}) {why}; every server was stopped.\n"
         f"--- last lines of {item.spec.log} ---\n{tail}\n---",
         hint=f"read the full log: {item.spec.log}",
     )
+
+
+def masked_tail(spec: ServerSpec) -> str:
+    """The server log's tail with secrets masked: the keys ngrp handed the server, and what the
+    scrubber finds (a server may print its own arguments or environment as it dies)."""
+    from ..artifacts.redact import Redactor
+    from ..artifacts.scrub import scrub, secret_name
+
+    keys = Redactor(value for name, value in spec.env.items() if secret_name(name))
+    return scrub(keys.text(log_tail(spec.log)))
 
 
 # ---------------------------------------------------------------- endpoints file
