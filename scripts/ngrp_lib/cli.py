@@ -13,6 +13,7 @@ import sys
 import click
 
 from . import __version__
+from .artifacts.terminal import say
 from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError
 
 # name -> (module, one-line help). Add a line here when you add a command module.
@@ -88,13 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error)."""
     bad = undecodable_argument(sys.argv[1:] if argv is None else argv)
     if bad is not None:
-        click.echo(f"error: argument '{bad}' is not valid UTF-8", err=True)
-        click.echo("  hint: pass names, paths and text as UTF-8", err=True)
+        say(f"error: argument '{bad}' is not valid UTF-8", err=True)
+        say("  hint: pass names, paths and text as UTF-8", err=True)
         return EXIT_USAGE
     try:
         result = cli.main(args=argv, prog_name="ngrp", standalone_mode=False)
     except NgrpError as exc:
-        click.echo(exc.render(), err=True)
+        say(exc.render(), err=True)
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -102,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         exc.show()
         return 2
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        say("aborted", err=True)
         return 130
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
+        say("interrupted", err=True)
         return 130
     except OSError as exc:  # disk full, a folder where a file should go...: say so, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        say(f"error: {where}{exc.strerror or exc}", err=True)
         return EXIT_INPUT
     # A command returns its exit code (for example 1 when `check` has findings) or None for success.
     return result if isinstance(result, int) else 0

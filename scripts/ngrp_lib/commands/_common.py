@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
+from ..artifacts.terminal import say
 from ..errors import InputError, OutputError
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ def emit(result: Any, as_json: bool, render_text: Callable[[Any], str]) -> None:
         payload = result.to_json() if hasattr(result, "to_json") else to_jsonable(result)
         click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
     else:
-        click.echo(render_text(result))
+        say(render_text(result))
 
 
 def class_counts(by_class: dict[str, int]) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
 from ..ledger.campaign import now_utc
 from ..ledger.gitinfo import read_git, warnings_for
@@ -114,10 +115,10 @@ def init_cmd(
         branch_prefix=branch_prefix,
     )
     for warning in warnings_for(read_git(Path(".")), Path(".")):
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
     deadline_at = result.deadline_at()
     if deadline_at is not None and deadline_at <= now_utc():
-        click.echo(
+        say(
             f"warning: --deadline {result.deadline} has already passed: `ngrp ledger status` will say STOP"
             " at once",
             err=True,
@@ -280,7 +281,7 @@ def record_cmd(
     )
     result = record_run(paths, run, source, dry_run=dry_run)
     for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
     emit(result, as_json, render_record)
 
 

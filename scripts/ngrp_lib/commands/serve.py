@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..artifacts.terminal import say
 from ..errors import UsageError
 from ._common import DELAY, FOLDER, OUTPUT_FILE, FiniteFloat, count, emit, json_option
 
@@ -208,7 +209,7 @@ def status(endpoints_file: Path, api_key_env: str, as_json: bool) -> int:
 
 
 def _progress(message: str) -> None:
-    click.echo(message, err=True)
+    say(message, err=True)
 
 
 def _render_plan(plan) -> str:

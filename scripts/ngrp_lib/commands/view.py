@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ._common import INPUT_FILE, FiniteFloat, pass_threshold_option
 
 FILE = INPUT_FILE
@@ -94,7 +95,7 @@ def command(
             resolve(path, inputs_path), threshold=threshold, answer_key=answer_key, use_cache=not no_cache
         )
         how = "from the cache" if index.cached else "indexed"
-        click.echo(
+        say(
             f"{path}: {len(index.facts)} rollouts, {len(index.table)} tasks ({how} in {index.seconds:.1f} s)",
             err=True,
         )
@@ -103,14 +104,14 @@ def command(
     views = load(rollouts, inputs)
     pairs = Pairs.build(load(other, compare_inputs), views, alpha) if other else None
     if host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(f"warning: listening on {host}: anyone who can reach it can read this run", err=True)
+        say(f"warning: listening on {host}: anyone who can reach it can read this run", err=True)
 
     def ready(url: str) -> None:
-        click.echo(
+        say(
             f"ngrp view: {url}" + (f"  (compare: {url}compare)" if pairs else "") + "  - Ctrl-C stops it",
             err=False,
         )
 
     serve(make_app(views, pairs), host, port, ready)
-    click.echo("stopped", err=True)
+    say("stopped", err=True)
     return 0
