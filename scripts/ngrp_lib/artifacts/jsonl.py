@@ -39,6 +39,7 @@ from .opening import (
     max_line_bytes,
     open_append,
     open_input,
+    open_rewrite,
     read_document,
     same_file,
 )
@@ -326,7 +327,7 @@ def repair_tail(path: Path | str) -> str:
     state = tail_state(path)
     if state in ("clean", "empty"):
         return "clean"
-    with open_input(path) as reader, open(path, "r+b") as handle:
+    with open_rewrite(path) as handle, open_input(path) as reader:  # the output itself: never a link
         size = os.fstat(reader.fileno()).st_size
         if state == "unterminated":
             handle.seek(0, os.SEEK_END)
@@ -367,7 +368,8 @@ class Appender:
                 os.fsync(self._handle.fileno())
 
     def close(self) -> None:
-        self._handle.close()
+        with _named(self.path):  # closing flushes what a failed write left: a full disk fails it again
+            self._handle.close()
 
     def __enter__(self) -> Appender:
         return self
@@ -419,7 +421,9 @@ def atomic_outputs(paths: Mapping[str, Path], *, overwrite: bool = False) -> Ite
     temps: dict[str, Path] = {}
     try:
         for name, path in paths.items():
-            mode = path.stat().st_mode & 0o777 if overwrite and path.exists() else _new_file_mode()
+            mode = _new_file_mode()  # a replaced file's mode, never opened wider than the umask gives
+            if overwrite and path.exists():
+                mode &= path.stat().st_mode
             path.parent.mkdir(parents=True, exist_ok=True)
             remove_stale_temps(path)
             fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)

@@ -30,7 +30,14 @@ class FilePath(click.Path):
         self.name = "file"  # the metavar: FILE
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        given = os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        if self.role == "output" and given.endswith(("/", os.sep)) and not os.path.isdir(path):
+            raise OutputError(
+                "ends in a slash: that names a folder, not a file",
+                path=path,
+                hint="give a file path to write",
+            )  # Path() drops the slash: a file named like the folder would be written
         if os.path.isdir(path):
             if self.role == "output":
                 raise OutputError("is a folder, not a file", path=path, hint="give a file path to write")
