@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -68,7 +71,9 @@ def command(
     The rollouts file is read once into a byte-offset index, cached outside the run folder
     (~/.cache/ngrp/view-index, or $NGRP_CACHE_DIR) by file size and modification time; rows are read
     back only when shown. Every page has a JSON twin (/tasks.json, /task/N.json, /compare.json).
-    Listens on 127.0.0.1 only unless --host says otherwise; Ctrl-C stops it.
+    Listens on 127.0.0.1 only unless --host says otherwise, and answers only requests addressed to
+    127.0.0.1, localhost, [::1] or that host on its port; once the rollouts file is replaced, truncated or
+    rewritten, every request answers 409 (restart to index it again). Ctrl-C or SIGTERM stops it.
 
     \b
     Example:
@@ -101,8 +106,9 @@ def command(
         )
         return Views(index)
 
-    views = load(rollouts, inputs)
-    pairs = Pairs.build(load(other, compare_inputs), views, alpha) if other else None
+    with _clean_sigterm():  # while the run is indexed; the server then sets its own
+        views = load(rollouts, inputs)
+        pairs = Pairs.build(load(other, compare_inputs), views, alpha) if other else None
     if host not in ("127.0.0.1", "localhost", "::1"):
         say(f"warning: listening on {host}: anyone who can reach it can read this run", err=True)
 
@@ -112,6 +118,25 @@ def command(
             err=False,
         )
 
-    serve(make_app(views, pairs), host, port, ready)
+    serve(make_app(views, pairs, bind_host=host), host, port, ready)
     say("stopped", err=True)
     return 0
+
+
+@contextlib.contextmanager
+def _clean_sigterm() -> Iterator[None]:
+    """SIGTERM before the server listens is a clean stop (exit 0), as after it; the handler before is
+    put back after."""
+
+    def stopped(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stopped)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -103,9 +103,12 @@ def parse_params(query: Mapping[str, Any], threshold: float) -> Params:
     tasks = []
     for value in _all(query, "task"):
         try:
-            tasks.append(int(value))
+            task = int(value)
         except ValueError:
             raise UsageError(f"task must be a task index, not {value!r}") from None
+        if not -(2**63) <= task < 2**63:  # the index's task column is int64
+            raise UsageError(f"task index {value[:40]} is out of range")
+        tasks.append(task)
     selection = make_selection(
         tasks=tasks,
         agent=query.get("agent") or None,
