@@ -163,3 +163,50 @@ def test_the_viewer_runs_queries_off_the_event_loop(run, tmp_path):
     assert asyncio.run(main()) == 200
     assert seen and seen[0] != threading.main_thread().name and seen[0].startswith("ngrp-view")
     shutil.rmtree(tmp_path / "cache")
+
+
+LONG = 300_000
+
+
+def _long_run(tmp_path: Path) -> Path:
+    rollouts, _ = write_run(tmp_path / "long", tasks=3, repeats=4, flipped_task=None, script_task=None)
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    for row in rows:
+        if row["_ng_task_index"] == 1:
+            row["response"]["output"][-1]["content"][0]["text"] = "A" * LONG + " END-OF-ANSWER"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rollouts
+
+
+def test_the_viewer_cuts_long_text_on_task_pages_with_expand(tmp_path):
+    rollouts = _long_run(tmp_path)
+    with Viewer(rollouts, cache=tmp_path / "cache", cwd=tmp_path) as viewer:
+        status, body = _get(viewer, "/task/1?a=policy_agent")
+        assert status == 200 and len(body) < LONG and b"chars cut" in body and b"END-OF-ANSWER" in body
+        data = json.loads(_get(viewer, "/task/1.json?a=policy_agent")[1])
+        assert data["expand"] == "/task/1?a=policy_agent&full=1"
+        assert all(r["cut"] and len(r["response_text"]) < LONG for r in data["rollouts"])
+        status, whole = _get(viewer, data["expand"])
+        assert status == 200 and whole.count(b"A" * LONG) == 4
+        assert json.loads(_get(viewer, "/task/0.json?a=policy_agent")[1])["expand"] is None
+        viewer.stop()
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None and os.environ.get("NGRP_REQUIRE_BROWSER") != "1", reason="no chromium")
+def test_the_viewer_cuts_long_text_in_the_browser_and_expands_it(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    rollouts = _long_run(tmp_path)
+    with Viewer(rollouts, cache=tmp_path / "cache", cwd=tmp_path) as viewer, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        tab = browser.new_page()
+        tab.goto(viewer.url + "task/1?a=policy_agent")
+        assert "chars cut" in tab.inner_text("body") and "A" * LONG not in tab.content()
+        tab.click("#expand")
+        tab.wait_for_url("**full=1")
+        assert tab.content().count("A" * LONG) == 4 and tab.query_selector("#expand") is None
+        browser.close()
+        viewer.stop()

@@ -100,7 +100,8 @@ async def tasks(request: web.Request) -> web.Response:
 
 
 async def task(request: web.Request) -> web.Response:
-    data = await _off_loop(request, request.app[VIEWS].task, *_task_key(request), _params(request))
+    full = request.query.get("full") in ("1", "on", "true")
+    data = await _off_loop(request, request.app[VIEWS].task, *_task_key(request), _params(request), full)
     if request.path.endswith(".json"):
         return _json(data)
     return _html(pages.task_page(data, compare=request.app[PAIRS] is not None))
