@@ -131,6 +131,7 @@ def load_profile(
         sample = row.data.get("sample")
         samples.append(sample if isinstance(sample, dict) else {})
         infos = _infos(row.data, path, row.line)
+        _refuse_non_numbers(infos, fields, path, row.line)
         if unhealthy:
             kept, n = _split_unhealthy(key[0], infos, unhealthy)
             n_unhealthy += n
@@ -152,6 +153,22 @@ def load_profile(
         _refuse_oversize(values[name], name, keys, path)
     measured = int((rollout_index >= 0).sum())
     return ProfileData(path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy)
+
+
+def _refuse_non_numbers(infos: list[dict], fields: tuple[str, ...], path: Path, line: int) -> None:
+    """A value of a measured field that is not a number, a bool or null (a string reward): refused, as
+    `validate` flags it, instead of being read as missing."""
+    for j, info in enumerate(infos):
+        for name in fields:
+            value = info.get(name)
+            if value is not None and not isinstance(value, (int, float)):
+                raise InputError(
+                    f"rollout_infos[{j}].{name} is {type(value).__name__} {str(value)[:40]!r}, not a number",
+                    path=path,
+                    line=line,
+                    pointer=f"/rollout_infos/{j}/{name}",
+                    hint="write rewards as numbers (or null); `ngrp validate` lists every such value",
+                )
 
 
 def _refuse_oversize(matrix: Any, name: str, keys: list[TaskKey], path: Path) -> None:
