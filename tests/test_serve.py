@@ -283,6 +283,12 @@ STANDIN_CHILD = (
 )
 
 
+def vllm_words(port: int) -> list[str]:
+    """The words of vLLM's command line `serve stop` looks for before it signals a server (the stand-in's
+    code ignores them): the stand-in is then what ngrp serve starts, as far as stop can tell."""
+    return ["vllm.entrypoints.openai.api_server", "--port", str(port)]
+
+
 def standin_plan(tmp_path: Path, code: str | None = None, count: int = 1) -> lib.ServePlan:
     """Servers that answer GET /health with 200 (a file named `health`) and GET /v1/models with the list
     vLLM would send for model `standin` (a file), each with one child process."""
@@ -301,7 +307,13 @@ def standin_plan(tmp_path: Path, code: str | None = None, count: int = 1) -> lib
         body = code or f"{STANDIN_CHILD}; {serve_http}"
         specs.append(
             lib.ServerSpec(
-                i, "127.0.0.1", port, [], [sys.executable, "-c", body], {}, tmp_path / "logs" / f"s{i}.log"
+                i,
+                "127.0.0.1",
+                port,
+                [],
+                [sys.executable, "-c", body, *vllm_words(port)],
+                {},
+                tmp_path / "logs" / f"s{i}.log",
             )
         )
     return lib.ServePlan("cpu", "standin", "standin", str(tmp_path / "eps.json"), specs)

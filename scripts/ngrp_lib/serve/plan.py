@@ -201,6 +201,7 @@ def plan(opts: ServeOptions, *, gpus: list[str] | None = None, python: str | Non
     if opts.model.startswith("~"):
         opts = dataclasses.replace(opts, model=os.path.expanduser(opts.model))
     _check_model(opts.model)
+    _refuse_owned_flags(opts.extra_args)
     gpus = visible_gpus() if gpus is None else gpus
     device = opts.device if opts.device != "auto" else ("gpu" if gpus else "cpu")
     if device == "gpu" and not gpus:
@@ -266,6 +267,21 @@ def _command(
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM takes its key from here when --api-key is not on its command line
 # vLLM flags whose value is a secret, and the variable vLLM (or the Hugging Face hub) reads it from instead
 SECRET_FLAGS = {"--api-key": API_KEY_ENV, "--hf-token": "HF_TOKEN"}
+
+
+OWNED_FLAGS = {"--port": "--port", "--host": "--host", "--served-model-name": "--served-model-name"}
+
+
+def _refuse_owned_flags(extra: list[str]) -> None:
+    """vLLM takes the last of a repeated flag, so `-- --port N` would move a server away from the port
+    ngrp polls for /health and writes to the endpoints file: such flags are ngrp serve's own options."""
+    for arg in extra:
+        flag = arg.partition("=")[0]
+        if flag in OWNED_FLAGS:
+            raise UsageError(
+                f"{flag} after -- would override the one ngrp serve gives vLLM (and polls for /health)",
+                hint=f"pass it to ngrp serve itself: ngrp serve {OWNED_FLAGS[flag]} ... (before the --)",
+            )
 
 
 def take_secret_flags(extra: list[str]) -> tuple[list[str], dict[str, str]]:

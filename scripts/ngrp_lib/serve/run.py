@@ -77,6 +77,29 @@ def alive(pid: int, start_time: int | None = None) -> bool:
     return state != "Z" and (start_time is None or now == start_time)
 
 
+def started_here(entry: EndpointEntry) -> bool:
+    """Whether the live process `entry.pid` is a server `ngrp serve` started as the entry says: the leader
+    of its own session and process group (ngrp starts each server with setsid), owned by this user, and
+    running vLLM's server on the entry's port. The start time alone can be copied from /proc into a
+    forged file; the command line and session cannot be made to match by one."""
+    pid = entry.pid
+    if pid is None:
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        owner = os.stat(f"/proc/{pid}").st_uid
+        session, group = os.getsid(pid), os.getpgid(pid)
+    except OSError:
+        return False
+    words = [a.decode("utf-8", "replace") for a in argv if a]
+    if owner != os.getuid() or session != pid or group != pid or not any("vllm" in w for w in words):
+        return False
+    port = entry.port or urlsplit(entry.base_url).port
+    return port is None or any(
+        w == "--port" and n == str(port) for w, n in zip(words, words[1:], strict=False)
+    )
+
+
 def group_members(pgid: int) -> list[int]:
     """Every live process whose process group is `pgid` (children vLLM spawned included)."""
     members = []
@@ -366,6 +389,9 @@ def stop(endpoints_file: Path, *, grace: float = 15.0) -> StopResult:
             continue
         if not alive(entry.pid, entry.start_time):
             result.already_gone.append(entry.pid)
+            continue
+        if not started_here(entry):  # a forged or stale file naming another process: never signalled
+            result.not_started.append(entry.public_url)
             continue
         outcome = stop_group(entry.pid, grace)
         {"stopped": result.stopped, "killed": result.killed, "gone": result.already_gone}[outcome].append(
