@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+ESCAPED = "escaped the run's process tree (found by the run's token):"  # a note that reaches the row
+
 
 @dataclass
 class Outcome:
