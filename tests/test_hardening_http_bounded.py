@@ -115,7 +115,7 @@ def test_every_http_read_is_bounded_in_serve_status(tmp_path, hostile, mode):
 def test_every_http_read_is_bounded_in_blocking_probes(hostile, mode):
     from urllib.parse import urlsplit
 
-    from ngrp_lib.collect.gym_run import fetch_json
+    from ngrp_lib.collect.gym_targets import fetch_json
     from ngrp_lib.serve.run import healthy
 
     hostile["mode"] = mode
