@@ -14,11 +14,13 @@ with the expected answer read from the input row.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from ..artifacts.items import CALL, Item, input_items, output_items
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -221,6 +223,20 @@ class RolloutDigest:
     expected_answer: Any
     verifier: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
+    items: list[Item] = field(default_factory=list)  # response.output in order, with turn numbers
+    input_items: list[Item] = field(default_factory=list)  # the input conversation
+
+    @property
+    def n_turns(self) -> int:
+        return self.items[-1].turn if self.items else 0
+
+    def tool_texts(self) -> Iterator[str]:
+        """Tool names, arguments and outputs: what `--grep` and the viewer's search also read."""
+        for item in self.items:
+            if item.name is not None:
+                yield item.name
+            if item.kind in (CALL, "function_call_output"):
+                yield item.text
 
     @property
     def rollout_id(self) -> str:
@@ -252,11 +268,28 @@ class RolloutDigest:
                 "reasoning": len(self.reasoning),
             },
             "n_tool_calls": self.n_tool_calls,
+            "n_turns": self.n_turns,
+            "items": [item_json(item, max_chars) for item in self.items],
+            "input": [item_json(item, max_chars) for item in self.input_items],
             "extracted_answer": self.extracted_answer,
             "expected_answer": self.expected_answer,
             "verifier": self.verifier,
             "response_text": self.response_text,
         }
+
+
+def item_json(item: Item, max_chars: int | None = None) -> dict[str, Any]:
+    """An output or input item as `inspect --json` writes it (schemas/inspect_rollout.schema.json)."""
+    return {
+        "turn": item.turn,
+        "type": item.kind,
+        "role": item.role,
+        "name": item.name,
+        "call_id": item.call_id,
+        "arguments_valid": item.arguments_valid,
+        "text": cut_middle(item.text, max_chars),
+        "chars": len(item.text),
+    }
 
 
 def is_passed(reward: float | None, masked: bool, threshold: float) -> bool | None:
@@ -282,6 +315,7 @@ def digest(
     """Digest one rollout row (joined with its materialized input row when there is one)."""
     response = row.get("response")
     final, reasoning = final_and_reasoning(response)
+    items = output_items(response)
     tokens, reasoning_tokens = token_counts(row)
     reward = reward_of(row)
     masked = row.get("mask_sample") is True
@@ -304,9 +338,11 @@ def digest(
         final_text=final,
         reasoning=reasoning,
         response_text=response_text(response),
-        n_tool_calls=sum(1 for item in _items(response) if item.get("type") == "function_call"),
+        n_tool_calls=sum(1 for item in items if item.kind == CALL),
         extracted_answer=_short(row.get(EXTRACTED_KEY)),
         expected_answer=_short(expected),
         verifier=verifier_fields(row, input_row, answer_key),
         failure=_failure(row),
+        items=items,
+        input_items=input_items(source.get("responses_create_params") or row.get("responses_create_params")),
     )
