@@ -10,7 +10,8 @@ Invalid arguments get Gym's own tool output (`{"error": "Invalid tool call argum
 
 Defects (one per rollout, by name) plant what the agent health checks look for:
 bad_args, tool_error, loop, no_answer (stopped at max_steps after a tool call), overflow (the server said
-the context window is full), missing_component (a component left out of reward_components).
+the context window is full), missing_component (a component left out of reward_components), script (a
+`<script>` in turn 1's tool name, argument key and tool output).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ TOOL = {
     },
 }
 COMPONENTS = ("correctness", "format")
+SCRIPT = "<script>window.__pwned = 1; document.title = 'pwned'</script>"
 
 
 def _params(task: int) -> dict[str, Any]:
@@ -106,7 +108,11 @@ def _turns(task: int, rollout: int, turns: int, chars: int, defect: str | None) 
             output = orjson.dumps({"error": "Invalid tool call arguments: JSONDecodeError('x')"}).decode()
         elif defect == "tool_error" and turn == min(3, turns - 1):
             output = orjson.dumps({"detail": "page out of range"}).decode()
-        items.append(_call(key, turn, args))
+        name = "search_docs"
+        if defect == "script" and turn == 1:  # run text in a tool name, an argument key and an output
+            name, args = "search" + SCRIPT, orjson.dumps({SCRIPT: "x"}).decode()
+            output = "found: " + SCRIPT
+        items.append(_call(key, turn, args, name))
         items.append(_output(key, turn, output))
     if defect != "no_answer":
         items.append(_reasoning(key, turns, "answer now"))

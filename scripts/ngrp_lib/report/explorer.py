@@ -20,6 +20,7 @@ from ..inspect.select import pick_examples
 from ..inspect.tasks import summarize, tally
 from ..view.markup import Markup, escape, join, static_text
 from ..view.pages import plain_header, rollout_card, summary_text, task_table
+from ..view.turns import input_html
 
 TEXT_BUDGET = 1_000_000  # characters of rollout text in the whole section
 MIN_CHARS, MAX_CHARS = 200, 1200  # per text of an example
@@ -145,7 +146,9 @@ def _task_section(t: dict[str, Any], chars: int) -> Markup:
         + summary_text(t)
         + Markup("</p><pre class='text'>")
         + cut_middle(t["examples"][0]["prompt"], chars)
-        + Markup("</pre><div class='rollouts'>")
+        + Markup("</pre>")
+        + input_html(t["examples"][0]["input"])
+        + Markup("<div class='rollouts'>")
         + join(rollout_card(card) for card in t["examples"])
         + Markup("</div></section>")
     )

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from .markup import Markup, escape, join, render
+from .turns import input_html, turns_html
 
 KEYS = {
     "tasks": "j/k move, Enter open, / search, n/p page",
@@ -135,7 +136,8 @@ def rollout_card(r: dict[str, Any]) -> Markup:
         for k, v in r["verifier"].items()
     )
     reasoning = Markup("")
-    if r["reasoning"]:
+    turns = turns_html(r)
+    if r["reasoning"] and not turns:  # an agent's reasoning is shown turn by turn
         reasoning = (
             Markup('<details class="reasoning"><summary>reasoning (')
             + escape(f"{r['chars']['reasoning']:,}")
@@ -163,6 +165,7 @@ def rollout_card(r: dict[str, Any]) -> Markup:
         verifier=verifier,
         failure=failure,
         reasoning=reasoning,
+        turns=turns,
         final_text=r["final_text"] or "(empty)",
     )
 
@@ -300,6 +303,7 @@ def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
         agent_label=f" (agent {t['agent']})" if t["agent"] is not None else "",
         summary=summary_text(t),
         prompt=data["prompt"],
+        conversation=input_html(data["rollouts"][0]["input"] if data["rollouts"] else []),
         expected=fmt(data["expected_answer"]),
         fields=_fields(data["input_fields"]),
         n_rollouts=len(data["rollouts"]),
@@ -397,6 +401,7 @@ def compare_task_page(data: dict[str, Any]) -> Markup:
         b_rate=_count(p["b"]),
         summary=summary,
         prompt=prompt,
+        conversation=input_html(data["a"]["rollouts"][0]["input"] if data["a"]["rollouts"] else []),
         a_run=data["a"]["run"],
         b_run=data["b"]["run"],
         a_rollouts=join(rollout_card(r) for r in data["a"]["rollouts"]),
