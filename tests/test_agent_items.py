@@ -149,3 +149,28 @@ def test_grep_reads_tool_names_arguments_and_outputs(run, run_ngrp, pattern, exp
     assert res.returncode == 0, res.stderr
     found = [(j["_ng_task_index"], j["_ng_rollout_index"]) for j in map(json.loads, res.stdout.splitlines())]
     assert found == expected
+
+
+def test_task_table_counts_mean_turns_and_tool_calls(tmp_path, run_ngrp):
+    """Task 0: 4 turns and 3 turns (no answer: the last turn is dropped), 3 calls each; task 1: 2 and 5."""
+    from agent_rows import materialized
+
+    folder = tmp_path / "means"
+    folder.mkdir()
+    rows = [
+        agent_row(0, 0, turns=4),  # 4 turns, 3 calls
+        agent_row(0, 1, turns=4, defect="no_answer"),  # 3 turns, 3 calls
+        agent_row(1, 0, turns=2),  # 2 turns, 1 call
+        agent_row(1, 1, turns=5),  # 5 turns, 4 calls
+    ]
+    (folder / "rollouts.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    inputs = [materialized(t, r) for t in range(2) for r in range(2)]
+    (folder / "rollouts_materialized_inputs.jsonl").write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in inputs)
+    )
+    res = run_ngrp("inspect", str(folder / "rollouts.jsonl"), "--json", "--limit", "0")
+    tasks = {j["_ng_task_index"]: j["task"] for j in map(json.loads, res.stdout.splitlines())}
+    assert (tasks[0]["mean_turns"], tasks[0]["mean_tool_calls"]) == (3.5, 3.0)
+    assert (tasks[1]["mean_turns"], tasks[1]["mean_tool_calls"]) == (3.5, 2.5)
+    text = run_ngrp("inspect", str(folder / "rollouts.jsonl"), "--task", "1").stdout
+    assert "mean turns 3.5, mean tool calls 2.5" in text

@@ -34,6 +34,8 @@ def task_header(t: dict[str, Any]) -> str:
     parts = [rate, f"band {t['band'].replace('_', '-')}", f"mean reward {_num(t['mean_reward'])}"]
     if t["mean_output_tokens"] is not None:
         parts.append(f"mean output tokens {t['mean_output_tokens']:.0f}")
+    if t.get("mean_tool_calls"):
+        parts.append(f"mean turns {t['mean_turns']:.3g}, mean tool calls {t['mean_tool_calls']:.3g}")
     parts.append(f"truncated {t['n_truncated']}/{t['n_rollouts']}")
     if t["expected"] is not None:
         parts.append(f"{t['n_rollouts']} of {t['expected']} rollouts")

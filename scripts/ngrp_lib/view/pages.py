@@ -28,6 +28,7 @@ COLUMNS = (
     ("pass_rate", "pass rate [95% CI]"),
     ("mean_reward", "mean reward"),
     ("tokens", "mean tokens"),
+    ("turns", "turns / calls"),
     ("truncated", "truncated"),
     ("band", "band"),
 )
@@ -99,10 +100,19 @@ def task_row(t: dict[str, Any], url: str | None) -> Markup:
         ci=ci,
         mean_reward=fmt(t["mean_reward"]),
         tokens="n/a" if tokens is None else f"{tokens:.0f}",
+        turns=_turns_cell(t),
         truncated=_share(t["truncated_share"]),
         band=t["band"],
         band_label=t["band"].replace("_", "-"),
     )
+
+
+def _turns_cell(t: dict[str, Any]) -> str:
+    """Mean model turns / mean tool calls per rollout."""
+    turns, calls = t.get("mean_turns"), t.get("mean_tool_calls")
+    if turns is None:
+        return "n/a"
+    return f"{turns:.3g} / {calls:.3g}"
 
 
 def task_table(
@@ -110,7 +120,7 @@ def task_table(
 ) -> Markup:
     headers = join(header(key, label) for key, label in COLUMNS)
     body = join(task_row(t, url(t)) for t in rows) or Markup(
-        "<tr><td colspan='9' class='empty'>no task matches</td></tr>"
+        "<tr><td colspan='10' class='empty'>no task matches</td></tr>"
     )
     return render("task_table", headers=headers, rows=body)
 
@@ -179,6 +189,8 @@ def summary_text(t: dict[str, Any]) -> str:
     ]
     if t["mean_output_tokens"] is not None:
         parts.append(f"mean output tokens {t['mean_output_tokens']:.0f}")
+    if t.get("mean_tool_calls"):
+        parts.append(f"mean turns {t['mean_turns']:.3g}, mean tool calls {t['mean_tool_calls']:.3g}")
     parts.append(f"truncated {t['n_truncated']}/{t['n_rollouts']}")
     if t["expected"] is not None:
         parts.append(f"{t['n_rollouts']} of {t['expected']} expected rollouts")
