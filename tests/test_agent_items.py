@@ -12,7 +12,7 @@ import pytest
 from agent_rows import agent_row, tool_output, write_run
 from jsonschema import Draft202012Validator
 
-from ngrp_lib.artifacts.items import input_items, output_items, pretty_arguments, turns_and_calls
+from ngrp_lib.artifacts.items import pretty_arguments, readable_input, readable_output, turns_and_calls
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "schemas" / "inspect_rollout.schema.json").read_text())
@@ -20,7 +20,7 @@ GYM_MULTIREWARD = REPO / "tests" / "golden" / "agent" / "example_tool_call_multi
 
 
 def test_turns_follow_model_calls():
-    items = output_items(agent_row(0, 0, turns=3)["response"])
+    items = readable_output(agent_row(0, 0, turns=3)["response"])
     kinds = [(i.turn, i.kind) for i in items]
     assert kinds == [
         (1, "reasoning"), (1, "function_call"), (1, "function_call_output"),
@@ -39,7 +39,7 @@ def test_a_user_message_between_replies_opens_a_new_turn():
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "stand"}]},
         ]
     }
-    items = output_items(response)
+    items = readable_output(response)
     assert [(i.turn, i.role, i.text) for i in items] == [
         (1, "assistant", "hit"),
         (1, "user", "Your hand: 16"),
@@ -58,7 +58,7 @@ def test_two_calls_in_one_reply_are_one_turn():
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
         ]
     }
-    assert [i.turn for i in output_items(response)] == [1, 1, 1, 1, 2]
+    assert [i.turn for i in readable_output(response)] == [1, 1, 1, 1, 2]
     assert turns_and_calls(response) == (2, 2)
 
 
@@ -71,17 +71,17 @@ def test_arguments_pretty_printed_or_kept_as_written():
 
 def test_input_conversation_read_whole():
     row = agent_row(5, 0)
-    items = input_items(row["responses_create_params"])
+    items = readable_input(row["responses_create_params"])
     assert [(i.turn, i.role, i.kind) for i in items] == [(0, "developer", "message"), (0, "user", "message")]
     assert items[1].text == "Which page documents feature 5?"
-    assert [i.text for i in input_items({"input": "plain prompt"})] == ["plain prompt"]
+    assert [i.text for i in readable_input({"input": "plain prompt"})] == ["plain prompt"]
 
 
 def test_gym_committed_example_rows_read():
     """Three rows of Gym's committed example_tool_call_multireward rollouts (copied, small)."""
     rows = [orjson.loads(line) for line in GYM_MULTIREWARD.read_bytes().splitlines()]
     for row in rows:
-        items = output_items(row["response"])
+        items = readable_output(row["response"])
         calls = [i for i in items if i.kind == "function_call"]
         assert calls and all(i.name == "get_weather" and i.arguments_valid for i in calls)
         outputs = [i for i in items if i.kind == "function_call_output"]

@@ -9,10 +9,11 @@ import os
 
 import pytest
 
+from ngrp_lib.artifacts.response import response_text
 from ngrp_lib.collect import convert, verify
+from ngrp_lib.collect.failover import make_router
 from ngrp_lib.collect.routing import (
     Endpoint,
-    Router,
     load_endpoint_files,
     load_endpoints,
     normalize_base_url,
@@ -20,7 +21,6 @@ from ngrp_lib.collect.routing import (
 )
 from ngrp_lib.collect.state import CollectorLock
 from ngrp_lib.errors import InputError, UsageError
-from ngrp_lib.inspect.digest import response_text
 
 # ---- verifiers ------------------------------------------------------------------------------------
 
@@ -260,8 +260,9 @@ def test_base_urls_and_credentials():
 
 
 def test_router_keeps_task_repeats_together():
+    """The live router's home rule (failover.FailoverRouter: task t to server t % n)."""
     endpoints = [Endpoint(f"http://h{i}/v1", "m") for i in range(3)]
-    router = Router(endpoints)
+    router = make_router(endpoints, concurrency=3)
     assert {router.endpoint_for(5).base_url for _ in range(4)} == {"http://h2/v1"}
     assert [router.endpoint_for(t).base_url for t in range(3)] == [e.base_url for e in endpoints]
 

@@ -8,7 +8,8 @@ Environments that speak for the user (blackjack) put `message` items with role `
 A turn is one model call. Items the model writes (reasoning, an assistant message, a function call) belong
 to the current turn; an item the model did not write (a tool's output, a user message) ends it, so the next
 model item opens turn n+1. The input conversation (`responses_create_params.input`) is read by the same
-rules with turn 0.
+rules with turn 0. The texts, finish and usage of a response are `response`'s (beside this module); this
+module reads the same output items as steps.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from .response import parts_text
 
 REASONING, MESSAGE, CALL, CALL_OUTPUT = "reasoning", "message", "function_call", "function_call_output"
 MODEL_ROLES = (None, "assistant")
@@ -41,17 +44,9 @@ class Item:
         return self.kind in (REASONING, CALL) or (self.kind == MESSAGE and self.role in MODEL_ROLES)
 
 
-def parts_text(parts: Any) -> str:
-    """The text of a content value: a string, or a list of parts with a `text` (any text part type)."""
-    if isinstance(parts, str):
-        return parts
-    if not isinstance(parts, list):
-        return ""
-    return "".join(
-        p["text"]
-        for p in parts
-        if isinstance(p, dict) and p.get("type", "text") in TEXT_PARTS and isinstance(p.get("text"), str)
-    )
+def text_of(parts: Any) -> str:
+    """The text of a content value: a string, or the parts of any text type, joined."""
+    return parts_text(parts, TEXT_PARTS)
 
 
 def pretty_arguments(raw: Any) -> tuple[str, bool]:
@@ -83,11 +78,11 @@ def read_item(item: dict, turn: int) -> Item:
         return Item(turn, kind, None, text, _str(item.get("name")), _str(item.get("call_id")), valid)
     if kind == CALL_OUTPUT:
         output = item.get("output")
-        text = output if isinstance(output, str) else parts_text(output)
+        text = output if isinstance(output, str) else text_of(output)
         return Item(turn, kind, None, text, call_id=_str(item.get("call_id")))
     if kind == REASONING:
-        return Item(turn, kind, None, parts_text(item.get("summary")) + parts_text(item.get("content")))
-    return Item(turn, kind, role, parts_text(item.get("content")))
+        return Item(turn, kind, None, text_of(item.get("summary")) + text_of(item.get("content")))
+    return Item(turn, kind, role, text_of(item.get("content")))
 
 
 def read_items(items: Any, *, numbered: bool = True) -> list[Item]:
@@ -112,12 +107,12 @@ def read_items(items: Any, *, numbered: bool = True) -> list[Item]:
     return out
 
 
-def output_items(response: Any) -> list[Item]:
+def readable_output(response: Any) -> list[Item]:
     """The items of `response.output` in order, with their turn numbers."""
     return read_items(response.get("output") if isinstance(response, dict) else None)
 
 
-def input_items(params: Any) -> list[Item]:
+def readable_input(params: Any) -> list[Item]:
     """The input conversation of `responses_create_params` (system, user and earlier turns), turn 0."""
     return read_items(params.get("input") if isinstance(params, dict) else None, numbered=False)
 

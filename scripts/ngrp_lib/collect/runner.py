@@ -22,10 +22,10 @@ from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP
 from ..artifacts.redact import Redactor, masked_errors
 from ..errors import InputError, UsageError
-from . import gym_backend
+from . import gym_run
 from .direct import DirectRun
-from .gym_backend import GymRun, check_agents
-from .gym_run import GymTargets, resolve_gym_url
+from .gym_run import GymRun, check_agents
+from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import materialize, read_task_lines, sha256_file
@@ -223,7 +223,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
     if options.gym_url:
         if options.skip_preflight:
             return Servers(targets=await asyncio.to_thread(resolve_gym_url, options.gym_url))
-        targets, checks = await gym_backend.preflight(session, options.gym_url, timeout)
+        targets, checks = await gym_run.preflight(session, options.gym_url, timeout)
         return Servers(checks=checks, targets=targets)
     if options.skip_preflight:
         return Servers(endpoints=options.endpoints)
