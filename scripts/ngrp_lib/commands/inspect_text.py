@@ -74,6 +74,10 @@ def rollout_block(s: Shown, max_chars: int | None, rollouts_name: str) -> list[s
     lines.append(
         f"     {'extracted':<{LABEL}}{_num(d.extracted_answer)}   expected: {_num(d.expected_answer)}"
     )
+    if d.components is not None:
+        lines.append(
+            f"     {'components':<{LABEL}}" + "  ".join(f"{k}={_num(v)}" for k, v in d.components.items())
+        )
     if d.verifier:
         lines.append(
             f"     {'verifier':<{LABEL}}" + "  ".join(f"{k}={_num(v)}" for k, v in d.verifier.items())

@@ -31,7 +31,7 @@ DEFAULT_ANSWER_KEY = "expected_answer"
 # Fields of a rollout row that are not the verifier's: the request and reply, identity and routing stamps.
 ENVELOPE = frozenset(
     {"response", "responses_create_params", "reward", "mask_sample", "failure_kind", "failure_reason"}
-    | {"agent_ref", "task_source", "skills_ref", EXTRACTED_KEY}
+    | {"agent_ref", "task_source", "skills_ref", EXTRACTED_KEY, "reward_components"}
 )
 MAX_FIELD_CHARS = 300  # a verifier field that is an object or a long string is cut to this
 CUT_SLACK = 40  # a text only a little over the budget is kept whole (the marker is as long as the cut)
@@ -112,6 +112,7 @@ class RolloutDigest:
     failure: str | None = None
     items: list[Item] = field(default_factory=list)  # response.output in order, with turn numbers
     input_items: list[Item] = field(default_factory=list)  # the input conversation
+    components: dict[str, Any] | None = None  # reward_components as the row holds it
 
     @property
     def n_turns(self) -> int:
@@ -156,6 +157,7 @@ class RolloutDigest:
             },
             "n_tool_calls": self.n_tool_calls,
             "n_turns": self.n_turns,
+            "reward_components": self.components,
             "items": [item_json(item, max_chars) for item in self.items],
             "input": [item_json(item, max_chars) for item in self.input_items],
             "extracted_answer": self.extracted_answer,
@@ -189,6 +191,11 @@ def _failure(row: dict) -> str | None:
     if not kind and not reason:
         return None
     return ": ".join(str(x) for x in (kind, reason) if x)
+
+
+def _components(value: Any) -> dict[str, Any] | None:
+    """reward_components when it is an object (each value as written: a missing or odd one shows as such)."""
+    return {str(k): _short(v) for k, v in value.items()} if isinstance(value, dict) else None
 
 
 def digest(
@@ -231,6 +238,7 @@ def digest(
         verifier=verifier_fields(row, input_row, answer_key),
         failure=_failure(row),
         items=items,
+        components=_components(row.get("reward_components")),
         input_items=readable_input(
             source.get("responses_create_params") or row.get("responses_create_params")
         ),

@@ -145,6 +145,14 @@ def rollout_card(r: dict[str, Any]) -> Markup:
         Markup("<dt>") + escape(k) + Markup("</dt><dd><code>") + escape(fmt(v)) + Markup("</code></dd>")
         for k, v in r["verifier"].items()
     )
+    if r.get("reward_components") is not None:
+        parts = "  ".join(f"{k}={fmt(v)}" for k, v in r["reward_components"].items())
+        verifier = (
+            Markup("<dt>components</dt><dd><code class='components'>")
+            + parts
+            + Markup("</code></dd>")
+            + verifier
+        )
     reasoning = Markup("")
     turns = turns_html(r)
     if r["reasoning"] and not turns:  # an agent's reasoning is shown turn by turn
