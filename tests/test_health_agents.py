@@ -137,3 +137,16 @@ def test_gym_committed_rows_are_healthy():
     for line in path.read_bytes().splitlines():
         row = orjson.loads(line)
         assert [f["check"] for f in _findings(row) if f["check"].startswith("ngrp/tool")] == []
+
+
+def test_an_agents_summed_usage_is_not_compared_with_the_per_call_cap():
+    """Gym's agent sums usage over its model calls; max_output_tokens caps each call. Ten turns of 40
+    tokens (400 in all) under a cap of 256 is no stop at the cap; one call of 400 is."""
+    row = agent_row(0, 0, turns=10)
+    assert row["response"]["usage"]["output_tokens"] == 400
+    assert _findings(row) == []
+    single = agent_row(0, 0, turns=1)
+    single["response"]["usage"]["output_tokens"] = 400
+    assert [f["check"] for f in _findings(single)] == ["ngrp/truncated_at_token_cap"]
+    row["response"]["incomplete_details"] = {"reason": "max_output_tokens"}  # the server says a call was cut
+    assert [f["check"] for f in _findings(row)] == ["ngrp/truncated_at_token_cap"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..artifacts.items import turns_and_calls
 from ..artifacts.names import USAGE_MISSING
 from ..artifacts.response import (
     FAILED_STATUSES,
@@ -277,6 +278,8 @@ def _response_checks(
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
     answer, reasoning = final_and_reasoning(response)  # the one reading of both every command shares
+    if cap is not None and completion is not None and completion >= cap and turns_and_calls(response)[0] > 1:
+        cap = None  # an agent's usage sums its model calls (Gym accumulates it); the cap is per call
     if not explained and (
         response.get("incomplete_details")
         or (cap is not None and completion is not None and completion >= cap)
