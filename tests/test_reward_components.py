@@ -135,3 +135,24 @@ def test_inspect_shows_components_per_rollout(tmp_path, run_ngrp):
     assert "reward_components" not in line["verifier"]
     text = run_ngrp("inspect", str(folder / "rollouts.jsonl")).stdout
     assert "components correctness=1  format=0" in text
+
+
+def test_profile_adds_per_task_component_means_after_gyms_keys(profiled):
+    rows = [orjson.loads(line) for line in (profiled / "rollouts.jsonl").read_bytes().splitlines()]
+    profile = [
+        orjson.loads(line)
+        for line in (profiled / "rollouts_reward_profiling.jsonl").read_bytes().splitlines()
+    ]
+    for prow in profile:
+        task = prow["_ng_task_index"]
+        mine = [r["reward_components"] for r in rows if r["_ng_task_index"] == task]
+        for name in ("correctness", "format"):
+            values = [c[name] for c in mine if name in c]
+            assert prow[f"ngrp/component_mean/{name}"] == pytest.approx(sum(values) / len(values))
+            assert prow[f"ngrp/component_n/{name}"] == len(values)
+        missing = prow.get("ngrp/component_missing/format")
+        assert missing == (1 if task == 2 else None), "missing counted, never a zero"
+        keys = list(prow)
+        assert keys.index("ngrp/pass_threshold") < keys.index("ngrp/component_mean/correctness")
+        gym_keys = [k for k in keys if not k.startswith("ngrp/")]
+        assert keys[: len(gym_keys)] == gym_keys, "Gym's keys first and unchanged"
