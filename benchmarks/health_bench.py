@@ -9,6 +9,10 @@ Wall time and CPU time of this process are both reported: on a machine shared wi
 clock swings with their load, the CPU seconds do not (both runs are single-threaded and read from cache).
 
     python3 benchmarks/health_bench.py [--rows 80000] [--repeat 3] [--text-chars 0] [--json]
+    python3 benchmarks/health_bench.py --agent --rows 20000 --turns 20 --tool-chars 2000   # agent rollouts
+
+`--agent` times the same call on Gym-shaped simple-agent rows (benchmarks/agent_run.py), where the agent
+checks read every output item; every 50th rollout carries a planted agent defect.
 """
 
 from __future__ import annotations
@@ -68,15 +72,24 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--text-chars", type=int, default=0, help="pad each reasoning text to this length")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--agent", action="store_true", help="Agent rollouts (see --turns, --tool-chars).")
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--tool-chars", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rollouts, inputs = Path(tmp) / "rollouts.jsonl", Path(tmp) / "rollouts_materialized_inputs.jsonl"
-        write_rows(rollouts, args.rows)
-        prepare(rollouts, inputs, args.text_chars)
+        if args.agent:
+            from agent_run import write_agent_run
+
+            write_agent_run(Path(tmp), args.rows, args.turns, args.tool_chars)
+        else:
+            write_rows(rollouts, args.rows)
+            prepare(rollouts, inputs, args.text_chars)
         size_mb = (rollouts.stat().st_size + inputs.stat().st_size) / 1e6
         result = run_health(inputs, rollouts)
-        capped = result.affected["ngrp/truncated_at_token_cap"]
-        assert capped == -(-args.rows // 100), result.affected
+        if not args.agent:
+            capped = result.affected["ngrp/truncated_at_token_cap"]
+            assert capped == -(-args.rows // 100), result.affected
         floors, healths, cpu_floors, cpu_healths = [], [], [], []
         for _ in range(args.repeat):  # interleaved, so a burst of load on the machine hits both
             for walls, cpus, work in (

@@ -11,6 +11,10 @@ server's resident memory (VmRSS, and the kernel's peak VmHWM) after each request
 same file is timed too, with its peak RSS. No figure is asserted: they go into benchmarks/README.md.
 
     python3 benchmarks/view_bench.py [--rows 200000] [--text-chars 2000] [--pages 200] [--json]
+    python3 benchmarks/view_bench.py --agent --rows 20000 --turns 20 --tool-chars 2000   # agent rollouts
+
+`--agent` writes Gym-shaped simple-agent rows instead (benchmarks/agent_run.py): `--turns` model turns, each
+but the last calling a tool whose output is about `--tool-chars` characters.
 """
 
 from __future__ import annotations
@@ -117,7 +121,7 @@ def timed(fn) -> tuple[float, object]:
     return time.perf_counter() - start, value
 
 
-def bench_view(rollouts: Path, cache: Path, pages: int) -> dict:
+def bench_view(rollouts: Path, cache: Path, pages: int, agent: str = "math_simple_agent") -> dict:
     out: dict = {}
     server = Server(rollouts, cache)
     server.get("/")
@@ -138,7 +142,7 @@ def bench_view(rollouts: Path, cache: Path, pages: int) -> dict:
     task_latency = []
     for _ in range(pages // 4):
         task = rng.randint(0, total * 50 - 1)
-        seconds, _ = timed(lambda t=task: server.get(f"/task/{t}?a=math_simple_agent"))
+        seconds, _ = timed(lambda t=task: server.get(f"/task/{t}?a={agent}"))
         task_latency.append(seconds)
         tasks_seen.append(task)
         rss.append(memory(server.process.pid)[0])
@@ -248,15 +252,24 @@ def main() -> int:
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--keep", type=Path, help="Generate the run into this folder once and reuse it.")
+    parser.add_argument("--agent", action="store_true", help="Agent rollouts (see --turns, --tool-chars).")
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--tool-chars", type=int, default=2000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         rollouts = folder / "rollouts.jsonl"
         if not rollouts.is_file():
             folder.mkdir(parents=True, exist_ok=True)
-            write_run(folder, args.rows, args.text_chars)
+            if args.agent:
+                from agent_run import write_agent_run
+
+                write_agent_run(folder, args.rows, args.turns, args.tool_chars)
+            else:
+                write_run(folder, args.rows, args.text_chars)
         result = {"rows": args.rows, "file_mb": rollouts.stat().st_size / 2**20}
-        result.update(bench_view(rollouts, Path(tmp) / "cache", args.pages))
+        agent = "docs_simple_agent" if args.agent else "math_simple_agent"
+        result.update(bench_view(rollouts, Path(tmp) / "cache", args.pages, agent))
         result.update(bench_inspect(rollouts))  # before critical_path grows this process (a forked child's
         result.update(critical_path(rollouts, Path(tmp)))  # peak RSS counts its parent's pages before exec)
     if args.json:

@@ -136,3 +136,18 @@ def test_same_verdicts_as_gym_on_real_gym_rows(gym_bin, tmp_path, run_ngrp, gold
     shutil.copy(stack / "rollouts_2rows.jsonl", tmp_path / "run" / "rollouts.jsonl")
     shutil.copy(stack / "rollouts_materialized_inputs.jsonl", tmp_path / "run")
     assert_agreement(*_both(gym_bin, run_ngrp, tmp_path))
+
+
+def test_same_verdicts_as_gym_on_agent_rows(gym_bin, tmp_path, run_ngrp):
+    """Gym-shaped agent rows with every planted agent defect: where Gym evaluates a check both agree, and
+    ngrp's agent checks find the defects Gym leaves unobserved without its trajectory capture."""
+    from agent_rows import write_run as write_agent_run
+
+    defects = {(0, 1): "bad_args", (1, 2): "tool_error", (2, 3): "loop", (3, 0): "no_answer"}
+    rollouts = write_agent_run(tmp_path / "run", tasks=5, repeats=4, turns=10, defects=defects)
+    _broken_lines(rollouts)
+    gym, ours = _both(gym_bin, run_ngrp, tmp_path)
+    assert_agreement(gym, ours)
+    issues = ours[0]["run"]["issues"]
+    assert [issues[c] for c in ("ngrp/tool_arguments_invalid", "ngrp/tool_output_error")] == [1, 1]
+    assert [issues[c] for c in ("ngrp/tool_call_loop", "ngrp/ended_on_tool_call")] == [1, 1]

@@ -12,6 +12,7 @@ Texts
   the reasoning (models served without a reasoning parser write their thoughts into the message), and the
   text of the `reasoning` items (summaries and content), then any inline block.
 - `has_content`, `made_tool_call`, `function_call_count`: whether it said anything, called a tool, how often.
+- Every item in order with its turn number (an agent's steps): `artifacts.items`, beside this module.
 
 Finish
 - `finish`: `incomplete` when the response says so or carries `incomplete_details` (the length limit:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..artifacts.items import turns_and_calls
 from ..artifacts.names import USAGE_MISSING
 from ..artifacts.response import (
     FAILED_STATUSES,
@@ -28,6 +29,7 @@ from ..artifacts.response import (
     stop_reason,
 )
 from ..errors import UsageError
+from .agent_checks import CONTEXT_FULL, agent_findings, context_overflow
 from .health_text import find_loop
 
 ROLLOUT, TASK = "rollout", "task"
@@ -98,6 +100,26 @@ REGISTRY: tuple[Check, ...] = (
         "extracted_answer is null or blank (rows without it: not applicable)",
     ),
     Check(
+        "ngrp/tool_arguments_invalid", ROLLOUT, "response.output",
+        "a tool call's arguments are not a valid JSON object",
+    ),
+    Check(
+        "ngrp/tool_output_error", ROLLOUT, "response.output",
+        "a tool output reports an error (JSON error/detail object, or Error:/Traceback text)",
+    ),
+    Check(
+        "ngrp/tool_call_loop", ROLLOUT, "response.output",
+        "the same tool call (name and arguments) made --tool-loop-min-repeats times or more",
+    ),
+    Check(
+        "ngrp/ended_on_tool_call", ROLLOUT, "response.output",
+        "the last item is a tool call or its output: no final answer after it",
+    ),
+    Check(
+        "ngrp/context_window_exceeded", ROLLOUT, "response.error, incomplete_details, failure_reason",
+        "the server said the context window is full",
+    ),
+    Check(
         "task_consistently_unhealthy", TASK, "rollout verdicts",
         "every judged repeat of the task is unhealthy (2 or more judged)",
     ),
@@ -119,6 +141,10 @@ RESPONSE_IDS = (
     "ngrp/empty_final_answer",
     "ngrp/reasoning_without_final_answer",
     "ngrp/repetition_loop",
+    "ngrp/tool_arguments_invalid",
+    "ngrp/tool_output_error",
+    "ngrp/tool_call_loop",
+    "ngrp/ended_on_tool_call",
 )
 # Checks with a condition under which they do not apply (counted as not applicable, not unobserved).
 CONDITIONAL_IDS = ("ngrp/answer_not_extracted",)
@@ -146,8 +172,11 @@ class Settings:
     ignored: frozenset[str] = frozenset()
     loop_min_repeats: int = 10
     loop_min_chars: int = 200
+    tool_loop_min_repeats: int = 3
 
     def check(self) -> None:
+        if self.tool_loop_min_repeats < 2:
+            raise UsageError("--tool-loop-min-repeats must be at least 2")
         if self.loop_min_repeats < 2:
             raise UsageError("--loop-min-repeats must be at least 2")
         if self.loop_min_chars < 1:
@@ -202,8 +231,13 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     explained = False
     if type(response) is dict:
         explained = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
+        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings)
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
+    if CONTEXT_FULL not in ignored:
+        overflow = context_overflow(row, response if type(response) is dict else None)
+        if overflow is not None:
+            findings.append(finding(CONTEXT_FULL, overflow))
     reward = row.get("reward", _ABSENT)
     if type(reward) in (int, float, bool):
         judged.zero_reward = reward == 0
@@ -244,6 +278,8 @@ def _response_checks(
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
     answer, reasoning = final_and_reasoning(response)  # the one reading of both every command shares
+    if cap is not None and completion is not None and completion >= cap and turns_and_calls(response)[0] > 1:
+        cap = None  # an agent's usage sums its model calls (Gym accumulates it); the cap is per call
     if not explained and (
         response.get("incomplete_details")
         or (cap is not None and completion is not None and completion >= cap)

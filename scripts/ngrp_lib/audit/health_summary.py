@@ -266,6 +266,7 @@ def _ngrp_block(acc: _Pass, judged: int, scan: RolloutScan, caps: dict, settings
         "settings": {
             "loop_min_repeats": settings.loop_min_repeats,
             "loop_min_chars": settings.loop_min_chars,
+            "tool_loop_min_repeats": settings.tool_loop_min_repeats,
         },
         "keys": {
             "expected": len(caps),

@@ -8,6 +8,7 @@ import click
 
 from ._common import (
     FINITE,
+    INPUT_FILE,
     PROFILE_PATH,
     FiniteFloat,
     bootstrap_option,
@@ -40,6 +41,12 @@ from ._common import (
     show_default=True,
     help="Effect (on the metric's scale) for 'tasks needed to detect it' at 80% power.",
 )
+@click.option(
+    "--rollouts-a",
+    type=INPUT_FILE,
+    help="Run A's rollouts, for reward components (default: X.jsonl beside X_reward_profiling.jsonl).",
+)
+@click.option("--rollouts-b", type=INPUT_FILE, help="Run B's rollouts, as --rollouts-a.")
 @bootstrap_option("Paired bootstrap replicates (tasks resampled).")
 @seed_option("Seed for the bootstrap and permutations.")
 @json_option
@@ -51,6 +58,8 @@ def command(
     pass_threshold: float | None,
     alpha: float,
     effect: float,
+    rollouts_a: Path | None,
+    rollouts_b: Path | None,
     n_bootstrap: int,
     seed: int,
     as_json: bool,
@@ -63,7 +72,8 @@ def command(
     Benjamini-Hochberg); pass@k and pass^k paired by task; the correlation of A's and B's per-task
     means; the minimum detectable effect at 80% power (z and t) and the tasks needed to detect
     --effect. Identical outcomes in both runs (the same rollouts or seed?) are reported as a finding,
-    with the MDE from the within-task variance.
+    with the MDE from the within-task variance. When both runs' rows carry `reward_components`
+    (--rollouts-a/-b, or the rollouts beside each profile): B - A per component, over tasks.
 
     \b
     Example:
@@ -88,5 +98,41 @@ def command(
         alpha=alpha,
         effect=effect,
     )
-    emit(result, as_json, render_compare)
+    result.reward_components = paired_components_of(
+        rollouts_a or rollouts_beside(profile_a), rollouts_b or rollouts_beside(profile_b)
+    )
+    emit(result, as_json, lambda r: "\n".join([render_compare(r), *paired_lines(r.reward_components)]))
     return 0
+
+
+def rollouts_beside(profile: Path) -> Path | None:
+    """`X.jsonl` beside `X_reward_profiling.jsonl`, when it exists."""
+    name = profile.name.removesuffix("_reward_profiling.jsonl")
+    candidate = profile.with_name(name + ".jsonl")
+    return candidate if name != profile.name and candidate.is_file() else None
+
+
+def paired_components_of(a: Path | None, b: Path | None) -> dict | None:
+    """B - A per reward component when both runs' rows carry `reward_components` (else None)."""
+    if a is None or b is None:
+        return None
+    from ..stats.components import paired_components, read_components
+
+    ra, rb = read_components(a), read_components(b)
+    if not (ra.n_with_components and rb.n_with_components):
+        return None
+    return paired_components(ra, rb)
+
+
+def paired_lines(summary: dict | None) -> list[str]:
+    if summary is None:
+        return []
+    lines = [
+        "",
+        f"reward components, B - A of per-task means ({summary['level']:.0%} t interval over tasks):",
+    ]
+    for c in summary["components"]:
+        diff = "n/a" if c["diff"] is None else f"{c['diff']:+.3f}"
+        ci = "" if c["ci_low"] is None else f" [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+        lines.append(f"  {c['name']}: {diff}{ci} over {c['n_tasks']} tasks")
+    return lines

@@ -61,6 +61,13 @@ output exists (use --overwrite), 3 a file cannot be read or the inputs hold a ma
     show_default=True,
     help="ngrp/repetition_loop: characters the copies must cover.",
 )
+@click.option(
+    "--tool-loop-min-repeats",
+    type=count(maximum=2**31),
+    default=3,
+    show_default=True,
+    help="ngrp/tool_call_loop: copies of one tool call (same name and arguments) that make a loop.",
+)
 @overwrite_option
 @json_option
 def command(
@@ -70,6 +77,7 @@ def command(
     ignore_checks: tuple[str, ...],
     loop_min_repeats: int,
     loop_min_chars: int,
+    tool_loop_min_repeats: int,
     overwrite: bool,
     as_json: bool,
 ) -> int:
@@ -87,7 +95,7 @@ def command(
     from ..audit.health import run_health
     from ..audit.health_checks import Settings, parse_ignored
 
-    settings = Settings(parse_ignored(ignore_checks), loop_min_repeats, loop_min_chars)
+    settings = Settings(parse_ignored(ignore_checks), loop_min_repeats, loop_min_chars, tool_loop_min_repeats)
     result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite)
     emit(result, as_json, render_text)
     return result.exit_code

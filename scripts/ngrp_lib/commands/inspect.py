@@ -27,7 +27,11 @@ FILE = INPUT_FILE
 @pass_threshold_option("Pass means reward >= X (default 1.0, as ngrp profile).")
 @click.option("--reward-min", type=FINITE, metavar="X", help="Only rollouts with reward >= X.")
 @click.option("--reward-max", type=FINITE, metavar="X", help="Only rollouts with reward <= X.")
-@click.option("--grep", metavar="REGEX", help="Only rollouts whose final text or reasoning matches REGEX.")
+@click.option(
+    "--grep",
+    metavar="REGEX",
+    help="Only rollouts whose final text, reasoning, tool names, tool arguments or tool outputs match REGEX.",
+)
 @click.option(
     "--where",
     multiple=True,
@@ -97,7 +101,10 @@ def command(
     profile row by (_ng_task_index, _ng_rollout_index), under a header per task with its pass rate, n and
     Wilson interval. Per rollout: key, agent, reward, output tokens, finish status (completed, or
     incomplete and why), the prompt's last user message, the reasoning apart from the final answer, and
-    the verifier's extracted answer next to the expected one. Streams: works on a run still being
+    the verifier's extracted answer next to the expected one. A rollout with tool calls or several turns
+    also shows its items in order by turn: reasoning, assistant text, each call with its name and
+    pretty-printed JSON arguments, and each tool output (--json: `items`, and `input` for the input
+    conversation). Streams: works on a run still being
     collected (a cut-off last line is skipped).
 
     \b

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..artifacts.items import Item
 from ..inspect.digest import cut_middle
 from ..inspect.run import InspectResult, Shown
 from ..inspect.task_line import task_summary
@@ -40,19 +41,54 @@ def rollout_block(s: Shown, max_chars: int | None, rollouts_name: str) -> list[s
     if d.failure:
         lines.append(f"     {'failure':<{LABEL}}{d.failure}")
     lines += _block("prompt", cut_middle(d.prompt, max_chars))
-    if d.reasoning:
+    agentic = d.n_tool_calls > 0 or d.n_turns > 1
+    if d.reasoning and not agentic:  # an agent's reasoning is shown turn by turn below
         lines += _block("reasoning", cut_middle(d.reasoning, max_chars))
     lines += _block("answer", cut_middle(d.final_text, max_chars))
     lines.append(
         f"     {'extracted':<{LABEL}}{short(d.extracted_answer)}   expected: {short(d.expected_answer)}"
     )
+    if d.components is not None:
+        lines.append(
+            f"     {'components':<{LABEL}}" + "  ".join(f"{k}={short(v)}" for k, v in d.components.items())
+        )
     if d.verifier:
         lines.append(
             f"     {'verifier':<{LABEL}}" + "  ".join(f"{k}={short(v)}" for k, v in d.verifier.items())
         )
-    if d.n_tool_calls:
-        lines.append(f"     {'tool calls':<{LABEL}}{d.n_tool_calls}")
+    if agentic:
+        lines.append(f"     {'turns':<{LABEL}}{d.n_turns}, {d.n_tool_calls} tool call(s)")
+        lines += turn_lines(d.items, max_chars)
     return lines
+
+
+ITEM_LABELS = {
+    "reasoning": "reasoning",
+    "message": "says",
+    "function_call": "calls",
+    "function_call_output": "tool output",
+}
+
+
+def item_label(item: Item) -> str:
+    """What an item is, in a few words: `calls get_weather`, `tool output`, `user says`."""
+    if item.kind == "function_call":
+        bad = "" if item.arguments_valid is not False else " (arguments not valid JSON)"
+        return f"calls {item.name or '(no name)'}{bad}"
+    if item.kind == "message":
+        return f"{item.role or 'assistant'} says"
+    return ITEM_LABELS.get(item.kind, item.kind)
+
+
+def turn_lines(items: list[Item], max_chars: int | None) -> list[str]:
+    """Each output item in order under its turn number, its text indented below it."""
+    out = []
+    for item in items:
+        call = f" ({item.call_id})" if item.call_id else ""
+        out.append(f"       [turn {item.turn}] {item_label(item)}{call}")
+        text = cut_middle(item.text, max_chars) if item.text else "(empty)"
+        out += ["           " + line for line in text.split("\n")]
+    return out
 
 
 def footer(r: InspectResult) -> str:

@@ -27,7 +27,7 @@ from ._common import (
 @click.option(
     "--rollouts",
     type=INPUT_FILE,
-    help="rollouts.jsonl the profile came from: adds answers (majority@k) and truncation.",
+    help="rollouts.jsonl the profile came from: adds answers (majority@k), truncation and reward components.",
 )
 @click.option(
     "--group-by",
@@ -80,7 +80,9 @@ def command(
     Korn-Graubard, bounded to [0, 1], with a one-sided bound on the tasks behind an estimate of 0 or 1;
     the t and task-bootstrap intervals beside it); conditional (these tasks)
     and population (new tasks) SE; within/between-task variance, ICC, design effect, effective n,
-    repeats needed; difficulty bands and P(GRPO group informative); reward vs length.
+    repeats needed; difficulty bands and P(GRPO group informative); reward vs length. With --rollouts
+    whose rows carry `reward_components`: each component's mean with its task-clustered interval and its
+    correlation with the reward; rows lacking a component are counted and named, never read as 0.
 
     \b
     Example:
@@ -110,5 +112,21 @@ def command(
         interval=interval,
     )
     result = compute_stats(profile, rollouts, settings, exclude_unhealthy)
-    emit(result, as_json, render_stats)
+    if rollouts is not None:
+        result.reward_components = components_of(rollouts)
+    emit(result, as_json, lambda r: "\n".join([render_stats(r), *components_lines(r.reward_components)]))
     return 0
+
+
+def components_of(rollouts: Path) -> dict | None:
+    """Each reward component's statistics when the rows carry `reward_components` (None when none does)."""
+    from ..stats.components import component_stats, read_components
+
+    found = read_components(rollouts)
+    return component_stats(found) if found.n_with_components or found.malformed else None
+
+
+def components_lines(summary: dict | None) -> list[str]:
+    from ..stats.components import components_text
+
+    return [] if summary is None else ["", *components_text(summary)]

@@ -8,11 +8,13 @@ input row does not have (the verify response), with the expected answer read fro
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from ..artifacts.items import CALL, Item, readable_input, readable_output
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name
 from ..artifacts.response import (
     Finish,
@@ -29,7 +31,7 @@ DEFAULT_ANSWER_KEY = "expected_answer"
 # Fields of a rollout row that are not the verifier's: the request and reply, identity and routing stamps.
 ENVELOPE = frozenset(
     {"response", "responses_create_params", "reward", "mask_sample", "failure_kind", "failure_reason"}
-    | {"agent_ref", "task_source", "skills_ref", EXTRACTED_KEY}
+    | {"agent_ref", "task_source", "skills_ref", EXTRACTED_KEY, "reward_components"}
 )
 MAX_FIELD_CHARS = 300  # a verifier field that is an object or a long string is cut to this
 CUT_SLACK = 40  # a text only a little over the budget is kept whole (the marker is as long as the cut)
@@ -108,6 +110,21 @@ class RolloutDigest:
     expected_answer: Any
     verifier: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
+    items: list[Item] = field(default_factory=list)  # response.output in order, with turn numbers
+    input_items: list[Item] = field(default_factory=list)  # the input conversation
+    components: dict[str, Any] | None = None  # reward_components as the row holds it
+
+    @property
+    def n_turns(self) -> int:
+        return self.items[-1].turn if self.items else 0
+
+    def tool_texts(self) -> Iterator[str]:
+        """Tool names, arguments and outputs: what `--grep` and the viewer's search also read."""
+        for item in self.items:
+            if item.name is not None:
+                yield item.name
+            if item.kind in (CALL, "function_call_output"):
+                yield item.text
 
     @property
     def rollout_id(self) -> str:
@@ -139,11 +156,29 @@ class RolloutDigest:
                 "reasoning": len(self.reasoning),
             },
             "n_tool_calls": self.n_tool_calls,
+            "n_turns": self.n_turns,
+            "reward_components": self.components,
+            "items": [item_json(item, max_chars) for item in self.items],
+            "input": [item_json(item, max_chars) for item in self.input_items],
             "extracted_answer": self.extracted_answer,
             "expected_answer": self.expected_answer,
             "verifier": self.verifier,
             "response_text": self.response_text,
         }
+
+
+def item_json(item: Item, max_chars: int | None = None) -> dict[str, Any]:
+    """An output or input item as `inspect --json` writes it (schemas/inspect_rollout.schema.json)."""
+    return {
+        "turn": item.turn,
+        "type": item.kind,
+        "role": item.role,
+        "name": item.name,
+        "call_id": item.call_id,
+        "arguments_valid": item.arguments_valid,
+        "text": cut_middle(item.text, max_chars),
+        "chars": len(item.text),
+    }
 
 
 def is_passed(reward: float | None, masked: bool, threshold: float) -> bool | None:
@@ -158,6 +193,11 @@ def _failure(row: dict) -> str | None:
     return ": ".join(str(x) for x in (kind, reason) if x)
 
 
+def _components(value: Any) -> dict[str, Any] | None:
+    """reward_components when it is an object (each value as written: a missing or odd one shows as such)."""
+    return {str(k): _short(v) for k, v in value.items()} if isinstance(value, dict) else None
+
+
 def digest(
     row: dict,
     input_row: dict | None = None,
@@ -169,6 +209,7 @@ def digest(
     """Digest one rollout row (joined with its materialized input row when there is one)."""
     response = row.get("response")
     final, reasoning = final_and_reasoning(response)
+    items = readable_output(response)
     tokens, reasoning_tokens = output_and_reasoning_tokens(response)
     reward = reward_of(row)
     masked = row.get("mask_sample") is True
@@ -196,4 +237,9 @@ def digest(
         expected_answer=_short(expected),
         verifier=verifier_fields(row, input_row, answer_key),
         failure=_failure(row),
+        items=items,
+        components=_components(row.get("reward_components")),
+        input_items=readable_input(
+            source.get("responses_create_params") or row.get("responses_create_params")
+        ),
     )

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..artifacts.items import turns_and_calls
 from ..artifacts.jsonl import BLANK, TORN, Problem, hint_for, parse_line
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input
@@ -143,11 +144,25 @@ class Facts:
     length: Any
     line: Any
     agents: list[str | None]
+    turns: Any = None  # model turns in response.output (artifacts.items)
+    calls: Any = None  # function calls in response.output
 
     def __len__(self) -> int:
         return int(self.task.size)
 
-    COLUMNS = ("task", "rollout", "agent", "reward", "tokens", "flags", "offset", "length", "line")
+    COLUMNS = (
+        "task",
+        "rollout",
+        "agent",
+        "reward",
+        "tokens",
+        "flags",
+        "offset",
+        "length",
+        "line",
+        "turns",
+        "calls",
+    )
 
     def subset(self, which: Any) -> Facts:
         """The rollouts at `which` (a boolean mask or positions), in that order."""
@@ -184,6 +199,8 @@ class FactsBuilder:
             "offset": array("q"),
             "length": array("q"),
             "line": array("q"),
+            "turns": array("i"),
+            "calls": array("i"),
         }
 
     def code(self, name: str | None) -> int:
@@ -215,6 +232,9 @@ class FactsBuilder:
         cols["offset"].append(offset)
         cols["length"].append(length)
         cols["line"].append(line)
+        turns, calls = turns_and_calls(row.get("response"))
+        cols["turns"].append(turns)
+        cols["calls"].append(calls)
         if self.previews is not None and (task, code) not in self.previews:
             self.previews[(task, code)] = last_user_message(row.get("responses_create_params"))[
                 :PREVIEW_CHARS

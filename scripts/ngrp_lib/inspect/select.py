@@ -3,9 +3,9 @@
 A selection has three kinds of test, applied in this order:
 - rollout tests on the facts (vectorised): task indices, agent, passed / failed, reward range, truncated;
 - task tests on the task table: task indices, agent, band (all-fail, mixed, all-pass);
-- row tests that need the text: `grep` (a regex over the response's final text and reasoning, and over
-  the prompt too with `grep_prompt`) and `where` (FIELD=VALUE on the task's materialized input row, or on
-  the rollout row when there are no inputs).
+- row tests that need the text: `grep` (a regex over the response's final text and reasoning, the tool
+  calls' names, arguments and outputs, and over the prompt too with `grep_prompt`) and `where`
+  (FIELD=VALUE on the task's materialized input row, or on the rollout row when there are no inputs).
 A task is listed when it passes the task tests and has at least one rollout that passes the others.
 """
 
@@ -255,7 +255,9 @@ def row_ok(sel: Selection, digest: RolloutDigest, where_row: dict | None) -> boo
     if sel.grep is None:
         return True
     texts = (digest.final_text, digest.reasoning) + ((digest.prompt,) if sel.grep_prompt else ())
-    return any(sel.grep.search(text) for text in texts)
+    return any(sel.grep.search(text) for text in texts) or any(
+        sel.grep.search(text) for text in digest.tool_texts()
+    )
 
 
 def sort_order(kind: str, facts: Facts) -> Any:

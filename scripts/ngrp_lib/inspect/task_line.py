@@ -27,6 +27,8 @@ def task_summary(t: dict[str, Any]) -> str:
     parts = [passed, f"band {t['band'].replace('_', '-')}", f"mean reward {short(t['mean_reward'])}"]
     if t["mean_output_tokens"] is not None:
         parts.append(f"mean output tokens {num(t['mean_output_tokens'], 0)}")
+    if t.get("mean_tool_calls"):
+        parts.append(f"mean turns {short(t['mean_turns'])}, mean tool calls {short(t['mean_tool_calls'])}")
     parts.append(f"truncated {t['n_truncated']}/{t['n_rollouts']}")
     if t["expected"] is not None:
         parts.append(f"{t['n_rollouts']} of {t['expected']} rollouts")

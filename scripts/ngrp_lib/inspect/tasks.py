@@ -22,6 +22,8 @@ SUMS = (
     "reward_sum",
     "n_tokens",
     "tokens_sum",
+    "turns_sum",
+    "calls_sum",
 )
 BANDS = ("all_fail", "mixed", "all_pass", "none")
 
@@ -79,6 +81,8 @@ def tally(facts: Facts, threshold: float) -> Tally:
         "reward_sum": np.where(scored, reward, 0.0),
         "n_tokens": has_tokens.astype(np.int64),
         "tokens_sum": np.where(has_tokens, facts.tokens, 0.0),
+        "turns_sum": facts.turns.astype(np.int64),
+        "calls_sum": facts.calls.astype(np.int64),
     }
     order, starts, task, agent = _group(facts.task, facts.agent)
     return Tally(task, agent, {name: _reduce(col, order, starts) for name, col in columns.items()})
@@ -116,6 +120,8 @@ class TaskTable:
     mean_reward: Any
     mean_tokens: Any
     truncated_share: Any
+    mean_turns: Any  # model turns per rollout (every row counts)
+    mean_calls: Any  # function calls per rollout
     band: Any  # all_fail | mixed | all_pass | none (no scored rollout)
     threshold: float
     expected: Any  # rollouts the materialized inputs hold for the task; -1 when unknown
@@ -148,6 +154,8 @@ class TaskTable:
             "mean_reward": _f(self.mean_reward[i]),
             "mean_output_tokens": _f(self.mean_tokens[i]),
             "truncated_share": _f(self.truncated_share[i]),
+            "mean_turns": _f(self.mean_turns[i]),
+            "mean_tool_calls": _f(self.mean_calls[i]),
             "band": str(self.band[i]),
         }
 
@@ -188,6 +196,8 @@ def summarize(t: Tally, agents: list[str | None], threshold: float, expected: An
         mean_reward=_ratio(s["reward_sum"], s["n_scored"]),
         mean_tokens=_ratio(s["tokens_sum"], s["n_tokens"]),
         truncated_share=_ratio(s["n_truncated"], s["n_rows"]),
+        mean_turns=_ratio(s["turns_sum"], s["n_rows"]),
+        mean_calls=_ratio(s["calls_sum"], s["n_rows"]),
         band=difficulty_band(s["n_scored"], s["n_passed"]),
         threshold=threshold,
         expected=np.full(len(t), -1, dtype=np.int64) if expected is None else expected,

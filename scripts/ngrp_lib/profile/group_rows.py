@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ..artifacts.names import TASK_KEY
+from .components import component_bytes
 from .dataset import NONE, Dataset
 from .extras import task_extras
 from .infos import rollout_infos
@@ -33,12 +34,14 @@ class GroupRow:
     null: int  # rollouts with a null, absent or non-numeric reward
     rollouts: Any  # the group's rollout indices, and its (rollouts x columns) values
     values: Any
+    components: bytes = b""  # the ngrp/component_* keys (profile.components), when rows carry them
 
     def line(self, extras: bool, pass_threshold: float) -> bytes:
         if not extras:
             return self.gym + b"}\n"
         passed = sum(1 for r in self.rewards if r >= pass_threshold)
-        return self.gym + extras_bytes(len(self.rewards), passed, self.null, pass_threshold) + b"}\n"
+        extra = extras_bytes(len(self.rewards), passed, self.null, pass_threshold)
+        return self.gym + extra + self.components + b"}\n"
 
 
 def group_order(table: Table) -> tuple[Any, Any]:
@@ -121,6 +124,8 @@ def _chunk(table: Table, rows: Any, starts: Any, uniform: bool, samples: dict, o
     reward_col = table.columns.index("reward") if "reward" in table.columns else None
     reward_values = matrix[:, reward_col].tolist() if reward_col is not None else None
     rollouts = table.rollouts[rows]
+    kept = table.store.components
+    positions = table.results[rows].tolist() if kept else []
     per_agent, names = table.per_agent, table.label_names
     run_keys = [NONE, *table.run_key_of_label]  # label code + 1 -> run key code
     for g, task in enumerate(tasks):
@@ -156,4 +161,5 @@ def _chunk(table: Table, rows: Any, starts: Any, uniform: bool, samples: dict, o
             ]
         )
         rewards = [] if reward_values is None else [r for r in reward_values[lo:hi] if r == r]
-        yield GroupRow(task, label, gym, num, rewards, nulls[g], rollouts[lo:hi], matrix[lo:hi])
+        extra = component_bytes(kept, positions[lo:hi]) if kept else b""
+        yield GroupRow(task, label, gym, num, rewards, nulls[g], rollouts[lo:hi], matrix[lo:hi], extra)

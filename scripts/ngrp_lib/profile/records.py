@@ -121,6 +121,7 @@ class ResultStore:
     floats: array = field(default_factory=lambda: array("d"))
     ints: array = field(default_factory=lambda: array("q"))
     odd_infos: dict[int, bytes] = field(default_factory=dict)  # rollout position -> info (no template)
+    components: dict[int, Any] = field(default_factory=dict)  # rollout position -> reward_components
     plans: list[Plan] = field(default_factory=_masked_plans)
     _layouts: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = field(default_factory=dict)
     _last: list[Any] = field(default_factory=lambda: [None, None, None, None])  # keys, layout, types, plan
@@ -163,6 +164,9 @@ class ResultStore:
         self.plan.append(plan.id)
         if plan.info_template is None:
             self.odd_infos[len(self.task) - 1] = _dict_info(plan, values, task, rollout)
+        components = result.get("reward_components")
+        if components is not None:  # kept as written: profile.components reads it (ngrp/ keys only)
+            self.components[len(self.task) - 1] = components
 
     def add_unhealthy(self, task: int, rollout: int) -> None:
         """Keep a rollout that --exclude-unhealthy leaves out: masked, and counted as unhealthy."""

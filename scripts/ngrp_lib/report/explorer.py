@@ -21,6 +21,7 @@ from ..inspect.task_line import task_summary
 from ..inspect.tasks import summarize, tally
 from ..view.markup import Markup, escape, join, static_text
 from ..view.pages import plain_header, rollout_card, task_table
+from ..view.turns import input_html
 
 TEXT_BUDGET = 1_000_000  # characters of rollout text in the whole section
 MIN_CHARS, MAX_CHARS = 200, 1200  # per text of an example
@@ -146,7 +147,9 @@ def _task_section(t: dict[str, Any], chars: int) -> Markup:
         + task_summary(t)
         + Markup("</p><pre class='text'>")
         + cut_middle(t["examples"][0]["prompt"], chars)
-        + Markup("</pre><div class='rollouts'>")
+        + Markup("</pre>")
+        + input_html(t["examples"][0]["input"])
+        + Markup("<div class='rollouts'>")
         + join(rollout_card(card) for card in t["examples"])
         + Markup("</div></section>")
     )

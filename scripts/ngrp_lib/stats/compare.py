@@ -109,6 +109,7 @@ class CompareResult:
     pass_hat_k: list[PairedAtK] = field(default_factory=list)
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reward_components: dict | None = None  # stats.components.paired_components, from both runs' rows
 
     def to_json(self) -> dict[str, Any]:
         # NaN and infinities are undefined: null in JSON (the n next to them says why).

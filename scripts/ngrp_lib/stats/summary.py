@@ -76,6 +76,7 @@ class StatsResult:
     groups: list[ScopeStats] = field(default_factory=list)
     per_task: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    reward_components: dict | None = None  # stats.components, from --rollouts rows that carry them
 
     def to_json(self) -> dict[str, Any]:
         return jsonable({f.name: getattr(self, f.name) for f in fields(self)})

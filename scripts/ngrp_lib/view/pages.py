@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from ..inspect.task_line import rate_text, task_summary
 from ..numbers import num, pct, short, signed
 from .markup import Markup, escape, join, render
+from .turns import input_html, turns_html
 
 KEYS = {
     "tasks": "j/k move, Enter open, / search, n/p page",
@@ -29,6 +30,7 @@ COLUMNS = (
     ("pass_rate", "pass rate [95% CI]"),
     ("mean_reward", "mean reward"),
     ("tokens", "mean tokens"),
+    ("turns", "turns / calls"),
     ("truncated", "truncated"),
     ("band", "band"),
 )
@@ -77,10 +79,19 @@ def task_row(t: dict[str, Any], url: str | None) -> Markup:
         ci=ci,
         mean_reward=short(t["mean_reward"]),
         tokens=num(tokens, 0),
+        turns=_turns_cell(t),
         truncated=pct(t["truncated_share"], 0),
         band=t["band"],
         band_label=t["band"].replace("_", "-"),
     )
+
+
+def _turns_cell(t: dict[str, Any]) -> str:
+    """Mean model turns / mean tool calls per rollout."""
+    turns, calls = t.get("mean_turns"), t.get("mean_tool_calls")
+    if turns is None:
+        return "n/a"
+    return f"{short(turns)} / {short(calls)}"
 
 
 def task_table(
@@ -88,7 +99,7 @@ def task_table(
 ) -> Markup:
     headers = join(header(key, label) for key, label in COLUMNS)
     body = join(task_row(t, url(t)) for t in rows) or Markup(
-        "<tr><td colspan='9' class='empty'>no task matches</td></tr>"
+        "<tr><td colspan='10' class='empty'>no task matches</td></tr>"
     )
     return render("task_table", headers=headers, rows=body)
 
@@ -113,8 +124,17 @@ def rollout_card(r: dict[str, Any]) -> Markup:
         Markup("<dt>") + escape(k) + Markup("</dt><dd><code>") + escape(short(v)) + Markup("</code></dd>")
         for k, v in r["verifier"].items()
     )
+    if r.get("reward_components") is not None:
+        parts = "  ".join(f"{k}={short(v)}" for k, v in r["reward_components"].items())
+        verifier = (
+            Markup("<dt>components</dt><dd><code class='components'>")
+            + parts
+            + Markup("</code></dd>")
+            + verifier
+        )
     reasoning = Markup("")
-    if r["reasoning"]:
+    turns = turns_html(r)
+    if r["reasoning"] and not turns:  # an agent's reasoning is shown turn by turn
         reasoning = (
             Markup('<details class="reasoning"><summary>reasoning (')
             + escape(f"{r['chars']['reasoning']:,}")
@@ -142,6 +162,7 @@ def rollout_card(r: dict[str, Any]) -> Markup:
         verifier=verifier,
         failure=failure,
         reasoning=reasoning,
+        turns=turns,
         final_text=r["final_text"] or "(empty)",
     )
 
@@ -271,6 +292,7 @@ def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
         agent_label=f" (agent {t['agent']})" if t["agent"] is not None else "",
         summary=task_summary(t),
         prompt=data["prompt"],
+        conversation=input_html(data["rollouts"][0]["input"] if data["rollouts"] else []),
         expected=short(data["expected_answer"]),
         fields=_fields(data["input_fields"]),
         n_rollouts=len(data["rollouts"]),
@@ -367,6 +389,7 @@ def compare_task_page(data: dict[str, Any]) -> Markup:
         b_rate=_count(p["b"]),
         summary=summary,
         prompt=prompt,
+        conversation=input_html(data["a"]["rollouts"][0]["input"] if data["a"]["rollouts"] else []),
         a_run=data["a"]["run"],
         b_run=data["b"]["run"],
         a_rollouts=join(rollout_card(r) for r in data["a"]["rollouts"]),

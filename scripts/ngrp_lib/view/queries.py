@@ -30,6 +30,7 @@ SORTS = {
     "pass_rate": "pass_rate",
     "mean_reward": "mean_reward",
     "tokens": "mean_tokens",
+    "turns": "mean_turns",
     "truncated": "truncated_share",
     "band": "band",
 }

@@ -1,0 +1,210 @@
+"""Reward components: `reward_components: {name: number}` beside `reward`, as multi-reward resources servers
+write it. Each component is counted apart, and a row that lacks a component (or holds a non-number for
+it) is counted and named, never read as zero.
+
+Per component, over the rollouts that hold it as a number:
+- the rollout-weighted mean sum(x) / n with a task-clustered interval: CR1 standard error
+  se^2 = G/(G-1) * sum_t (S_t - mean * n_t)^2 / n^2 over the G tasks (S_t, n_t: the task's sum and count),
+  and a t interval with G-1 degrees of freedom (the same clustering as `stats`' rollout-weighted mean);
+- Pearson's correlation with the total reward, over the rollouts holding both as numbers.
+Paired per component (compare): per task the component's mean in A and in B, over the tasks where both
+have it; the mean of B - A over those tasks with a t interval on G-1 degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts.jsonl import iter_rows
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+
+KEY = "reward_components"
+EXAMPLES = 5  # rollout ids named per missing component
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and value == value and abs(value) != math.inf:
+        return float(value)
+    return None
+
+
+@dataclass
+class ComponentRows:
+    """Per-rollout component values of a run, gathered from its rows."""
+
+    n_rows: int = 0
+    n_with_components: int = 0
+    names: list[str] = field(default_factory=list)  # in order of first appearance
+    task: list[int] = field(default_factory=list)  # one entry per row holding reward_components
+    reward: list[float | None] = field(default_factory=list)
+    values: dict[str, list[float | None]] = field(default_factory=dict)
+    missing: dict[str, list[str]] = field(default_factory=dict)  # component -> rollout ids lacking it
+    not_numeric: dict[str, list[str]] = field(default_factory=dict)
+    malformed: list[str] = field(default_factory=list)  # rows whose reward_components is not an object
+
+    def add(self, row: dict) -> None:
+        self.n_rows += 1
+        raw = row.get(KEY)
+        if raw is None:
+            return
+        rid = f"{row.get(TASK_KEY)}-{row.get(ROLLOUT_KEY)}"
+        if not isinstance(raw, dict):
+            self.malformed.append(rid)
+            return
+        task = row.get(TASK_KEY)
+        if not isinstance(task, int) or isinstance(task, bool):
+            return
+        for name in raw:
+            if name not in self.values:
+                self.names.append(name)
+                self.values[name] = [None] * self.n_with_components
+        self.n_with_components += 1
+        self.task.append(task)
+        self.reward.append(_number(row.get("reward")))
+        for name in self.names:
+            value = _number(raw.get(name))
+            self.values[name].append(value)
+            if value is None:
+                bucket = self.missing if name not in raw else self.not_numeric
+                bucket.setdefault(name, []).append(rid)
+
+    def lacking(self, name: str) -> int:
+        """Rows holding reward_components without a number for `name` (absent, or not a number)."""
+        return len(self.missing.get(name, [])) + len(self.not_numeric.get(name, []))
+
+
+def read_components(path: Path | str, rows: Iterable[dict] | None = None) -> ComponentRows:
+    """The component values of a rollouts file (or of `rows`)."""
+    found = ComponentRows()
+    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path))):
+        found.add(row)
+    return found
+
+
+def _t(level: float, df: int) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + level / 2, df))
+
+
+def clustered_mean(tasks: list[int], values: list[float], level: float = 0.95) -> dict[str, Any]:
+    """Rollout-weighted mean with the task-clustered (CR1) interval; None bounds with fewer than 2 tasks."""
+    n = len(values)
+    mean = sum(values) / n
+    sums: dict[int, list[float]] = {}
+    for task, value in zip(tasks, values, strict=True):
+        acc = sums.setdefault(task, [0.0, 0.0])
+        acc[0] += value
+        acc[1] += 1
+    g = len(sums)
+    if g < 2:
+        return {"mean": mean, "se": None, "ci_low": None, "ci_high": None, "n_tasks": g}
+    se = math.sqrt(g / (g - 1) * sum((s - mean * k) ** 2 for s, k in sums.values()) / n**2)
+    half = _t(level, g - 1) * se
+    return {"mean": mean, "se": se, "ci_low": mean - half, "ci_high": mean + half, "n_tasks": g}
+
+
+def pearson(xs: list[float], ys: list[float]) -> float | None:
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+
+
+def component_stats(found: ComponentRows, level: float = 0.95) -> dict[str, Any]:
+    """Each component's mean, interval, correlation with the total and its missing rows (JSON)."""
+    out = []
+    for name in found.names:
+        column = found.values[name]
+        kept = [(t, v) for t, v in zip(found.task, column, strict=True) if v is not None]
+        pairs = [(v, r) for v, r in zip(column, found.reward, strict=True) if v is not None and r is not None]
+        entry: dict[str, Any] = {"name": name, "n_rollouts": len(kept)}
+        entry.update(
+            clustered_mean([t for t, _ in kept], [v for _, v in kept], level)
+            if kept
+            else {"mean": None, "se": None, "ci_low": None, "ci_high": None, "n_tasks": 0}
+        )
+        entry["correlation_with_reward"] = pearson([v for v, _ in pairs], [r for _, r in pairs])
+        entry["n_missing"] = len(found.missing.get(name, []))
+        entry["n_not_numeric"] = len(found.not_numeric.get(name, []))
+        entry["missing_examples"] = (found.missing.get(name, []) + found.not_numeric.get(name, []))[:EXAMPLES]
+        out.append(entry)
+    return {
+        "level": level,
+        "n_rows": found.n_rows,
+        "n_with_components": found.n_with_components,
+        "n_malformed": len(found.malformed),
+        "components": out,
+    }
+
+
+def _task_means(found: ComponentRows, name: str) -> dict[int, float]:
+    sums: dict[int, list[float]] = {}
+    for task, value in zip(found.task, found.values.get(name, []), strict=True):
+        if value is not None:
+            acc = sums.setdefault(task, [0.0, 0.0])
+            acc[0] += value
+            acc[1] += 1
+    return {task: s / k for task, (s, k) in sums.items()}
+
+
+def paired_components(a: ComponentRows, b: ComponentRows, level: float = 0.95) -> dict[str, Any]:
+    """Per component, B - A of the per-task means over the tasks where both runs hold it (JSON)."""
+    out = []
+    for name in [*a.names, *(n for n in b.names if n not in a.names)]:
+        ma, mb = _task_means(a, name), _task_means(b, name)
+        shared = sorted(ma.keys() & mb.keys())
+        diffs = [mb[t] - ma[t] for t in shared]
+        entry: dict[str, Any] = {
+            "name": name,
+            "n_tasks": len(shared),
+            "only_a": len(ma.keys() - mb.keys()),
+            "only_b": len(mb.keys() - ma.keys()),
+            "mean_a": sum(ma[t] for t in shared) / len(shared) if shared else None,
+            "mean_b": sum(mb[t] for t in shared) / len(shared) if shared else None,
+            "diff": sum(diffs) / len(diffs) if diffs else None,
+            "ci_low": None,
+            "ci_high": None,
+        }
+        if len(diffs) >= 2:
+            mean = entry["diff"]
+            sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+            half = _t(level, len(diffs) - 1) * sd / math.sqrt(len(diffs))
+            entry["ci_low"], entry["ci_high"] = mean - half, mean + half
+        out.append(entry)
+    return {"level": level, "components": out}
+
+
+def components_text(summary: dict[str, Any]) -> list[str]:
+    """The stats text section: one line per component, then the rows lacking one."""
+    if not summary["components"]:
+        return []
+    pct = f"{summary['level']:.0%}"
+    lines = [
+        f"reward components ({summary['n_with_components']} of {summary['n_rows']} rows carry them; "
+        f"mean [{pct} task-clustered interval], correlation with reward):"
+    ]
+    for c in summary["components"]:
+        ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+        mean = "n/a" if c["mean"] is None else f"{c['mean']:.3f}"
+        r = "n/a" if c["correlation_with_reward"] is None else f"{c['correlation_with_reward']:+.2f}"
+        line = f"  {c['name']}: {mean} {ci}, r {r}, n {c['n_rollouts']} rollouts / {c['n_tasks']} tasks"
+        lacking = c["n_missing"] + c["n_not_numeric"]
+        if lacking:
+            line += (
+                f"; MISSING in {lacking} row(s), e.g. {', '.join(c['missing_examples'])} (not counted as 0)"
+            )
+        lines.append(line)
+    if summary["n_malformed"]:
+        lines.append(f"  {summary['n_malformed']} row(s) hold a reward_components that is not an object")
+    return lines

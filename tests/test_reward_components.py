@@ -1,0 +1,158 @@
+"""Reward components (`reward_components` beside `reward`): statistics against values worked out by hand,
+missing components counted and named (never zero), and the stats / compare / inspect surfaces."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import orjson
+import pytest
+from agent_rows import agent_row, materialized, write_run
+
+from ngrp_lib.stats.components import component_stats, paired_components, read_components
+
+T_975_1 = 12.706204736174698  # t quantile, 1 degree of freedom (two tasks)
+
+
+def _row(task: int, rollout: int, components: dict, reward: float) -> dict:
+    return {
+        "_ng_task_index": task,
+        "_ng_rollout_index": rollout,
+        "reward": reward,
+        "reward_components": components,
+    }
+
+
+RUN_A = [
+    _row(0, 0, {"a": 1, "b": 0}, 1),
+    _row(0, 1, {"a": 0, "b": 1}, 1),
+    _row(1, 0, {"a": 1, "b": 1}, 2),
+    _row(1, 1, {"a": 1}, 1),  # b missing
+]
+
+
+def test_component_means_intervals_and_correlations_by_hand():
+    summary = component_stats(read_components("", rows=RUN_A))
+    a, b = summary["components"]
+    # a = [1, 0 | 1, 1]: mean 3/4; cluster residuals S_t - mean*n_t = -0.5, +0.5;
+    # se^2 = G/(G-1) * 0.5 / n^2 = 2 * 0.5 / 16 -> se 0.25
+    assert a["name"] == "a" and a["n_rollouts"] == 4 and a["n_tasks"] == 2
+    assert a["mean"] == 0.75 and a["se"] == pytest.approx(0.25)
+    assert a["ci_low"] == pytest.approx(0.75 - T_975_1 * 0.25)
+    assert a["ci_high"] == pytest.approx(0.75 + T_975_1 * 0.25)
+    # corr([1,0,1,1], [1,1,2,1]): sxy 0.25, sxx 0.75, syy 0.75 -> 1/3
+    assert a["correlation_with_reward"] == pytest.approx(1 / 3)
+    # b = [0, 1 | 1], rollout 1-1 lacks it: mean 2/3, residuals -1/3, +1/3: se^2 = 2 * (2/9) / 9
+    assert b["n_rollouts"] == 3 and b["mean"] == pytest.approx(2 / 3)
+    assert b["se"] == pytest.approx(math.sqrt(4 / 81))
+    assert b["correlation_with_reward"] == pytest.approx(0.5)  # over [0,1,1] vs [1,1,2]
+    assert (b["n_missing"], b["n_not_numeric"], b["missing_examples"]) == (1, 0, ["1-1"])
+    assert summary["n_rows"] == summary["n_with_components"] == 4
+
+
+def test_a_missing_or_non_numeric_component_is_never_zero():
+    rows = [
+        _row(0, 0, {"a": 1.0, "b": 1.0}, 2),
+        _row(0, 1, {"a": "n/a", "b": 1.0}, 1),
+        _row(1, 0, {"b": 0.5}, 0.5),
+    ]
+    a = component_stats(read_components("", rows=rows))["components"][0]
+    assert a["mean"] == 1.0 and a["n_rollouts"] == 1, "only the one number counts; a zero would give 1/3"
+    assert (a["n_missing"], a["n_not_numeric"]) == (1, 1)
+    assert a["missing_examples"] == ["1-0", "0-1"]
+    assert a["ci_low"] is None, "one task: no clustered interval"
+
+
+def test_paired_difference_per_component_by_hand():
+    run_b = [
+        _row(0, 0, {"a": 1, "b": 1}, 2),
+        _row(0, 1, {"a": 1, "b": 1}, 2),
+        _row(1, 0, {"a": 0, "b": 0}, 0),
+        _row(1, 1, {"a": 0, "b": 0}, 0),
+    ]
+    paired = paired_components(read_components("", rows=RUN_A), read_components("", rows=run_b))
+    a, b = paired["components"]
+    # a per task: A 0.5, 1.0; B 1.0, 0.0 -> diffs +0.5, -1.0: mean -0.25, sd 1.06066, se 0.75
+    assert a["n_tasks"] == 2 and a["diff"] == pytest.approx(-0.25)
+    assert a["ci_low"] == pytest.approx(-0.25 - T_975_1 * 0.75)
+    assert (a["mean_a"], a["mean_b"]) == (0.75, 0.5)
+    # b per task: A 0.5, 1.0 (1-1 lacks it: task 1's mean is over 1-0 alone); B 1.0, 0.0
+    assert b["diff"] == pytest.approx(-0.25)
+
+
+@pytest.fixture
+def profiled(tmp_path, run_ngrp):
+    folder = tmp_path / "run"
+    write_run(folder, tasks=4, repeats=4, turns=3, defects={(2, 1): "missing_component"})
+    res = run_ngrp(
+        "profile", "--inputs", str(folder / "rollouts_materialized_inputs.jsonl"),
+        "--rollouts", str(folder / "rollouts.jsonl"),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return folder
+
+
+def test_stats_with_rollouts_reports_each_component(profiled, run_ngrp):
+    rows = [orjson.loads(line) for line in (profiled / "rollouts.jsonl").read_bytes().splitlines()]
+    res = run_ngrp(
+        "stats", str(profiled / "rollouts_reward_profiling.jsonl"),
+        "--rollouts", str(profiled / "rollouts.jsonl"), "--json",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    found = {c["name"]: c for c in json.loads(res.stdout)["reward_components"]["components"]}
+    fmt = [r["reward_components"]["format"] for r in rows if "format" in r["reward_components"]]
+    assert found["format"]["mean"] == pytest.approx(sum(fmt) / len(fmt)) and len(fmt) == 15
+    assert found["format"]["missing_examples"] == ["2-1"] and found["correctness"]["n_missing"] == 0
+    text = run_ngrp(
+        "stats",
+        str(profiled / "rollouts_reward_profiling.jsonl"),
+        "--rollouts",
+        str(profiled / "rollouts.jsonl"),
+    ).stdout
+    assert "format:" in text and "MISSING in 1 row(s), e.g. 2-1 (not counted as 0)" in text
+
+
+def test_compare_finds_rollouts_beside_profiles(profiled, run_ngrp, tmp_path):
+    res = run_ngrp(
+        "compare", str(profiled / "rollouts_reward_profiling.jsonl"),
+        str(profiled / "rollouts_reward_profiling.jsonl"), "--json",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    comps = json.loads(res.stdout)["reward_components"]["components"]
+    assert [c["name"] for c in comps] == ["correctness", "format"]
+    assert all(c["diff"] == 0 and c["n_tasks"] == 4 for c in comps)
+
+
+def test_inspect_shows_components_per_rollout(tmp_path, run_ngrp):
+    folder = tmp_path / "one"
+    folder.mkdir()
+    row = agent_row(0, 0, components={"correctness": 1.0, "format": 0.0})
+    (folder / "rollouts.jsonl").write_bytes(orjson.dumps(row) + b"\n")
+    (folder / "rollouts_materialized_inputs.jsonl").write_bytes(orjson.dumps(materialized(0, 0)) + b"\n")
+    line = json.loads(run_ngrp("inspect", str(folder / "rollouts.jsonl"), "--json").stdout)
+    assert line["reward_components"] == {"correctness": 1.0, "format": 0.0}
+    assert "reward_components" not in line["verifier"]
+    text = run_ngrp("inspect", str(folder / "rollouts.jsonl")).stdout
+    assert "components correctness=1  format=0" in text
+
+
+def test_profile_adds_per_task_component_means_after_gyms_keys(profiled):
+    rows = [orjson.loads(line) for line in (profiled / "rollouts.jsonl").read_bytes().splitlines()]
+    profile = [
+        orjson.loads(line)
+        for line in (profiled / "rollouts_reward_profiling.jsonl").read_bytes().splitlines()
+    ]
+    for prow in profile:
+        task = prow["_ng_task_index"]
+        mine = [r["reward_components"] for r in rows if r["_ng_task_index"] == task]
+        for name in ("correctness", "format"):
+            values = [c[name] for c in mine if name in c]
+            assert prow[f"ngrp/component_mean/{name}"] == pytest.approx(sum(values) / len(values))
+            assert prow[f"ngrp/component_n/{name}"] == len(values)
+        missing = prow.get("ngrp/component_missing/format")
+        assert missing == (1 if task == 2 else None), "missing counted, never a zero"
+        keys = list(prow)
+        assert keys.index("ngrp/pass_threshold") < keys.index("ngrp/component_mean/correctness")
+        gym_keys = [k for k in keys if not k.startswith("ngrp/")]
+        assert keys[: len(gym_keys)] == gym_keys, "Gym's keys first and unchanged"
