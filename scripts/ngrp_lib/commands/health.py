@@ -22,10 +22,12 @@ Example:
   ngrp health --inputs results/rollouts_materialized_inputs.jsonl --rollouts results/rollouts.jsonl
   ngrp health --inputs m.jsonl --rollouts r.jsonl --ignore-checks ngrp/answer_not_extracted --json
   ngrp profile --inputs m.jsonl --rollouts r.jsonl --exclude-unhealthy r_rollout_verdicts.jsonl
+  ngrp health --inputs m.jsonl --rollouts r.jsonl --no-write --json   # ask again: a read, nothing written
 
 \b
 Outputs, next to --rollouts: quality_summary.json and rollout_verdicts.jsonl (Gym's names) when the
 file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verdicts.jsonl.
+With --no-write nothing is written (and nothing refused): the same report, on a run already judged.
 
 \b
 Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, 2 bad options or an
@@ -61,6 +63,11 @@ output exists (use --overwrite), 3 a file cannot be read or the inputs hold a ma
     show_default=True,
     help="ngrp/repetition_loop: characters the copies must cover.",
 )
+@click.option(
+    "--no-write",
+    is_flag=True,
+    help="Judge and report only: write nothing, refuse nothing (ask again about a run already judged).",
+)
 @overwrite_option
 @json_option
 def command(
@@ -70,6 +77,7 @@ def command(
     ignore_checks: tuple[str, ...],
     loop_min_repeats: int,
     loop_min_chars: int,
+    no_write: bool,
     overwrite: bool,
     as_json: bool,
 ) -> int:
@@ -88,7 +96,7 @@ def command(
     from ..audit.health_checks import Settings, parse_ignored
 
     settings = Settings(parse_ignored(ignore_checks), loop_min_repeats, loop_min_chars)
-    result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite)
+    result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite, write=not no_write)
     emit(result, as_json, render_text)
     return result.exit_code
 
@@ -132,8 +140,12 @@ def render_text(result) -> str:
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
             f"({100 * zero['share_unhealthy']:.1f}%): those zeros may not be the policy's fault"
         )
-    lines.append(f"wrote {data['outputs']['quality_summary']} and {data['outputs']['rollout_verdicts']}")
-    if v["unhealthy"]:
+    outputs = data["outputs"]
+    if outputs is None:
+        lines.append("nothing written (--no-write)")
+    else:
+        lines.append(f"wrote {outputs['quality_summary']} and {outputs['rollout_verdicts']}")
+    if v["unhealthy"] and outputs is not None:
         lines.append(
             "next: look at the verdicts, fix what is fixable (ngrp reverify for a verifier problem), or "
             f"leave them out: ngrp profile ... --exclude-unhealthy {data['outputs']['rollout_verdicts']}"
