@@ -40,3 +40,45 @@ def test_health_no_write_on_a_fresh_run_leaves_the_folder_alone(tmp_path, run_ng
     out = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write")
     assert out.returncode == 0, out.stderr
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == before
+
+
+def _rollouts_saying(folder: Path, texts: list[str], expected: str) -> Path:
+    """A rollouts file whose replies are `texts` (task 0, one repeat each), expecting `expected`."""
+    rollouts, materialized = write_run(folder, tasks=1, repeats=len(texts))
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    for row in rows:
+        row["expected_answer"] = expected
+        message = row["response"]["output"][1]
+        message["content"][0]["text"] = texts[row["_ng_rollout_index"]]
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rollouts
+
+
+def _rescored(run_ngrp, rollouts: Path, *verifier: str) -> dict[int, dict]:
+    out = rollouts.with_name("rescored.jsonl")
+    done = run_ngrp("reverify", "--rollouts", rollouts, "--output", out, *verifier)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    return {r["_ng_rollout_index"]: r for r in rows}
+
+
+def test_regex_verifier_takes_the_last_match_as_documented(tmp_path, run_ngrp):
+    """The wrong turn: `(-?\\d+)` on "12 months ... 144" was expected to take 12; the table says last."""
+    texts = ["There are 12 months, so 12 * 12 = 144", "The answer is 12. Check: 12 * 12 = 144"]
+    rollouts = _rollouts_saying(tmp_path / "r", texts, "12")
+    loose = _rescored(run_ngrp, rollouts, "--verifier", "regex", "--verifier-pattern", r"(-?\d+)")
+    assert [loose[i]["extracted_answer"] for i in (0, 1)] == ["144", "144"]
+    anchored = _rescored(run_ngrp, rollouts, "--overwrite", "--verifier", "regex", "--verifier-pattern",
+                         r"answer is (-?\d+)")  # fmt: skip
+    assert anchored[0]["extracted_answer"] is None and anchored[1]["extracted_answer"] == "12"
+    assert anchored[1]["reward"] == 1.0
+    table = (Path(__file__).resolve().parents[1] / "references" / "collection.md").read_text()
+    assert "| `regex` |" in table and "the **last** match of `--verifier-pattern`" in table
+
+
+def test_math_verifier_drops_a_trailing_comma(tmp_path, run_ngrp):
+    texts = ["so x is 4, and we are done", "the total is 1,000.", "it is 4,"]
+    rollouts = _rollouts_saying(tmp_path / "r", texts, "4")
+    rows = _rescored(run_ngrp, rollouts, "--verifier", "math")
+    assert [rows[i]["extracted_answer"] for i in (0, 1, 2)] == ["4", "1,000", "4"]
+    assert [rows[i]["reward"] for i in (0, 1, 2)] == [1.0, 0.0, 1.0]
