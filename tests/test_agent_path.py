@@ -82,3 +82,50 @@ def test_math_verifier_drops_a_trailing_comma(tmp_path, run_ngrp):
     rows = _rescored(run_ngrp, rollouts, "--verifier", "math")
     assert [rows[i]["extracted_answer"] for i in (0, 1, 2)] == ["4", "1,000", "4"]
     assert [rows[i]["reward"] for i in (0, 1, 2)] == [1.0, 0.0, 1.0]
+
+
+def test_collect_refuses_an_empty_task_file_naming_it(tmp_path, run_ngrp):
+    """The wrong turn: an empty task file gave exit 0, "complete": true and 0 rows."""
+    for name, text in (("empty.jsonl", ""), ("blank.jsonl", "\n  \n")):
+        tasks = tmp_path / name
+        tasks.write_text(text)
+        out = tmp_path / name.replace(".jsonl", "") / "rollouts.jsonl"
+        server = ("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--verifier", "math")
+        done = run_ngrp("collect", "--input", tasks, "--output", out, "--num-repeats", "2", *server, "--json")
+        assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+        assert f"{tasks} holds no task rows" in done.stderr
+        assert not out.parent.exists() or not any(out.parent.iterdir())
+
+
+def test_collect_refuses_an_empty_materialized_file_naming_it(tmp_path, run_ngrp):
+    materialized = tmp_path / "run" / "rollouts_materialized_inputs.jsonl"
+    materialized.parent.mkdir()
+    materialized.write_text("")
+    server = ("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--verifier", "math")
+    out = tmp_path / "run" / "rollouts.jsonl"
+    done = run_ngrp("collect", "--materialized", materialized, "--output", out, *server)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert f"{materialized} holds no materialized rows" in done.stderr
+    assert sorted(p.name for p in materialized.parent.iterdir()) == [materialized.name]
+
+
+def test_no_command_calls_an_empty_run_a_success_silently(tmp_path, run_ngrp):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    inputs, rollouts = folder / "rollouts_materialized_inputs.jsonl", folder / "rollouts.jsonl"
+    inputs.write_text("")
+    rollouts.write_text("")
+    health = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write")
+    assert health.returncode == 1 and "nothing to judge" in health.stdout
+    assert (
+        json.loads(
+            run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+        )["ok"]
+        is False
+    )
+    profile = run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts)
+    assert "NO INPUT ROWS" in profile.stderr
+    check = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts)
+    assert check.returncode == 1
+    stats = run_ngrp("stats", folder / "rollouts_reward_profiling.jsonl")
+    assert stats.returncode != 0 and "no rows" in stats.stderr

@@ -92,7 +92,8 @@ class HealthResult:
     @property
     def exit_code(self) -> int:
         v = self.verdicts
-        return 0 if v["unhealthy"] == 0 and v["unobserved"] == 0 else 1
+        judged = self.summary["ngrp"]["keys"]["judged"]  # nothing judged is no evidence of health
+        return 0 if judged and v["unhealthy"] == 0 and v["unobserved"] == 0 else 1
 
     def to_json(self) -> dict[str, Any]:
         run, ours = self.summary["run"], self.summary["ngrp"]

@@ -30,8 +30,8 @@ file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verd
 With --no-write nothing is written (and nothing refused): the same report, on a run already judged.
 
 \b
-Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, 2 bad options or an
-output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
+Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, or none to judge, 2 bad
+options or an output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
 """,
 )
 @click.option("--inputs", required=True, type=INPUT_FILE, help="Materialized inputs JSONL.")
@@ -114,6 +114,10 @@ def render_text(result) -> str:
         f"unreadable lines, {keys['failure_only']} keys only in the failures sidecar); "
         f"{v['healthy']} healthy, {v['unhealthy']} unhealthy, {v['unobserved']} unobserved",
     ]
+    if not keys["judged"]:
+        lines.append(
+            f"  nothing to judge: {data['files']['rollouts']} holds no rollout rows (exit 1: not healthy)"
+        )
     if keys["missing"] or keys["not_in_inputs"]:
         lines.append(
             f"  keys: {keys['missing']} of {keys['expected']} expected never attempted, "

@@ -233,7 +233,12 @@ def data_warnings(
     counts: dict[str, int], completion: GymCompletion, incomplete: list, facts: Facts, options: Any
 ) -> list[str]:
     out = []
-    if completion.expected_rollout_rows and not completion.completed_rollout_rows:
+    if not completion.expected_rollout_rows:
+        out.append(
+            "NO INPUT ROWS: the materialized inputs hold no rows, so the profile files are written EMPTY and"
+            " say nothing about the policy; materialize and collect a task file with rows first"
+        )
+    elif not completion.completed_rollout_rows:
         out.append(
             f"NO ROLLOUT COMPLETED (0 of {completion.expected_rollout_rows}): the profile files are written,"
             " as Gym's profiler writes them, but they are EMPTY and say nothing about the policy; collect the"
