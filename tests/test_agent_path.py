@@ -129,3 +129,65 @@ def test_no_command_calls_an_empty_run_a_success_silently(tmp_path, run_ngrp):
     assert check.returncode == 1
     stats = run_ngrp("stats", folder / "rollouts_reward_profiling.jsonl")
     assert stats.returncode != 0 and "no rows" in stats.stderr
+
+
+BLOCKER = """
+import runpy, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("aiohttp", "vllm", "yarl", "multidict", "aiosignal", "frozenlist"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Block())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_analysis_commands_run_without_the_collection_packages(tmp_path):
+    """The wrong turn: the system Python had no aiohttp, so the agent built a venv before any analysis.
+    Here aiohttp (and vLLM) cannot be imported; every analysis command still answers, SKILL.md's way."""
+    import subprocess
+    import sys
+
+    from conftest import SCRIPT
+
+    blocker = tmp_path / "no_aiohttp.py"
+    blocker.write_text(BLOCKER)
+    inputs, rollouts = _run(tmp_path, truncate_every=5)
+    profile = str(tmp_path / "results" / "rollouts_reward_profiling.jsonl")
+    commands = [
+        ("validate", rollouts),
+        ("check", "--inputs", inputs, "--rollouts", rollouts),
+        ("health", "--inputs", inputs, "--rollouts", rollouts),
+        ("profile", "--inputs", inputs, "--rollouts", rollouts),
+        ("stats", profile, "--rollouts", rollouts),
+        ("compare", profile, profile),
+        ("inspect", rollouts, "--task", "2", "--json"),
+        (
+            "curriculum",
+            profile,
+            "--tasks",
+            inputs,
+            "--output",
+            str(tmp_path / "k.jsonl"),
+            "--learnable-for",
+            "4",
+        ),
+        ("report", profile, "--output", str(tmp_path / "report.html")),
+    ]
+    for args in commands:
+        done = subprocess.run(
+            [sys.executable, str(blocker), str(SCRIPT), *args], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert done.returncode in (0, 1), (args, done.stderr[-2000:])
+        assert "Traceback" not in done.stderr and "aiohttp" not in done.stderr, args
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"responses_create_params": {"input": "2+2?"}, "expected_answer": "4"}\n')
+    collect = subprocess.run(
+        [sys.executable, str(blocker), str(SCRIPT), "collect", "--input", str(tasks), "--output",
+         str(tmp_path / "c" / "rollouts.jsonl"), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert collect.returncode == 2 and "Traceback" not in collect.stderr
+    assert "ngrp collect needs the Python package 'aiohttp'" in collect.stderr
+    assert "-m pip install 'aiohttp>=3.9'" in collect.stderr

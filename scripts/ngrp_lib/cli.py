@@ -13,7 +13,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError
+from .errors import EXIT_INPUT, EXIT_USAGE, MissingDependencyError, NgrpError
 
 # name -> (module, one-line help). Add a line here when you add a command module.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -84,6 +84,21 @@ def undecodable_argument(argv: list[str]) -> str | None:
     return None
 
 
+# Third-party modules a command may import late, and what pip installs them as (pyproject.toml's minimums).
+PIP_NAMES = {"aiohttp": "aiohttp>=3.9", "numpy": "numpy>=1.24", "yaml": "pyyaml>=6", "scipy": "scipy>=1.10"}
+
+
+def missing_package(exc: ModuleNotFoundError, argv: list[str]) -> MissingDependencyError | None:
+    """The one-line answer to a third-party package this command needs and cannot import; None for a
+    module of ours or one we do not know (a real bug: let its traceback show)."""
+    top = (exc.name or "").split(".")[0]
+    if top not in PIP_NAMES:
+        return None
+    command = next((a for a in argv if a in COMMANDS), None)
+    purpose = f"ngrp {command}" if command else "ngrp"
+    return MissingDependencyError(top, f"{sys.executable} -m pip install '{PIP_NAMES[top]}'", purpose)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error)."""
     bad = undecodable_argument(sys.argv[1:] if argv is None else argv)
@@ -107,6 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         return 130
+    except ModuleNotFoundError as exc:  # a package only some commands need (aiohttp for collect...)
+        missing = missing_package(exc, sys.argv[1:] if argv is None else argv)
+        if missing is None:
+            raise
+        click.echo(missing.render(), err=True)
+        return missing.exit_code
     except OSError as exc:  # disk full, a folder where a file should go...: say so, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"error: {where}{exc.strerror or exc}", err=True)
