@@ -191,3 +191,66 @@ def test_analysis_commands_run_without_the_collection_packages(tmp_path):
     assert collect.returncode == 2 and "Traceback" not in collect.stderr
     assert "ngrp collect needs the Python package 'aiohttp'" in collect.stderr
     assert "-m pip install 'aiohttp>=3.9'" in collect.stderr
+
+
+def _two_runs(tmp_path: Path, run_ngrp, change_b, flip_b: int = 1) -> tuple[Path, Path]:
+    """Runs A and B of the same tasks, profiled; `change_b(row)` edits B's rows (inputs and rollouts)."""
+    profiles = []
+    for name, flip, change in (("A", 0, None), ("B", flip_b, change_b)):
+        rollouts, materialized = write_run(tmp_path / name, tasks=10, repeats=8, flip=flip)
+        for path in (rollouts, materialized):
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            for row in rows:
+                row["responses_create_params"]["temperature"] = 0.7
+                if change:
+                    change(row)
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        done = run_ngrp("profile", "--inputs", materialized, "--rollouts", rollouts)
+        assert done.returncode == 0, done.stderr
+        profiles.append(rollouts.with_name("rollouts_reward_profiling.jsonl"))
+    return profiles[0], profiles[1]
+
+
+def test_compare_says_how_the_runs_rows_differ(tmp_path, run_ngrp):
+    """The wrong turn: an agent diffed the runs' rows by hand to learn that only the temperature differed."""
+
+    def colder(row):
+        row["responses_create_params"]["temperature"] = 0.2
+
+    a, b = _two_runs(tmp_path / "t", run_ngrp, colder)
+    text = run_ngrp("compare", a, b)
+    assert "rows: runs differ only in temperature (0.7 vs 0.2)" in text.stdout
+    report = json.loads(run_ngrp("compare", a, b, "--json").stdout)
+    assert report["row_differences"]["fields"] == [
+        {"field": "temperature", "n_tasks": 10, "a": 0.7, "b": 0.2, "varies": False}
+    ]
+
+    def other_prompt_and_cap(row):
+        row["responses_create_params"]["max_output_tokens"] = 512
+        row["responses_create_params"]["input"][0]["content"] = "Think step by step."
+
+    a, b = _two_runs(tmp_path / "p", run_ngrp, other_prompt_and_cap)
+    summary = json.loads(run_ngrp("compare", a, b, "--json").stdout)["row_differences"]["summary"]
+    assert (
+        summary == "runs differ in 2 fields: prompt (values vary by task); max_output_tokens (absent vs 512)"
+    )
+    same = run_ngrp("compare", a, a)
+    assert "rows: the paired task rows are the same in both runs (10 tasks" in same.stdout
+
+
+def test_compare_answers_whether_b_beats_a_in_one_line(tmp_path, run_ngrp):
+    a, b = _two_runs(tmp_path / "t", run_ngrp, None)
+    report = json.loads(run_ngrp("compare", a, b, "--json").stdout)
+    answer = report["answer"]
+    assert report["ci_low"] < 0 < report["ci_high"] and answer["claim"] == "not_detectable"
+    assert f"n={report['n_tasks']} tasks" in answer["text"] and "includes 0" in answer["text"]
+    assert run_ngrp("compare", a, b).stdout.rstrip().endswith(f"answer: {answer['text']}")
+
+    def all_pass(row):
+        if "response" in row:  # a rollout, not its input row
+            row["reward"] = 1.0
+
+    a, better = _two_runs(tmp_path / "w", run_ngrp, all_pass, flip_b=0)
+    won = json.loads(run_ngrp("compare", a, better, "--json").stdout)
+    assert won["ci_low"] > 0 and won["answer"]["claim"] == "b_better"
+    assert won["answer"]["text"].startswith("B beats A: B - A = ")
