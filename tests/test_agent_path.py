@@ -254,3 +254,25 @@ def test_compare_answers_whether_b_beats_a_in_one_line(tmp_path, run_ngrp):
     won = json.loads(run_ngrp("compare", a, better, "--json").stdout)
     assert won["ci_low"] > 0 and won["answer"]["claim"] == "b_better"
     assert won["answer"]["text"].startswith("B beats A: B - A = ")
+
+
+def test_stats_lists_the_tasks_useless_for_grpo_by_id_and_prompt(tmp_path, run_ngrp):
+    """The wrong turn: the text output had no per-task table, so the agent read --json with python3 -c."""
+    rollouts, inputs = write_run(tmp_path / "run", tasks=12, repeats=8)
+    run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts)
+    profile = tmp_path / "run" / "rollouts_reward_profiling.jsonl"
+    text = run_ngrp("stats", profile, "--group-size", "8").stdout
+    report = json.loads(run_ngrp("stats", profile, "--group-size", "8", "--json").stdout)
+    useless = sorted(r["task"] for r in report["per_task"] if r["p_informative"]["8"] < 0.5)
+    assert useless and 0 in useless and 1 in useless  # all pass and all fail
+    assert f"GRPO at G=8: {len(useless)} of 12 tasks give no learning signal" in text
+    for task in useless:
+        row = next(r for r in report["per_task"] if r["task"] == task)
+        assert row["prompt"] == f"Question {task}: what is {task} times 10? Put the answer in \\boxed{{}}."
+        assert f"  task {task}: {row['band'].replace('_', ' ')}, {row['successes']}/8 passed" in text
+        assert row["prompt"] in text
+    # the same rule as curriculum --learnable-for: what stats lists is what curriculum drops
+    kept = tmp_path / "kept.jsonl"
+    run_ngrp("curriculum", profile, "--tasks", inputs, "--output", kept, "--learnable-for", "8")
+    kept_tasks = {json.loads(line)["_ng_task_index"] for line in kept.read_text().splitlines()}
+    assert sorted(set(range(12)) - kept_tasks) == useless

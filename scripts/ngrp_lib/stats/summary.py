@@ -355,6 +355,16 @@ def _group_labels(data: ProfileData, group_by: str) -> list[str]:
     return labels
 
 
+PROMPT_CHARS = 160  # of a task's prompt in the per-task table (enough to recognise it)
+
+
+def task_prompt(sample: dict) -> str:
+    """The task's last user message, its middle cut to PROMPT_CHARS: which task a row is, in words."""
+    from ..inspect.digest import cut_middle, last_user_message
+
+    return cut_middle(last_user_message(sample.get("responses_create_params")), PROMPT_CHARS)
+
+
 def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, sizes: list[int]) -> list[dict]:
     import numpy as np
 
@@ -368,6 +378,7 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
             "agent": agent,
             "n": int(cols["n"][i]),
             "mean_reward": cols["mean_reward"][i],
+            "prompt": task_prompt(data.samples[i]),
         }
         if labels is not None:
             row["group"] = labels[i]
