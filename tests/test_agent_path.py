@@ -276,3 +276,40 @@ def test_stats_lists_the_tasks_useless_for_grpo_by_id_and_prompt(tmp_path, run_n
     run_ngrp("curriculum", profile, "--tasks", inputs, "--output", kept, "--learnable-for", "8")
     kept_tasks = {json.loads(line)["_ng_task_index"] for line in kept.read_text().splitlines()}
     assert sorted(set(range(12)) - kept_tasks) == useless
+
+
+def test_inspect_selects_rollouts_by_health_finding(tmp_path, run_ngrp):
+    """The wrong turn: the agent grepped inspect's output to find the rollouts behind a health finding."""
+    inputs, rollouts = _run(tmp_path, truncate_every=5)
+    run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts)
+    verdicts = tmp_path / "results" / "rollout_verdicts.jsonl"
+    flagged = sorted(
+        (v["_ng_task_index"], v["_ng_rollout_index"])
+        for v in map(json.loads, verdicts.read_text().splitlines())
+        if any(f["check"] == "ngrp/truncated_at_token_cap" for f in v["findings"])
+    )
+    assert flagged
+    done = run_ngrp("inspect", rollouts, "--finding", "ngrp/truncated_at_token_cap", "--json")
+    assert done.returncode == 0, done.stderr
+    shown = sorted(
+        (r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, done.stdout.splitlines())
+    )
+    assert shown == flagged
+    narrowed = run_ngrp("inspect", rollouts, "--finding", "ngrp/truncated_at_token_cap", "--failed", "--json")
+    failed = [json.loads(line) for line in narrowed.stdout.splitlines()]
+    assert failed and all(r["passed"] is False for r in failed) and len(failed) < len(flagged)
+    typo = run_ngrp("inspect", rollouts, "--finding", "ngrp/truncated")
+    assert (
+        typo.returncode == 2
+        and "checks with findings in that file: ngrp/truncated_at_token_cap" in typo.stderr
+    )
+    other = tmp_path / "other"
+    other.mkdir()
+    alone = other / "rollouts.jsonl"
+    alone.write_bytes(Path(rollouts).read_bytes())
+    missing = run_ngrp("inspect", alone, "--finding", "ngrp/truncated_at_token_cap")
+    assert missing.returncode == 2 and "run ngrp health" in missing.stderr
+    given = run_ngrp(
+        "inspect", alone, "--finding", "ngrp/truncated_at_token_cap", "--verdicts", verdicts, "--json"
+    )
+    assert len(given.stdout.splitlines()) == len(flagged)
