@@ -313,3 +313,58 @@ def test_inspect_selects_rollouts_by_health_finding(tmp_path, run_ngrp):
         "inspect", alone, "--finding", "ngrp/truncated_at_token_cap", "--verdicts", verdicts, "--json"
     )
     assert len(given.stdout.splitlines()) == len(flagged)
+
+
+def test_health_without_a_failures_file_does_not_claim_never_attempted(tmp_path, run_ngrp):
+    inputs, rollouts = _run(tmp_path, drop=((2, 0), (3, 1)))
+    text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
+    assert "never attempted" not in text
+    assert "2 of 48 expected without a rollout (no failures file was read" in text
+    failures = Path(rollouts).with_name("rollouts_failures.jsonl")
+    failures.write_text("")
+    text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
+    assert "2 of 48 expected never attempted" in text
+
+
+def test_check_holds_the_runs_other_files_against_its_inputs(tmp_path, run_ngrp):
+    """The wrong turn: a Gym folder held inputs and a quality summary for 4 repeats per task and a profile
+    excerpt for 16; validate passed all files and stats said only that rollouts were missing."""
+    inputs, rollouts = _run(tmp_path)  # 12 tasks x 4 repeats
+    run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts)
+    big_rollouts, big_inputs = write_run(tmp_path / "big", repeats=16)
+    run_ngrp("profile", "--inputs", big_inputs, "--rollouts", big_rollouts)
+    folder, big = tmp_path / "results", tmp_path / "big"
+    agree = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts,
+                     folder / "quality_summary.json", folder / "rollout_verdicts.jsonl")  # fmt: skip
+    assert agree.returncode == 0, agree.stdout
+    assert f"note: {folder / 'quality_summary.json'} (quality summary) agrees with {inputs}" in agree.stdout
+    others = [big / "rollouts_reward_profiling.jsonl", big / "rollouts_profile_summary.json",
+              big / "rollouts_repeat_level_metrics.json"]  # fmt: skip
+    mixed = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, *others)
+    assert mixed.returncode == 1
+    out = mixed.stdout
+    assert (
+        f"error: {others[0]} (reward profile) says 16 rollouts per task where the inputs hold 4 (12 task(s)"
+        in out
+    )
+    assert f"{inputs} disagrees" in out
+    assert (
+        f"error: {others[1]} (profile summary) says 192 expected rollouts for the run, the inputs 48" in out
+    )
+    assert (
+        f"{others[2]} (repeat-level metrics) says 16 repeats for agent policy_agent where the inputs hold 4"
+        in out
+    )
+    report = json.loads(
+        run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, *others, "--json").stdout
+    )
+    assert sum(f["code"] == "files_disagree" and f["severity"] == "error" for f in report["findings"]) == 4
+    # the other way round: fewer in the other file is a partial run, a warning
+    partial = run_ngrp(
+        "check", "--inputs", big_inputs, "--rollouts", big_rollouts, folder / "rollout_verdicts.jsonl"
+    )
+    assert partial.returncode == 0
+    assert (
+        "warning: " in partial.stdout
+        and "says 4 rollouts per task where the inputs hold 16" in partial.stdout
+    )

@@ -27,6 +27,7 @@ from ..artifacts.names import (
 from ..artifacts.opening import require_regular
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
+from .crossfiles import cross_check
 from .findings import summarize
 from .health_text import LENGTH_REASONS, stop_reason, token_counts
 
@@ -182,8 +183,14 @@ def _read_failures(
     return stats, tally
 
 
-def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | None = None) -> CheckResult:
-    """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists."""
+def check_run(
+    inputs: Path | str,
+    rollouts: Path | str,
+    failures: Path | str | None = None,
+    others: tuple[Path | str, ...] = (),
+) -> CheckResult:
+    """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists.
+    `others` (a profile, health files...) are each held against the inputs (audit/crossfiles.py)."""
     inputs, rollouts = Path(inputs), Path(rollouts)
     refuse_swapped(inputs, rollouts)
     failures = failures_beside(rollouts, failures)
@@ -198,10 +205,12 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
         else _read_failures(Path(failures), expected, tally.completed)
     )
     key_env, mode, max_attempts = _collected_by(rollouts)
-    return summarize(
+    result = summarize(
         in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, key_env, mode,
         max_attempts=max_attempts,
     )  # fmt: skip
+    result.findings += cross_check(inputs, [Path(p) for p in others])
+    return result
 
 
 def _collected_by(rollouts: Path) -> tuple[str, str, int | None]:

@@ -120,7 +120,7 @@ def render_text(result) -> str:
         )
     if keys["missing"] or keys["not_in_inputs"]:
         lines.append(
-            f"  keys: {keys['missing']} of {keys['expected']} expected never attempted, "
+            f"  keys: {keys['missing']} of {keys['expected']} expected {_missing_words(data)}, "
             f"{keys['not_in_inputs']} not in the inputs (ngrp check accounts for them)"
         )
     if data["ignored_checks"]:
@@ -159,3 +159,11 @@ def render_text(result) -> str:
 
 def _list(values: list) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def _missing_words(data: dict) -> str:
+    """What an expected key with no rollout row is: never attempted only when a failures sidecar was read
+    (it would list the attempts that failed); without one, whether it was attempted is unknown."""
+    if data["files"]["failures"] is None:
+        return "without a rollout (no failures file was read, so whether they were attempted is unknown)"
+    return "never attempted"
