@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from http_helpers import sum_tasks
 from run_helpers import write_run
+from test_collect_ux import flaky_peer  # noqa: F401  (fixture: a peer that answers 503 while "down")
 
 
 def _run(tmp_path: Path, **kwargs) -> tuple[str, str]:
@@ -368,3 +370,41 @@ def test_check_holds_the_runs_other_files_against_its_inputs(tmp_path, run_ngrp)
         "warning: " in partial.stdout
         and "says 4 rollouts per task where the inputs hold 16" in partial.stdout
     )
+
+
+def test_checks_resume_command_is_the_runs_own_and_it_runs(tmp_path, flaky_peer):  # noqa: F811
+    """The wrong turn: for a run collected with --endpoints by `python3 scripts/ngrp.py`, check printed
+    `ngrp collect ... --base-url ...`. The printed command names the same server source and entry point,
+    and running it as printed finishes the run."""
+    import shlex
+    import subprocess
+    import sys
+
+    from conftest import SCRIPT
+
+    def ngrp(*args):
+        return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    sum_tasks(tmp_path, 3)
+    endpoints = tmp_path / "ngrp_endpoints.json"
+    endpoints.write_text(json.dumps({"endpoints": [{"base_url": flaky_peer["url"] + "/v1", "model": "m"}]}))
+    source = ("--endpoints", "ngrp_endpoints.json", "--verifier", "exact", "--max-retries", "0")
+    first = ngrp(
+        "collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "2", *source
+    )
+    assert first.returncode == 1, first.stderr
+    check = ngrp(
+        "check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl", "--json"
+    )
+    fix = next(f["fix"] for f in json.loads(check.stdout)["findings"] if f["code"] == "missing_rollouts")
+    command = fix[: fix.index(" (runs only the missing keys)")]
+    command = command[command.index(" or ") + 4 :] if " or " in command else command
+    words = shlex.split(command)
+    assert words[words.index("collect") - 1] == str(SCRIPT)  # the entry point the user ran
+    assert "--endpoints" in words and "ngrp_endpoints.json" in words and "--base-url" not in words
+    flaky_peer["down"] = False
+    resumed = subprocess.run(words, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = (tmp_path / "out" / "r.jsonl").read_text().splitlines()
+    assert len({(json.loads(r)["_ng_task_index"], json.loads(r)["_ng_rollout_index"]) for r in rows}) == 6

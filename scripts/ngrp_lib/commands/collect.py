@@ -239,6 +239,7 @@ def command(
     options = CollectOptions(
         output=shard_output_path(output, shard) if shard else output,
         endpoints=endpoints,
+        endpoint_files=tuple(str(f) for f in endpoint_files),
         gym_url=gym_url,
         shard=shard,
         input=input_path,
