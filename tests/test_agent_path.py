@@ -408,3 +408,25 @@ def test_checks_resume_command_is_the_runs_own_and_it_runs(tmp_path, flaky_peer)
     assert resumed.returncode == 0, resumed.stderr
     rows = (tmp_path / "out" / "r.jsonl").read_text().splitlines()
     assert len({(json.loads(r)["_ng_task_index"], json.loads(r)["_ng_rollout_index"]) for r in rows}) == 6
+
+
+def test_collect_after_a_resume_says_what_its_mean_reward_covers(tmp_path, flaky_peer, run_ngrp):  # noqa: F811
+    """The wrong turn: after a resume the summary's mean reward (0.250 over 32 rows) was read as the
+    run's (0.328 over 64)."""
+    sum_tasks(tmp_path, 3)
+    flaky_peer["down"] = False
+    argv = ["collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "2",
+            "--base-url", flaky_peer["url"] + "/v1", "--model", "m", "--verifier", "exact"]  # fmt: skip
+    first = run_ngrp(*argv)
+    assert first.returncode == 0, first.stderr
+    assert "mean reward 1.0000 over the 6 rollouts this invocation wrote" in first.stdout
+    assert "not the" not in first.stdout
+    rollouts = tmp_path / "out" / "r.jsonl"
+    rows = rollouts.read_text().splitlines(keepends=True)
+    rollouts.write_text("".join(rows[:4]))  # the run was killed after four rollouts
+    resumed = run_ngrp(*argv, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        "mean reward 1.0000 over the 2 rollouts this invocation wrote (not the 6 in the file: "
+        "ngrp profile or stats for the whole run)" in resumed.stdout
+    )
