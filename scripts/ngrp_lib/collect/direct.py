@@ -10,7 +10,7 @@ import orjson
 
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, TASK_KEY, USAGE_MISSING
-from ..errors import UsageError
+from ..artifacts.response import output_tokens_or_zero
 from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
 from .http import AttemptFailed, post_json
@@ -25,12 +25,9 @@ class DirectRun(Run):
     def __init__(self, *args: Any, endpoints: tuple[Endpoint, ...], verifier: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.verifier = verifier
-        router = make_router(
+        self.router = make_router(
             list(endpoints), self.options.concurrency, self.session, self.headers, log=self.log
         )
-        if router is None:
-            raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
-        self.router = router
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()
@@ -49,7 +46,7 @@ class DirectRun(Run):
             out["_ngrp_server"] = endpoint.public_url
             if missing:
                 out[USAGE_MISSING] = missing
-            self.record_result(out, out.get("reward"), output_tokens(response))
+            self.record_result(out, out.get("reward"), output_tokens_or_zero(response))
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, endpoint.public_url)
         except TypeError as exc:  # orjson: a verifier value JSON cannot hold (Decimal, an int past 64 bits)
@@ -86,12 +83,6 @@ class DirectRun(Run):
 
     async def verify(self, row: dict, response: dict) -> dict:
         return await score(self.verifier, row, response, self.session)
-
-
-def output_tokens(response: dict) -> int:
-    usage = response.get("usage")
-    tokens = usage.get("output_tokens") if isinstance(usage, dict) else None
-    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 def result_row(row: dict, response: dict, verdict: dict, attempt: int, elapsed: float) -> dict:

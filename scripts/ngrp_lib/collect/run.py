@@ -1,5 +1,5 @@
 """What the workers of one collection share: the pending rows, the output files, the running totals and
-the rules for stopping early. A backend (`direct.DirectRun`, `gym_backend.GymRun`) adds `run_row`.
+the rules for stopping early. A backend (`direct.DirectRun`, `gym_run.GymRun`) adds `run_row`.
 
 Workers pull rows from one shared generator that streams the materialized file, so at most `concurrency`
 rows are in flight and memory does not grow with the number of rows. Every result and every failed

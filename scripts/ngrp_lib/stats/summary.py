@@ -359,10 +359,21 @@ PROMPT_CHARS = 160  # of a task's prompt in the per-task table (enough to recogn
 
 
 def task_prompt(sample: dict) -> str:
-    """The task's last user message, its middle cut to PROMPT_CHARS: which task a row is, in words."""
-    from ..inspect.digest import cut_middle, last_user_message
+    """The task's last user message (as `inspect` shows it), its middle cut past PROMPT_CHARS: which
+    task a row is, in words."""
+    from ..artifacts.response import parts_text
 
-    return cut_middle(last_user_message(sample.get("responses_create_params")), PROMPT_CHARS)
+    params = sample.get("responses_create_params")
+    items = params.get("input") if isinstance(params, dict) else None
+    text = items if isinstance(items, str) else ""
+    for item in reversed(items) if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message":
+            text = parts_text(item.get("content"), ("input_text", "output_text", "text"))
+            break
+    if len(text) <= PROMPT_CHARS:
+        return text
+    head = PROMPT_CHARS // 3
+    return f"{text[:head]} [... {len(text) - PROMPT_CHARS:,} chars cut ...] {text[head - PROMPT_CHARS :]}"
 
 
 def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, sizes: list[int]) -> list[dict]:
@@ -411,7 +422,7 @@ def compute_stats(
     verdicts file next to the run is only counted, in a note."""
     import numpy as np
 
-    from ..audit.verdicts import health_input
+    from ..artifacts.verdicts import health_input
 
     settings = settings or StatsSettings()
     settings.check()
