@@ -430,3 +430,36 @@ def test_collect_after_a_resume_says_what_its_mean_reward_covers(tmp_path, flaky
         "mean reward 1.0000 over the 2 rollouts this invocation wrote (not the 6 in the file: "
         "ngrp profile or stats for the whole run)" in resumed.stdout
     )
+
+
+def test_every_command_counts_the_same_truncated_rollouts(tmp_path, run_ngrp):
+    """The wrong turn: check and health counted 14 rollouts stopped at the token limit, inspect and the
+    viewer 13: one hit exactly the limit without an `incomplete` status. One definition now."""
+    rollouts, inputs = write_run(tmp_path / "results", tasks=6, repeats=4, truncate_every=5)
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines()]
+    inputs_rows = [json.loads(line) for line in inputs.read_text().splitlines()]
+    for row in (*rows, *inputs_rows):
+        row["responses_create_params"]["max_output_tokens"] = 200
+    said = sum(r["response"]["status"] == "incomplete" for r in rows)
+    silent = next(r for r in rows if r["response"]["status"] == "completed")
+    silent["response"]["usage"]["output_tokens"] = 200  # at the cap, and the response does not say so
+    filtered = next(r for r in rows if r["response"]["status"] == "completed" and r is not silent)
+    filtered["response"]["status"] = "incomplete"  # stopped for another reason: not at the token limit
+    filtered["response"]["incomplete_details"] = {"reason": "content_filter"}
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in inputs_rows))
+    want = said + 1
+    check = json.loads(run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, "--json").stdout)
+    capped = next(f for f in check["findings"] if "stopped at the token cap" in f["message"])
+    assert f"{want} stopped at the token cap" in capped["message"]
+    health = json.loads(run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--json").stdout)
+    assert next(c for c in health["checks"] if c["id"] == "ngrp/truncated_at_token_cap")["findings"] == want
+    shown = run_ngrp("inspect", rollouts, "--truncated", "--json").stdout.splitlines()
+    keys = {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in map(json.loads, shown)}
+    assert len(keys) == want
+    assert (silent["_ng_task_index"], silent["_ng_rollout_index"]) in keys
+    assert (filtered["_ng_task_index"], filtered["_ng_rollout_index"]) not in keys
+    run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts)
+    profile = tmp_path / "results" / "rollouts_reward_profiling.jsonl"
+    stats = json.loads(run_ngrp("stats", profile, "--rollouts", rollouts, "--json").stdout)
+    assert stats["overall"]["reward_length"]["truncation"]["n_truncated"] == want

@@ -25,7 +25,7 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
-from ..artifacts.response import LENGTH_REASONS, prompt_and_completion_tokens, stop_reason
+from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .crossfiles import cross_check
@@ -148,10 +148,7 @@ def _note_generation(row: dict[str, Any], response: dict[str, Any], tally: _Roll
     if completion == 0:
         tally.zero_tokens += 1
         return
-    params = row.get("responses_create_params")
-    cap = params.get("max_output_tokens") if isinstance(params, dict) else None
-    at_cap = type(cap) is int and completion is not None and completion >= cap > 0
-    if at_cap or stop_reason(response) in LENGTH_REASONS:
+    if stopped_at_token_cap(response, request_token_cap(row), completion):  # the one "truncated"
         tally.capped += 1
 
 

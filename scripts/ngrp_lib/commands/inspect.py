@@ -35,7 +35,11 @@ FILE = INPUT_FILE
     help="Only tasks whose materialized input has FIELD (a.b for nested) equal to VALUE (repeatable).",
 )
 @click.option("--band", type=click.Choice(["all-fail", "mixed", "all-pass"]), help="Only tasks in this band.")
-@click.option("--truncated", is_flag=True, help="Only rollouts cut at the length limit (status incomplete).")
+@click.option(
+    "--truncated",
+    is_flag=True,
+    help="Only rollouts stopped at the token limit (said, or output tokens reached max_output_tokens).",
+)
 @click.option(
     "--finding",
     "findings",
