@@ -463,3 +463,44 @@ def test_every_command_counts_the_same_truncated_rollouts(tmp_path, run_ngrp):
     profile = tmp_path / "results" / "rollouts_reward_profiling.jsonl"
     stats = json.loads(run_ngrp("stats", profile, "--rollouts", rollouts, "--json").stdout)
     assert stats["overall"]["reward_length"]["truncation"]["n_truncated"] == want
+
+
+def test_ledger_stop_rules_are_amended_with_consent_and_on_the_record(tmp_path, run_ngrp):
+    """The wrong turn: stop rules could not be changed after init, so an agent edited campaign.json."""
+    ledger = tmp_path / "L"
+    init = run_ngrp("ledger", "init", "--campaign", "c1", "--metric", "mean_reward", "--direction", "max",
+                    "--max-experiments", "2", "--dir", ledger)  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    for i in range(2):
+        done = run_ngrp("ledger", "record", "--dir", ledger, "--status", "crash", "--description", f"run {i}",
+                        "--branch", "b", "--commit", "abc")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    probe = run_ngrp("ledger", "status", "--dir", ledger)  # "may I launch?": one answer
+    assert probe.returncode == 1 and "STOP: a stop rule is met" in probe.stdout
+    before = (ledger / "campaign.json").read_bytes()
+    no_reason = run_ngrp("ledger", "amend", "--dir", ledger, "--max-experiments", "4", "--reason", " ")
+    assert no_reason.returncode == 2 and "--reason is required" in no_reason.stderr
+    same = run_ngrp("ledger", "amend", "--dir", ledger, "--max-experiments", "2", "--reason", "user said so")
+    assert same.returncode == 2 and "nothing to amend" in same.stderr
+    assert (ledger / "campaign.json").read_bytes() == before
+    amend = run_ngrp("ledger", "amend", "--dir", ledger, "--max-experiments", "4", "--target", "0.6",
+                     "--reason", "user approved 2 more runs", "--json")  # fmt: skip
+    assert amend.returncode == 0, amend.stderr
+    changes = json.loads(amend.stdout)["changes"]
+    assert [(c["rule"], c["old"], c["new"]) for c in changes] == [
+        ("max_experiments", 2, 4),
+        ("target", None, 0.6),
+    ]
+    campaign = json.loads((ledger / "campaign.json").read_text())
+    assert campaign["max_experiments"] == 4 and campaign["target"] == 0.6
+    assert [h["reason"] for h in campaign["history"]] == ["user approved 2 more runs"] * 2
+    assert all(h["at"] for h in campaign["history"])
+    status = run_ngrp("ledger", "status", "--dir", ledger)
+    assert status.returncode == 0 and "2/4 attempted" in status.stdout
+    assert "stop rules amended 2 time(s)" in status.stdout
+    report = json.loads(run_ngrp("ledger", "status", "--dir", ledger, "--json").stdout)
+    assert report["amendments"] == campaign["history"]
+    from ngrp_lib.artifacts import schemas
+
+    assert schemas.first_problem("ledger_campaign", campaign) is None
+    assert schemas.first_problem("ledger_status", report) is None
