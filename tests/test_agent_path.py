@@ -504,3 +504,23 @@ def test_ledger_stop_rules_are_amended_with_consent_and_on_the_record(tmp_path, 
 
     assert schemas.first_problem("ledger_campaign", campaign) is None
     assert schemas.first_problem("ledger_status", report) is None
+
+
+def test_health_says_how_many_zeros_are_unhealthy_and_why(tmp_path, run_ngrp):
+    """One command's text answers 'how many zeros are unhealthy, and why', with the --json under
+    documented keys (zero_rewards.total, .unhealthy, .by_check)."""
+    inputs, rollouts = _run(tmp_path, truncate_every=3)
+    rows = [json.loads(line) for line in Path(rollouts).read_text().splitlines()]
+    expected_why = sum(
+        1 for r in rows if r["reward"] == 0.0 and r["response"]["status"] == "incomplete"
+    )  # the truncated zeros (write_run's truncated rows keep their content)
+    report = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    zero = report["zero_rewards"]
+    assert zero["total"] == sum(r["reward"] == 0.0 for r in rows)
+    assert zero["unhealthy"] == expected_why > 0
+    assert zero["by_check"] == {"ngrp/truncated_at_token_cap": expected_why}
+    text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
+    assert f"zero rewards: {zero['total']}, of which {expected_why} unhealthy" in text
+    assert f"why: ngrp/truncated_at_token_cap {expected_why}" in text

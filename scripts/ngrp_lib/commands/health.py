@@ -140,9 +140,11 @@ def render_text(result) -> str:
         lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(tasks)}{more})")
     zero = data["zero_rewards"]
     if zero["total"]:
+        why = ", ".join(f"{check} {n}" for check, n in zero.get("by_check", {}).items())
         lines.append(
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
             f"({100 * zero['share_unhealthy']:.1f}%): those zeros may not be the policy's fault"
+            + (f"; why: {why}" if why else "")
         )
     outputs = data["outputs"]
     if outputs is None:
