@@ -48,10 +48,12 @@ def _run() -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     missing = _missing()
     if missing:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         sys.stderr.write(
-            f"ngrp: missing Python packages: {', '.join(missing)}\n"
-            f"install them with: {sys.executable} -m pip install {' '.join(missing)}\n"
-            "(or install the whole toolkit: pip install <path to this skill folder>)\n"
+            f"ngrp: missing Python packages: {', '.join(missing)}; install them with: "
+            f"{sys.executable} -m pip install {' '.join(missing)}\n"
+            "(or set up every command once, in a venv outside this folder: python3 -m venv ~/.venvs/ngrp && "
+            f"~/.venvs/ngrp/bin/pip install '{here}[report]', then run ~/.venvs/ngrp/bin/ngrp)\n"
         )
         return 2
     old = _too_old()

@@ -49,7 +49,7 @@ def test_one_missing_dependency_is_named(tmp_path):
     )
     out = _run([sys.executable, "-c", code], tmp_path)
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    assert "missing Python packages: orjson\n" in out.stderr and "pip install orjson" in out.stderr
+    assert "missing Python packages: orjson;" in out.stderr and "pip install orjson" in out.stderr
 
 
 def test_help_validate_and_check_do_not_import_heavy_modules(tmp_path):

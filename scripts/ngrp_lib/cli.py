@@ -14,7 +14,7 @@ import click
 
 from . import __version__
 from .artifacts.terminal import say
-from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError, error_object
+from .errors import EXIT_INPUT, EXIT_USAGE, MissingDependencyError, NgrpError, error_object
 
 # name -> (module, one-line help). Add a line here when you add a command module.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -92,6 +92,21 @@ def wants_json(argv: list[str]) -> bool:
     return "--json" in args
 
 
+# Third-party modules a command may import late, and what pip installs them as (pyproject.toml's minimums).
+PIP_NAMES = {"aiohttp": "aiohttp>=3.9", "numpy": "numpy>=1.24", "yaml": "pyyaml>=6", "scipy": "scipy>=1.10"}
+
+
+def missing_package(exc: ModuleNotFoundError, argv: list[str]) -> MissingDependencyError | None:
+    """The one-line answer to a third-party package this command needs and cannot import; None for a
+    module of ours or one we do not know (a real bug: let its traceback show)."""
+    top = (exc.name or "").split(".")[0]
+    if top not in PIP_NAMES:
+        return None
+    command = next((a for a in argv if a in COMMANDS), None)
+    purpose = f"ngrp {command}" if command else "ngrp"
+    return MissingDependencyError(top, f"{sys.executable} -m pip install '{PIP_NAMES[top]}'", purpose)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error).
     Under --json a failure also prints `errors.error_object` on stdout (same exit code, same stderr)."""
@@ -136,6 +151,12 @@ def _run(argv: list[str] | None, args: list[str]) -> tuple[int, Failure | None]:
         word = "aborted" if isinstance(exc, click.exceptions.Abort) else "interrupted"
         say(word, err=True)
         return 130, (word, None, None)
+    except ModuleNotFoundError as exc:  # a package only some commands need (aiohttp for collect...)
+        missing = missing_package(exc, args)
+        if missing is None:
+            raise
+        say(missing.render(), err=True)
+        return missing.exit_code, (missing.message, missing.hint, missing)
     except OSError as exc:  # disk full, a folder where a file should go...: say so, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
         say(f"error: {where}{exc.strerror or exc}", err=True)

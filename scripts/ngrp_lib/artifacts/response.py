@@ -19,6 +19,12 @@ Finish
   `reason` is `max_output_tokens`), else the response's own `status` (`completed`, `failed`...).
 - `stop_reason`: `incomplete_details.reason` alone, as the health checks compare it with LENGTH_REASONS.
 
+Truncated (one meaning in every command: check, health, inspect, view, stats, report)
+- `stopped_at_token_cap`: the response stopped at the token limit: it says so (`incomplete_details.reason`
+  is `max_output_tokens`, `length` or `max_tokens`), or its completion tokens reached the request's
+  `max_output_tokens`, said or not. An `incomplete` status for another reason (a content filter) is not.
+- `truncated`: the same for a rollout row, its cap from the request it stored unless the caller knows it.
+
 Usage (three readings, each named for what it returns; they differ on purpose, see each docstring)
 - `usage`: the `usage` object itself, or None (the profiler profiles every number in it).
 - `prompt_and_completion_tokens`: Gym's reading for the health checks (Responses names, then chat names).
@@ -30,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from .names import USAGE_MISSING
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # Finish reasons (Responses `incomplete_details.reason`, chat `finish_reason`) that mean "stopped at the cap".
@@ -242,3 +250,31 @@ def output_tokens_or_zero(response: dict) -> int:
     counts = response.get("usage")
     tokens = counts.get("output_tokens") if isinstance(counts, dict) else None
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
+
+
+def stopped_at_token_cap(response: Any, cap: Any, completion: int | None) -> bool:
+    """THE meaning of "truncated" (see the module's docstring): a length stop the response reports, or
+    `completion` tokens (as `prompt_and_completion_tokens` reads them) at or past a positive `cap`."""
+    if not isinstance(response, dict):
+        return False
+    if stop_reason(response) in LENGTH_REASONS:
+        return True
+    return type(cap) is int and cap > 0 and completion is not None and completion >= cap
+
+
+def request_token_cap(row: dict) -> int | None:
+    """`responses_create_params.max_output_tokens` of a row (the request it stored), or None."""
+    params = row.get("responses_create_params")
+    cap = params.get("max_output_tokens") if isinstance(params, dict) else None
+    return cap if type(cap) is int else None
+
+
+def truncated(row: dict, cap: int | None = None, not_given: Any = None) -> bool:
+    """Whether a rollout row stopped at the token limit; `cap` from its materialized input when the caller
+    has it, else the request the row stored. `not_given`: the row's USAGE_MISSING (None: read it here)."""
+    response = row.get("response")
+    if not isinstance(response, dict):
+        return False
+    missing = row.get(USAGE_MISSING) if not_given is None else not_given
+    completion = prompt_and_completion_tokens(response, missing)[1]
+    return stopped_at_token_cap(response, request_token_cap(row) if cap is None else cap, completion)

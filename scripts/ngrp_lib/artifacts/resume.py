@@ -40,7 +40,22 @@ def resume_command(manifest: Any, without: tuple[str, ...] = ()) -> str | None:
         while flag in argv:
             at = argv.index(flag)
             del argv[at : at + 2]
-    return shlex.join(["ngrp", *argv])
+    return shlex.join([*entry_point(), *argv])
+
+
+def entry_point(argv0: str | None = None) -> list[str]:
+    """How the user runs ngrp, from how this process was started: `python3 scripts/ngrp.py` (the path as
+    they typed it; another interpreter by its path, so a venv's packages come along) or `ngrp`."""
+    import os
+    import shutil
+    import sys
+
+    script = sys.argv[0] if argv0 is None else argv0
+    if os.path.basename(script) != "ngrp.py":
+        return ["ngrp"]
+    on_path = shutil.which("python3")
+    same = on_path is not None and os.path.realpath(on_path) == os.path.realpath(sys.executable)
+    return ["python3" if same else sys.executable, script]
 
 
 def resume_argv(manifest: dict[str, Any]) -> list[str]:
@@ -117,6 +132,11 @@ def _server_args(manifest: dict[str, Any], identity: dict[str, Any]) -> list[str
     gym = [s["url"] for s in servers if s.get("gym")]
     if gym:
         return ["--gym-url", str(gym[0])]
+    files = manifest["options"].get("endpoint_files")
+    if files:  # the run's own server source: the file names the servers (and their model) again
+        api = ["--api", "responses"] if identity.get("api") == "responses" else []
+        chosen = ["--model", str(identity["model"])] if identity.get("model") else []
+        return [arg for f in files for arg in ("--endpoints", str(f))] + chosen + api
     args: list[str] = []
     for server in servers:
         args += ["--base-url", str(server["url"])]

@@ -25,9 +25,10 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
-from ..artifacts.response import LENGTH_REASONS, prompt_and_completion_tokens, stop_reason
+from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
+from .crossfiles import cross_check
 from .findings import summarize
 
 
@@ -147,10 +148,7 @@ def _note_generation(row: dict[str, Any], response: dict[str, Any], tally: _Roll
     if completion == 0:
         tally.zero_tokens += 1
         return
-    params = row.get("responses_create_params")
-    cap = params.get("max_output_tokens") if isinstance(params, dict) else None
-    at_cap = type(cap) is int and completion is not None and completion >= cap > 0
-    if at_cap or stop_reason(response) in LENGTH_REASONS:
+    if stopped_at_token_cap(response, request_token_cap(row), completion):  # the one "truncated"
         tally.capped += 1
 
 
@@ -183,8 +181,14 @@ def _read_failures(
     return stats, tally
 
 
-def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | None = None) -> CheckResult:
-    """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists."""
+def check_run(
+    inputs: Path | str,
+    rollouts: Path | str,
+    failures: Path | str | None = None,
+    others: tuple[Path | str, ...] = (),
+) -> CheckResult:
+    """Account for every key. `failures` defaults to `<rollouts stem>_failures.jsonl` if that exists.
+    `others` (a profile, health files...) are each held against the inputs (audit/crossfiles.py)."""
     inputs, rollouts = Path(inputs), Path(rollouts)
     refuse_swapped(inputs, rollouts)
     failures = failures_beside(rollouts, failures)
@@ -199,10 +203,12 @@ def check_run(inputs: Path | str, rollouts: Path | str, failures: Path | str | N
         else _read_failures(Path(failures), expected, tally.completed)
     )
     key_env, mode, max_attempts = _collected_by(rollouts)
-    return summarize(
+    result = summarize(
         in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, key_env, mode,
         max_attempts=max_attempts,
     )  # fmt: skip
+    result.findings += cross_check(inputs, [Path(p) for p in others])
+    return result
 
 
 def _collected_by(rollouts: Path) -> tuple[str, str, int | None]:

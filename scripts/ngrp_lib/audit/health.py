@@ -41,7 +41,7 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
-from ..errors import InputError
+from ..errors import InputError, OutputExistsError
 from .health_checks import (
     CONDITIONAL_IDS,
     REGISTRY,
@@ -67,7 +67,7 @@ class HealthResult:
     rollouts: str
     inputs: str
     failures: str | None
-    outputs: dict[str, str]
+    outputs: dict[str, str] | None  # None when nothing was written (--no-write)
     summary: dict[str, Any]  # what quality_summary.json holds
     affected: dict[str, int]  # check -> rollouts (or tasks) with a finding
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
@@ -80,7 +80,8 @@ class HealthResult:
     @property
     def exit_code(self) -> int:
         v = self.verdicts
-        return 0 if v["unhealthy"] == 0 and v["unobserved"] == 0 else 1
+        judged = self.summary["ngrp"]["keys"]["judged"]  # nothing judged is no evidence of health
+        return 0 if judged and v["unhealthy"] == 0 and v["unobserved"] == 0 else 1
 
     def to_json(self) -> dict[str, Any]:
         run, ours = self.summary["run"], self.summary["ngrp"]
@@ -291,14 +292,21 @@ def run_health(
     settings: Settings | None = None,
     *,
     overwrite: bool = False,
+    write: bool = True,
 ) -> HealthResult:
-    """Judge the run and write its two health files next to the rollouts file."""
+    """Judge the run and write its two health files next to the rollouts file (with write=False: judge
+    only, nothing written or refused, so asking again about a judged run is a read)."""
     settings = settings or Settings()
     settings.check()
     inputs, rollouts = Path(inputs), Path(rollouts)
     failures = failures_beside(rollouts, failures)
     paths = health_paths_for(rollouts)
-    refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
+    if write:
+        try:
+            refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
+        except OutputExistsError as exc:  # the run was judged before: asking again is a read
+            exc.hint = "--no-write reports without writing anything; --overwrite replaces the two files"
+            raise
     refuse_swapped(inputs, rollouts)
     if failures is not None:
         refuse_wrong_kind(failures, FAILURES, option="--failures")
@@ -318,13 +326,14 @@ def run_health(
         "failures": None if failures is None else {"path": str(failures), "rows": sidecar.rows,
                                                    "unreadable_lines": sidecar.unreadable},
     }  # fmt: skip
-    _write(paths, summary, digests, overwrite)
+    if write:
+        _write(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
     return HealthResult(
         rollouts=str(rollouts),
         inputs=str(inputs),
         failures=None if failures is None else str(failures),
-        outputs={name: str(path) for name, path in paths.items()},
+        outputs={name: str(path) for name, path in paths.items()} if write else None,
         summary=summary,
         affected=affected,
         flagged_tasks=flagged,

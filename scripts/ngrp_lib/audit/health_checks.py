@@ -21,12 +21,12 @@ from ..artifacts.items import turns_and_calls
 from ..artifacts.names import USAGE_MISSING
 from ..artifacts.response import (
     FAILED_STATUSES,
-    LENGTH_REASONS,
     final_and_reasoning,
     has_content,
     made_tool_call,
     prompt_and_completion_tokens,
     stop_reason,
+    stopped_at_token_cap,
 )
 from ..errors import UsageError
 from .agent_checks import CONTEXT_FULL, agent_findings, context_overflow
@@ -334,8 +334,7 @@ def _cap_checks(
     findings: list[dict[str, Any]],
 ) -> bool:
     reason = stop_reason(response)
-    at_cap = reason in LENGTH_REASONS or (cap is not None and completion is not None and completion >= cap)
-    if not at_cap:
+    if not stopped_at_token_cap(response, cap, completion):  # the one "truncated" (artifacts/response.py)
         return False
     detail = {"finish_reason": reason, "completion_tokens": completion, "max_output_tokens": cap}
     check = "ngrp/truncated_at_token_cap" if has_content(response) else "model_call_runaway_generation"

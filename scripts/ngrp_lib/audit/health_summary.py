@@ -40,6 +40,7 @@ class _Pass:
     ended_on_error: int = 0
     zero: int = 0
     zero_unhealthy: int = 0
+    zero_why: Counter = field(default_factory=Counter)  # check -> zero-reward rollouts it flags
     failure_only: int = 0
 
 
@@ -101,7 +102,9 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
                 failed_rows += not d.from_failures
             if d.zero_reward:
                 zero += 1
-                zero_bad += bool(findings)
+                if findings:  # why this zero may not be the policy's
+                    zero_bad += 1
+                    acc.zero_why.update({f["check"] for f in findings})
             only += d.from_failures
         if task != current_task:
             current_task, current = task, repeats.setdefault(task, [0] * 5)
@@ -282,5 +285,6 @@ def _ngrp_block(acc: _Pass, judged: int, scan: RolloutScan, caps: dict, settings
             "total": acc.zero,
             "unhealthy": acc.zero_unhealthy,
             "share_unhealthy": acc.zero_unhealthy / acc.zero if acc.zero else None,
+            "by_check": dict(acc.zero_why.most_common()),
         },
     }

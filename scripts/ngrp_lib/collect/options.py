@@ -47,6 +47,7 @@ class CollectOptions:
     progress: bool = False
     gym_url: str | None = None  # Gym /run mode (gym_run.py)
     shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
+    endpoint_files: tuple[str, ...] = ()  # --endpoints FILE as given: the resume command names them again
 
     def __post_init__(self) -> None:
         if self.gym_url is not None:
@@ -136,6 +137,7 @@ class CollectOptions:
                 "api_key_env": self.api_key_env,
                 "max_response_bytes": self.retry.max_response_bytes,
                 "follow_redirects": self.retry.follow_redirects,
+                "endpoint_files": list(self.endpoint_files),
             },
             "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
             + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),

@@ -84,6 +84,10 @@ def scan_materialized(
             raise InputError(problem[1], path=path, line=row.line, pointer=problem[0])
         _check_row(path, row, needs_answer, budget, row.data[RCP])
         keys.add(key)
+    if not seen:  # a run of nothing would end "complete" with 0 rows
+        raise UsageError(
+            f"{path} holds no materialized rows", hint="materialize a task file with at least one row"
+        )
     return Plan(rows=len(keys), sha256=digest.hexdigest()), keys
 
 
@@ -292,6 +296,10 @@ def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudg
     if options.input is None:
         return None
     rows = list(read_task_lines(options.input, options.materialize.limit))  # read once: checked, expanded
+    if not rows:  # a run of nothing would end "complete" with 0 rows
+        raise UsageError(
+            f"{options.input} holds no task rows", hint="give the task file with at least one row"
+        )
     check_tasks(options, rows, needs_answer, budget)
     staging = options.materialized_path.with_name(f".{options.materialized_path.name}.staging.tmp")
     expanded = expand(rows, options.materialize, options.input)

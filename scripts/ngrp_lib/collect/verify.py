@@ -51,7 +51,8 @@ def last_boxed(text: str) -> str | None:
 
 # A minus sign counts only where no letter or digit stands right before it: "base-2" and "3-2" end in 2.
 _SIGN = r"(?:(?<!\w)[-\u2212])?"
-_NUMBER = re.compile(_SIGN + r"\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|" + _SIGN + r"\.\d+")
+# A comma belongs to a number only between digits ("1,000"): "the answer is 4, so" extracts 4, not "4,".
+_NUMBER = re.compile(_SIGN + r"\d+(?:,\d+)*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|" + _SIGN + r"\.\d+")
 
 
 def extract_math(text: str) -> str | None:

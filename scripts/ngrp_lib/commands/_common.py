@@ -123,9 +123,14 @@ def verifier_options(command: Callable) -> Callable:
             "--verifier",
             type=click.Choice(["exact", "math", "mcq", "regex"]),
             default=None,
-            help="Built-in verifier comparing the answer with the row's --answer-key field.",
+            help="Built-in verifier comparing the answer with the row's --answer-key field (which match each "
+            "takes and how it normalises: references/collection.md).",
         ),
-        click.option("--verifier-pattern", default=None, help="Regex for --verifier regex (group 1 if any)."),
+        click.option(
+            "--verifier-pattern",
+            default=None,
+            help="Regex for --verifier regex: its LAST match in the reply counts (group 1 if any).",
+        ),
         click.option(
             "--answer-key", default="expected_answer", show_default=True, help="Row field with the answer."
         ),

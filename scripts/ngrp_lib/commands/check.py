@@ -17,24 +17,31 @@ from ._common import emit, failure_lines, json_option
     type=click.Path(path_type=str),
     help="Failures sidecar JSONL; default <rollouts stem>_failures.jsonl when it exists.",
 )
+@click.argument("others", nargs=-1, type=click.Path(path_type=str), metavar="[OTHER_FILES]...")
 @json_option
-def command(inputs: str, rollouts: str, failures: str | None, as_json: bool) -> int:
+def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str, ...], as_json: bool) -> int:
     """Account for every (_ng_task_index, _ng_rollout_index) key of a run: expected, completed,
     missing (tasks complete / partial / with none), extra, duplicate on either side, failed
     attempts by class, masked rollouts, null or absent rewards, blank lines and a torn tail.
     Streams both files; each finding names the command that fixes it.
 
+    OTHER_FILES (a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json,
+    quality_summary.json, rollout_verdicts.jsonl) are each held against the inputs: a task, key, repeat
+    or rollout count the inputs do not have is an error naming both files and both numbers (files of
+    two runs in one folder); fewer is a warning (a partial run).
+
     \b
     Example:
       ngrp check --inputs results/rollouts_materialized_inputs.jsonl --rollouts results/rollouts.jsonl
       ngrp check --json --inputs m.jsonl --rollouts r.jsonl --failures r_failures.jsonl
+      ngrp check --inputs m.jsonl --rollouts r.jsonl r_reward_profiling.jsonl quality_summary.json
 
     \b
     Exit codes: 0 complete and consistent (notes and warnings allowed), 1 findings
     (missing, extra or duplicate keys, unreadable lines, torn tail), 2 usage error,
     3 a file cannot be read.
     """
-    result = check_run(inputs, rollouts, failures)
+    result = check_run(inputs, rollouts, failures, others)
     emit(result, as_json, render_text)
     return result.exit_code
 

@@ -240,6 +240,7 @@ def command(
     options = CollectOptions(
         output=shard_output_path(output, shard) if shard else output,
         endpoints=endpoints,
+        endpoint_files=tuple(str(f) for f in endpoint_files),
         gym_url=gym_url,
         shard=shard,
         input=input_path,
@@ -340,6 +341,17 @@ def _endpoints(base_urls, endpoint_files, model):
     return [Endpoint(normalize_base_url(url), model) for url in base_urls]
 
 
+def _mean_reward_words(result) -> str:
+    """The mean reward with what it covers: this invocation's rollouts, which after a resume are not the
+    file's (the whole run's mean is `ngrp profile`'s or `ngrp stats`')."""
+    if result.mean_reward is None:
+        return "mean reward - (no rollout written by this invocation)"
+    words = f"mean reward {result.mean_reward:.4f} over the {result.succeeded} rollouts this invocation wrote"
+    if result.skipped_completed:
+        words += f" (not the {result.completed} in the file: ngrp profile or stats for the whole run)"
+    return words
+
+
 def _render(result) -> str:
     lines = [
         f"rollouts: {result.completed}/{result.expected} done, {result.missing} missing: {result.output}",
@@ -347,8 +359,7 @@ def _render(result) -> str:
         + class_counts(result.failures_by_class)
         + f", {result.skipped_completed} already done, {result.exhausted} out of attempts",
         f"speed: {result.rollouts_per_s:.1f} rollouts/s, {result.output_tokens_per_s:,.0f} output tok/s"
-        f" over {result.elapsed_s:.1f}s; mean reward "
-        + ("-" if result.mean_reward is None else f"{result.mean_reward:.4f}"),
+        f" over {result.elapsed_s:.1f}s; {_mean_reward_words(result)}",
     ]
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)

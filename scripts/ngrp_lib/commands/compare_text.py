@@ -33,6 +33,8 @@ def render_compare(r: CompareResult) -> str:
         f"  correlation of A's and B's per-task means: {num(r.correlation.value, 3)} "
         f"(n={r.correlation.n_tasks} tasks; pairing removes what they share)",
     ]
+    if r.row_differences:
+        lines.insert(2, f"rows: {r.row_differences['summary']}")
     if r.identical:
         lines.insert(2, f"finding: {IDENTICAL} ({r.identical.replace('_', ' ')})")
     if r.mcnemar:
@@ -54,4 +56,5 @@ def render_compare(r: CompareResult) -> str:
             )
             lines.append(f"  {name} B - A, paired by task ({methods.tag(curve[0].ci_method)}): {shown}")
     lines += [f"note: {n}" for n in r.notes if not n.startswith(IDENTICAL)]
+    lines.append(f"answer: {r.answer['text']}")
     return "\n".join(lines)

@@ -22,14 +22,16 @@ Example:
   ngrp health --inputs results/rollouts_materialized_inputs.jsonl --rollouts results/rollouts.jsonl
   ngrp health --inputs m.jsonl --rollouts r.jsonl --ignore-checks ngrp/answer_not_extracted --json
   ngrp profile --inputs m.jsonl --rollouts r.jsonl --exclude-unhealthy r_rollout_verdicts.jsonl
+  ngrp health --inputs m.jsonl --rollouts r.jsonl --no-write --json   # ask again: a read, nothing written
 
 \b
 Outputs, next to --rollouts: quality_summary.json and rollout_verdicts.jsonl (Gym's names) when the
 file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verdicts.jsonl.
+With --no-write nothing is written (and nothing refused): the same report, on a run already judged.
 
 \b
-Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, 2 bad options or an
-output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
+Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, or none to judge, 2 bad
+options or an output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
 """,
 )
 @click.option("--inputs", required=True, type=INPUT_FILE, help="Materialized inputs JSONL.")
@@ -68,6 +70,11 @@ output exists (use --overwrite), 3 a file cannot be read or the inputs hold a ma
     show_default=True,
     help="ngrp/tool_call_loop: copies of one tool call (same name and arguments) that make a loop.",
 )
+@click.option(
+    "--no-write",
+    is_flag=True,
+    help="Judge and report only: write nothing, refuse nothing (ask again about a run already judged).",
+)
 @overwrite_option
 @json_option
 def command(
@@ -78,6 +85,7 @@ def command(
     loop_min_repeats: int,
     loop_min_chars: int,
     tool_loop_min_repeats: int,
+    no_write: bool,
     overwrite: bool,
     as_json: bool,
 ) -> int:
@@ -96,7 +104,7 @@ def command(
     from ..audit.health_checks import Settings, parse_ignored
 
     settings = Settings(parse_ignored(ignore_checks), loop_min_repeats, loop_min_chars, tool_loop_min_repeats)
-    result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite)
+    result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite, write=not no_write)
     emit(result, as_json, render_text)
     return result.exit_code
 
@@ -114,9 +122,13 @@ def render_text(result) -> str:
         f"unreadable lines, {keys['failure_only']} keys only in the failures sidecar); "
         f"{v['healthy']} healthy, {v['unhealthy']} unhealthy, {v['unobserved']} unobserved",
     ]
+    if not keys["judged"]:
+        lines.append(
+            f"  nothing to judge: {data['files']['rollouts']} holds no rollout rows (exit 1: not healthy)"
+        )
     if keys["missing"] or keys["not_in_inputs"]:
         lines.append(
-            f"  keys: {keys['missing']} of {keys['expected']} expected never attempted, "
+            f"  keys: {keys['missing']} of {keys['expected']} expected {_missing_words(data)}, "
             f"{keys['not_in_inputs']} not in the inputs (ngrp check accounts for them)"
         )
     if data["ignored_checks"]:
@@ -136,12 +148,18 @@ def render_text(result) -> str:
         lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(tasks)}{more})")
     zero = data["zero_rewards"]
     if zero["total"]:
+        why = ", ".join(f"{check} {n}" for check, n in zero.get("by_check", {}).items())
         lines.append(
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
             f"({100 * zero['share_unhealthy']:.1f}%): those zeros may not be the policy's fault"
+            + (f"; why: {why}" if why else "")
         )
-    lines.append(f"wrote {data['outputs']['quality_summary']} and {data['outputs']['rollout_verdicts']}")
-    if v["unhealthy"]:
+    outputs = data["outputs"]
+    if outputs is None:
+        lines.append("nothing written (--no-write)")
+    else:
+        lines.append(f"wrote {outputs['quality_summary']} and {outputs['rollout_verdicts']}")
+    if v["unhealthy"] and outputs is not None:
         lines.append(
             "next: look at the verdicts, fix what is fixable (ngrp reverify for a verifier problem), or "
             f"leave them out: ngrp profile ... --exclude-unhealthy {data['outputs']['rollout_verdicts']}"
@@ -151,3 +169,11 @@ def render_text(result) -> str:
 
 def _list(values: list) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def _missing_words(data: dict) -> str:
+    """What an expected key with no rollout row is: never attempted only when a failures sidecar was read
+    (it would list the attempts that failed); without one, whether it was attempted is unknown."""
+    if data["files"]["failures"] is None:
+        return "without a rollout (no failures file was read, so whether they were attempted is unknown)"
+    return "never attempted"

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..artifacts.terminal import say
+from ..errors import UsageError
 from ._common import FINITE, INPUT_FILE, count, pass_threshold_option
 
 FILE = INPUT_FILE
@@ -39,7 +40,23 @@ FILE = INPUT_FILE
     help="Only tasks whose materialized input has FIELD (a.b for nested) equal to VALUE (repeatable).",
 )
 @click.option("--band", type=click.Choice(["all-fail", "mixed", "all-pass"]), help="Only tasks in this band.")
-@click.option("--truncated", is_flag=True, help="Only rollouts cut at the length limit (status incomplete).")
+@click.option(
+    "--truncated",
+    is_flag=True,
+    help="Only rollouts stopped at the token limit (said, or output tokens reached max_output_tokens).",
+)
+@click.option(
+    "--finding",
+    "findings",
+    multiple=True,
+    metavar="CHECK",
+    help="Only rollouts `ngrp health` flagged with this check id (repeatable), read from the verdicts file.",
+)
+@click.option(
+    "--verdicts",
+    type=INPUT_FILE,
+    help="rollout_verdicts.jsonl for --finding (default: ngrp health's, next to the rollouts).",
+)
 @click.option(
     "--limit",
     type=click.IntRange(min=0),
@@ -90,6 +107,8 @@ def command(
     where: tuple[str, ...],
     band: str | None,
     truncated: bool,
+    findings: tuple[str, ...],
+    verdicts: Path | None,
     limit: int,
     sort: str,
     max_chars: int,
@@ -112,6 +131,7 @@ def command(
       ngrp inspect results/rollouts.jsonl --task 412
       ngrp inspect results/rollouts.jsonl --failed --band mixed --sort tokens --limit 5
       ngrp inspect results/rollouts.jsonl --where level=hard --grep 'boxed\\{\\}' --json > why.jsonl
+      ngrp inspect results/rollouts.jsonl --finding ngrp/truncated_at_token_cap   # after ngrp health
 
     \b
     Exit codes: 0 ok (also when nothing matched), 2 bad options, 3 unreadable or malformed input.
@@ -138,6 +158,10 @@ def command(
             truncated=truncated,
         )
     )
+    if findings:
+        selection = with_findings(selection, rollouts, verdicts, findings)
+    elif verdicts is not None:
+        raise UsageError("--verdicts is read for --finding; give --finding CHECK")
     result = inspect_run(
         resolve(rollouts, inputs, profile), selection, sort=sort, limit=limit or None, answer_key=answer_key
     )
@@ -151,3 +175,13 @@ def command(
         say(line)
     say(footer(result))
     return 0
+
+
+def with_findings(selection, rollouts: Path, verdicts: Path | None, findings: tuple[str, ...]):
+    """The selection narrowed to the rollouts the verdicts file flags with any of `findings`."""
+    import dataclasses
+
+    from ..inspect.findings import keys_with_finding, verdicts_beside
+
+    found = keys_with_finding(verdicts_beside(rollouts, verdicts), findings)
+    return dataclasses.replace(selection, finding=found.checks, finding_keys=found.keys)

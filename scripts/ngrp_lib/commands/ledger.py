@@ -318,11 +318,12 @@ def status_cmd(campaign, directory, as_json):
 
 def _register() -> None:
     """The subcommands that live in their own modules."""
+    from .ledger_amend import amend_cmd
     from .ledger_branch import branch_cmd
     from .ledger_run import run_cmd
     from .ledger_session import checkpoint_cmd, handoff_cmd
 
-    for sub in (run_cmd, branch_cmd, checkpoint_cmd, handoff_cmd):
+    for sub in (run_cmd, branch_cmd, checkpoint_cmd, handoff_cmd, amend_cmd):
         command.add_command(sub)
 
 

@@ -39,6 +39,12 @@ def render(status: LedgerStatus) -> str:
         lines.append(
             "  (no stop rule was given: default is the baseline plus 3 experiments, then ask the user)"
         )
+    if status.amendments:
+        last = status.amendments[-1]
+        lines.append(
+            f"  stop rules amended {len(status.amendments)} time(s); last {last['at']}: {last['rule']} "
+            f"{last['old']} -> {last['new']} ({last['reason']})"
+        )
     verdict = "STOP: a stop rule is met" if status.stop else "stop condition not yet met: continue"
     lines.append(verdict)
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from ..numbers import interval, num, pct
 from ..stats import methods
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
+from .stats_grpo_text import grpo_task_lines
 
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
@@ -149,6 +150,7 @@ def render_stats(result: Any) -> str:
                 f"{tagged(tw.ci_low, tw.ci_high, tw.ci_method)} "
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
+    lines += grpo_task_lines(result)
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
         f"(95% intervals, task-clustered: {methods.legend(LEGEND)}; rates get the bounded ones, t with "

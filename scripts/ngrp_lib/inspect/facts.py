@@ -24,7 +24,7 @@ from ..artifacts.items import turns_and_calls
 from ..artifacts.jsonl import BLANK, TORN, Problem, hint_for, parse_line
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input
-from ..artifacts.response import finish, output_and_reasoning_tokens
+from ..artifacts.response import finish, output_and_reasoning_tokens, truncated
 from ..errors import InputError
 from .digest import last_user_message, reward_of
 
@@ -219,7 +219,8 @@ class FactsBuilder:
         reward = reward_of(row)
         tokens = output_and_reasoning_tokens(row.get("response"))[0]
         done = finish(row.get("response"))
-        flags = (TRUNCATED if done.truncated else 0) | (MASKED if row.get("mask_sample") is True else 0)
+        cut = truncated(row)  # the one "truncated" (artifacts/response.py)
+        flags = (TRUNCATED if cut else 0) | (MASKED if row.get("mask_sample") is True else 0)
         if done.status not in ("completed", "incomplete"):
             flags |= ERRORED
         cols = self._cols

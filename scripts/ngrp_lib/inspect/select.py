@@ -85,6 +85,8 @@ class Selection:
     where: tuple[Where, ...] = ()
     band: str | None = None  # all_fail | mixed | all_pass
     truncated: bool = False
+    finding: tuple[str, ...] = ()  # health check ids (--finding), whose rollouts are `finding_keys`
+    finding_keys: frozenset[tuple[int, int]] | None = None
 
     @property
     def needs_rows(self) -> bool:
@@ -120,6 +122,8 @@ class Selection:
             parts.append(f"band {self.band.replace('_', '-')}")
         if self.truncated:
             parts.append("truncated")
+        if self.finding:
+            parts.append("finding " + ",".join(self.finding))
         parts += [f"where {w}" for w in self.where]
         if self.grep is not None and self.grep_prompt and self.grep_literal is not None:
             parts.append(f"text {self.grep_literal!r} in prompts and responses")
@@ -231,7 +235,13 @@ def rollout_mask(sel: Selection, facts: Facts) -> Any:
             mask &= reward <= sel.reward_max
     if sel.truncated:
         mask &= (facts.flags & TRUNCATED) != 0
+    if sel.finding_keys is not None:
+        flagged = np.fromiter((t * _KEY_SPAN + r for t, r in sel.finding_keys), dtype=np.int64)
+        mask &= np.isin(facts.task.astype(np.int64) * _KEY_SPAN + facts.rollout.astype(np.int64), flagged)
     return mask
+
+
+_KEY_SPAN = 1 << 32  # packs (task, rollout) into one int64 for the --finding test
 
 
 def task_mask(sel: Selection, table: TaskTable) -> Any:

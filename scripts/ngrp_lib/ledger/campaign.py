@@ -1,10 +1,11 @@
-"""The campaign file: metric, direction and stop rules, fixed when the ledger is created."""
+"""The campaign file: metric, direction and stop rules, set when the ledger is created (`ledger amend`
+changes the stop rules later, each change in `history`)."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -43,6 +44,8 @@ class Campaign:
     # files written before the prefix existed get `autoresearch/<campaign>`.
     branch_prefix: str | None = None
     schema: str = SCHEMA_ID
+    # Stop-rule changes after init (`ledger amend`), oldest first: {at, rule, old, new, reason}.
+    history: list[dict] = field(default_factory=list)
 
     def deadline_at(self) -> datetime | None:
         return None if self.deadline is None else parse_instant(self.deadline)
@@ -244,6 +247,8 @@ def load_campaign(paths: LedgerPaths) -> Campaign:
         raise InputError(f"not a ledger campaign file (schema {SCHEMA_ID} expected)", path=paths.campaign)
     try:
         campaign = Campaign(**{k: v for k, v in data.items() if k in Campaign.__dataclass_fields__})
+        if not isinstance(campaign.history, list):
+            raise ValueError("history is not a list")
         for value in (campaign.direction, campaign.compare_direction):
             if value not in ("max", "min"):
                 raise ValueError(f"direction {value!r} is not max or min")

@@ -80,7 +80,8 @@ def _reserve(paths: LedgerPaths, campaign: Campaign, now: datetime) -> runs.RunS
         if met:
             raise StopRuleMet(
                 f"refusing to start: stop rule {met[0].rule} is met ({met[0].detail})",
-                hint="summarise the campaign and ask the user before running more (ngrp ledger status)",
+                hint="summarise the campaign and ask the user; with their consent: ngrp ledger amend "
+                "--reason '...' (ngrp ledger status is the probe: exit 0 may launch)",
             )
         return runs.reserve(paths, rows)
 

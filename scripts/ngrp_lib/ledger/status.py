@@ -44,6 +44,7 @@ class LedgerStatus:
     branch_prefix: str = ""
     runs: list[dict] = field(default_factory=list)  # every row, briefly, in index order
     open_runs: list[OpenRun] = field(default_factory=list)  # started by `ledger run`, not recorded
+    amendments: list[dict] = field(default_factory=list)  # the campaign's stop-rule history (ledger amend)
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"schema": STATUS_SCHEMA}
@@ -160,4 +161,5 @@ def ledger_status(paths: LedgerPaths, now: datetime | None = None) -> LedgerStat
         branch_prefix=campaign.prefix(),
         runs=[_brief_row(row) for row in sorted(rows, key=lambda r: r.index)],
         open_runs=open_now,
+        amendments=list(campaign.history),
     )

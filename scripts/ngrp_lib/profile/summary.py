@@ -229,16 +229,26 @@ def add_agent_means(per_agent: list, agents: list, task_means_by_label: dict) ->
         entry["mean_reward_task_weighted"] = sum(task_means) / len(task_means) if task_means else None
 
 
-def data_warnings(
-    counts: dict[str, int], completion: GymCompletion, incomplete: list, facts: Facts, options: Any
-) -> list[str]:
-    out = []
-    if completion.expected_rollout_rows and not completion.completed_rollout_rows:
-        out.append(
+def _empty_run_warnings(completion: GymCompletion) -> list[str]:
+    """A profile of nothing is written (as Gym writes it) but never reads as a result."""
+    if not completion.expected_rollout_rows:
+        return [
+            "NO INPUT ROWS: the materialized inputs hold no rows, so the profile files are written EMPTY and"
+            " say nothing about the policy; materialize and collect a task file with rows first"
+        ]
+    if not completion.completed_rollout_rows:
+        return [
             f"NO ROLLOUT COMPLETED (0 of {completion.expected_rollout_rows}): the profile files are written,"
             " as Gym's profiler writes them, but they are EMPTY and say nothing about the policy; collect the"
             " rollouts first (`ngrp check` names the fix or the --resume command)"
-        )
+        ]
+    return []
+
+
+def data_warnings(
+    counts: dict[str, int], completion: GymCompletion, incomplete: list, facts: Facts, options: Any
+) -> list[str]:
+    out = _empty_run_warnings(completion)
     if counts["null_reward"]:
         how = {
             "exclude": "left out of mean/reward and the other reward statistics, as Gym does, so those "

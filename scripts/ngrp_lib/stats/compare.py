@@ -16,7 +16,7 @@ from typing import Any
 from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
-from . import methods, paired
+from . import methods, paired, rowdiff
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
@@ -110,10 +110,39 @@ class CompareResult:
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reward_components: dict | None = None  # stats.components.paired_components, from both runs' rows
+    # how the paired task rows differ apart from identity (rowdiff.RowDifferences.to_json)
+    row_differences: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> dict[str, Any]:
+        """Does B beat A? Claimed only when the paired 95% t interval excludes 0; otherwise no difference is
+        detectable at this n (never "the same"), with the minimum detectable effect."""
+        lo, hi = self.ci_low, self.ci_high
+        if self.identical:
+            claim = "identical_outcomes"
+            text = "no claim: the two runs hold the same rewards per key (the same rollouts or seed)"
+        elif not (math.isfinite(lo) and math.isfinite(hi)):
+            claim, text = "undefined", f"no interval at n={self.n_tasks} tasks: no claim either way"
+        elif lo > 0 or hi < 0:
+            claim = "b_better" if lo > 0 else "a_better"
+            who = "B beats A" if lo > 0 else "A beats B"
+            text = f"{who}: B - A = {self.mean_diff:.4g}, 95% CI [{lo:.4g}, {hi:.4g}], n={self.n_tasks} tasks"
+        else:
+            claim = "not_detectable"
+            mde = (
+                f"; smallest difference detectable: {self.mde_80:.3g}"
+                if self.mde_80 is not None and math.isfinite(self.mde_80)
+                else ""
+            )
+            text = (
+                f"no difference detectable at n={self.n_tasks} tasks: B - A = {self.mean_diff:.4g}, 95% CI "
+                f"[{lo:.4g}, {hi:.4g}] includes 0{mde} (not evidence that they are the same)"
+            )
+        return {"claim": claim, "text": text}
 
     def to_json(self) -> dict[str, Any]:
         # NaN and infinities are undefined: null in JSON (the n next to them says why).
-        return jsonable(self)
+        return {**jsonable(self), "answer": self.answer}
 
 
 def _index(data: ProfileData) -> dict:
@@ -374,6 +403,7 @@ def compare_profiles(
         correlation=paired.correlation(means_a, means_b), binary=binary["binary"], mcnemar=binary["mcnemar"],
         alpha=alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
+        row_differences=rowdiff.between(da.samples, db.samples, [(i, j) for _, i, j in pairs]).to_json(),
     )  # fmt: skip
 
 

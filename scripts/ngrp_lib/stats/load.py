@@ -23,7 +23,7 @@ from ..artifacts.names import (
     rollout_key,
     task_label,
 )
-from ..artifacts.response import finish
+from ..artifacts.response import truncated
 from ..errors import FindingsError, InputError
 from ..numbers import MAX_MAGNITUDE, first_oversize
 
@@ -254,7 +254,7 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
 
 
 def _is_truncated(row: dict) -> bool:
-    return finish(row.get("response")).truncated
+    return truncated(row)  # the one "truncated" (artifacts/response.py)
 
 
 def _answer(value: Any) -> str | None:

@@ -356,6 +356,27 @@ def _group_labels(data: ProfileData, group_by: str) -> list[str]:
     return labels
 
 
+PROMPT_CHARS = 160  # of a task's prompt in the per-task table (enough to recognise it)
+
+
+def task_prompt(sample: dict) -> str:
+    """The task's last user message (as `inspect` shows it), its middle cut past PROMPT_CHARS: which
+    task a row is, in words."""
+    from ..artifacts.response import parts_text
+
+    params = sample.get("responses_create_params")
+    items = params.get("input") if isinstance(params, dict) else None
+    text = items if isinstance(items, str) else ""
+    for item in reversed(items) if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message":
+            text = parts_text(item.get("content"), ("input_text", "output_text", "text"))
+            break
+    if len(text) <= PROMPT_CHARS:
+        return text
+    head = PROMPT_CHARS // 3
+    return f"{text[:head]} [... {len(text) - PROMPT_CHARS:,} chars cut ...] {text[head - PROMPT_CHARS :]}"
+
+
 def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, sizes: list[int]) -> list[dict]:
     import numpy as np
 
@@ -369,6 +390,7 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
             "agent": agent,
             "n": int(cols["n"][i]),
             "mean_reward": cols["mean_reward"][i],
+            "prompt": task_prompt(data.samples[i]),
         }
         if labels is not None:
             row["group"] = labels[i]

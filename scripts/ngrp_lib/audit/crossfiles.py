@@ -1,0 +1,234 @@
+"""`ngrp check ... OTHER_FILES`: does each other file of a run describe the run its materialized inputs do?
+
+A folder collected elsewhere can hold files of two runs: materialized inputs for 4 repeats per task next to
+a profile of 16. Each file validates alone; only side by side do they disagree. Every file here is read
+for what it says about the run (its tasks, repeats per task, rollout keys, rollout count) and each claim
+is held against the inputs. A disagreement names both files and both numbers.
+
+A file may say less than the inputs and still belong to the run (a partial run judged by `health`, masked
+rollouts a profile leaves out): that is a warning. Saying more (a task, key or repeat the inputs do not
+have), or a different whole-run count, is an error: the files are not of one run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts.jsonl import iter_rows, read_json
+from ..artifacts.names import TASK_KEY, agent_name, rollout_key
+from ..errors import InputError
+from .check_result import ERROR, NOTE, WARNING, Finding
+
+CODE = "files_disagree"
+
+
+@dataclass
+class RunShape:
+    """What a file says about its run; None where it does not say."""
+
+    path: Path
+    what: str  # "reward profile", "quality summary", ...
+    per_task: dict[int, int] | None = None  # task -> rollouts expected or judged
+    keys: set[tuple[int, int]] | None = None
+    total: int | None = None  # rollouts the whole run expects
+    repeat_indices: dict[str | None, set[int]] | None = None  # agent -> rollout indices
+    partial_ok: bool = True  # fewer than the inputs is a warning (a partial run), not an error
+    notes: list[str] = field(default_factory=list)
+
+
+def inputs_shape(path: Path) -> RunShape:
+    shape = RunShape(path, "materialized inputs", per_task=Counter(), keys=set(), repeat_indices={})
+    assert shape.per_task is not None and shape.keys is not None and shape.repeat_indices is not None
+    for row in iter_rows(path):
+        key = rollout_key(row.data)
+        if key is None:
+            continue
+        shape.keys.add(key)
+        shape.per_task[key[0]] += 1
+        shape.repeat_indices.setdefault(agent_name(row.data), set()).add(key[1])
+    shape.total = len(shape.keys)
+    return shape
+
+
+def shape_of(path: Path) -> RunShape:
+    """Read `path` for what it says about the run, by its name (Gym's and ngrp's names)."""
+    name = path.name
+    if name.endswith("_reward_profiling.jsonl"):
+        return _profile(path)
+    if name.endswith("quality_summary.json"):
+        return _quality_summary(path)
+    if name.endswith("rollout_verdicts.jsonl"):
+        return _verdicts(path)
+    if name.endswith("_repeat_level_metrics.json"):
+        return _repeat_levels(path)
+    if name.endswith("_profile_summary.json"):
+        return _profile_summary(path)
+    if name.endswith("_agent_metrics.json"):
+        return RunShape(
+            path, "agent metrics", notes=[f"{path}: agent metrics hold no task or rollout counts"]
+        )
+    raise InputError(
+        "not a file check can hold against the inputs",
+        path=path,
+        hint="give a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json, "
+        "quality_summary.json or rollout_verdicts.jsonl",
+    )
+
+
+def _profile(path: Path) -> RunShape:
+    shape = RunShape(path, "reward profile", per_task=Counter(), keys=set())
+    assert shape.per_task is not None and shape.keys is not None
+    for row in iter_rows(path):
+        task, expected = row.data.get(TASK_KEY), row.data.get("expected_num_rollouts")
+        if type(task) is int and type(expected) is int:
+            shape.per_task[task] += expected  # fan-out: one row per (task, agent)
+        for info in row.data.get("rollout_infos") or []:
+            key = rollout_key(info) if isinstance(info, dict) else None
+            if key is not None:
+                shape.keys.add(key)
+    return shape
+
+
+def _quality_summary(path: Path) -> RunShape:
+    data = _object(path)
+    found = data.get("tasks")
+    tasks: dict[str, Any] = found if isinstance(found, dict) else {}
+    per_task = {
+        int(t): v["repeats"]
+        for t, v in tasks.items()
+        if t.isdigit() and isinstance(v, dict) and type(v.get("repeats")) is int
+    }
+    keys = (data.get("ngrp") or {}).get("keys") if isinstance(data.get("ngrp"), dict) else None
+    total = keys.get("expected") if isinstance(keys, dict) and type(keys.get("expected")) is int else None
+    return RunShape(path, "quality summary", per_task=per_task, total=total)
+
+
+def _verdicts(path: Path) -> RunShape:
+    keys = {key for row in iter_rows(path) if (key := rollout_key(row.data)) is not None}
+    per_task: Counter = Counter(task for task, _ in keys)
+    return RunShape(path, "rollout verdicts", per_task=per_task, keys=keys)
+
+
+def _repeat_levels(path: Path) -> RunShape:
+    data = read_json(path)
+    indices: dict[str | None, set[int]] = {}
+    for entry in data if isinstance(data, list) else []:
+        index = entry.get("_ng_rollout_index") if isinstance(entry, dict) else None
+        if type(index) is int:
+            indices.setdefault(agent_name(entry), set()).add(index)
+    return RunShape(path, "repeat-level metrics", repeat_indices=indices)
+
+
+def _profile_summary(path: Path) -> RunShape:
+    counts = _object(path).get("counts")
+    expected = counts.get("expected") if isinstance(counts, dict) else None
+    return RunShape(
+        path, "profile summary", total=expected if type(expected) is int else None, partial_ok=False
+    )
+
+
+def _object(path: Path) -> dict[str, Any]:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=path)
+    return data
+
+
+def disagreements(inputs: RunShape, other: RunShape) -> list[Finding]:
+    """Every way `other` disagrees with the inputs, as check findings naming both files and numbers."""
+    found = [Finding(CODE, NOTE, 0, note) for note in other.notes]
+    if other.per_task is not None and inputs.per_task is not None:
+        found += _per_task(inputs, other)
+    if other.keys is not None and inputs.keys is not None:
+        extra = sorted(other.keys - inputs.keys)
+        if extra:
+            says = f"{len(extra)} rollout key(s) the inputs do not hold"
+            found.append(_error(other, inputs, len(extra), says, [list(k) for k in extra[:10]]))
+    if other.total is not None and inputs.total is not None and other.total != inputs.total:
+        says = f"{other.total} expected rollouts for the run, the inputs {inputs.total}"
+        found.append(_error(other, inputs, abs(other.total - inputs.total), says))
+    if other.repeat_indices is not None and inputs.repeat_indices is not None:
+        found += _repeats(inputs, other)
+    return found
+
+
+def _per_task(inputs: RunShape, other: RunShape) -> list[Finding]:
+    assert inputs.per_task is not None and other.per_task is not None
+    theirs, ours = other.per_task, inputs.per_task
+    out = []
+    unknown = sorted(t for t in theirs if t not in ours)
+    if unknown:
+        says = f"{len(unknown)} task(s) the inputs do not hold (first: task {unknown[0]})"
+        out.append(_error(other, inputs, len(unknown), says))
+    more = sorted(t for t in theirs if t in ours and theirs[t] > ours[t])
+    fewer = sorted(t for t in theirs if t in ours and theirs[t] < ours[t])
+    absent = sorted(t for t in ours if t not in theirs)
+    if more:
+        out.append(_error(other, inputs, len(more), _count_phrase(other, inputs, more)))
+    if fewer or absent:
+        words = _count_phrase(other, inputs, fewer) if fewer else ""
+        if absent:
+            words += ("; " if words else "") + f"no rollouts for {len(absent)} task(s) the inputs hold"
+        severity = WARNING if other.partial_ok else ERROR
+        message = (
+            f"{other.path} ({other.what}) says {words} ({inputs.path}): a partial run, masked rollouts, "
+            "or another run's file"
+        )
+        out.append(Finding(CODE, severity, len(fewer) + len(absent), message))
+    return out
+
+
+def _count_phrase(other: RunShape, inputs: RunShape, tasks: list[int]) -> str:
+    """ "16 rollouts per task where the inputs hold 4 (12 tasks)": the most common pair of counts."""
+    assert inputs.per_task is not None and other.per_task is not None
+    pairs = Counter((other.per_task[t], inputs.per_task[t]) for t in tasks)
+    (theirs, ours), n = pairs.most_common(1)[0]
+    rest = f"; {len(tasks) - n} more task(s) with other counts" if len(tasks) > n else ""
+    return (
+        f"{theirs} rollouts per task where the inputs hold {ours} ({n} task(s), first: task {tasks[0]}{rest})"
+    )
+
+
+def _repeats(inputs: RunShape, other: RunShape) -> list[Finding]:
+    assert inputs.repeat_indices is not None and other.repeat_indices is not None
+    out = []
+    for agent, indices in other.repeat_indices.items():
+        ours = inputs.repeat_indices.get(agent, set())
+        extra = sorted(indices - ours)
+        if extra:
+            label = "no agent_ref" if agent is None else f"agent {agent}"
+            says = (
+                f"{len(indices)} repeats for {label} where the inputs hold {len(ours)} "
+                f"(rollout indices {extra[0]}..{extra[-1]} are not in them)"
+            )
+            out.append(_error(other, inputs, len(extra), says))
+    return out
+
+
+def _error(other: RunShape, inputs: RunShape, count: int, says: str, examples: list | None = None) -> Finding:
+    return Finding(
+        CODE,
+        ERROR,
+        count,
+        f"{other.path} ({other.what}) says {says}: {inputs.path} disagrees, so the files are not of one run",
+        "use the files of one run; a profile or health files made from other inputs must be made again",
+        examples or [],
+    )
+
+
+def cross_check(inputs: Path, others: list[Path]) -> list[Finding]:
+    """Findings for every other file that disagrees with the inputs (read once, only when others given)."""
+    if not others:
+        return []
+    ours = inputs_shape(inputs)
+    found = []
+    for other in others:
+        shape = shape_of(other)
+        said = disagreements(ours, shape)
+        if not any(f.severity != NOTE for f in said) and not shape.notes:
+            said.append(Finding(CODE, NOTE, 0, f"{other} ({shape.what}) agrees with {inputs}"))
+        found += said
+    return found
