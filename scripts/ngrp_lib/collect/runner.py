@@ -21,6 +21,7 @@ from ..artifacts import jsonl, names, schemas
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP
 from ..artifacts.redact import Redactor, masked_errors
+from ..artifacts.sampling import apply_overrides
 from ..errors import InputError, UsageError
 from . import gym_backend
 from .direct import DirectRun
@@ -93,7 +94,7 @@ def check_tasks(
     for row in rows:
         params = row.data.get(RCP)
         if isinstance(params, dict):  # materialize names a row without one
-            _check_row(options.input, row, needs_answer, budget, {**params, **overrides})
+            _check_row(options.input, row, needs_answer, budget, apply_overrides(params, overrides))
 
 
 def _check_row(
@@ -138,6 +139,7 @@ async def collect(
         else:
             files = _file_refs(options, input_sha, plan)
             manifest = build_manifest(identity, files, _runtime(options, servers))
+            manifest["sampling"] = options.materialize.overrides if options.input is not None else None
             jsonl.write_json(options.manifest_path, manifest, indent=True)
         disk = scan_outputs(options.output, options.failures_path)
         stray = disk.completed - keys

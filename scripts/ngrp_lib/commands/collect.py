@@ -25,6 +25,8 @@ from ._common import (
 )
 from .materialize import materialize_options
 
+SAMPLING_PARAMS = ("temperature", "top_p", "max_output_tokens", "sets")
+
 
 @click.command(
     epilog="""\b
@@ -181,6 +183,10 @@ def command(
     seed_per_repeat,
     interleave,
     limit,
+    temperature,
+    top_p,
+    max_output_tokens,
+    sets,
     base_urls,
     endpoint_files,
     model,
@@ -213,6 +219,7 @@ def command(
     All repeats of a task go to one server. Results and failed attempts are appended as they
     complete; kill it at any moment and --resume finishes the run with every key exactly once.
     """
+    from ..artifacts.sampling import overrides_from_options
     from ..collect.http import RetryPolicy
     from ..collect.materialize import MaterializeOptions
     from ..collect.options import CollectOptions
@@ -221,8 +228,8 @@ def command(
     if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
         context = click.get_current_context()
         given = [
-            "--" + name.replace("_", "-")
-            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent")
+            "--" + name.replace("_", "-").removesuffix("s" if name == "sets" else "")
+            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent", *SAMPLING_PARAMS)
             if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         ]
         if given:
@@ -250,6 +257,7 @@ def command(
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
+            overrides=overrides_from_options(temperature, top_p, max_output_tokens, sets),
         ),
         api=api,
         verifier=verifier,
