@@ -113,7 +113,18 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )
 @click.option(
-    "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Requests in flight."
+    "--one-request-per-rollout",
+    is_flag=True,
+    help="Send each rollout as its own request. By default (direct mode, --api chat) the pending repeats "
+    "of a task that send the same request go as one request with n choices (at most 16), sharing one "
+    "prefill; rows with a seed, rows that differ, --api responses and --gym-url always go one by one.",
+)
+@click.option(
+    "--concurrency",
+    type=count(maximum=10_000),
+    default=32,
+    show_default=True,
+    help="Requests in flight (a grouped request carries several rollouts).",
 )
 @click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
@@ -198,6 +209,7 @@ def command(
     verify_url,
     verifier_fn,
     return_token_ids,
+    one_request_per_rollout,
     concurrency,
     timeout,
     max_retries,
@@ -266,6 +278,7 @@ def command(
         verify_url=verify_url,
         verifier_fn=verifier_fn,
         return_token_ids=return_token_ids,
+        group_requests=not one_request_per_rollout,
         concurrency=concurrency,
         retry=RetryPolicy(
             timeout=timeout,
@@ -357,6 +370,7 @@ def _render(result) -> str:
         f" over {result.elapsed_s:.1f}s; mean reward "
         + ("-" if result.mean_reward is None else f"{result.mean_reward:.4f}"),
     ]
+    lines += cost_lines(result.cost, result.grouping)
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -366,3 +380,30 @@ def _render(result) -> str:
     if result.duplicates_found:
         lines.append(f"duplicates: {result.duplicates_found} rows repeat a completed key")
     return "\n".join(lines)
+
+
+def cost_lines(cost, grouping) -> list[str]:
+    """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
+    from ..collect.cost import tokens_text
+
+    if not cost:
+        return []
+    rate = cost["prefix_cache_hit_rate"]
+    per_s = cost["tokens_per_s"]
+    lines = [
+        f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts in {cost['wall_s']:.1f}s"
+        f" ({cost['rollouts_per_s']:.2f} rollouts/s); prefix-cache hit rate "
+        + ("not reported" if rate is None else f"{rate:.1%}"),
+        f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
+        f" output {tokens_text(cost['output_tokens'])}, "
+        + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
+        + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
+    ]
+    if grouping.get("fallback"):
+        lines.append(f"requests: one per rollout ({grouping['fallback']})")
+    elif grouping.get("grouped"):
+        alone = "; ".join(f"{rows} rows alone: {why}" for why, rows in grouping["alone"].items())
+        lines.append(
+            f"requests: one per task group (n <= {grouping['cap']})" + (f"; {alone}" if alone else "")
+        )
+    return lines

@@ -1,0 +1,77 @@
+"""What a collection cost: requests sent, rollouts, wall time, and input / cached / output tokens.
+
+Input tokens are the prompt tokens the server processed: a prompt shared by the rows of one grouped
+request (`grouping.SHARED_PREFILL`) counts once for that request. A count no row reported stays None
+("not reported"), never 0; `rows_without_usage` says how many rows gave no count at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..artifacts.names import USAGE_MISSING
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def usage_counts(row: dict) -> tuple[int | None, int | None, int | None]:
+    """(input, cached, output) tokens of a rollout row's `response.usage`, None where not reported (a
+    count the row names under `_ngrp_usage_missing` was stored as 0 for Gym's profiler: not a count)."""
+    response = row.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None, None, None
+    missing = row.get(USAGE_MISSING) or []
+    prompt = None if "prompt_tokens" in missing else _count(usage.get("input_tokens"))
+    output = None if "completion_tokens" in missing else _count(usage.get("output_tokens"))
+    details = usage.get("input_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return prompt, cached, output
+
+
+@dataclass
+class CostTally:
+    """Running token totals over the rows of a run (or of a rollouts file)."""
+
+    rows: int = 0
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    rows_without_usage: int = 0
+
+    def add(self, row: dict, *, prompt_counted: bool = True) -> None:
+        """One rollout row; `prompt_counted` False for a row whose prompt another row of its grouped
+        request already counted."""
+        self.rows += 1
+        prompt, cached, output = usage_counts(row)
+        if prompt is None and output is None:
+            self.rows_without_usage += 1
+        if prompt_counted:
+            self.input_tokens = _plus(self.input_tokens, prompt)
+            self.cached_tokens = _plus(self.cached_tokens, cached)
+        self.output_tokens = _plus(self.output_tokens, output)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "rows_without_usage": self.rows_without_usage,
+        }
+
+
+def _plus(total: int | None, value: int | None) -> int | None:
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+def per_second(value: int | None, seconds: float) -> float | None:
+    return None if value is None or seconds <= 0 else round(value / seconds, 1)
+
+
+def tokens_text(value: int | None) -> str:
+    return "not reported" if value is None else f"{value:,}"
