@@ -42,11 +42,13 @@ class CostTally:
     output_tokens: int | None = None
     rows_without_usage: int = 0
 
-    def add(self, row: dict, *, prompt_counted: bool = True) -> None:
+    def add(self, row: dict, *, prompt_counted: bool = True, cached_reported: bool = True) -> None:
         """One rollout row; `prompt_counted` False for a row whose prompt another row of its grouped
-        request already counted."""
+        request already counted; `cached_reported` False when the row's cached count (0) is the
+        conversion's filler, not the server's."""
         self.rows += 1
         prompt, cached, output = usage_counts(row)
+        cached = cached if cached_reported else None
         if prompt is None and output is None:
             self.rows_without_usage += 1
         if prompt_counted:

@@ -38,7 +38,7 @@ class DirectRun(Run):
         )
         if self.fallback is None:
             self.grouper = Grouper(log=self.log)
-        else:
+        elif self.options.group_requests:  # not asked for: say why, once
             self.log(f"one request per rollout: {self.fallback}")
 
     async def run_row(self, row: dict, attempt: int) -> None:
@@ -96,6 +96,8 @@ class DirectRun(Run):
     ) -> bool:
         """Verify one reply and write its rollout (or its failed attempt); True when a rollout was written."""
         response, missing = reply
+        cached_reported = CACHED not in missing  # vLLM leaves prompt_tokens_details out unless asked
+        missing = [name for name in missing if name != CACHED]
         try:
             verdict = await self.verify(row, response)
             out = result_row(row, response, verdict, attempt, time.monotonic() - started)
@@ -104,7 +106,13 @@ class DirectRun(Run):
                 out[USAGE_MISSING] = missing
             if shared is not None:
                 out[SHARED_PREFILL] = shared
-            self.record_result(out, out.get("reward"), output_tokens(response), prompt_counted=prompt_counted)
+            self.record_result(
+                out,
+                out.get("reward"),
+                output_tokens(response),
+                prompt_counted=prompt_counted,
+                cached_reported=cached_reported,
+            )
             return True
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, server)
@@ -124,7 +132,7 @@ class DirectRun(Run):
                 body = chat_request(params, endpoint.model, token_ids=self.options.return_token_ids)
                 answer = await self._post(body, endpoint.base_url + "/chat/completions")
                 response = response_from_chat(answer, token_ids=self.options.return_token_ids)
-                return response, missing_counts(answer)
+                return response, missing_counts(answer) + _cached_missing(answer)
             answer = await self._post(
                 responses_request(params, endpoint.model), endpoint.base_url + "/responses"
             )
@@ -149,7 +157,7 @@ class DirectRun(Run):
             replies = []
             for chat in split_choices(answer, n):
                 response = response_from_chat(chat, token_ids=self.options.return_token_ids)
-                replies.append((response, missing_counts(chat)))
+                replies.append((response, missing_counts(chat) + _cached_missing(chat)))
             return str(answer.get("id", "")), replies
         except AttemptFailed:
             raise
@@ -165,6 +173,16 @@ class DirectRun(Run):
 
     async def verify(self, row: dict, response: dict) -> dict:
         return await score(self.verifier, row, response, self.session)
+
+
+CACHED = "cached_tokens"  # in a reply's missing counts only: never written to _ngrp_usage_missing
+
+
+def _cached_missing(chat: dict) -> list[str]:
+    """[CACHED] when the chat reply gave no cached-token count (the converted usage then holds 0)."""
+    usage = chat.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    return [] if isinstance(details, dict) and details.get(CACHED) is not None else [CACHED]
 
 
 def _unusable(exc: Exception) -> AttemptFailed:

@@ -111,6 +111,8 @@ class GymRun(Run):
         self.fallback = whole_run_fallback(
             enabled=self.options.group_requests, api=self.options.api, gym=True
         )
+        if self.options.group_requests:  # not asked for: say why, once
+            self.log(f"one request per rollout: {self.fallback}")
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()

@@ -170,12 +170,21 @@ class Run:
     async def run_group(self, group: list[Item]) -> None:
         raise NotImplementedError
 
-    def record_result(self, out: dict, reward: Any, tokens: int, *, prompt_counted: bool = True) -> None:
-        """Write a rollout; `prompt_counted` False for a row whose prompt its grouped request counted."""
+    def record_result(
+        self,
+        out: dict,
+        reward: Any,
+        tokens: int,
+        *,
+        prompt_counted: bool = True,
+        cached_reported: bool = True,
+    ) -> None:
+        """Write a rollout; `prompt_counted` False for a row whose prompt its grouped request counted,
+        `cached_reported` False when the server gave no cached-token count (the row holds 0)."""
         self.results.write(out)  # serialized whole first: a failure here writes no byte
         self.stop.success()
         self.tally.add_result(reward, tokens)
-        self.cost.add(out, prompt_counted=prompt_counted)
+        self.cost.add(out, prompt_counted=prompt_counted, cached_reported=cached_reported)
 
     def record_failure(
         self,

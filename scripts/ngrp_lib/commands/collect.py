@@ -391,8 +391,7 @@ def cost_lines(cost, grouping) -> list[str]:
     rate = cost["prefix_cache_hit_rate"]
     per_s = cost["tokens_per_s"]
     lines = [
-        f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts in {cost['wall_s']:.1f}s"
-        f" ({cost['rollouts_per_s']:.2f} rollouts/s); prefix-cache hit rate "
+        f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts; prefix-cache hit rate "
         + ("not reported" if rate is None else f"{rate:.1%}"),
         f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
         f" output {tokens_text(cost['output_tokens'])}, "
