@@ -12,9 +12,11 @@ from ngrp_lib.collect.cost import CostTally, usage_counts
 from ngrp_lib.collect.grouping import (
     APART,
     DIFFER,
+    GREEDY,
     SEEDED,
     Grouper,
     has_seed,
+    is_greedy,
     split_choices,
     whole_run_fallback,
 )
@@ -60,6 +62,18 @@ def test_seeded_rows_always_go_alone_even_when_identical():
     groups = list(grouper.groups(iter(items)))
     assert [len(g) for g in groups] == [1] * 5
     assert grouper.fallbacks == {SEEDED: 5}
+
+
+def test_greedy_rows_go_alone():
+    items = [(_row(0, r, temperature=0), 0) for r in range(3)] + [
+        (_row(1, r, temperature=0.7), 0) for r in range(2)
+    ]
+    grouper = Grouper()
+    assert [len(g) for g in grouper.groups(iter(items))] == [1, 1, 1, 2]
+    assert grouper.fallbacks == {GREEDY: 3}
+    assert is_greedy({"metadata": {"extra_body": '{"temperature": 0.0}'}, "temperature": 1.0})
+    assert not is_greedy({"temperature": 1e-5})
+    assert not is_greedy({})
 
 
 def test_per_repeat_seeds_fall_back_and_say_so_once():

@@ -9,6 +9,8 @@ retry groups only the repeats still missing, as a smaller group.
 A row is sent alone (one request per rollout), and the reason is said once, when:
 - its request carries a `seed` (top level or in `metadata.extra_body`): vLLM's CPU engine dies on `seed`
   with `n > 1` ("CPU Generator does not use offset"), so a seeded request never has `n > 1`;
+- it samples greedily (temperature below 1e-5): vLLM refuses `n > 1` then (HTTP 400, "n must be 1
+  when using greedy sampling");
 - the rows of its task differ (per-repeat seeds, other params) or are not next to each other
   (`--interleave`);
 - the whole run cannot group (`whole_run_fallback`): `--one-request-per-rollout`, the Responses API
@@ -39,6 +41,8 @@ IDENTITY_ONLY = (ROLLOUT_KEY, "_ng_rollout_id")  # what may differ between rows 
 SEEDED = "rows with a seed (seed with n > 1 crashes vLLM's CPU engine)"
 DIFFER = "tasks whose rows differ (other params per repeat)"
 APART = "tasks whose repeats are not next to each other (--interleave)"
+GREEDY = "greedy rows (temperature 0: vLLM refuses n > 1 with greedy sampling)"
+GREEDY_BELOW = 1e-5  # vLLM's own threshold for greedy sampling (_SAMPLING_EPS)
 
 Item = tuple[dict, int]  # a pending row and its attempt index
 
@@ -54,15 +58,35 @@ def whole_run_fallback(*, enabled: bool, api: str, gym: bool) -> str | None:
     return None
 
 
-def has_seed(params: Any) -> bool:
+def _sent(params: Any, name: str) -> Any:
+    """The value of `name` the chat request will carry (metadata.extra_body wins, as `chat_request` does)."""
     if not isinstance(params, dict):
-        return False
-    if params.get("seed") is not None:
-        return True
+        return None
     try:
-        return extra_body(params).get("seed") is not None
+        extras = extra_body(params)
     except ConversionError:
-        return False  # the request fails on its own, alone
+        extras = {}  # the request fails on its own, alone
+    return extras.get(name, params.get(name))
+
+
+def has_seed(params: Any) -> bool:
+    return _sent(params, "seed") is not None
+
+
+def is_greedy(params: Any) -> bool:
+    """Temperature (about) 0: vLLM answers n > 1 with 400 "n must be 1 when using greedy sampling"."""
+    temperature = _sent(params, "temperature")
+    number = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    return number and temperature < GREEDY_BELOW
+
+
+def alone_reason(params: Any) -> str | None:
+    """Why a row's request must go alone whatever its task's other rows are; None when it may share."""
+    if has_seed(params):
+        return SEEDED
+    if is_greedy(params):
+        return GREEDY
+    return None
 
 
 def signature(row: dict) -> bytes:
@@ -92,7 +116,7 @@ class Grouper:
             if group:
                 yield self._close(group, next_row=row, next_sig=sig, group_sig=group_sig)
             group, group_sig = [item], sig
-            if has_seed(row.get(RCP)):
+            if alone_reason(row.get(RCP)) is not None:
                 yield self._close(group, next_row=None, next_sig=None, group_sig=None)
                 group, group_sig = [], None
         if group:
@@ -104,12 +128,15 @@ class Grouper:
         """Note why a lone row could not share a request, then hand the group on."""
         task = group[0][0].get(TASK_KEY)
         if len(group) == 1:
-            reason = None
-            if has_seed(group[0][0].get(RCP)):
-                reason = SEEDED
-            elif next_row is not None and next_row.get(TASK_KEY) == task and next_sig != group_sig:
+            reason = alone_reason(group[0][0].get(RCP))
+            if (
+                reason is None
+                and next_row is not None
+                and next_row.get(TASK_KEY) == task
+                and next_sig != group_sig
+            ):
                 reason = DIFFER
-            elif task in self._seen_tasks and task != self._last_task:
+            if reason is None and task in self._seen_tasks and task != self._last_task:
                 reason = APART
             if reason is not None:
                 if reason not in self.fallbacks and self.log is not None:

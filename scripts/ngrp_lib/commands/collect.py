@@ -117,7 +117,8 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     is_flag=True,
     help="Send each rollout as its own request. By default (direct mode, --api chat) the pending repeats "
     "of a task that send the same request go as one request with n choices (at most 16), sharing one "
-    "prefill; rows with a seed, rows that differ, --api responses and --gym-url always go one by one.",
+    "prefill; rows with a seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
+    "always go one by one.",
 )
 @click.option(
     "--concurrency",
