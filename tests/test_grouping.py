@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from ngrp_lib.artifacts.usage import CostTally, usage_counts
 from ngrp_lib.collect.convert import ConversionError, response_from_chat
-from ngrp_lib.collect.cost import CostTally, usage_counts
 from ngrp_lib.collect.grouping import (
     APART,
     DIFFER,
@@ -161,13 +161,15 @@ def _rollout(prompt, output, missing=None, cached=None):
 
 def test_cost_counts_a_shared_prompt_once_and_never_turns_missing_into_zero():
     tally = CostTally()
-    tally.add(_rollout(40, 3, cached=32))
-    tally.add(_rollout(40, 4, cached=32), prompt_counted=False)
+    shared = {"_ngrp_shared_prefill": {"request": "chatcmpl-1", "rows": 2}}
+    tally.add({**_rollout(40, 3, cached=32), **shared})
+    tally.add({**_rollout(40, 4, cached=32), **shared})
     tally.add(_rollout(10, 0, missing=["completion_tokens"]))
+    tally.add(_rollout(7, 1), cached_reported=False)
     assert tally.to_json() == {
-        "input_tokens": 50,
+        "input_tokens": 57,
         "cached_tokens": 32,
-        "output_tokens": 7,
+        "output_tokens": 8,
         "rows_without_usage": 0,
     }
     empty = CostTally()

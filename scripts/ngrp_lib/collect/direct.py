@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 
 from ..artifacts import jsonl
-from ..artifacts.names import RCP, TASK_KEY, USAGE_MISSING
+from ..artifacts.names import RCP, SHARED_PREFILL, TASK_KEY, USAGE_MISSING
 from ..errors import UsageError
 from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
-from .grouping import SHARED_PREFILL, Grouper, Item, split_choices, whole_run_fallback
+from .grouping import Grouper, Item, split_choices, whole_run_fallback
 from .http import AttemptFailed, post_json
 from .routing import Endpoint
 from .run import IDENTITY_KEYS, Run
@@ -77,11 +77,8 @@ class DirectRun(Run):
                 self.record_failure(row, attempt, failure, elapsed, endpoint.public_url, stops=i == 0)
             return
         shared = {"request": request_id, "rows": len(group)}
-        counted = False  # the shared prompt counts once, with the first row written
         for (row, attempt), reply in zip(group, replies, strict=True):
-            counted |= await self.finish(
-                row, attempt, reply, started, endpoint.public_url, shared=shared, prompt_counted=not counted
-            )
+            await self.finish(row, attempt, reply, started, endpoint.public_url, shared=shared)
 
     async def finish(
         self,
@@ -92,7 +89,6 @@ class DirectRun(Run):
         server: str,
         *,
         shared: dict | None = None,
-        prompt_counted: bool = True,
     ) -> bool:
         """Verify one reply and write its rollout (or its failed attempt); True when a rollout was written."""
         response, missing = reply
@@ -110,7 +106,6 @@ class DirectRun(Run):
                 out,
                 out.get("reward"),
                 output_tokens(response),
-                prompt_counted=prompt_counted,
                 cached_reported=cached_reported,
             )
             return True

@@ -35,7 +35,6 @@ from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from .convert import ConversionError, extra_body
 
 GROUP_CAP = 16  # choices per request at most: a task with more pending repeats sends several requests
-SHARED_PREFILL = "_ngrp_shared_prefill"
 IDENTITY_ONLY = (ROLLOUT_KEY, "_ng_rollout_id")  # what may differ between rows of one request
 
 SEEDED = "rows with a seed (seed with n > 1 crashes vLLM's CPU engine)"

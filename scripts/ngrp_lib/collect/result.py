@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..artifacts.failures import TOP, FailureSummary
-from .cost import per_second
+from ..artifacts.usage import per_second
 from .grouping import GROUP_CAP
 from .options import CollectOptions
 

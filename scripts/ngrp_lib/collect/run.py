@@ -26,7 +26,7 @@ from ..artifacts import jsonl
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
-from .cost import CostTally
+from ..artifacts.usage import CostTally
 from .grouping import Grouper, Item
 from .http import AttemptFailed
 from .options import CollectOptions
@@ -176,15 +176,14 @@ class Run:
         reward: Any,
         tokens: int,
         *,
-        prompt_counted: bool = True,
         cached_reported: bool = True,
     ) -> None:
-        """Write a rollout; `prompt_counted` False for a row whose prompt its grouped request counted,
-        `cached_reported` False when the server gave no cached-token count (the row holds 0)."""
+        """Write a rollout; `cached_reported` False when the server gave no cached-token count (the row
+        holds 0)."""
         self.results.write(out)  # serialized whole first: a failure here writes no byte
         self.stop.success()
         self.tally.add_result(reward, tokens)
-        self.cost.add(out, prompt_counted=prompt_counted, cached_reported=cached_reported)
+        self.cost.add(out, cached_reported=cached_reported)
 
     def record_failure(
         self,

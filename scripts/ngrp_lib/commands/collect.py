@@ -385,7 +385,7 @@ def _render(result) -> str:
 
 def cost_lines(cost, grouping) -> list[str]:
     """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
-    from ..collect.cost import tokens_text
+    from ..artifacts.usage import tokens_text
 
     if not cost:
         return []

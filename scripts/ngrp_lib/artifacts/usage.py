@@ -1,16 +1,17 @@
-"""What a collection cost: requests sent, rollouts, wall time, and input / cached / output tokens.
+"""Token totals of rollout rows: input / cached / output tokens, read from each row's `response.usage`.
 
 Input tokens are the prompt tokens the server processed: a prompt shared by the rows of one grouped
-request (`grouping.SHARED_PREFILL`) counts once for that request. A count no row reported stays None
-("not reported"), never 0; `rows_without_usage` says how many rows gave no count at all.
+request (`SHARED_PREFILL`, the same request id) counts once. A count no row reported stays None
+("not reported"), never 0; `rows_without_usage` says how many rows gave no count at all. `collect`
+sums what it writes, `profile` what it reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts.names import USAGE_MISSING
+from .names import SHARED_PREFILL, USAGE_MISSING
 
 
 def _count(value: Any) -> int | None:
@@ -41,14 +42,19 @@ class CostTally:
     cached_tokens: int | None = None
     output_tokens: int | None = None
     rows_without_usage: int = 0
+    _requests: set = field(default_factory=set)  # grouped requests whose prompt is counted already
 
-    def add(self, row: dict, *, prompt_counted: bool = True, cached_reported: bool = True) -> None:
-        """One rollout row; `prompt_counted` False for a row whose prompt another row of its grouped
-        request already counted; `cached_reported` False when the row's cached count (0) is the
-        conversion's filler, not the server's."""
+    def add(self, row: dict, *, cached_reported: bool = True) -> None:
+        """One rollout row; `cached_reported` False when the row's cached count (0) is a conversion's
+        filler, not the server's."""
         self.rows += 1
         prompt, cached, output = usage_counts(row)
         cached = cached if cached_reported else None
+        shared = row.get(SHARED_PREFILL)
+        prompt_counted = True
+        if isinstance(shared, dict):
+            prompt_counted = shared.get("request") not in self._requests
+            self._requests.add(shared.get("request"))
         if prompt is None and output is None:
             self.rows_without_usage += 1
         if prompt_counted:
