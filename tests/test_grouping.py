@@ -198,3 +198,34 @@ def test_prometheus_counters_are_summed_over_labels_and_the_rate_taken_between_s
     assert hit_rate(before, after) == 0.8
     assert hit_rate({}, after) is None
     assert hit_rate(before, before) is None  # nothing queried: not a rate of 0
+
+
+def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tmp_path):
+    inputs, rollouts = [], []
+    for task in range(2):
+        for rollout in range(3):
+            row = _row(task, rollout, temperature=0.5 if task else 1.0, max_output_tokens=16)
+            inputs.append(row)
+            out = {**row, "reward": float(rollout == 0), "response": {"output": [], "usage": {
+                "input_tokens": 20, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 5 + rollout, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 25 + rollout}}}  # fmt: skip
+            if task == 0:  # task 0 came from one grouped request: its prompt counts once
+                out["_ngrp_shared_prefill"] = {"request": "chatcmpl-0", "rows": 3}
+            rollouts.append(out)
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inputs))
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    done = run_ngrp("profile", "--inputs", str(tmp_path / "m.jsonl"), "--rollouts", str(tmp_path / "r.jsonl"))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "r_profile_summary.json").read_text())
+    assert summary["tokens"] == {
+        "rows": 6,
+        "input_tokens": 20 + 3 * 20,
+        "cached_tokens": None,  # every row says 0: not told apart from "not reported"
+        "output_tokens": 2 * (5 + 6 + 7),
+        "rows_without_usage": 0,
+    }
+    assert summary["sampling"] == {
+        "temperature": [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}],
+        "max_output_tokens": [{"value": 16, "rows": 6}],
+    }

@@ -42,6 +42,9 @@ class CostTally:
     cached_tokens: int | None = None
     output_tokens: int | None = None
     rows_without_usage: int = 0
+    # rows read back from a file: a chat conversion stores cached_tokens 0 where the server said nothing,
+    # so a total of 0 cannot be told from "not reported", and is reported as None
+    zero_cached_unknown: bool = False
     _requests: set = field(default_factory=set)  # grouped requests whose prompt is counted already
 
     def add(self, row: dict, *, cached_reported: bool = True) -> None:
@@ -65,7 +68,9 @@ class CostTally:
     def to_json(self) -> dict[str, Any]:
         return {
             "input_tokens": self.input_tokens,
-            "cached_tokens": self.cached_tokens,
+            "cached_tokens": None
+            if self.zero_cached_unknown and not self.cached_tokens
+            else self.cached_tokens,
             "output_tokens": self.output_tokens,
             "rows_without_usage": self.rows_without_usage,
         }
