@@ -229,3 +229,38 @@ def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tm
         "temperature": [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}],
         "max_output_tokens": [{"value": 16, "rows": 6}],
     }
+
+
+def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_path):
+    test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tmp_path)
+    profile = tmp_path / "r_reward_profiling.jsonl"
+    done = run_ngrp("stats", str(profile), "--json")
+    assert done.returncode == 0, done.stderr
+    cost = json.loads(done.stdout)["cost"]
+    total = (20 + 3 * 20) + 2 * (5 + 6 + 7)  # input once per grouped request, every output token
+    per_rollout = total / 6
+    # each task: 1 success of 3, so a group of 2 is informative with probability 1 - C(2,2)/C(3,2) = 2/3
+    assert cost["tokens_per_rollout"] == pytest.approx(round(per_rollout, 1))
+    assert cost["tokens_per_success"] == pytest.approx(round(total / 2, 1))
+    assert cost["tokens_per_informative_task"] == [
+        {"group_size": 2, "tokens": pytest.approx(round(2 * per_rollout / (2 / 3), 1))}
+    ]
+    assert cost["sampling"]["temperature"] == [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}]
+    text = run_ngrp("stats", str(profile)).stdout
+    assert "sampling: temperature 0.5 (3 rows), 1.0 (3 rows)" in text
+    assert "cost: 19 tokens per rollout, 58 per success; per GRPO-informative task 58 at G=2" in text
+
+
+def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):
+    rows = [{**_row(0, r), "reward": float(r % 2), "response": {"output": []}} for r in range(2)]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(_row(0, r)) + "\n" for r in range(2)))
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run_ngrp("profile", "--inputs", str(tmp_path / "m.jsonl"),
+                    "--rollouts", str(tmp_path / "r.jsonl")).returncode == 0  # fmt: skip
+    summary = json.loads((tmp_path / "r_profile_summary.json").read_text())
+    assert summary["tokens"]["input_tokens"] is None and summary["tokens"]["rows_without_usage"] == 2
+    text = run_ngrp("stats", str(tmp_path / "r_reward_profiling.jsonl")).stdout
+    assert "cost: not reported (the rows carry no token usage)" in text
+    (tmp_path / "r_profile_summary.json").unlink()
+    text = run_ngrp("stats", str(tmp_path / "r_reward_profiling.jsonl")).stdout
+    assert "cost: not reported (no profile summary beside the profile" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..numbers import interval, num, pct
+from ..stats.cost import cost_lines
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
 
@@ -145,6 +146,7 @@ def render_stats(result: Any) -> str:
                 f"  {str(g.scope)[:24]:<24} mean {num(tw.value)} {interval(tw.ci_low, tw.ci_high)} "
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
+    lines += cost_lines(result.cost)
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
         "(95% intervals, task-clustered: KG = Korn-Graubard, bounded to [0, 1]; upper/lower = one-sided "
