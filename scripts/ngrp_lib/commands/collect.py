@@ -266,7 +266,7 @@ def command(
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=None if gym_only else (model or endpoints[0].model),
+            default_agent=None if gym_only else (model or next((e.model for e in endpoints), None)),
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
@@ -330,7 +330,7 @@ def _bare_resume(output, source) -> None:
     the whole command (it is not guessed from the manifest silently: a server may have moved)."""
     from ..artifacts.jsonl import read_json
     from ..artifacts.names import manifest_path_for
-    from ..collect.rebuild import resume_command
+    from ..artifacts.resume import resume_command
     from ..errors import NgrpError
 
     manifest = manifest_path_for(output)
@@ -354,8 +354,8 @@ def _endpoints(base_urls, endpoint_files, model):
         raise UsageError("give --base-url or --endpoints, not both")
     if endpoint_files:
         return load_endpoint_files(endpoint_files, model)
-    if not base_urls:  # named first: --model is asked for only once a --base-url was given
-        raise UsageError("no server: pass --base-url URL (repeatable), --endpoints FILE or --gym-url URL")
+    if not base_urls:  # CollectOptions refuses a run with no server; --model is asked for only with a URL
+        return []
     if not model:
         raise UsageError("--model is required with --base-url (the served model name)")
     return [Endpoint(normalize_base_url(url), model) for url in base_urls]

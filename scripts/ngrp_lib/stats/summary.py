@@ -402,7 +402,7 @@ def compute_stats(
     verdicts file next to the run is only counted, in a note."""
     import numpy as np
 
-    from ..audit.verdicts import health_input
+    from ..artifacts.verdicts import health_input
 
     settings = settings or StatsSettings()
     settings.check()
