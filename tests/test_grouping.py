@@ -264,3 +264,47 @@ def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):
     (tmp_path / "r_profile_summary.json").unlink()
     text = run_ngrp("stats", str(tmp_path / "r_reward_profiling.jsonl")).stdout
     assert "cost: not reported (no profile summary beside the profile" in text
+
+
+OLD_MANIFEST = {  # a manifest as ngrp collect wrote it before sampling, runs and cost existed
+    "tool": {"name": "ngrp", "version": "0.1.0"},
+    "created_at": "2026-11-30T10:00:00Z",
+    "materialized": {"path": "r_materialized_inputs.jsonl", "sha256": "0" * 64, "rows": 4},
+    "rollouts": {"path": "r.jsonl"},
+    "options": {"num_repeats": 4},
+    "identity": {"model": "m"},
+    "model": "m",
+    "servers": [{"url": "http://127.0.0.1:8000/v1", "model": "m"}],
+    "backend": "chat",
+}
+
+
+def test_validate_takes_old_manifests_and_summaries_and_checks_the_new_fields(run_ngrp, tmp_path):
+    from ngrp_lib.artifacts import schemas
+
+    old = tmp_path / "r_run_manifest.json"
+    old.write_text(json.dumps(OLD_MANIFEST))
+    assert run_ngrp("validate", str(old)).returncode == 0
+    grouping = {"grouped": True, "cap": 16, "fallback": None, "alone": {}, "seeded_rows": 0,
+                "seeds": "no row carries a seed"}  # fmt: skip
+    cost = {"requests": 2, "rollouts": 8, "wall_s": 1.0, "rollouts_per_s": 8.0, "input_tokens": None,
+            "cached_tokens": None, "output_tokens": 40, "rows_without_usage": 0, "tokens_per_s": 40.0,
+            "output_tokens_per_s": 40.0, "prefix_cache_hit_rate": None}  # fmt: skip
+    run = {"finished_at": "2026-11-30T10:01:00Z", "resumed": False, "cost": cost, "grouping": grouping}
+    new = {**OLD_MANIFEST, "sampling": {"temperature": 0.2}, "runs": [run]}
+    old.write_text(json.dumps(new))
+    assert run_ngrp("validate", str(old)).returncode == 0
+    summary = tmp_path / "r_profile_summary.json"
+    summary.write_text(json.dumps({"tool": {"name": "ngrp", "version": "0.1.0"}, "counts": {}}))
+    assert run_ngrp("validate", str(summary)).returncode == 0  # no tokens, no sampling: an older summary
+    tokens = {
+        "rows": 1,
+        "input_tokens": -1,
+        "cached_tokens": None,
+        "output_tokens": 0,
+        "rows_without_usage": 0,
+    }
+    summary.write_text(json.dumps({"tool": {}, "counts": {}, "tokens": tokens}))
+    assert run_ngrp("validate", str(summary)).returncode == 1  # a negative count is caught
+    result = schemas.validator("collect_result")
+    assert any("cost" in str(e.path) for e in result.iter_errors({"cost": {**cost, "requests": -1}}))
