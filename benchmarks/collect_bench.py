@@ -313,7 +313,7 @@ def print_grouping(figures: dict, args) -> None:
             f" {entry['ratio_paired_median']:.2f} (paired)"
         )
         print(
-            f"  requests {entry['requests']}, prompt tokens processed {entry['input_tokens']}, "
+            f"  requests {entry['requests']}, prompt tokens reported {entry['input_tokens']}, "
             f"prefix-cache hit rate {entry['prefix_cache_hit_rate']}"
         )
         print(f"  client CPU per rollout (ms): {entry['client_cpu_ms_per_rollout']}")
