@@ -30,6 +30,8 @@ Usage (three readings, each named for what it returns; they differ on purpose, s
 - `prompt_and_completion_tokens`: Gym's reading for the health checks (Responses names, then chat names).
 - `output_and_reasoning_tokens`: what `inspect` and `view` show (Responses names only).
 - `output_tokens_or_zero`: the count the collector tallies for its progress line (0 when absent).
+- `input_cached_output_tokens`: the cost reading (`artifacts.usage`): Gym's prompt and completion counts
+  plus the cached prompt tokens, None where not reported.
 """
 
 from __future__ import annotations
@@ -278,3 +280,20 @@ def truncated(row: dict, cap: int | None = None, not_given: Any = None) -> bool:
     missing = row.get(USAGE_MISSING) if not_given is None else not_given
     completion = prompt_and_completion_tokens(response, missing)[1]
     return stopped_at_token_cap(response, request_token_cap(row) if cap is None else cap, completion)
+
+
+def input_cached_output_tokens(
+    response: Any, not_given: Any = None
+) -> tuple[int | None, int | None, int | None]:
+    """(input, cached, output) tokens, as `prompt_and_completion_tokens` reads the first and last (so a
+    count the row names in `not_given`, its USAGE_MISSING, is None), and the cached prompt tokens from
+    `input_tokens_details.cached_tokens` (chat: `prompt_tokens_details`); None where not reported."""
+    counts = usage(response)
+    if counts is None:
+        return None, None, None
+    prompt, completion = prompt_and_completion_tokens(response, not_given)
+    details = counts.get("input_tokens_details")
+    if not isinstance(details, dict):
+        details = counts.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return prompt, cached if type(cached) is int and cached >= 0 else None, completion

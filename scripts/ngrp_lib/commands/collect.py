@@ -26,6 +26,8 @@ from ._common import (
 )
 from .materialize import materialize_options
 
+SAMPLING_PARAMS = ("temperature", "top_p", "max_output_tokens", "sets")
+
 
 @click.command(
     epilog="""\b
@@ -112,7 +114,19 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )
 @click.option(
-    "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Requests in flight."
+    "--one-request-per-rollout",
+    is_flag=True,
+    help="Send each rollout as its own request. By default (direct mode, --api chat) the pending repeats "
+    "of a task that send the same request go as one request with n choices (at most 16), sharing one "
+    "prefill; rows with a seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
+    "always go one by one.",
+)
+@click.option(
+    "--concurrency",
+    type=count(maximum=10_000),
+    default=32,
+    show_default=True,
+    help="Requests in flight (a grouped request carries several rollouts).",
 )
 @click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
@@ -182,6 +196,10 @@ def command(
     seed_per_repeat,
     interleave,
     limit,
+    temperature,
+    top_p,
+    max_output_tokens,
+    sets,
     base_urls,
     endpoint_files,
     model,
@@ -193,6 +211,7 @@ def command(
     verify_url,
     verifier_fn,
     return_token_ids,
+    one_request_per_rollout,
     concurrency,
     timeout,
     max_retries,
@@ -214,6 +233,7 @@ def command(
     All repeats of a task go to one server. Results and failed attempts are appended as they
     complete; kill it at any moment and --resume finishes the run with every key exactly once.
     """
+    from ..artifacts.sampling import overrides_from_options
     from ..collect.http import RetryPolicy
     from ..collect.materialize import MaterializeOptions
     from ..collect.options import CollectOptions
@@ -222,8 +242,8 @@ def command(
     if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
         context = click.get_current_context()
         given = [
-            "--" + name.replace("_", "-")
-            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent")
+            "--" + name.replace("_", "-").removesuffix("s" if name == "sets" else "")
+            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent", *SAMPLING_PARAMS)
             if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         ]
         if given:
@@ -252,6 +272,7 @@ def command(
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
+            overrides=overrides_from_options(temperature, top_p, max_output_tokens, sets),
         ),
         api=api,
         verifier=verifier,
@@ -260,6 +281,7 @@ def command(
         verify_url=verify_url,
         verifier_fn=verifier_fn,
         return_token_ids=return_token_ids,
+        group_requests=not one_request_per_rollout,
         concurrency=concurrency,
         retry=RetryPolicy(
             timeout=timeout,
@@ -361,6 +383,7 @@ def _render(result) -> str:
         f"speed: {result.rollouts_per_s:.1f} rollouts/s, {result.output_tokens_per_s:,.0f} output tok/s"
         f" over {result.elapsed_s:.1f}s; {_mean_reward_words(result)}",
     ]
+    lines += cost_lines(result.cost, result.grouping)
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -370,3 +393,29 @@ def _render(result) -> str:
     if result.duplicates_found:
         lines.append(f"duplicates: {result.duplicates_found} rows repeat a completed key")
     return "\n".join(lines)
+
+
+def cost_lines(cost, grouping) -> list[str]:
+    """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
+    from ..artifacts.usage import tokens_text
+
+    if not cost:
+        return []
+    rate = cost["prefix_cache_hit_rate"]
+    per_s = cost["tokens_per_s"]
+    lines = [
+        f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts; prefix-cache hit rate "
+        + ("not reported" if rate is None else f"{rate:.1%}"),
+        f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
+        f" output {tokens_text(cost['output_tokens'])}, "
+        + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
+        + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
+    ]
+    if grouping.get("fallback"):
+        lines.append(f"requests: one per rollout ({grouping['fallback']})")
+    elif grouping.get("grouped"):
+        alone = "; ".join(f"{rows} rows alone: {why}" for why, rows in grouping["alone"].items())
+        lines.append(
+            f"requests: one per task group (n <= {grouping['cap']})" + (f"; {alone}" if alone else "")
+        )
+    return lines

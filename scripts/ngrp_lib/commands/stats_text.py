@@ -6,6 +6,7 @@ from typing import Any
 
 from ..numbers import interval, num, pct
 from ..stats import methods
+from ..stats.cost import cost_lines
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
 from .stats_grpo_text import grpo_task_lines
@@ -151,6 +152,7 @@ def render_stats(result: Any) -> str:
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
     lines += grpo_task_lines(result)
+    lines += cost_lines(result.cost)
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
         f"(95% intervals, task-clustered: {methods.legend(LEGEND)}; rates get the bounded ones, t with "

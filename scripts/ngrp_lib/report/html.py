@@ -15,6 +15,7 @@ from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
 from ..numbers import interval, num, pval
 from ..stats import methods
+from ..stats.cost import cost_lines
 from ..stats.paired import IDENTICAL
 from ..stats.registry import BY_NAME, k_estimators
 from ..stats.results import AtK, Estimate, ScopeStats
@@ -364,6 +365,7 @@ def build_report(
         curve=curve_svg,
         difficulty=difficulty_html,
         length=_length_section(o),
+        cost=join(Markup("<p>") + line + Markup("</p>") for line in cost_lines(stats.cost)),
         failures=failures,
         compare=compared,
         explorer=found[0],

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
+from .cost import run_cost
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import t_interval_from_sem
 from .load import ProfileData, attach_rollouts, load_profile
@@ -77,6 +78,7 @@ class StatsResult:
     per_task: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reward_components: dict | None = None  # stats.components, from --rollouts rows that carry them
+    cost: dict | None = None  # `stats.cost.run_cost`: sampling used and tokens per rollout/success/task
 
     def to_json(self) -> dict[str, Any]:
         return jsonable({f.name: getattr(self, f.name) for f in fields(self)})
@@ -478,6 +480,8 @@ def compute_stats(
         for label in sorted(set(labels)):
             groups.append(scope_stats(data.subset(array == label), settings, label)[0])
     sizes = [g.group_size for g in overall.grpo_informative]
+    successes = int(np.nansum(cols["successes"])) if "successes" in cols else None
+    informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
         profile=str(profile),
         rollouts=None if rollouts is None else str(rollouts),
@@ -488,6 +492,7 @@ def compute_stats(
         groups=groups,
         per_task=_per_task_rows(data, cols, labels, sizes),
         notes=notes,
+        cost=run_cost(profile, successes, informative),
     )
 
 
