@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..artifacts import jsonl, names
@@ -75,9 +75,15 @@ class AdaptiveResult:
         return self.collect.next_step
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["collect"] = self.collect.to_json()
-        return {**out, "exit_code": self.exit_code}
+        """The last runner call's fields (collect_result's shape) with the rounds under `adaptive`."""
+        rounds = {k: v for k, v in self.adaptive.items() if k != "task_states"}
+        totals = {
+            "runner_calls": self.runner_calls,
+            "succeeded_all_rounds": self.succeeded,
+            "failed_all_rounds": self.failed,
+            "elapsed_s_all_rounds": self.elapsed_s,
+        }
+        return {**self.collect.to_json(), "adaptive": {**rounds, **totals}}
 
 
 def round_options(options: CollectOptions, settings: AdaptiveSettings) -> CollectOptions:

@@ -154,6 +154,23 @@ def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
     return full[-1] if full else curve[-1] if curve else None
 
 
+def _adaptive(adaptive: dict | None) -> str:
+    """An adaptive run's rounds, under the headline its note qualifies (the headline is its first round)."""
+    if not adaptive:
+        return ""
+    rounds = ", ".join(f"round {r}: {n}" for r, n in adaptive["settled_per_round"].items())
+    decisions = ", ".join(f"{k} {v}" for k, v in adaptive["decisions"].items())
+    saved = adaptive.get("rollouts_saved_share")
+    return (
+        f"<p class='note'>Adaptive collection, rule {_esc(adaptive['rule'])} (R={adaptive['first_round']},"
+        f" N={adaptive['num_repeats']}): tasks settled per round: {_esc(rounds)};"
+        f" decisions: {_esc(decisions)};"
+        f" rollouts {adaptive['rollouts_assigned']} of fixed N's {adaptive['rollouts_fixed_n']}"
+        + ("" if saved is None else f" ({saved:.0%} saved)")
+        + ".</p>"
+    )
+
+
 def _curves(o: ScopeStats) -> tuple[str, str]:
     """One plot of every k-estimator the registry applies to this scope."""
     shown = [e for e in k_estimators() if e.applies(o.binary, o.majority_at_k is not None)]
@@ -345,7 +362,7 @@ def build_report(
         f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
         + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
         + "</p>",
-        f"<h2>Headline</h2>{_headline(o)}{notes_html}",  # the notes say how health verdicts were used
+        f"<h2>Headline</h2>{_headline(o)}{notes_html}{_adaptive(stats.adaptive)}",  # notes: health, adaptive
         f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
         "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
         f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",

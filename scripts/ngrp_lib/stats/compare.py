@@ -17,6 +17,7 @@ from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
 from . import paired
+from .adaptive_run import adaptive_note, first_rounds
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
 from .load import ProfileData, load_profile
@@ -105,6 +106,7 @@ class CompareResult:
     pass_hat_k: list[PairedAtK] = field(default_factory=list)
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    adaptive: dict[str, Any] = field(default_factory=dict)  # "A"/"B": that side's adaptive run, if it is one
 
     def to_json(self) -> dict[str, Any]:
         # NaN and infinities are undefined: null in JSON (the n next to them says why).
@@ -258,6 +260,7 @@ def compare_profiles(
     if effect is not None and not 0 < effect < math.inf:
         raise UsageError(f"--effect must be a positive number, not {effect}")
     da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
+    da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
     pairs, only_a, only_b = _match(da, db, intersect)
     ia = np.array([p[1] for p in pairs], dtype=int)
     ib = np.array([p[2] for p in pairs], dtype=int)
@@ -284,7 +287,7 @@ def compare_profiles(
     sa = successes(va[defined], pass_threshold) if len(pairs) else None
     sb = successes(vb[defined], pass_threshold) if len(pairs) else None
     binary = sa is not None and sb is not None
-    notes: list[str] = []
+    notes: list[str] = [text for text in (adaptive_note(adaptive),) if text]
     differing = [key for key, i, j in pairs if task_data(da.samples[i]) != task_data(db.samples[j])]
     if differing:
         task, agent = differing[0]
@@ -359,6 +362,7 @@ def compare_profiles(
         pass_at_k=at_k,
         pass_hat_k=hat_k,
         notes=notes,
+        adaptive=adaptive,
     )
 
 
