@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests"), str(REPO / "benchmarks")]
 
 from ngrp_lib.stats.adaptive import Rule, Schedule, decide_at_end, parse_rule, play  # noqa: E402
 from ngrp_lib.stats.estimators import wilson_one  # noqa: E402
@@ -131,6 +131,8 @@ def main() -> int:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--repeats", type=int, default=16)
     parser.add_argument("--first-round", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2, help="real: fixed/adaptive pairs, interleaved")
+    parser.add_argument("--model-dir", help="real: a vLLM-loadable model (default: SmolLM2 as the demo)")
     args = parser.parse_args()
     if args.part == "real":
         from adaptive_real import real_run  # benchmarks/adaptive_real.py: the vLLM part
@@ -142,6 +144,10 @@ def main() -> int:
         print(json.dumps(results))
     elif args.part == "simulate":
         print_simulation(results)
+    else:
+        from adaptive_real import print_real
+
+        print_real(results)
     return 0
 
 
