@@ -182,6 +182,12 @@ def advance(options: CollectOptions, settings: AdaptiveSettings, plan: list[dict
 def _checked_manifest(options: CollectOptions) -> dict[str, Any]:
     """The run's manifest, refused (naming each field) when the run was not started with these settings.
     The materialized file's digest is left out: this layer is what changes it."""
+    if not options.manifest_path.is_file():
+        raise UsageError(
+            f"cannot resume: {options.manifest_path} is missing, so the earlier run's configuration is"
+            " unknown",
+            hint="start over with --overwrite (earlier rollouts are discarded)",
+        )
     manifest = jsonl.read_json(options.manifest_path)
     old = manifest.get("identity") if isinstance(manifest, dict) else None
     if not isinstance(old, dict) or not isinstance(manifest.get("materialized"), dict):
