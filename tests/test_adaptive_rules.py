@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ngrp_lib.errors import UsageError
 from ngrp_lib.stats.adaptive import (
     FAILED,
