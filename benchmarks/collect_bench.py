@@ -9,6 +9,12 @@ alternate floor / ngrp to spread the machine's noise over both. Goal: ngrp >= 90
     NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh) python3 benchmarks/collect_bench.py   # starts a tiny server
     python3 benchmarks/collect_bench.py --base-url http://127.0.0.1:8000/v1 --model NAME
 
+`--grouping` runs only the comparison of one request per task group (the default) against one request per
+rollout (`--one-request-per-rollout`): both through `collect()` in this process, rounds alternating, on
+16 tasks x 8 repeats with long prompts (>= 400 tokens) and then on the demo's short prompts
+(examples/tasks.jsonl), 48 output tokens (`ignore_eos`), concurrency 32 (`--concurrency`). Goal:
+grouped >= 1.6x the rollouts/s on the long prompts, client CPU per rollout no higher.
+
 `--long` adds the long run: 20,000 rollouts of 1 output token in one `collect()`, with the collector's
 RSS sampled as rollouts land (at 2,000 and at the end; goal: the end within 1.2x of 2,000) and its client
 CPU per request, next to the short rounds' figure. `--long-only` skips the short rounds.
@@ -72,21 +78,25 @@ async def floor(bodies: list[bytes], url: str, concurrency: int) -> None:
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
 
 
-def run_ngrp(materialized: Path, workdir: Path, endpoint: Endpoint, concurrency: int, round_: int) -> None:
+def run_ngrp(
+    materialized: Path, workdir: Path, endpoint: Endpoint, concurrency: int, round_: Any, grouped: bool = True
+) -> Any:
     options = CollectOptions(
         output=workdir / f"rollouts_{round_}.jsonl",
         endpoints=(endpoint,),
         materialized=materialized,
         verifier="math",
         concurrency=concurrency,
+        group_requests=grouped,
     )
 
     async def run() -> Any:
         async with open_session(concurrency) as session:
-            return await collect(options, session)
+            return await collect(options, session, log=lambda text: None)
 
     result = asyncio.run(run())
     assert result.complete, result
+    return result
 
 
 def timed(function, *args) -> tuple[float, float]:
@@ -112,6 +122,11 @@ def main() -> int:
     parser.add_argument("--long-only", action="store_true", help="the long run only")
     parser.add_argument("--long-rollouts", type=int, default=20_000)
     parser.add_argument("--long-checkpoint", type=int, default=2_000)
+    parser.add_argument("--grouping", action="store_true", help="grouped vs one request per rollout only")
+    parser.add_argument("--group-tasks", type=int, default=16)
+    parser.add_argument("--group-repeats", type=int, default=8)
+    parser.add_argument("--group-max-tokens", type=int, default=48)
+    parser.add_argument("--group-rounds", type=int, default=4)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="collect-bench-") as tmp:
         workdir, server = Path(tmp), None
@@ -121,7 +136,16 @@ def main() -> int:
             base_url = server.base_url
         try:
             endpoint = Endpoint(normalize_base_url(base_url), args.model)
-            figures = {} if args.long_only else measure(args, workdir, endpoint)
+            figures = {} if args.long_only or args.grouping else measure(args, workdir, endpoint)
+            if args.grouping:
+                long_tasks = workdir / "long_tasks.jsonl"
+                write_long_tasks(long_tasks, args.group_tasks, args.group_max_tokens)
+                figures["grouping"] = [
+                    measure_grouping(args, workdir, endpoint, long_tasks, "long prompts"),
+                    measure_grouping(
+                        args, workdir, endpoint, REPO / "examples" / "tasks.jsonl", "demo prompts"
+                    ),
+                ]
             if args.long or args.long_only:
                 figures["long"] = long_run(args, workdir, endpoint)
         finally:
@@ -134,6 +158,8 @@ def main() -> int:
         print_short(figures, args)
     if "long" in figures:
         print_long(figures["long"])
+    if "grouping" in figures:
+        print_grouping(figures["grouping"], args)
     return 0
 
 
@@ -192,6 +218,100 @@ def measure(args, workdir: Path, endpoint: Endpoint) -> dict:
         "floor_client_cpu_ms_per_request": round(statistics.median(c for _, c in floor_runs) / n * 1000, 3),
         "ngrp_client_cpu_ms_per_request": round(statistics.median(c for _, c in ngrp_runs) / n * 1000, 3),
     }
+
+
+LONG_PROMPT_WORDS = 80  # about 450 tokens with the tiny test model's tokenizer (checked with /tokenize)
+
+
+def write_long_tasks(path: Path, tasks: int, max_tokens: int) -> None:
+    """Tasks whose prompts are long (a numbered passage, then the question), so prefill is real work."""
+    with open(path, "w") as handle:
+        for i in range(tasks):
+            passage = " ".join(f"item{(i * 7 + k) % 97}" for k in range(LONG_PROMPT_WORDS))
+            text = f"Task {i}. Read the list and answer. {passage}. What is {i} + {i}? Box the answer."
+            params = {"input": [{"role": "user", "content": text}], "max_output_tokens": max_tokens,
+                      "temperature": 1.0, "ignore_eos": True}  # fmt: skip
+            handle.write(
+                json.dumps({"responses_create_params": params, "expected_answer": str(2 * i)}) + "\n"
+            )
+
+
+def grouping_side(materialized: Path, workdir: Path, endpoint: Endpoint, args, tag: str) -> dict:
+    """One round of one side: wall, client CPU and what the collector says it cost."""
+    grouped = tag.startswith("grouped")
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = run_ngrp(materialized, workdir, endpoint, args.concurrency, tag, grouped)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    cost = result.cost
+    return {"wall": wall, "cpu": cpu, "requests": cost["requests"], "rollouts": result.completed,
+            "input_tokens": cost["input_tokens"], "prefix_hit": cost["prefix_cache_hit_rate"]}  # fmt: skip
+
+
+def measure_grouping(args, workdir: Path, endpoint: Endpoint, tasks: Path, label: str) -> dict:
+    """Grouped (one request per task group) against one request per rollout on the same rows, in this
+    process, rounds alternating (which side goes first alternates too, so neither always runs warm)."""
+    materialized = workdir / f"grouping_{label}.jsonl"
+    overrides = {"max_output_tokens": args.group_max_tokens, "temperature": 1.0, "ignore_eos": True}
+    options = MaterializeOptions(
+        num_repeats=args.group_repeats, agent="bench", overrides=overrides, limit=args.group_tasks
+    )
+    materialize(tasks, materialized, options)
+    grouping_side(materialized, workdir, endpoint, args, f"grouped_{label}_warm")  # warm-up
+    sides: dict[str, list[dict]] = {"grouped": [], "single": []}
+    for round_ in range(args.group_rounds):
+        order = ("grouped", "single") if round_ % 2 == 0 else ("single", "grouped")
+        for side in order:
+            sides[side].append(
+                grouping_side(materialized, workdir, endpoint, args, f"{side}_{label}_{round_}")
+            )
+    rollouts = sides["grouped"][0]["rollouts"]
+    rate = {side: rollouts / statistics.median(r["wall"] for r in runs) for side, runs in sides.items()}
+    pairs = [s["wall"] / g["wall"] for g, s in zip(sides["grouped"], sides["single"], strict=True)]
+    return {
+        "label": label,
+        "rollouts": rollouts,
+        "grouped_s": [round(r["wall"], 3) for r in sides["grouped"]],
+        "single_s": [round(r["wall"], 3) for r in sides["single"]],
+        "grouped_rollouts_per_s": round(rate["grouped"], 2),
+        "single_rollouts_per_s": round(rate["single"], 2),
+        "ratio": round(rate["grouped"] / rate["single"], 3),
+        "ratio_paired_median": round(statistics.median(pairs), 3),
+        "requests": {side: runs[0]["requests"] for side, runs in sides.items()},
+        "input_tokens": {side: runs[0]["input_tokens"] for side, runs in sides.items()},
+        "prompt_tokens_per_rollout": round(sides["single"][0]["input_tokens"] / rollouts, 1),
+        "prefix_cache_hit_rate": {side: runs[0]["prefix_hit"] for side, runs in sides.items()},
+        "client_cpu_ms_per_rollout": {
+            side: round(statistics.median(r["cpu"] for r in runs) / rollouts * 1000, 3)
+            for side, runs in sides.items()
+        },
+    }
+
+
+def print_grouping(figures: dict, args) -> None:
+    for entry in figures:
+        print(
+            f"{entry['label']}: {entry['rollouts']} rollouts ({args.group_tasks} tasks x "
+            f"{args.group_repeats}), {entry['prompt_tokens_per_rollout']} prompt tokens a rollout, "
+            f"{args.group_max_tokens} output tokens, "
+            f"concurrency {args.concurrency}, {args.group_rounds} alternating rounds"
+        )
+        print(
+            f"  one request per rollout: {entry['single_rollouts_per_s']:.1f} rollouts/s"
+            f"   rounds {entry['single_s']}"
+        )
+        print(
+            f"  one request per task:    {entry['grouped_rollouts_per_s']:.1f} rollouts/s"
+            f"   rounds {entry['grouped_s']}"
+        )
+        print(
+            f"  ratio grouped/single:    {entry['ratio']:.2f} (medians),"
+            f" {entry['ratio_paired_median']:.2f} (paired)"
+        )
+        print(
+            f"  requests {entry['requests']}, prompt tokens processed {entry['input_tokens']}, "
+            f"prefix-cache hit rate {entry['prefix_cache_hit_rate']}"
+        )
+        print(f"  client CPU per rollout (ms): {entry['client_cpu_ms_per_rollout']}")
 
 
 def rss_bytes() -> int:

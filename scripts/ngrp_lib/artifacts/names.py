@@ -11,6 +11,7 @@ TASK_KEY = "_ng_task_index"
 ROLLOUT_KEY = "_ng_rollout_index"
 RCP = "responses_create_params"  # the request a row sends to the model
 USAGE_MISSING = "_ngrp_usage_missing"  # ours: the token counts the server did not give (stored as 0)
+SHARED_PREFILL = "_ngrp_shared_prefill"  # ours: {"request": id, "rows": n} on rows of one grouped request
 
 RolloutKey = tuple[int, int]
 

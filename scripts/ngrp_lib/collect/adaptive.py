@@ -33,6 +33,7 @@ from .run import stderr_log
 from .runner import collect
 from .state import CollectorLock, changed_fields, nothing_written
 
+SUMMED = ("requests", "rollouts", "input_tokens", "cached_tokens", "output_tokens")
 MANIFEST_KEY = "adaptive"  # the manifest block with the rounds' progress (the settings are in identity)
 
 
@@ -64,6 +65,7 @@ class AdaptiveResult:
     succeeded: int = 0
     failed: int = 0
     elapsed_s: float = 0.0
+    cost: dict[str, Any] = field(default_factory=dict)  # `SUMMED` cost fields over every runner call
     adaptive: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,6 +84,7 @@ class AdaptiveResult:
             "succeeded_all_rounds": self.succeeded,
             "failed_all_rounds": self.failed,
             "elapsed_s_all_rounds": self.elapsed_s,
+            "cost_all_rounds": self.cost,
         }
         return {**self.collect.to_json(), "adaptive": {**rounds, **totals}}
 
@@ -156,6 +159,10 @@ def _add(total: AdaptiveResult | None, call: CollectResult) -> AdaptiveResult:
     total.succeeded += call.succeeded
     total.failed += call.failed
     total.elapsed_s = round(total.elapsed_s + call.elapsed_s, 3)
+    for name in SUMMED:  # a count no call reported stays None ("not reported", never 0)
+        value = getattr(call, "cost", {}).get(name)
+        if value is not None:
+            total.cost[name] = total.cost.get(name, 0) + value
     return total
 
 

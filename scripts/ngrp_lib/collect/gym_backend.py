@@ -25,6 +25,7 @@ from ..artifacts import jsonl
 from ..artifacts.failures import Failure
 from ..errors import UsageError
 from .direct import output_tokens
+from .grouping import whole_run_fallback
 from .gym_run import FAILURE_CLASS_KEY, GymTargets, RunTarget, outcome, resolve_gym_url, stamp
 from .http import GATEWAY_STATUSES, AttemptFailed, RetryPolicy, post_json, transient
 from .preflight import DEFAULT_TIMEOUT, REFUSED, ServerCheck, check_reachable, origin
@@ -107,6 +108,11 @@ class GymRun(Run):
     def __init__(self, *args: Any, targets: GymTargets, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.targets = targets
+        self.fallback = whole_run_fallback(
+            enabled=self.options.group_requests, api=self.options.api, gym=True
+        )
+        if self.options.group_requests:  # not asked for: say why, once
+            self.log(f"one request per rollout: {self.fallback}")
 
     async def run_row(self, row: dict, attempt: int) -> None:
         started = time.monotonic()

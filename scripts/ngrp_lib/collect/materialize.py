@@ -3,7 +3,9 @@
 - `--agent NAME` re-routes every row (`agent_ref = {"name": NAME}`, Gym's `agent_name`); otherwise a
   row's own `agent_ref` is kept byte for byte. A row with neither is an error, as in Gym, unless the
   caller gives a `default_agent` (ours: `collect` fills rows that have none).
-- `responses_create_params` is shallow-merged with the run-level overrides.
+- The run-level overrides (`--temperature`, `--top-p`, `--max-output-tokens`, `--set PATH=JSON`) are
+  written into `responses_create_params` (`artifacts.sampling.apply_overrides`: a top-level field is
+  replaced, as Gym's shallow merge does; a dotted path sets one field inside an object).
 - An existing `_ng_task_index` is kept; otherwise byte-identical input lines share one task index.
 - `_ng_rollout_index` is a per-task counter that keeps going across duplicate lines.
 - `seed_per_repeat` sets `responses_create_params.metadata.extra_body` to the JSON string
@@ -34,6 +36,7 @@ from ..artifacts.kinds import ALREADY_MATERIALIZED, DESCRIPTION, TASKS, kind_fro
 from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.numbering import TaskNumbering
 from ..artifacts.opening import open_input
+from ..artifacts.sampling import apply_overrides
 from ..errors import InputError, UsageError
 
 AGENT_REF = "agent_ref"
@@ -196,7 +199,7 @@ def _merge_overrides(row: dict, overrides: dict, source: Path | str, line: int) 
             line=line,
             pointer=f"/{RCP}",
         )
-    row[RCP] = params | overrides
+    row[RCP] = apply_overrides(params, overrides)
 
 
 def _add_seed(row: dict, source: Path | str, line: int) -> None:

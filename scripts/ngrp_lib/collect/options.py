@@ -34,6 +34,7 @@ class CollectOptions:
     verify_url: str | None = None
     verifier_fn: str | None = None
     return_token_ids: bool = False
+    group_requests: bool = True  # one request per task group (grouping.py); --one-request-per-rollout
     concurrency: int = 32
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_attempts: int = 3
@@ -146,6 +147,7 @@ class CollectOptions:
                 "api_key_env": self.api_key_env,
                 "max_response_bytes": self.retry.max_response_bytes,
                 "follow_redirects": self.retry.follow_redirects,
+                "one_request_per_rollout": not self.group_requests,
             },
             "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
             + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..artifacts.failures import TOP, FailureSummary
+from ..artifacts.usage import per_second
+from .grouping import GROUP_CAP
 from .options import CollectOptions
 
 RESUME = "rerun the same command with --resume"
@@ -17,6 +19,7 @@ class Plan:
     sha256: str
     to_run: int = 0
     exhausted: int = 0
+    seeded: int = 0  # rows whose request carries a seed (never sent with n > 1)
 
 
 @dataclass
@@ -48,6 +51,8 @@ class CollectResult:
     resume_helps: bool = False
     next_step: str | None = None  # one line: "incomplete: rerun ... --resume", or "fix: ..."
     interrupted: bool = False  # Ctrl-C ended the run (exit 130); what was written stays
+    cost: dict[str, Any] = field(default_factory=dict)  # `cost_block`: requests, rollouts, time, tokens
+    grouping: dict[str, Any] = field(default_factory=dict)  # `grouping_block`: how rows became requests
 
     @property
     def exit_code(self) -> int:
@@ -94,11 +99,52 @@ def build_result(
         top_failures=t.digest.top(TOP, options.api_key_env, fix_mode(options)),
         preflight=preflight,
     )
+    result.cost = cost_block(run, t.elapsed)
+    result.grouping = grouping_block(run, plan)
     retryable = bool(t.digest.other) or any(e.failure.retry_helps for e in t.digest.entries.values())
     result.resume_helps, result.next_step = next_step(
         result, run.stop.cause, retryable, options, plan.exhausted
     )
     return result
+
+
+def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = None) -> dict[str, Any]:
+    """What this invocation cost: requests sent, rollouts written, wall time and tokens (None where no
+    row reported a count: "not reported", never 0). Input tokens count a shared prompt once per request."""
+    tokens = run.cost.to_json()
+    known = [v for v in (tokens["input_tokens"], tokens["output_tokens"]) if v is not None]
+    return {
+        "requests": run.requests,
+        "rollouts": run.tally.completed,
+        "wall_s": round(elapsed, 3),
+        "rollouts_per_s": round(run.tally.completed / elapsed, 3),
+        **tokens,
+        "tokens_per_s": per_second(sum(known), elapsed) if known else None,
+        "output_tokens_per_s": per_second(tokens["output_tokens"], elapsed),
+        "prefix_cache_hit_rate": prefix_cache_hit_rate,
+    }
+
+
+def grouping_block(run: Any, plan: Plan) -> dict[str, Any]:
+    """How rows became requests: grouped (with the cap) or not (the whole run's reason), the rows sent
+    alone per reason, and how seeds were handled."""
+    grouper = run.grouper
+    return {
+        "grouped": grouper is not None,
+        "cap": GROUP_CAP if grouper is not None else None,
+        "fallback": run.fallback,
+        "alone": dict(grouper.fallbacks) if grouper is not None else {},
+        "seeded_rows": plan.seeded,
+        "seeds": seeds_handling(plan.seeded, grouper is not None),
+    }
+
+
+def seeds_handling(seeded: int, grouped: bool) -> str:
+    if not seeded:
+        return "no row carries a seed"
+    if grouped:
+        return f"{seeded} rows carry a seed: each sent alone (n = 1), never a seed with n > 1"
+    return f"{seeded} rows carry a seed: each sent alone, as every row of this run"
 
 
 def fix_mode(options: CollectOptions) -> str:

@@ -1,17 +1,18 @@
 """What the workers of one collection share: the pending rows, the output files, the running totals and
-the rules for stopping early. A backend (`direct.DirectRun`, `gym_backend.GymRun`) adds `run_row`.
+the rules for stopping early. A backend (`direct.DirectRun`, `gym_backend.GymRun`) adds `run_row`, and
+`run_group` when it sends one request per task group (`grouping.py`).
 
-Workers pull rows from one shared generator that streams the materialized file, so at most `concurrency`
-rows are in flight and memory does not grow with the number of rows. Every result and every failed
-attempt is appended and flushed as it completes.
+Workers pull requests (a row, or a task group of rows) from one shared generator that streams the
+materialized file, so at most `concurrency` requests are in flight and memory does not grow with the
+number of rows. Every result and every failed attempt is appended and flushed as it completes.
 
-Stopping early (admission stops; rows in flight finish, so up to `concurrency - 1` more are sent):
-- `abort_after` attempts in a row got no reply: the server is gone;
+Stopping early (admission stops; requests in flight finish, so up to `concurrency - 1` more are sent):
+- `abort_after` requests in a row got no reply: the server is gone;
 - the same failure that retrying cannot fix (`failures.Failure.scope`) hit `abort_after_same` rows in a
   row ("server": a refused key, an unknown model or route, a redirect not followed), or rows of that many
   different tasks in a row ("row": a context-length error, a 400/413/422, a reply over the size limit, a
-  verifier that raises). All repeats of one task
-  share a prompt, so one bad task does not stop a run.
+  verifier that raises). All repeats of one task share a prompt, so one bad task does not stop a run.
+  A failed grouped request is one failed attempt for each of its rows, and counts once for these rules.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ..artifacts import jsonl
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
+from ..artifacts.usage import CostTally
+from .grouping import Grouper, Item
 from .http import AttemptFailed
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
@@ -122,6 +125,10 @@ class Run:
         self.results = jsonl.Appender(options.output, redact=self.redactor)
         self.failures = jsonl.Appender(options.failures_path, redact=self.redactor)
         self.stop = EarlyStop(options.abort_after, options.abort_after_same)
+        self.cost = CostTally()
+        self.requests = 0  # requests sent: one per group of rows (a grouped request carries several)
+        self.grouper: Grouper | None = None  # set by a backend that sends one request per task group
+        self.fallback: str | None = None  # why the whole run sends one request per rollout
 
     def log(self, text: str) -> None:
         self._log(self.redactor.text(text))
@@ -140,24 +147,56 @@ class Run:
                 continue
             yield row.data, self.disk.attempts[key]
 
-    async def worker(self, rows: Iterator[tuple[dict, int]]) -> None:
-        for row, attempt in rows:  # one shared generator: a row is admitted only when a worker is free
+    def work(self) -> Iterator[list[Item]]:
+        """The pending rows cut into requests: task groups when the backend groups, else one row each."""
+        if self.grouper is None:
+            return ([item] for item in self.pending())
+        return self.grouper.groups(self.pending())
+
+    async def worker(self, groups: Iterator[list[Item]]) -> None:
+        for group in groups:  # one shared generator: a request is admitted only when a worker is free
             if self.stop.reason:
                 return
-            await self.run_row(row, attempt)
+            self.requests += 1
+            if len(group) == 1:
+                await self.run_row(*group[0])
+            else:
+                await self.run_group(group)
             self.bar.update()
 
     async def run_row(self, row: dict, attempt: int) -> None:
         raise NotImplementedError
 
-    def record_result(self, out: dict, reward: Any, tokens: int) -> None:
+    async def run_group(self, group: list[Item]) -> None:
+        raise NotImplementedError
+
+    def record_result(
+        self,
+        out: dict,
+        reward: Any,
+        tokens: int,
+        *,
+        cached_reported: bool = True,
+    ) -> None:
+        """Write a rollout; `cached_reported` False when the server gave no cached-token count (the row
+        holds 0)."""
         self.results.write(out)  # serialized whole first: a failure here writes no byte
         self.stop.success()
         self.tally.add_result(reward, tokens)
+        self.cost.add(out, cached_reported=cached_reported)
 
     def record_failure(
-        self, row: dict, attempt: int, failure: AttemptFailed, elapsed: float, server: str
+        self,
+        row: dict,
+        attempt: int,
+        failure: AttemptFailed,
+        elapsed: float,
+        server: str,
+        *,
+        stops: bool = True,
     ) -> None:
+        """Write a failed attempt; `stops` False for the other rows of a failed grouped request, whose
+        one request counts once towards the stop rules."""
         failure.message = self.redactor.text(failure.message, cut=True)  # cut to a length: mask a tail too
         if failure.body is not None:
             failure.body = self.redactor.text(failure.body, cut=True)
@@ -170,10 +209,16 @@ class Run:
             "_ngrp_server": server,
         }
         self.failures.write(out)
-        self.count_failure(Failure.from_fields(out), row, attempt=attempt)
+        self.count_failure(Failure.from_fields(out), row, attempt=attempt, stops=stops)
 
     def count_failure(
-        self, failure: Failure, row: dict, *, replied: bool = False, attempt: int | None = None
+        self,
+        failure: Failure,
+        row: dict,
+        *,
+        replied: bool = False,
+        attempt: int | None = None,
+        stops: bool = True,
     ) -> None:
         """Tally a failed attempt (already written, or written nowhere) and apply the stop rules.
         `attempt`: its index, when it was written to the failures sidecar (so it counts towards
@@ -188,7 +233,7 @@ class Run:
         self.tally.add_failure(
             failure, (task, index) if task is not None and index is not None else None, last=last
         )
-        reason = self.stop.failure(failure, task, replied=replied)
+        reason = self.stop.failure(failure, task, replied=replied) if stops else None
         if reason:
             self.log(f"stopping: {reason}")
 

@@ -21,14 +21,17 @@ from ..artifacts import jsonl, names, schemas
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP
 from ..artifacts.redact import Redactor, masked_errors
+from ..artifacts.sampling import apply_overrides
 from ..errors import InputError, UsageError
 from . import gym_backend
 from .direct import DirectRun
+from .grouping import has_seed
 from .gym_backend import GymRun, check_agents
 from .gym_run import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import materialize, read_task_lines, sha256_file
+from .metrics import hit_rate, read_counts
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -43,7 +46,7 @@ from .result import CollectResult, Plan, build_result
 from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
 from .shards import restrict_file
-from .state import CollectorLock, build_manifest, check_manifest, nothing_written, scan_outputs
+from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
 from .verify import verifier_for
 
 if TYPE_CHECKING:
@@ -64,6 +67,7 @@ def scan_materialized(
     refuse_wrong_kind(path, MATERIALIZED, option="--materialized")
     keys: set[tuple[int, int]] = set()
     seen: set[tuple[int, int]] = set()
+    seeded = 0
     for row in jsonl.iter_rows(path):
         key = names.rollout_key(row.data)
         if key is None:
@@ -80,7 +84,8 @@ def scan_materialized(
             raise InputError(problem[1], path=path, line=row.line, pointer=problem[0])
         _check_row(path, row, needs_answer, budget, row.data[RCP])
         keys.add(key)
-    return Plan(rows=len(keys), sha256=sha256_file(path)), keys
+        seeded += has_seed(row.data[RCP])
+    return Plan(rows=len(keys), sha256=sha256_file(path), seeded=seeded), keys
 
 
 def check_tasks(
@@ -93,7 +98,7 @@ def check_tasks(
     for row in rows:
         params = row.data.get(RCP)
         if isinstance(params, dict):  # materialize names a row without one
-            _check_row(options.input, row, needs_answer, budget, {**params, **overrides})
+            _check_row(options.input, row, needs_answer, budget, apply_overrides(params, overrides))
 
 
 def _check_row(
@@ -138,6 +143,7 @@ async def collect(
         else:
             files = _file_refs(options, input_sha, plan)
             manifest = build_manifest(identity, files, _runtime(options, servers))
+            manifest["sampling"] = options.materialize.overrides if options.input is not None else None
             jsonl.write_json(options.manifest_path, manifest, indent=True)
         disk = scan_outputs(options.output, options.failures_path)
         stray = disk.completed - keys
@@ -151,20 +157,26 @@ async def collect(
         plan.to_run = len(keys) - len(disk.completed) - plan.exhausted
         del keys
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
+        sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
+        cache_before = await read_counts(session, sampled, run.headers)
         try:
             interrupted = await _work(run, options.concurrency, interrupt)
         finally:
             run.close()
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
+        result.cost["prefix_cache_hit_rate"] = hit_rate(
+            cache_before, await read_counts(session, sampled, run.headers)
+        )
         result.interrupted = interrupted
+        record_cost(options.manifest_path, result)
         return result
 
 
 async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
     """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
-    rows = run.pending()
-    workers = asyncio.gather(*(run.worker(rows) for _ in range(concurrency)))
+    groups = run.work()
+    workers = asyncio.gather(*(run.worker(groups) for _ in range(concurrency)))
     if interrupt is None:
         await workers
         return False

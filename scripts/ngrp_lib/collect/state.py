@@ -128,6 +128,27 @@ def build_manifest(
     }
 
 
+def record_cost(path: Path, result: Any) -> None:
+    """Append this invocation's cost and grouping to the manifest's `runs` (a resume adds one more),
+    rewriting it atomically; a manifest that is gone or unreadable is left alone."""
+    try:
+        manifest = jsonl.read_json(path)
+    except (InputError, OSError):
+        return
+    if not isinstance(manifest, dict):
+        return
+    earlier = manifest.get("runs")
+    runs: list = earlier if isinstance(earlier, list) else []
+    entry = {
+        "finished_at": now_iso(),
+        "resumed": result.resumed,
+        "cost": result.cost,
+        "grouping": result.grouping,
+    }
+    manifest["runs"] = [*runs, entry]
+    jsonl.write_json(path, manifest, overwrite=True, indent=True)
+
+
 def check_manifest(path: Path, identity: dict[str, Any]) -> None:
     """Refuse to resume when anything that shapes the results changed since the manifest was written."""
     if not path.exists():

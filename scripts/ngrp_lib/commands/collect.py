@@ -26,6 +26,8 @@ from ._common import (
 )
 from .materialize import materialize_options
 
+SAMPLING_PARAMS = ("temperature", "top_p", "max_output_tokens", "sets")
+
 
 @click.command(
     epilog="""\b
@@ -112,7 +114,19 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     "--return-token-ids", is_flag=True, help="Store prompt/generation token ids and logprobs (chat)."
 )
 @click.option(
-    "--concurrency", type=count(maximum=10_000), default=32, show_default=True, help="Requests in flight."
+    "--one-request-per-rollout",
+    is_flag=True,
+    help="Send each rollout as its own request. By default (direct mode, --api chat) the pending repeats "
+    "of a task that send the same request go as one request with n choices (at most 16), sharing one "
+    "prefill; rows with a seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
+    "always go one by one.",
+)
+@click.option(
+    "--concurrency",
+    type=count(maximum=10_000),
+    default=32,
+    show_default=True,
+    help="Requests in flight (a grouped request carries several rollouts).",
 )
 @click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
@@ -200,6 +214,10 @@ def command(
     seed_per_repeat,
     interleave,
     limit,
+    temperature,
+    top_p,
+    max_output_tokens,
+    sets,
     base_urls,
     endpoint_files,
     model,
@@ -211,6 +229,7 @@ def command(
     verify_url,
     verifier_fn,
     return_token_ids,
+    one_request_per_rollout,
     concurrency,
     timeout,
     max_retries,
@@ -235,6 +254,7 @@ def command(
     All repeats of a task go to one server. Results and failed attempts are appended as they
     complete; kill it at any moment and --resume finishes the run with every key exactly once.
     """
+    from ..artifacts.sampling import overrides_from_options
     from ..collect.http import RetryPolicy
     from ..collect.materialize import MaterializeOptions
     from ..collect.options import CollectOptions
@@ -243,8 +263,8 @@ def command(
     if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
         context = click.get_current_context()
         given = [
-            "--" + name.replace("_", "-")
-            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent")
+            "--" + name.replace("_", "-").removesuffix("s" if name == "sets" else "")
+            for name in ("num_repeats", "seed_per_repeat", "interleave", "limit", "agent", *SAMPLING_PARAMS)
             if context.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
         ]
         if given:
@@ -272,6 +292,7 @@ def command(
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
+            overrides=overrides_from_options(temperature, top_p, max_output_tokens, sets),
         ),
         api=api,
         verifier=verifier,
@@ -280,6 +301,7 @@ def command(
         verify_url=verify_url,
         verifier_fn=verifier_fn,
         return_token_ids=return_token_ids,
+        group_requests=not one_request_per_rollout,
         concurrency=concurrency,
         retry=RetryPolicy(
             timeout=timeout,
@@ -392,6 +414,7 @@ def _render(result) -> str:
         f" over {result.elapsed_s:.1f}s; mean reward "
         + ("-" if result.mean_reward is None else f"{result.mean_reward:.4f}"),
     ]
+    lines += cost_lines(result.cost, result.grouping)
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -408,7 +431,12 @@ def _render_adaptive(result) -> str:
     lines = [
         _render(result.collect),
         f"the last round's figures above; all rounds of this invocation: {result.succeeded} ok,"
-        f" {result.failed} failed attempts over {result.elapsed_s:.1f}s",
+        f" {result.failed} failed attempts over {result.elapsed_s:.1f}s"
+        + (
+            f", {result.cost['requests']} requests for {result.cost['rollouts']} rollouts"
+            if "requests" in result.cost and "rollouts" in result.cost
+            else ""
+        ),
     ]
     if a:
         saved = 1 - a["rollouts_assigned"] / a["rollouts_fixed_n"] if a["rollouts_fixed_n"] else 0.0
@@ -421,3 +449,29 @@ def _render_adaptive(result) -> str:
             " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
         ]
     return "\n".join(lines)
+
+
+def cost_lines(cost, grouping) -> list[str]:
+    """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
+    from ..artifacts.usage import tokens_text
+
+    if not cost:
+        return []
+    rate = cost["prefix_cache_hit_rate"]
+    per_s = cost["tokens_per_s"]
+    lines = [
+        f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts; prefix-cache hit rate "
+        + ("not reported" if rate is None else f"{rate:.1%}"),
+        f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
+        f" output {tokens_text(cost['output_tokens'])}, "
+        + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
+        + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
+    ]
+    if grouping.get("fallback"):
+        lines.append(f"requests: one per rollout ({grouping['fallback']})")
+    elif grouping.get("grouped"):
+        alone = "; ".join(f"{rows} rows alone: {why}" for why, rows in grouping["alone"].items())
+        lines.append(
+            f"requests: one per task group (n <= {grouping['cap']})" + (f"; {alone}" if alone else "")
+        )
+    return lines

@@ -4,13 +4,43 @@ from __future__ import annotations
 
 import click
 
+from ..artifacts.sampling import overrides_from_options
 from ..collect.materialize import MaterializeOptions, MaterializeResult, materialize
 from ..errors import UsageError
 from ._common import INPUT_FILE, MAX_REPEATS, OUTPUT_FILE, count, emit, json_option, overwrite_option
 
 
+def sampling_options(f):
+    """Gym's sampling flags: fields written into every row's responses_create_params when materializing."""
+    f = click.option(
+        "--set",
+        "sets",
+        multiple=True,
+        metavar="PATH=JSON",
+        help="Set responses_create_params.PATH to a JSON value in every row (repeatable), "
+        "e.g. --set top_k=20 or --set reasoning.effort='\"low\"'. PATH cannot be input.",
+    )(f)
+    f = click.option(
+        "--max-output-tokens",
+        type=int,
+        default=None,
+        help="responses_create_params.max_output_tokens for every row (a whole number >= 1).",
+    )(f)
+    f = click.option(
+        "--top-p", type=float, default=None, help="responses_create_params.top_p for every row, in (0, 1]."
+    )(f)
+    f = click.option(
+        "--temperature",
+        type=float,
+        default=None,
+        help="responses_create_params.temperature for every row (>= 0).",
+    )(f)
+    return f
+
+
 def materialize_options(f):
     """Options shared with `collect` (which materializes raw tasks first)."""
+    f = sampling_options(f)
     f = click.option("--limit", type=count(), default=None, help="Read only the first N input lines.")(f)
     f = click.option("--interleave", is_flag=True, help='Order rows round by round ("abcabc").')(f)
     f = click.option(
@@ -36,6 +66,7 @@ Example:
       --num-repeats 8 --agent math_simple_agent --seed-per-repeat
   ngrp materialize --input tasks.jsonl --output m.jsonl --num-repeats 2 \\
       --fan-out math_source=agent_a,agent_b   # rows whose agent_ref.name (or task_source) is math_source
+  ngrp materialize --input tasks.jsonl --output m.jsonl --num-repeats 8 --temperature 0.2 --set top_k=20
 
 \b
 Exit codes: 0 written, 2 bad options or output exists, 3 malformed task row (file:line named).
@@ -62,6 +93,10 @@ def command(
     seed_per_repeat,
     interleave,
     limit,
+    temperature,
+    top_p,
+    max_output_tokens,
+    sets,
     fan_out,
     overwrite,
     as_json,
@@ -77,6 +112,7 @@ def command(
         seed_per_repeat=seed_per_repeat,
         interleave=interleave,
         limit=limit,
+        overrides=overrides_from_options(temperature, top_p, max_output_tokens, sets),
         fan_out=parse_fan_out(fan_out),
     )
     result = materialize(input_path, output_path, options, overwrite=overwrite)

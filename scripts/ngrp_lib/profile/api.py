@@ -156,9 +156,11 @@ def profile_dataset(
             warnings = [*_read_warnings(stats, sources), *(notes or [])]
             coverage_entries = {name: entry for name, entry, _ in coverage}
             labels = TableLabels(table)
+            totals = run_totals(stats)
             return finish(
-                out, facts, labels, coverage_entries, task_means, n_rows, options, sources, warnings, paths
-            )
+                out, facts, labels, coverage_entries, task_means, n_rows, options, sources, warnings, paths,
+                totals=totals,
+            )  # fmt: skip
 
 
 def write_rows(
@@ -189,8 +191,11 @@ def finish(
     sources: dict[str, Any],
     warnings: list[str],
     paths: dict[str, Path],
+    *,
+    totals: dict[str, Any] | None = None,
 ) -> ProfileResult:
-    """The agent and repeat-level files and the summary, from the labelled rows and the facts."""
+    """The agent and repeat-level files and the summary, from the labelled rows and the facts; `totals`
+    (`run_totals`: tokens and sampling) when the rollouts were read here, not merged from states."""
     repeats, incomplete = repeat_level(labels)
     masked_agents = {name: entry for name, entry in coverage.items() if entry["coverage/masked_rollouts"]}
     agents = agent_metrics(labels, repeats, masked_agents)
@@ -212,9 +217,21 @@ def finish(
         "agents": per_agent,
         "outputs": outputs,
         "warnings": warnings,
+        **(totals or {}),
     }
     out["profile_summary"].write(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return ProfileResult(outputs, completion, counts, per_agent, n_rows, warnings)
+
+
+def run_totals(stats: ReadStats) -> dict[str, Any] | None:
+    """The rollout rows' token totals and sampling, for the summary; None when no file was read (merged
+    shard states carry neither)."""
+    if "rollouts" not in stats.paths:
+        return None
+    return {
+        "tokens": {"rows": stats.usage.rows, **stats.usage.to_json()},
+        "sampling": stats.sampling.to_json(),
+    }
 
 
 _TASK_KEYS = {

@@ -16,6 +16,8 @@ import orjson
 from ..artifacts.jsonl import BLANK, LineReader, Problem, hint_for, iter_records
 from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index, pack_key
 from ..artifacts.opening import open_input
+from ..artifacts.sampling import SamplingTally
+from ..artifacts.usage import CostTally
 from ..errors import FindingsError, InputError
 from .dataset import Dataset, Key, KeyIndex
 from .records import ENV_SERVER_KEY, LAST_MASKED_ID, ResultStore, sample_bytes
@@ -28,6 +30,8 @@ class ReadStats:
     rows: dict[str, int] = field(default_factory=dict)  # role -> non-blank lines
     paths: dict[str, Path] = field(default_factory=dict)  # role -> the file read (none for merged shards)
     torn_tail: dict[str, int] = field(default_factory=dict)  # role -> line of a skipped torn last line
+    usage: CostTally = field(default_factory=lambda: CostTally(zero_cached_unknown=True))  # rows' tokens
+    sampling: SamplingTally = field(default_factory=SamplingTally)  # what the rollout rows asked for
 
     def where(self, role: str, position: int) -> str | None:
         """`path:line` of the row at `position` (0-based, blank lines not counted), when a file was read."""
@@ -114,8 +118,11 @@ def read_dataset(
     stats = ReadStats(paths={"rollouts": rollouts, "inputs": inputs})
     results = ResultStore(null_policy)
     add = results.add
+    add_usage, add_sampling = stats.usage.add, stats.sampling.add
     for line, row in _rows(rollouts, "rollouts", stats, skip_torn_tail):
         task, rollout = _key(row, line, rollouts, "rollout")
+        add_usage(row)
+        add_sampling(row)
         if unhealthy and pack_key((task, rollout)) in unhealthy:
             results.add_unhealthy(task, rollout)
         else:

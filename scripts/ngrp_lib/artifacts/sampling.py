@@ -1,0 +1,194 @@
+"""Sampling controls: the options that set fields of `responses_create_params`, and what the rows used.
+
+`overrides_from_options` turns Gym's `--temperature`, `--top-p`, `--max-output-tokens` and repeatable
+`--set PATH=JSON` into one {dotted path: value} mapping, refusing bad values as usage errors that name the
+option. `apply_overrides` writes them into a row's params when materializing: a top-level path replaces
+that field (Gym's shallow merge); a dotted path (`reasoning.effort`) sets that one field inside the
+object and keeps its other fields.
+
+`sampling_used` reads back, from the rows themselves, what a run actually asked for: for each sampling
+field any row sets, the distinct values and how many rows carry each (a row without the field counts
+under `null`: the server's default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from ..errors import UsageError
+from .names import RCP
+
+# Fields read back from the rows (`sampling_used`); dotted paths reach into objects.
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "top_k",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "reasoning.effort",
+)
+# The options with their own flag, and the field each sets.
+NAMED_OPTIONS = {
+    "temperature": "--temperature",
+    "top_p": "--top-p",
+    "max_output_tokens": "--max-output-tokens",
+}
+PROTECTED = ("input",)  # the prompt itself: never replaced by an option
+
+
+def overrides_from_options(
+    temperature: float | None,
+    top_p: float | None,
+    max_output_tokens: int | None,
+    sets: Iterable[str] = (),
+) -> dict[str, Any]:
+    """{dotted path: value} from the sampling options; a bad value is a UsageError naming its option."""
+    overrides: dict[str, Any] = {}
+    for path, value in (
+        ("temperature", temperature),
+        ("top_p", top_p),
+        ("max_output_tokens", max_output_tokens),
+    ):
+        if value is not None:
+            overrides[path] = value
+    for spec in sets:
+        path, value = parse_set(spec)
+        if path in overrides:
+            raise UsageError(f"--set {spec!r}: {path} is given twice", hint="give each field once")
+        overrides[path] = value
+    for path, value in overrides.items():
+        check_value(path, value)
+    return overrides
+
+
+def parse_set(spec: str) -> tuple[str, Any]:
+    """`PATH=JSON` -> (path, value); the value must be JSON (a string is quoted: reasoning.effort='"low"')."""
+    path, sep, raw = spec.partition("=")
+    path = path.strip()
+    parts = path.split(".")
+    if not sep or not path or any(not part for part in parts):
+        raise UsageError(f"--set {spec!r}: expected PATH=JSON, for example --set top_k=20")
+    if parts[0] in PROTECTED:
+        raise UsageError(
+            f"--set {spec!r}: {parts[0]} is the prompt; --set changes sampling fields, never the input",
+            hint="edit the task file to change prompts",
+        )
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise UsageError(
+            f"--set {spec!r}: the value {raw!r} is not JSON",
+            hint="quote a string for the shell and for JSON: --set reasoning.effort='\"low\"'",
+        ) from None
+    return path, value
+
+
+def check_value(path: str, value: Any) -> None:
+    """The range of the fields Gym names (whichever option set them)."""
+    option = NAMED_OPTIONS.get(path, f"--set {path}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if path == "temperature" and not (number and math.isfinite(value) and value >= 0):
+        raise UsageError(f"{option} must be a number >= 0, not {value!r}")
+    if path == "top_p" and not (number and math.isfinite(value) and 0 < value <= 1):
+        raise UsageError(f"{option} must be in (0, 1], not {value!r}")
+    if path == "max_output_tokens" and not (number and value == int(value) and value >= 1):
+        raise UsageError(f"{option} must be a whole number of tokens >= 1, not {value!r}")
+
+
+def apply_overrides(params: dict, overrides: Mapping[str, Any]) -> dict:
+    """A copy of `params` with every override written in; objects on a dotted path are copied, not shared."""
+    out = dict(params)
+    for path, value in overrides.items():
+        *parents, leaf = path.split(".")
+        target = out
+        for name in parents:
+            inner = target.get(name)
+            target[name] = dict(inner) if isinstance(inner, dict) else {}
+            target = target[name]
+        target[leaf] = value
+    return out
+
+
+def field_value(params: Any, path: str) -> Any:
+    """The value at a dotted path of a row's params, None where it is absent."""
+    for name in path.split("."):
+        if not isinstance(params, dict):
+            return None
+        params = params.get(name)
+    return params
+
+
+class SamplingTally:
+    """Counts, row by row, the values of each sampling field (see `sampling_used`); cheap per row, as
+    `profile` feeds it every rollout it reads."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.counts: dict[str, Counter[tuple[str, Any]]] = {path: Counter() for path in SAMPLING_FIELDS}
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.rows += 1
+        params = row.get(RCP)
+        if not isinstance(params, dict):
+            return
+        for path in SAMPLING_FIELDS:
+            value = field_value(params, path)
+            if value is not None:
+                self.counts[path][_hashable(value)] += 1
+
+    def to_json(self) -> dict[str, list[dict[str, Any]]]:
+        """{field: [{"value": v, "rows": n}, ...]} for the fields some row sets, most rows first; the rows
+        without the field count under null."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for path, counts in self.counts.items():
+            if not counts:
+                continue
+            values = [(_value(key), n) for key, n in counts.items()]
+            unset = self.rows - sum(counts.values())
+            if unset:
+                values.append((None, unset))
+            values.sort(key=lambda item: (-item[1], orjson.dumps(item[0])))
+            out[path] = [{"value": value, "rows": n} for value, n in values]
+        return out
+
+
+def _hashable(value: Any) -> tuple[str, Any]:
+    """A counter key that keeps 1, 1.0 and true apart and takes lists and objects (as JSON)."""
+    if isinstance(value, (str, int, float, bool)):
+        return type(value).__name__, value
+    return "json", orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _value(key: tuple[str, Any]) -> Any:
+    kind, value = key
+    return orjson.loads(value) if kind == "json" else value
+
+
+def sampling_used(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    tally = SamplingTally()
+    for row in rows:
+        tally.add(row)
+    return tally.to_json()
+
+
+def sampling_lines(sampling: Mapping[str, list[dict[str, Any]]] | None) -> list[str]:
+    """`temperature 0.2 (96 rows), 1.0 (32 rows)`, one line per field; a field unset in some rows shows
+    `default` for them. No line when the rows set no sampling field."""
+    if not sampling:
+        return []
+    lines = []
+    for path, values in sampling.items():
+        shown = ", ".join(
+            f"{'default' if v['value'] is None else orjson.dumps(v['value']).decode()} ({v['rows']} rows)"
+            for v in values
+        )
+        lines.append(f"{path} {shown}")
+    return lines

@@ -1,0 +1,90 @@
+"""Token totals of rollout rows: input / cached / output tokens, read from each row's `response.usage`.
+
+Input tokens are the prompt tokens the server processed: a prompt shared by the rows of one grouped
+request (`SHARED_PREFILL`, the same request id) counts once. A count no row reported stays None
+("not reported"), never 0; `rows_without_usage` says how many rows gave no count at all. `collect`
+sums what it writes, `profile` what it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .names import SHARED_PREFILL, USAGE_MISSING
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def usage_counts(row: dict) -> tuple[int | None, int | None, int | None]:
+    """(input, cached, output) tokens of a rollout row's `response.usage`, None where not reported (a
+    count the row names under `_ngrp_usage_missing` was stored as 0 for Gym's profiler: not a count)."""
+    response = row.get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None, None, None
+    missing = row.get(USAGE_MISSING) or []
+    prompt = None if "prompt_tokens" in missing else _count(usage.get("input_tokens"))
+    output = None if "completion_tokens" in missing else _count(usage.get("output_tokens"))
+    details = usage.get("input_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return prompt, cached, output
+
+
+@dataclass
+class CostTally:
+    """Running token totals over the rows of a run (or of a rollouts file)."""
+
+    rows: int = 0
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    rows_without_usage: int = 0
+    # rows read back from a file: a chat conversion stores cached_tokens 0 where the server said nothing,
+    # so a total of 0 cannot be told from "not reported", and is reported as None
+    zero_cached_unknown: bool = False
+    _requests: set = field(default_factory=set)  # grouped requests whose prompt is counted already
+
+    def add(self, row: dict, *, cached_reported: bool = True) -> None:
+        """One rollout row; `cached_reported` False when the row's cached count (0) is a conversion's
+        filler, not the server's."""
+        self.rows += 1
+        prompt, cached, output = usage_counts(row)
+        cached = cached if cached_reported else None
+        shared = row.get(SHARED_PREFILL)
+        prompt_counted = True
+        if isinstance(shared, dict):
+            prompt_counted = shared.get("request") not in self._requests
+            self._requests.add(shared.get("request"))
+        if prompt is None and output is None:
+            self.rows_without_usage += 1
+        if prompt_counted:
+            self.input_tokens = _plus(self.input_tokens, prompt)
+            self.cached_tokens = _plus(self.cached_tokens, cached)
+        self.output_tokens = _plus(self.output_tokens, output)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "input_tokens": self.input_tokens,
+            "cached_tokens": None
+            if self.zero_cached_unknown and not self.cached_tokens
+            else self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "rows_without_usage": self.rows_without_usage,
+        }
+
+
+def _plus(total: int | None, value: int | None) -> int | None:
+    if value is None:
+        return total
+    return value if total is None else total + value
+
+
+def per_second(value: int | None, seconds: float) -> float | None:
+    return None if value is None or seconds <= 0 else round(value / seconds, 1)
+
+
+def tokens_text(value: int | None) -> str:
+    return "not reported" if value is None else f"{value:,}"

@@ -1,0 +1,231 @@
+"""One request per task group, without a server: which rows share a request, why rows go alone, how an
+n-choice answer is split, what the cost totals count, and how /metrics counters are read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ngrp_lib.artifacts.usage import CostTally, usage_counts
+from ngrp_lib.collect.convert import ConversionError, response_from_chat
+from ngrp_lib.collect.grouping import (
+    APART,
+    DIFFER,
+    GREEDY,
+    SEEDED,
+    Grouper,
+    has_seed,
+    is_greedy,
+    split_choices,
+    whole_run_fallback,
+)
+from ngrp_lib.collect.metrics import HITS, QUERIES, hit_rate, parse_counters
+
+
+def _row(task, rollout, **params):
+    return {
+        "responses_create_params": {"input": f"task {task}", **params},
+        "agent_ref": {"name": "m"},
+        "_ng_task_index": task,
+        "_ng_rollout_index": rollout,
+    }
+
+
+def _keys(groups):
+    return [[(r["_ng_task_index"], r["_ng_rollout_index"]) for r, _ in g] for g in groups]
+
+
+def test_same_request_repeats_share_one_request_up_to_the_cap():
+    items = [(_row(t, r), 0) for t in range(2) for r in range(5)]
+    grouper = Grouper(cap=4)
+    groups = list(grouper.groups(iter(items)))
+    assert _keys(groups) == [
+        [(0, 0), (0, 1), (0, 2), (0, 3)],
+        [(0, 4)],
+        [(1, 0), (1, 1), (1, 2), (1, 3)],
+        [(1, 4)],
+    ]
+    assert grouper.fallbacks == {}  # the rest of a capped task is not "apart"
+
+
+def test_a_resume_groups_only_the_missing_repeats_and_keeps_their_attempts():
+    items = [(_row(0, 1), 2), (_row(0, 3), 1), (_row(0, 6), 0)]
+    (group,) = Grouper().groups(iter(items))
+    assert [(r["_ng_rollout_index"], a) for r, a in group] == [(1, 2), (3, 1), (6, 0)]
+
+
+def test_seeded_rows_always_go_alone_even_when_identical():
+    extra = {"metadata": {"extra_body": json.dumps({"seed": 3})}}
+    items = [(_row(0, r, **extra), 0) for r in range(3)] + [(_row(1, r, seed=5), 0) for r in range(2)]
+    grouper = Grouper()
+    groups = list(grouper.groups(iter(items)))
+    assert [len(g) for g in groups] == [1] * 5
+    assert grouper.fallbacks == {SEEDED: 5}
+
+
+def test_greedy_rows_go_alone():
+    items = [(_row(0, r, temperature=0), 0) for r in range(3)] + [
+        (_row(1, r, temperature=0.7), 0) for r in range(2)
+    ]
+    grouper = Grouper()
+    assert [len(g) for g in grouper.groups(iter(items))] == [1, 1, 1, 2]
+    assert grouper.fallbacks == {GREEDY: 3}
+    assert is_greedy({"metadata": {"extra_body": '{"temperature": 0.0}'}, "temperature": 1.0})
+    assert not is_greedy({"temperature": 1e-5})
+    assert not is_greedy({})
+
+
+def test_per_repeat_seeds_fall_back_and_say_so_once():
+    said = []
+    items = []
+    for r in range(4):
+        items.append((_row(0, r, metadata={"extra_body": json.dumps({"seed": r})}), 0))
+    grouper = Grouper(log=said.append)
+    assert [len(g) for g in grouper.groups(iter(items))] == [1, 1, 1, 1]
+    assert said == [f"one request per rollout for {SEEDED}"]
+
+
+def test_rows_of_a_task_that_differ_go_alone():
+    items = [(_row(0, 0, temperature=0.1), 0), (_row(0, 1, temperature=0.9), 0), (_row(1, 0), 0)]
+    grouper = Grouper()
+    assert _keys(grouper.groups(iter(items))) == [[(0, 0)], [(0, 1)], [(1, 0)]]
+    assert grouper.fallbacks == {DIFFER: 1}
+
+
+def test_interleaved_repeats_are_not_grouped_and_named():
+    items = [(_row(t, r), 0) for r in range(2) for t in range(3)]  # abcabc
+    grouper = Grouper()
+    assert all(len(g) == 1 for g in grouper.groups(iter(items)))
+    assert grouper.fallbacks == {APART: 3}
+
+
+def test_whole_run_fallbacks():
+    assert whole_run_fallback(enabled=True, api="chat", gym=False) is None
+    assert "one-request-per-rollout" in whole_run_fallback(enabled=False, api="chat", gym=False)
+    assert "Responses API" in whole_run_fallback(enabled=True, api="responses", gym=False)
+    assert "Gym" in whole_run_fallback(enabled=True, api="chat", gym=True)
+
+
+def test_has_seed():
+    assert has_seed({"seed": 0})
+    assert has_seed({"metadata": {"extra_body": '{"seed": 1}'}})
+    assert not has_seed({"metadata": {"extra_body": '{"top_k": 1}'}})
+    assert not has_seed({"metadata": {"extra_body": "not json"}})  # fails alone, as a broken row
+    assert not has_seed(None)
+
+
+def _answer(n, ids=True, finish=("stop", "length")):
+    choices = [
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": f"answer {i}"},
+            "finish_reason": finish[i % len(finish)],
+            **({"token_ids": list(range(3 + i))} if ids else {}),
+        }
+        for i in reversed(range(n))  # out of order: split in index order
+    ]
+    usage = {"prompt_tokens": 40, "completion_tokens": sum(3 + i for i in range(n)), "total_tokens": 0}
+    return {"id": "chatcmpl-abc", "created": 1, "model": "m", "choices": choices, "usage": usage}
+
+
+def test_split_choices_gives_each_row_its_own_count_and_finish_status():
+    chats = split_choices(_answer(3), 3)
+    responses = [response_from_chat(c) for c in chats]
+    assert [r["output"][0]["content"][0]["text"] for r in responses] == ["answer 0", "answer 1", "answer 2"]
+    assert [r["usage"]["output_tokens"] for r in responses] == [3, 4, 5]
+    assert [r["usage"]["input_tokens"] for r in responses] == [40, 40, 40]  # the prompt each saw
+    assert [r["usage"]["total_tokens"] for r in responses] == [43, 44, 45]
+    assert [r["status"] for r in responses] == ["completed", "incomplete", "completed"]
+    assert len({r["id"] for r in responses}) == 3
+
+
+def test_split_choices_without_token_ids_leaves_the_count_missing_not_guessed():
+    chats = split_choices(_answer(2, ids=False), 2)
+    assert all(c["usage"]["completion_tokens"] is None for c in chats)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_split_choices_refuses_another_number_of_choices(n):
+    with pytest.raises(ConversionError, match="asked for"):
+        split_choices(_answer(2), n)
+
+
+def _rollout(prompt, output, missing=None, cached=None):
+    row = {"response": {"usage": {"input_tokens": prompt, "output_tokens": output,
+                                  "input_tokens_details": {"cached_tokens": cached}}}}  # fmt: skip
+    if missing:
+        row["_ngrp_usage_missing"] = missing
+    return row
+
+
+def test_cost_counts_a_shared_prompt_once_and_never_turns_missing_into_zero():
+    tally = CostTally()
+    shared = {"_ngrp_shared_prefill": {"request": "chatcmpl-1", "rows": 2}}
+    tally.add({**_rollout(40, 3, cached=32), **shared})
+    tally.add({**_rollout(40, 4, cached=32), **shared})
+    tally.add(_rollout(10, 0, missing=["completion_tokens"]))
+    tally.add(_rollout(7, 1), cached_reported=False)
+    assert tally.to_json() == {
+        "input_tokens": 57,
+        "cached_tokens": 32,
+        "output_tokens": 8,
+        "rows_without_usage": 0,
+    }
+    empty = CostTally()
+    empty.add({"response": {"output": []}})
+    assert empty.to_json() == {
+        "input_tokens": None,
+        "cached_tokens": None,
+        "output_tokens": None,
+        "rows_without_usage": 1,
+    }
+    assert usage_counts(_rollout(0, 0, missing=["prompt_tokens", "completion_tokens"])) == (None, None, None)
+
+
+def test_prometheus_counters_are_summed_over_labels_and_the_rate_taken_between_samples():
+    text = (
+        "# HELP vllm:prefix_cache_queries_total x\n"
+        f'{QUERIES}{{engine="0",model_name="tiny"}} 100.0\n'
+        f'{QUERIES}{{engine="1",model_name="tiny"}} 50.0\n'
+        f'{HITS}{{engine="0",model_name="tiny"}} 30.0\n'
+        "vllm:other_total 9\n"
+        f"{HITS}_created 1.7e9\n"
+    )
+    assert parse_counters(text, (QUERIES, HITS)) == {QUERIES: 150.0, HITS: 30.0}
+    before = {"a": (150.0, 30.0), "b": (10.0, 0.0)}
+    after = {"a": (250.0, 110.0), "b": (5.0, 0.0), "c": (10.0, 10.0)}  # b restarted, c was not there
+    assert hit_rate(before, after) == 0.8
+    assert hit_rate({}, after) is None
+    assert hit_rate(before, before) is None  # nothing queried: not a rate of 0
+
+
+def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tmp_path):
+    inputs, rollouts = [], []
+    for task in range(2):
+        for rollout in range(3):
+            row = _row(task, rollout, temperature=0.5 if task else 1.0, max_output_tokens=16)
+            inputs.append(row)
+            out = {**row, "reward": float(rollout == 0), "response": {"output": [], "usage": {
+                "input_tokens": 20, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 5 + rollout, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 25 + rollout}}}  # fmt: skip
+            if task == 0:  # task 0 came from one grouped request: its prompt counts once
+                out["_ngrp_shared_prefill"] = {"request": "chatcmpl-0", "rows": 3}
+            rollouts.append(out)
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inputs))
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    done = run_ngrp("profile", "--inputs", str(tmp_path / "m.jsonl"), "--rollouts", str(tmp_path / "r.jsonl"))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "r_profile_summary.json").read_text())
+    assert summary["tokens"] == {
+        "rows": 6,
+        "input_tokens": 20 + 3 * 20,
+        "cached_tokens": None,  # every row says 0: not told apart from "not reported"
+        "output_tokens": 2 * (5 + 6 + 7),
+        "rows_without_usage": 0,
+    }
+    assert summary["sampling"] == {
+        "temperature": [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}],
+        "max_output_tokens": [{"value": 16, "rows": 6}],
+    }
