@@ -132,6 +132,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=16)
     parser.add_argument("--first-round", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="real: fixed/adaptive pairs, interleaved")
+    parser.add_argument(
+        "--seed-per-repeat", action="store_true", help="real: seeded, one request per rollout"
+    )
     parser.add_argument("--model-dir", help="real: a vLLM-loadable model (default: SmolLM2 as the demo)")
     args = parser.parse_args()
     if args.part == "real":

@@ -1,8 +1,11 @@
 """The real part of adaptive_bench.py: the demo's tasks against the real vLLM CPU server, `collect --adaptive
 learnable` against fixed N, side by side (rollouts, wall time, decisions).
 
-Both runs send `--seed-per-repeat`, so a key's sampling seed is the same in both and a task's draws match
-as far as the server reproduces seeded sampling; the decisions are compared task by task. The runs are
+Both runs group requests (one per task with n = the repeats still pending: a round's repeats, for the
+adaptive run), so they are independent samples: a task near 0 or 1 can be mixed in one run and not the
+other, and the decisions are compared task by task with that in mind. `--seed-per-repeat` makes a key's
+seed the same in both runs (its draws then match as far as the server reproduces seeded sampling), at the
+price of one request per rollout (vLLM's CPU engine cannot take a seed with n > 1). The runs are
 interleaved (fixed, adaptive, fixed, adaptive...) to spread the machine's load over both. The model is
 SmolLM2-135M-Instruct, prepared by scripts/prepare_smollm2.py as the demo does (or `--model-dir`).
 """
@@ -37,10 +40,11 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
     return VLLMServer(python, Path(model_dir), workdir / "server.log").start()
 
 
-def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str]) -> dict:
+def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], seeded: bool) -> dict:
     out = folder / "rollouts.jsonl"
+    seed = ["--seed-per-repeat"] if seeded else []
     args = ["collect", "--input", str(TASKS), "--output", str(out), "--base-url", base_url, "--model", model,
-            "--verifier", "math", "--num-repeats", str(repeats), "--seed-per-repeat", *adaptive]  # fmt: skip
+            "--verifier", "math", "--num-repeats", str(repeats), *seed, *adaptive]  # fmt: skip
     start = time.monotonic()
     proc = subprocess.run([*NGRP, *args], capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -73,9 +77,12 @@ def real_run(args: Any) -> dict:
             runs: dict[str, list[dict]] = {"fixed": [], "adaptive": []}
             adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
             for i in range(args.rounds):
-                runs["fixed"].append(one_run(workdir / f"fixed{i}", base_url, model, args.repeats, []))
+                seeded = args.seed_per_repeat
+                runs["fixed"].append(
+                    one_run(workdir / f"fixed{i}", base_url, model, args.repeats, [], seeded)
+                )
                 runs["adaptive"].append(
-                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive)
+                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive, seeded)
                 )
         finally:
             if server is not None:
@@ -84,6 +91,7 @@ def real_run(args: Any) -> dict:
         "tasks": str(TASKS.relative_to(REPO)),
         "repeats": args.repeats,
         "first_round": args.first_round,
+        "seed_per_repeat": args.seed_per_repeat,
         **runs,
     }
     return results

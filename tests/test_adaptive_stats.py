@@ -175,3 +175,25 @@ def test_collect_adaptive_needs_raw_tasks(run_ngrp, tmp_path):
                     "--output", tmp_path / "out.jsonl", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
                     "--adaptive", "learnable", "--first-round", "1")  # fmt: skip
     assert proc.returncode == 2 and "--adaptive needs --input" in proc.stderr, proc.stderr
+
+
+def test_the_resume_command_of_an_adaptive_run_carries_its_rule():
+    from ngrp_lib.collect.rebuild import resume_command
+
+    manifest = {
+        "input": {"path": "t.jsonl"},
+        "rollouts": {"path": "o/r.jsonl"},
+        "options": {"api_key_env": "OPENAI_API_KEY"},
+        "identity": {
+            "shard": None,
+            "materialize": {"num_repeats": 16},
+            "model": "m",
+            "api": "chat",
+            "adaptive": {"rule": "band:0.2,0.8", "first_round": 4, "pass_threshold": 0.5},
+        },
+        "servers": [{"url": "http://127.0.0.1:8000/v1", "model": "m"}],
+    }
+    assert resume_command(manifest) == (
+        "ngrp collect --input t.jsonl --output o/r.jsonl --num-repeats 16 --adaptive band:0.2,0.8"
+        " --first-round 4 --pass-threshold 0.5 --base-url http://127.0.0.1:8000/v1 --model m --resume"
+    )
