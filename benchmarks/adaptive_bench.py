@@ -72,7 +72,7 @@ def simulate(
     return {
         spec: {
             "rollout_share": cell["used"] / (tasks * n),
-            "differ_from_fixed": cell["differ"] / tasks,
+            "differ_from_fixed": None if rules_kind(spec) == "width" else cell["differ"] / tasks,
             "wrong_vs_truth": None if rules_kind(spec) == "learnable" else cell["wrong"] / tasks,
             "fixed_wrong_vs_truth": None if rules_kind(spec) == "learnable" else cell["fixed_wrong"] / tasks,
         }
@@ -89,7 +89,7 @@ def _share(value: float | None) -> str:
 
 
 def _decision_class(rule: Rule, decision: str | None) -> str:
-    """What the decision keeps or drops: width's `narrow` and `wide` both keep the task's estimate."""
+    """What the decision keeps or drops (width makes none: it gives an estimate, compared with the truth)."""
     return "estimate" if rule.kind == "width" else str(decision)
 
 
@@ -103,7 +103,7 @@ def print_simulation(results: dict[str, Any]) -> None:
     for row in results["rows"]:
         print(
             f"| {row['population']} | {row['n']}, {row['r']} | {row['rule']} | {row['rollout_share']:.3f} |"
-            f" {row['differ_from_fixed']:.4f} | {_share(row['wrong_vs_truth'])} |"
+            f" {_share(row['differ_from_fixed'])} | {_share(row['wrong_vs_truth'])} |"
             f" {_share(row['fixed_wrong_vs_truth'])} |"
         )
 
