@@ -42,9 +42,10 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
 
 def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], seeded: bool) -> dict:
     out = folder / "rollouts.jsonl"
-    seed = ["--seed-per-repeat"] if seeded else []
+    # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
+    extra = ["--timeout", "1800", *(["--seed-per-repeat"] if seeded else []), *adaptive]
     args = ["collect", "--input", str(TASKS), "--output", str(out), "--base-url", base_url, "--model", model,
-            "--verifier", "math", "--num-repeats", str(repeats), *seed, *adaptive]  # fmt: skip
+            "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
     start = time.monotonic()
     proc = subprocess.run([*NGRP, *args], capture_output=True, text=True)
     wall = time.monotonic() - start
