@@ -127,19 +127,23 @@ def main() -> int:
     parser.add_argument("--group-repeats", type=int, default=8)
     parser.add_argument("--group-max-tokens", type=int, default=48)
     parser.add_argument("--group-rounds", type=int, default=4)
+    parser.add_argument("--prompt-words", type=int, default=LONG_PROMPT_WORDS, help="words in a long prompt")
+    parser.add_argument(
+        "--model-dir", type=Path, help="serve this model (e.g. SmolLM2) instead of the tiny one"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="collect-bench-") as tmp:
         workdir, server = Path(tmp), None
         base_url = args.base_url
         if base_url is None:
-            server = start_server(workdir)
+            server = start_server(workdir, args.model_dir, args.model)
             base_url = server.base_url
         try:
             endpoint = Endpoint(normalize_base_url(base_url), args.model)
             figures = {} if args.long_only or args.grouping else measure(args, workdir, endpoint)
             if args.grouping:
                 long_tasks = workdir / "long_tasks.jsonl"
-                write_long_tasks(long_tasks, args.group_tasks, args.group_max_tokens)
+                write_long_tasks(long_tasks, args.group_tasks, args.group_max_tokens, args.prompt_words)
                 figures["grouping"] = [
                     measure_grouping(args, workdir, endpoint, long_tasks, "long prompts"),
                     measure_grouping(
@@ -223,11 +227,11 @@ def measure(args, workdir: Path, endpoint: Endpoint) -> dict:
 LONG_PROMPT_WORDS = 80  # about 450 tokens with the tiny test model's tokenizer (checked with /tokenize)
 
 
-def write_long_tasks(path: Path, tasks: int, max_tokens: int) -> None:
+def write_long_tasks(path: Path, tasks: int, max_tokens: int, words: int = LONG_PROMPT_WORDS) -> None:
     """Tasks whose prompts are long (a numbered passage, then the question), so prefill is real work."""
     with open(path, "w") as handle:
         for i in range(tasks):
-            passage = " ".join(f"item{(i * 7 + k) % 97}" for k in range(LONG_PROMPT_WORDS))
+            passage = " ".join(f"item{(i * 7 + k) % 97}" for k in range(words))
             text = f"Task {i}. Read the list and answer. {passage}. What is {i} + {i}? Box the answer."
             params = {"input": [{"role": "user", "content": text}], "max_output_tokens": max_tokens,
                       "temperature": 1.0, "ignore_eos": True}  # fmt: skip
@@ -411,14 +415,14 @@ def print_long(figures: dict) -> None:
     print(f"client CPU per request: {figures['client_cpu_ms_per_request']} ms")
 
 
-def start_server(workdir: Path):
+def start_server(workdir: Path, model_dir: Path | None = None, name: str = "tiny"):
     from vllm_fixture import VLLMServer, build_model, vllm_python
 
     python = vllm_python()
     if python is None:
         sys.exit("no server: pass --base-url, or set NGRP_VLLM_VENV (from .ci/install_vllm.sh) to start one")
-    model = build_model(python, workdir / "tiny-llama")
-    return VLLMServer(python, model, workdir / "server.log").start()
+    model = model_dir or build_model(python, workdir / "tiny-llama")
+    return VLLMServer(python, model, workdir / "server.log", model=name).start()
 
 
 if __name__ == "__main__":

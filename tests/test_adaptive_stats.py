@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from run_helpers import reward_of, write_run
 
+from ngrp_lib.adaptive.rounds import AdaptiveSettings, summarize
 from ngrp_lib.artifacts import jsonl, schemas
-from ngrp_lib.collect.adaptive import AdaptiveSettings, summarize
 from ngrp_lib.stats.adaptive import Rule, Schedule, play
 
 R, N, TASKS = 2, 8, 12
@@ -178,7 +178,7 @@ def test_collect_adaptive_needs_raw_tasks(run_ngrp, tmp_path):
 
 
 def test_the_resume_command_of_an_adaptive_run_carries_its_rule():
-    from ngrp_lib.collect.rebuild import resume_command
+    from ngrp_lib.artifacts.resume import resume_command
 
     manifest = {
         "input": {"path": "t.jsonl"},

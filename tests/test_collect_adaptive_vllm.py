@@ -22,8 +22,8 @@ from conftest import SCRIPT
 from profile_compare import compare_outputs, gym_profile
 from test_collect_vllm import keys_of, ngrp, validate_rows, write_tasks
 
+from ngrp_lib.adaptive import rounds as adaptive_module
 from ngrp_lib.artifacts import jsonl, schemas
-from ngrp_lib.collect import adaptive as adaptive_module
 from ngrp_lib.stats.adaptive import Rule, Schedule, play
 
 pytestmark = pytest.mark.vllm

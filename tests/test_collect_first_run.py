@@ -114,7 +114,7 @@ def test_server_with_api_key_wrong_key_and_no_key(vllm_server_factory, tmp_path)
     late = tmp_path / "late" / "rollouts.jsonl"
     proc = collect(task_file, late, server.base_url, env={**no_key, "OPENAI_API_KEY": "x"},
                    extra=["--skip-preflight", "--num-repeats", "3", "--abort-after-same", "3",
-                          "--concurrency", "1", "--json"])  # fmt: skip
+                          "--concurrency", "1", "--one-request-per-rollout", "--json"])  # fmt: skip
     assert proc.returncode == 1, proc.stderr
     assert sent(server) == start + 3  # 12 rows, 3 sent
     summary = json.loads(proc.stdout)
@@ -172,7 +172,15 @@ def test_prompts_over_the_context_stop_the_run_after_n_tasks(vllm_server, tmp_pa
     task_file = tasks(tmp_path / "tasks.jsonl", prompts)
     out = tmp_path / "rollouts.jsonl"
     start = sent(vllm_server)
-    args = ["--num-repeats", "2", "--abort-after-same", "3", "--concurrency", "1"]
+    args = [
+        "--num-repeats",
+        "2",
+        "--abort-after-same",
+        "3",
+        "--concurrency",
+        "1",
+        "--one-request-per-rollout",
+    ]
     proc = collect(task_file, out, vllm_server.base_url, extra=[*args, "--json"])
     assert proc.returncode == 1, proc.stderr
     assert sent(vllm_server) == start + 11  # tasks 0-4, two rows each, and the first row of task 5

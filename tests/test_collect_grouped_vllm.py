@@ -5,7 +5,9 @@ exactly once (also through kill -9 and resume), each row's own token counts, see
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SCRIPT
+from profile_compare import PROFILE_ARGS, compare_outputs, gym_profile
 from test_collect_vllm import _rows_in, assert_exactly_once, collect_args, ngrp, validate_rows, write_tasks
 
 from ngrp_lib.artifacts import jsonl, schemas
@@ -203,3 +206,45 @@ def test_half_a_group_on_disk_resumes_as_a_smaller_group(vllm_server, tmp_path):
     assert_exactly_once(out, 2, 6)
     resent = [r for r in rows_of(out) if r["_ng_task_index"] == 0 and r["_ng_rollout_index"] >= 2]
     assert [r["_ngrp_shared_prefill"]["rows"] for r in resent] == [4] * 4
+
+
+@pytest.mark.gym
+def test_gym_eval_profile_reads_a_grouped_run_as_ngrp_does(vllm_server, tmp_path, run_ngrp):
+    venv = os.environ.get("NGRP_GYM_VENV")
+    if not venv or not (Path(venv) / "bin" / "gym").exists():
+        pytest.skip("no NeMo Gym venv: set NGRP_GYM_VENV")
+    gym_dir, ours_dir = tmp_path / "gym", tmp_path / "ours"
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 4)
+    out = gym_dir / "rollouts.jsonl"
+    done = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "5", "--json"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["cost"]["requests"] == 4
+    assert all(r["_ngrp_shared_prefill"]["rows"] == 5 for r in rows_of(out))
+    shutil.copytree(gym_dir, ours_dir)
+    gym = gym_profile(Path(venv) / "bin" / "gym", gym_dir)
+    assert gym.returncode == 0, gym.stdout + gym.stderr
+    ours = run_ngrp("profile", *PROFILE_ARGS, cwd=ours_dir)
+    assert ours.returncode == 0, ours.stderr
+    assert compare_outputs(ours_dir / "rollouts.jsonl", gym_dir / "rollouts.jsonl", allow_extras=True) == []
+    profile = [json.loads(x) for x in (gym_dir / "rollouts_reward_profiling.jsonl").read_text().splitlines()]
+    assert [(p["_ng_task_index"], p["num_rollouts"]) for p in profile] == [(t, 5) for t in range(4)]
+
+
+def test_two_temperatures_end_to_end(vllm_server, tmp_path, run_ngrp):
+    """The documented recipe: the same tasks at two temperatures, profiled, compared, each run's sampling
+    read back from its rows."""
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 6)
+    profiles = []
+    for t in ("0.2", "1.0"):
+        out = tmp_path / f"t{t}" / "rollouts.jsonl"
+        done = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4", "--temperature", t))
+        assert done.returncode == 0, done.stderr
+        inputs = out.with_name("rollouts_materialized_inputs.jsonl")
+        assert ngrp("profile", "--inputs", inputs, "--rollouts", out).returncode == 0
+        profiles.append(out.with_name("rollouts_reward_profiling.jsonl"))
+        stats = json.loads(ngrp("stats", profiles[-1], "--json").stdout)
+        assert stats["cost"]["sampling"]["temperature"] == [{"value": float(t), "rows": 24}]
+        assert stats["cost"]["tokens_per_rollout"] > 0
+    compared = ngrp("compare", *profiles, "--json")
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["n_tasks"] == 6

@@ -11,8 +11,8 @@ import pytest
 from vllm_fixture import free_port
 
 from ngrp_lib.artifacts.failures import Failure, FailureDigest, server_message
-from ngrp_lib.collect import gym_backend
-from ngrp_lib.collect.gym_run import GymTargets, RunTarget
+from ngrp_lib.collect import gym_run
+from ngrp_lib.collect.gym_targets import GymTargets, RunTarget
 from ngrp_lib.collect.preflight import ServerCheck, _judge_models, check_endpoints, needed
 from ngrp_lib.collect.routing import Endpoint
 from ngrp_lib.collect.run import EarlyStop
@@ -277,7 +277,7 @@ def test_gym_preflight_names_a_dead_environment_server_the_head_lists():
 
     async def go():
         async with aiohttp.ClientSession() as session:
-            return await gym_backend.preflight(session, head, 5, resolve=lambda url: targets)
+            return await gym_run.preflight(session, head, 5, resolve=lambda url: targets)
 
     with pytest.raises(UsageError) as info:
         asyncio.run(go())

@@ -9,10 +9,11 @@ import os
 
 import pytest
 
+from ngrp_lib.artifacts.response import response_text
 from ngrp_lib.collect import convert, verify
+from ngrp_lib.collect.failover import make_router
 from ngrp_lib.collect.routing import (
     Endpoint,
-    Router,
     load_endpoint_files,
     load_endpoints,
     normalize_base_url,
@@ -20,7 +21,6 @@ from ngrp_lib.collect.routing import (
 )
 from ngrp_lib.collect.state import CollectorLock
 from ngrp_lib.errors import InputError, UsageError
-from ngrp_lib.inspect.digest import response_text
 
 # ---- verifiers ------------------------------------------------------------------------------------
 
@@ -260,8 +260,9 @@ def test_base_urls_and_credentials():
 
 
 def test_router_keeps_task_repeats_together():
+    """The live router's home rule (failover.FailoverRouter: task t to server t % n)."""
     endpoints = [Endpoint(f"http://h{i}/v1", "m") for i in range(3)]
-    router = Router(endpoints)
+    router = make_router(endpoints, concurrency=3)
     assert {router.endpoint_for(5).base_url for _ in range(4)} == {"http://h2/v1"}
     assert [router.endpoint_for(t).base_url for t in range(3)] == [e.base_url for e in endpoints]
 
@@ -700,3 +701,46 @@ def test_a_fresh_start_removes_temp_files_a_killed_collector_left(run_ngrp, tmp_
     proc = run_ngrp(*_collect_argv(tmp_path, DEAD), "--max-retries", "0")
     assert proc.returncode == 1, proc.stderr
     assert not stale.exists() and unrelated.exists()
+
+
+# ---- a fresh run reads its materialized file once ---------------------------------------------------
+
+
+@pytest.mark.parametrize("shard", [None, "1/2"])
+def test_a_fresh_run_reads_the_staged_materialized_file_once(tmp_path, monkeypatch, shard):
+    """The staged file is written from the expanded rows (the shard's only) and read back in one pass that
+    checks every row and hashes it: no separate hash, kind sniff or shard rewrite opens it again."""
+    from ngrp_lib.artifacts import jsonl as jsonl_module
+    from ngrp_lib.collect import runner
+    from ngrp_lib.collect.materialize import MaterializeOptions, sha256_file
+    from ngrp_lib.collect.options import CollectOptions
+    from ngrp_lib.collect.shards import parse_shard
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(json.dumps({"responses_create_params": {"input": f"q{i}"}}) + "\n" for i in range(4))
+    )
+    options = CollectOptions(
+        output=tmp_path / "r.jsonl",
+        endpoints=(Endpoint("http://127.0.0.1:9/v1", "m"),),
+        input=tasks,
+        materialize=MaterializeOptions(num_repeats=2, default_agent="m"),
+        shard=parse_shard(shard) if shard else None,
+    )
+    opened: list[str] = []
+    real_open = jsonl_module.open_input
+
+    def counting_open(path, *args, **kwargs):
+        opened.append(os.path.basename(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jsonl_module, "open_input", counting_open)
+    staging = runner._stage(options, None, runner.OutputBudget())
+    assert staging is not None
+    plan, keys = runner.scan_materialized(staging, None, shard=options.shard, staged=True)
+    assert opened.count(staging.name) == 1
+    assert plan.sha256 == sha256_file(staging)
+    tasks_run = {task for task, _ in keys}
+    assert tasks_run == ({1, 3} if shard else {0, 1, 2, 3}) and plan.rows == len(keys) == 2 * len(tasks_run)
+    staged_tasks = [json.loads(line)["_ng_task_index"] for line in staging.read_text().splitlines()]
+    assert set(staged_tasks) == tasks_run and len(staged_tasks) == plan.rows  # the shard's rows, no others

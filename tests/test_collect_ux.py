@@ -222,7 +222,7 @@ def test_a_bare_resume_is_refused_with_the_runs_command_not_a_misleading_option(
 
 
 def test_the_rebuilt_commands_defaults_are_collects():
-    from ngrp_lib.collect.rebuild import DEFAULTS
+    from ngrp_lib.artifacts.resume import DEFAULTS
     from ngrp_lib.commands.collect import command
 
     defaults = {p.name: p.default for p in command.params}
@@ -233,7 +233,7 @@ def test_the_rebuilt_commands_defaults_are_collects():
 
 
 def test_a_sharded_runs_command_names_the_unsharded_output():
-    from ngrp_lib.collect.rebuild import resume_argv
+    from ngrp_lib.artifacts.resume import resume_argv
 
     manifest = {
         "input": {"path": "t.jsonl"},
@@ -397,7 +397,7 @@ def test_a_torn_line_and_nothing_completed_gets_no_partial_profile_advice(tmp_pa
 
 
 def test_a_gym_runs_command_names_its_gym_url_and_a_materialized_file():
-    from ngrp_lib.collect.rebuild import resume_command
+    from ngrp_lib.artifacts.resume import resume_command
 
     manifest = {
         "materialized": {"path": "m.jsonl"},

@@ -452,7 +452,9 @@ def test_503_is_retried_with_backoff_until_it_succeeds(flaky_proxy, tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["completed"] == 6 and summary["failed"] == 0
-    assert calls["refused"] == 6 and calls["n"] == 12  # every rollout: one 503, then a success
+    # one request per task (2 repeats as n=2), each: one 503, then a success
+    assert summary["cost"]["requests"] == 3
+    assert calls["refused"] == 3 and calls["n"] == 6
     assert_exactly_once(out, 3, 2)
 
 

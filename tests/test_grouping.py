@@ -229,3 +229,82 @@ def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tm
         "temperature": [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}],
         "max_output_tokens": [{"value": 16, "rows": 6}],
     }
+
+
+def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_path):
+    test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tmp_path)
+    profile = tmp_path / "r_reward_profiling.jsonl"
+    done = run_ngrp("stats", str(profile), "--json")
+    assert done.returncode == 0, done.stderr
+    cost = json.loads(done.stdout)["cost"]
+    total = (20 + 3 * 20) + 2 * (5 + 6 + 7)  # input once per grouped request, every output token
+    per_rollout = total / 6
+    # each task: 1 success of 3, so a group of 2 is informative with probability 1 - C(2,2)/C(3,2) = 2/3
+    assert cost["tokens_per_rollout"] == pytest.approx(round(per_rollout, 1))
+    assert cost["tokens_per_success"] == pytest.approx(round(total / 2, 1))
+    assert cost["tokens_per_informative_task"] == [
+        {"group_size": 2, "tokens": pytest.approx(round(2 * per_rollout / (2 / 3), 1))}
+    ]
+    assert cost["sampling"]["temperature"] == [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}]
+    text = run_ngrp("stats", str(profile)).stdout
+    assert "sampling: temperature 0.5 (3 rows), 1.0 (3 rows)" in text
+    assert "cost: 19 tokens per rollout, 58 per success; per GRPO-informative task 58 at G=2" in text
+
+
+def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):
+    rows = [{**_row(0, r), "reward": float(r % 2), "response": {"output": []}} for r in range(2)]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(_row(0, r)) + "\n" for r in range(2)))
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run_ngrp("profile", "--inputs", str(tmp_path / "m.jsonl"),
+                    "--rollouts", str(tmp_path / "r.jsonl")).returncode == 0  # fmt: skip
+    summary = json.loads((tmp_path / "r_profile_summary.json").read_text())
+    assert summary["tokens"]["input_tokens"] is None and summary["tokens"]["rows_without_usage"] == 2
+    text = run_ngrp("stats", str(tmp_path / "r_reward_profiling.jsonl")).stdout
+    assert "cost: not reported (the rows carry no token usage)" in text
+    (tmp_path / "r_profile_summary.json").unlink()
+    text = run_ngrp("stats", str(tmp_path / "r_reward_profiling.jsonl")).stdout
+    assert "cost: not reported (no profile summary beside the profile" in text
+
+
+OLD_MANIFEST = {  # a manifest as ngrp collect wrote it before sampling, runs and cost existed
+    "tool": {"name": "ngrp", "version": "0.1.0"},
+    "created_at": "2026-11-30T10:00:00Z",
+    "materialized": {"path": "r_materialized_inputs.jsonl", "sha256": "0" * 64, "rows": 4},
+    "rollouts": {"path": "r.jsonl"},
+    "options": {"num_repeats": 4},
+    "identity": {"model": "m"},
+    "model": "m",
+    "servers": [{"url": "http://127.0.0.1:8000/v1", "model": "m"}],
+    "backend": "chat",
+}
+
+
+def test_validate_takes_old_manifests_and_summaries_and_checks_the_new_fields(run_ngrp, tmp_path):
+    from ngrp_lib.artifacts import schemas
+
+    old = tmp_path / "r_run_manifest.json"
+    old.write_text(json.dumps(OLD_MANIFEST))
+    assert run_ngrp("validate", str(old)).returncode == 0
+    grouping = {"grouped": True, "cap": 16, "fallback": None, "alone": {}, "seeded_rows": 0,
+                "seeds": "no row carries a seed"}  # fmt: skip
+    cost = {"requests": 2, "rollouts": 8, "wall_s": 1.0, "rollouts_per_s": 8.0, "input_tokens": None,
+            "cached_tokens": None, "output_tokens": 40, "rows_without_usage": 0, "tokens_per_s": 40.0,
+            "output_tokens_per_s": 40.0, "prefix_cache_hit_rate": None}  # fmt: skip
+    run = {"finished_at": "2026-11-30T10:01:00Z", "resumed": False, "cost": cost, "grouping": grouping}
+    new = {**OLD_MANIFEST, "sampling": {"temperature": 0.2}, "runs": [run]}
+    old.write_text(json.dumps(new))
+    assert run_ngrp("validate", str(old)).returncode == 0
+    summary = tmp_path / "r_profile_summary.json"
+    summary.write_text(json.dumps({"tool": {"name": "ngrp", "version": "0.1.0"}, "counts": {}}))
+    assert run_ngrp("validate", str(summary)).returncode == 0  # no tokens, no sampling: an older summary
+    tokens = {
+        "rows": 1,
+        "input_tokens": -1,
+        "cached_tokens": None,
+        "output_tokens": 0,
+        "rows_without_usage": 0,
+    }
+    summary.write_text(json.dumps({"tool": {}, "counts": {}, "tokens": tokens}))
+    assert run_ngrp("validate", str(summary)).returncode == 1  # a negative count is caught
+    result = schemas.validator("collect_result")
+    assert any("cost" in str(e.path) for e in result.iter_errors({"cost": {**cost, "requests": -1}}))

@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ngrp_lib.inspect.digest import (
-    cut_middle,
-    digest,
-    final_and_reasoning,
-    finish,
-    last_user_message,
-    response_text,
-    split_think,
-    verifier_fields,
-)
+from ngrp_lib.artifacts.response import final_and_reasoning, finish, response_text, split_think
+from ngrp_lib.inspect.digest import cut_middle, digest, last_user_message, verifier_fields
 
 
 def message(text, **extra):
@@ -162,7 +154,7 @@ def test_cut_middle_keeps_the_end_and_marks_the_cut():
 def _reference_final_and_reasoning(response):
     """final_and_reasoning as first written (a list of messages, then a pass over reasoning items): the
     one-walk version must give the same texts."""
-    from ngrp_lib.inspect.digest import _parts_text
+    from ngrp_lib.artifacts.response import parts_text as _parts_text
 
     items = response.get("output") if isinstance(response, dict) else None
     items = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []

@@ -1,12 +1,14 @@
-"""The package's shape: no import cycles, and no module reaching for another module's private names.
+"""The package's shape: packages in one order (each imports only those on lower layers), no import cycles
+between files, and no module reaching for another module's private names.
 
-Every import counts, including those inside functions (a lazy import hides a cycle, it does not end it);
-only `if TYPE_CHECKING:` blocks are left out, since they never run.
+Every import counts, including those inside functions (a lazy import hides a cycle, it does not end it)
+and those under `if TYPE_CHECKING:` (a type one module takes from another is a dependency too).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 LIB = Path(__file__).resolve().parents[1] / "scripts" / "ngrp_lib"
@@ -20,9 +22,21 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in LIB.rglob("*.py")}
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+# The package order, lowest first: a package imports only packages on a lower layer (never one on its own
+# layer or above). README.md's layout section shows the same layers (test_readme_shows_the_layers).
+LAYERS: list[list[str]] = [
+    ["__init__", "errors", "jsonvalues", "numbers"],
+    ["artifacts"],
+    ["audit", "collect", "merge"],
+    ["reverify", "serve", "stats"],
+    ["adaptive", "ledger", "profile"],
+    ["inspect"],
+    ["view"],
+    ["report"],
+    ["commands"],
+    ["cli"],
+]
+LAYER = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
@@ -33,8 +47,6 @@ def _imports(path: Path) -> list[tuple[str, list[str], int]]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if _is_type_checking(child):
-                continue
             if isinstance(child, ast.ImportFrom):
                 base = child.module or ""
                 if child.level:
@@ -94,6 +106,49 @@ def _package_imports_itself(module: str, dep: str) -> bool:
     return dep.startswith(module + ".") or module.startswith(dep + ".") and MODULES[dep].name == "__init__.py"
 
 
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _up_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph.items()
+        for dep in deps
+        if _package(module) != _package(dep) and LAYER[_package(dep)] >= LAYER[_package(module)]
+    )
+
+
+def test_every_package_has_a_layer():
+    assert sorted({_package(m) for m in MODULES}) == sorted(LAYER)
+
+
+def test_no_import_runs_up_the_package_order():
+    assert _up_imports(_edges()) == []
+
+
+def test_the_order_check_sees_an_up_import_and_a_type_checking_import(tmp_path, monkeypatch):
+    graph = {"ngrp_lib.artifacts.x": {"ngrp_lib.stats.y"}, "ngrp_lib.stats.y": {"ngrp_lib.artifacts.x"}}
+    assert _up_imports(graph) == ["ngrp_lib.artifacts.x -> ngrp_lib.stats.y"]
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..stats.load import Loaded\n"
+    module = tmp_path / "ngrp_lib" / "artifacts" / "x.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(source)
+    monkeypatch.setitem(globals(), "LIB", tmp_path / "ngrp_lib")
+    assert _imports(module) == [("ngrp_lib.stats.load", ["Loaded"], 3)]
+
+
+def test_readme_shows_the_layers():
+    readme = (LIB.parents[1] / "README.md").read_text()
+    shown = [
+        [name.removesuffix("/").removesuffix(".py") for name in re.findall(r"`([^`]+)`", line.split("|")[2])]
+        for line in readme.splitlines()
+        if line.startswith("| ") and line.split("|")[1].strip().isdigit()
+    ]
+    assert [sorted(layer) for layer in shown] == [sorted(layer) for layer in LAYERS]
+
+
 def test_no_import_cycle():
     graph = {m: {d for d in deps if not _package_imports_itself(m, d)} for m, deps in _edges().items()}
     cycle = _cycle(graph)
@@ -121,14 +176,17 @@ def test_top_level_holds_only_the_shell_and_shared_basics():
     assert top == ["__init__.py", "cli.py", "errors.py", "jsonvalues.py", "numbers.py"]
     packages = sorted(p.name for p in LIB.iterdir() if (p / "__init__.py").is_file())
     assert packages == [
+        "adaptive",
         "artifacts",
         "audit",
         "collect",
         "commands",
         "inspect",
         "ledger",
+        "merge",
         "profile",
         "report",
+        "reverify",
         "serve",
         "stats",
         "view",

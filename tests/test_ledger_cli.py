@@ -64,10 +64,17 @@ def test_campaign_end_to_end(run_ngrp, repo):
     )
     jsonschema.validate(first, schema("ledger_record"))
     assert first["index"] == 1 and first["status"] == "keep" and first["row"]["branch"] == "exp/a"
+    assert first["sampling"] is None  # no profile summary beside the profile
+    sampling = {"temperature": [{"value": 0.2, "rows": 20}]}
+    (repo / "b_profile_summary.json").write_text(json.dumps({"tool": {}, "counts": {}, "sampling": sampling}))
     second = json.loads(
         check(run_ngrp(*rec, "--profile", better, "--elapsed-min", "12.5", cwd=repo), 0).stdout
     )
     assert second["status"] == "keep" and second["row"]["compared_to"].startswith("#1 paired-t")
+    jsonschema.validate(second, schema("ledger_record"))
+    assert second["sampling"] == sampling  # what the run's rows used, from its profile summary
+    shown = check(run_ngrp(*rec[:-1], "--profile", better, "--dry-run", cwd=repo), 0).stdout
+    assert "sampling: temperature 0.2 (20 rows)" in shown
     log = repo / "run.log"
     log.write_text("epoch 3 val_reward=0.40\n")
     third = check(run_ngrp(*rec[:-1], "--log", log, "--metric-regex", r"val_reward=([0-9.]+)", cwd=repo), 0)

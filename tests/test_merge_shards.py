@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from ngrp_lib.artifacts import jsonl
-from ngrp_lib.collect.merge import canonical_digest, merge_shards
 from ngrp_lib.collect.shards import Shard, parse_shard, select_shard, shard_output_path
 from ngrp_lib.errors import FindingsError, InputError, OutputExistsError, UsageError
+from ngrp_lib.merge.shards import canonical_digest, merge_shards
 
 
 def rows_of(path):

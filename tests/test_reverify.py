@@ -20,7 +20,7 @@ from health_data import clean_run
 from http_helpers import serve_app
 
 from ngrp_lib.artifacts import schemas
-from ngrp_lib.collect.reverify import PREVIOUS_REWARD, REVERIFIED_WITH, reward_changes
+from ngrp_lib.reverify.run import PREVIOUS_REWARD, REVERIFIED_WITH, reward_changes
 
 SLOW_VERIFIER = """
 import asyncio

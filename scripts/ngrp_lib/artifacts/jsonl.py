@@ -188,11 +188,14 @@ class LineReader:
             yield [None] if skipping else [b"".join(pending)]
 
 
-def iter_records(path: Path | str) -> Iterator[Row | Problem]:
-    """Yield every non-blank line of a JSONL file as a Row or a Problem; blank lines as Problem(BLANK)."""
+def iter_records(
+    path: Path | str, *, on_block: Callable[[bytes], Any] | None = None
+) -> Iterator[Row | Problem]:
+    """Yield every non-blank line of a JSONL file as a Row or a Problem; blank lines as Problem(BLANK).
+    `on_block` sees every byte read (a caller hashes the file in the same pass)."""
     path = Path(path)
     with open_input(path, buffering=0) as handle:
-        reader = LineReader(handle, path, strict=False)
+        reader = LineReader(handle, path, strict=False, on_block=on_block)
         line_no = 0
         for batch in reader:
             terminated = not reader.unterminated  # the unterminated last line comes alone, last
@@ -253,9 +256,12 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def iter_rows(path: Path | str, *, allow_blank: bool = True) -> Iterator[Row]:
-    """Yield rows; raise InputError (exit 3) at the first problem. Blank lines are skipped when allowed."""
-    for record in iter_records(path):
+def iter_rows(
+    path: Path | str, *, allow_blank: bool = True, on_block: Callable[[bytes], Any] | None = None
+) -> Iterator[Row]:
+    """Yield rows; raise InputError (exit 3) at the first problem. Blank lines are skipped when allowed.
+    `on_block` as in `iter_records`."""
+    for record in iter_records(path, on_block=on_block):
         if isinstance(record, Row):
             yield record
         elif record.kind == BLANK and allow_blank:

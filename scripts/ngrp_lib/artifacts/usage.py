@@ -12,25 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .names import SHARED_PREFILL, USAGE_MISSING
-
-
-def _count(value: Any) -> int | None:
-    return value if type(value) is int and value >= 0 else None
+from .response import input_cached_output_tokens
 
 
 def usage_counts(row: dict) -> tuple[int | None, int | None, int | None]:
-    """(input, cached, output) tokens of a rollout row's `response.usage`, None where not reported (a
-    count the row names under `_ngrp_usage_missing` was stored as 0 for Gym's profiler: not a count)."""
-    response = row.get("response")
-    usage = response.get("usage") if isinstance(response, dict) else None
-    if not isinstance(usage, dict):
-        return None, None, None
-    missing = row.get(USAGE_MISSING) or []
-    prompt = None if "prompt_tokens" in missing else _count(usage.get("input_tokens"))
-    output = None if "completion_tokens" in missing else _count(usage.get("output_tokens"))
-    details = usage.get("input_tokens_details")
-    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
-    return prompt, cached, output
+    """(input, cached, output) tokens of a rollout row's response, None where not reported (a count the
+    row names under `_ngrp_usage_missing` was stored as 0 for Gym's profiler: not a count)."""
+    return input_cached_output_tokens(row.get("response"), row.get(USAGE_MISSING))
 
 
 @dataclass

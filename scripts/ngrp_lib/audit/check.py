@@ -25,10 +25,10 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
+from ..artifacts.response import LENGTH_REASONS, prompt_and_completion_tokens, stop_reason
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .findings import summarize
-from .health_text import LENGTH_REASONS, stop_reason, token_counts
 
 
 def _scan(path: Path, stats: FileStats):
@@ -142,7 +142,8 @@ def _read_rollouts(path: Path, expected: dict[Any, int], agents: _Agents) -> tup
 
 def _note_generation(row: dict[str, Any], response: dict[str, Any], tally: _RolloutTally) -> None:
     """Count a response with no completion tokens, or one stopped at the token cap (for `ngrp health`)."""
-    completion = token_counts(response, row.get(USAGE_MISSING))[1]  # a count never given is not 0
+    # a count never given is not 0
+    completion = prompt_and_completion_tokens(response, row.get(USAGE_MISSING))[1]
     if completion == 0:
         tally.zero_tokens += 1
         return

@@ -178,7 +178,7 @@ def findings(
 
 
 def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
-    """ngrp's resume command, rebuilt from the run manifest (`collect.rebuild`) when there is one; for a
+    """ngrp's resume command, rebuilt from the run manifest (`artifacts.resume`) when there is one; for a
     run ngrp did not collect (no run manifest), its owner's."""
     manifest = manifest_path_for(rollouts)
     if not manifest.exists():
@@ -194,7 +194,7 @@ def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
 
 def _rebuilt(manifest: Any, without: tuple[str, ...]) -> str | None:
     from ..artifacts.jsonl import read_json
-    from ..collect.rebuild import resume_command
+    from ..artifacts.resume import resume_command
     from ..errors import InputError
 
     try:

@@ -11,8 +11,7 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -54,24 +53,13 @@ from .health_checks import (
     finding,
     judge_row,
 )
+from .health_scan import RolloutScan, SidecarFailures
 
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 VERIFY_FAILED = "verify_failed"  # the collector's failure class for a verifier that could not score
 # What a failure-only key (no rollout row, only failed attempts) can be judged on; it is not a record, so
 # the record checks are unobserved on it (and Gym's coverage of them stays Gym's plus these keys).
 _FAILURE_JUDGED = frozenset({"model_call_failed", "ngrp/verifier_error"})
-
-
-@dataclass
-class _Failures:
-    """The failures sidecar, per key: attempts, the last attempt's class and line, HTTP statuses."""
-
-    path: Path | None
-    rows: int = 0
-    unreadable: int = 0
-    by_key: dict[Any, list[Any]] = field(default_factory=dict)  # packed -> [attempts, class, line, key]
-    call_errors: Counter = field(default_factory=Counter)  # packed key -> failed model-call attempts
-    statuses: Counter = field(default_factory=Counter)
 
 
 @dataclass
@@ -171,8 +159,8 @@ def _cap(row: dict[str, Any]) -> int | None:
     return cap if type(cap) is int and cap > 0 else None
 
 
-def _read_failures(path: Path | None) -> _Failures:
-    out = _Failures(path)
+def _read_failures(path: Path | None) -> SidecarFailures:
+    out = SidecarFailures(path)
     if path is None:
         return out
     _regular_file(path, "failures sidecar")
@@ -195,15 +183,6 @@ def _read_failures(path: Path | None) -> _Failures:
             status = row.get("_ng_failure_http_status")
             out.statuses[str(status) if type(status) is int else "unknown"] += 1
     return out
-
-
-@dataclass
-class _Scan:
-    digests: list[Digest] = field(default_factory=list)
-    rows: int = 0
-    blank_lines: int = 0
-    unreadable: int = 0
-    seen: set = field(default_factory=set)  # packed keys with a rollout row
 
 
 def _unreadable(path: Path, line: int, error: str, settings: Settings) -> Digest:
@@ -266,9 +245,9 @@ def _describe(value: Any) -> Any:
     return "absent" if value is None else value if isinstance(value, (int, str)) else type(value).__name__
 
 
-def _scan_rollouts(path: Path, caps: dict[Any, int | None], settings: Settings) -> _Scan:
+def _scan_rollouts(path: Path, caps: dict[Any, int | None], settings: Settings) -> RolloutScan:
     _regular_file(path, "rollouts")
-    scan = _Scan()
+    scan = RolloutScan()
     append, seen = scan.digests.append, scan.seen
     for line, row in iter_parsed(path):
         if not isinstance(row, Problem):
@@ -283,7 +262,9 @@ def _scan_rollouts(path: Path, caps: dict[Any, int | None], settings: Settings) 
     return scan
 
 
-def _failure_only(failures: _Failures, scan: _Scan, caps: dict, settings: Settings) -> list[Digest]:
+def _failure_only(
+    failures: SidecarFailures, scan: RolloutScan, caps: dict, settings: Settings
+) -> list[Digest]:
     """A key with failed attempts and no rollout row (expected by the inputs): judged from the sidecar."""
     out = []
     unobserved = [c for c in ROLLOUT_IDS if c not in _FAILURE_JUDGED and c not in settings.ignored]

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..artifacts.names import USAGE_MISSING
-from ..errors import UsageError
-from ..inspect.digest import final_and_reasoning
-from .health_text import (
+from ..artifacts.response import (
     FAILED_STATUSES,
     LENGTH_REASONS,
-    find_loop,
+    final_and_reasoning,
     has_content,
     made_tool_call,
+    prompt_and_completion_tokens,
     stop_reason,
-    token_counts,
 )
+from ..errors import UsageError
+from .health_text import find_loop
 
 ROLLOUT, TASK = "rollout", "task"
 
@@ -235,7 +235,7 @@ def _response_checks(
     the helpers that build findings. `not_given`: the counts ngrp's collector stored as 0 because the
     server gave none (the row's USAGE_MISSING); they are judged missing, not zero."""
     ignored = settings.ignored
-    prompt, completion = token_counts(response, not_given)
+    prompt, completion = prompt_and_completion_tokens(response, not_given)
     judged.prompt_tokens, judged.completion_tokens = prompt or 0, completion or 0
     error = response.get("error")
     failed = bool(error) or response.get("status") in FAILED_STATUSES
@@ -243,7 +243,7 @@ def _response_checks(
     explained = False
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
-    answer, reasoning = final_and_reasoning(response)  # inspect's one definition of both
+    answer, reasoning = final_and_reasoning(response)  # the one reading of both every command shares
     if not explained and (
         response.get("incomplete_details")
         or (cap is not None and completion is not None and completion >= cap)

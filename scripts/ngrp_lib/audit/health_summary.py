@@ -16,7 +16,8 @@ from ..artifacts.names import pack_key
 from .health_checks import CHECK_IDS, CONDITIONAL_IDS, ROLLOUT_IDS, TASK_IDS, Settings, finding
 
 if TYPE_CHECKING:
-    from .health import Digest, _Failures, _Scan
+    from .health_checks import Digest
+    from .health_scan import RolloutScan, SidecarFailures
 
 EXAMPLES = 20  # rollouts named per check in quality_summary.json (health.py shares it)
 # Per task, over its repeats (rollout indices, copies collapsed as Gym does):
@@ -184,7 +185,7 @@ def _coverage(patterns: Counter, ignored: frozenset[str]) -> dict[str, dict[str,
     return coverage
 
 
-def _stats(acc: _Pass, sidecar: _Failures, digests: list[Digest]) -> dict[str, Any]:
+def _stats(acc: _Pass, sidecar: SidecarFailures, digests: list[Digest]) -> dict[str, Any]:
     """Gym's `run.stats`: failed model calls come from failed responses and the sidecar's attempts."""
     by_status = Counter(sidecar.statuses)
     if acc.failed_rows:
@@ -226,7 +227,7 @@ def _task_table(repeats: dict[Any, TaskCounts], task_findings: dict) -> dict[str
 
 
 def summarize(
-    digests: list[Digest], scan: _Scan, sidecar: _Failures, caps: dict, settings: Settings
+    digests: list[Digest], scan: RolloutScan, sidecar: SidecarFailures, caps: dict, settings: Settings
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, list[Any]]]:
     """(quality summary, rollouts or tasks affected per check, first flagged tasks per task check).
     `digests` are in Gym's order (by identity); duplicates are marked here."""
@@ -258,7 +259,7 @@ def summarize(
     return summary, {c: affected[c] for c in CHECK_IDS}, flagged
 
 
-def _ngrp_block(acc: _Pass, judged: int, scan: _Scan, caps: dict, settings: Settings) -> dict:
+def _ngrp_block(acc: _Pass, judged: int, scan: RolloutScan, caps: dict, settings: Settings) -> dict:
     in_inputs = len(scan.seen & caps.keys())
     return {
         "tool": {"name": "ngrp", "version": __version__},

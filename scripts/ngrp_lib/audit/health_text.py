@@ -1,88 +1,14 @@
-"""What a stored response says beyond its texts: tool calls, any content at all, where it stopped, its
-token counts, and degenerate loops. (The final text and the reasoning are `inspect.digest`'s, the one
-definition every command reads.)
+"""Degenerate loops in a response's text: the runaway-generation check's detector. (What a response says,
+its texts, tool calls, finish and token counts, is `artifacts.response`'s, the one reading every command
+shares.)
 
-Pure functions over one `response` object (an OpenAI Responses object as Gym stores it). They never raise
-on odd shapes: a field of the wrong type reads as absent.
+Pure functions over text; they never raise.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-# Finish reasons (Responses `incomplete_details.reason`, chat `finish_reason`) that mean "stopped at the cap".
-LENGTH_REASONS = frozenset({"length", "max_output_tokens", "max_tokens"})
-FAILED_STATUSES = frozenset({"failed", "error", "cancelled"})
-TOOL_CALL_TYPES = frozenset(
-    {
-        "function_call", "tool_call", "tool_use", "mcp_call", "mcp_list_tools", "mcp_approval_request",
-        "file_search_call", "web_search_call", "computer_call", "image_generation_call",
-        "code_interpreter_call", "local_shell_call", "custom_tool_call",
-    }
-)  # fmt: skip
-# Keys whose non-blank text counts as content (what Gym's runaway check reads as "the call said something").
-_CONTENT_KEYS = (
-    "text", "content", "output_text", "answer", "refusal", "encrypted_content", "reasoning",
-    "reasoning_content", "summary",
-)  # fmt: skip
 MAX_UNIT = 500  # longest repeated unit (characters) the loop detector looks for
 _WINDOW = 32  # characters matched at each anchor to find a candidate period
-
-
-def _nonblank(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(value.strip())
-    if isinstance(value, list):
-        return any(_nonblank(item) for item in value)
-    if isinstance(value, dict):
-        return any(_nonblank(value.get(key)) for key in _CONTENT_KEYS)
-    return False
-
-
-def has_content(response: dict) -> bool:
-    """Whether the response holds any non-blank text (answer, reasoning, refusal, ...) in its output."""
-    return _nonblank(response.get("output_text")) or _nonblank(response.get("output"))
-
-
-def made_tool_call(response: dict) -> bool:
-    """Whether any output item is a tool call (an agent turn that ends on a call has no final text)."""
-    output = response.get("output")
-    return isinstance(output, list) and any(
-        isinstance(item, dict) and (item.get("type") in TOOL_CALL_TYPES or bool(item.get("tool_calls")))
-        for item in output
-    )
-
-
-def stop_reason(response: dict) -> str | None:
-    """The reason a response stopped early (`incomplete_details.reason`), if it says so."""
-    details = response.get("incomplete_details")
-    reason = details.get("reason") if isinstance(details, dict) else None
-    return reason if isinstance(reason, str) else None
-
-
-def token_counts(response: dict, not_given: Any = None) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens from `usage`; None when absent or not a non-negative integer.
-
-    Responses names (`input_tokens`, `output_tokens`) first, chat names (`prompt_tokens`,
-    `completion_tokens`) otherwise, as Gym reads them. `not_given` is the row's USAGE_MISSING: the counts
-    ngrp's collector stored as 0 because the server gave none, None here too (missing, not zero).
-    """
-    usage = response.get("usage")
-    if type(usage) is not dict:
-        return None, None
-    prompt = usage.get("input_tokens")
-    if prompt is None:
-        prompt = usage.get("prompt_tokens")
-    completion = usage.get("output_tokens")
-    if completion is None:
-        completion = usage.get("completion_tokens")
-    if type(not_given) is list and not_given:
-        prompt = None if "prompt_tokens" in not_given else prompt
-        completion = None if "completion_tokens" in not_given else completion
-    return (
-        prompt if type(prompt) is int and prompt >= 0 else None,
-        completion if type(completion) is int and completion >= 0 else None,
-    )
 
 
 def find_loop(text: str, min_repeats: int, min_chars: int) -> tuple[str, int, int] | None:

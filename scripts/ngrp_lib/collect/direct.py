@@ -10,7 +10,7 @@ import orjson
 
 from ..artifacts import jsonl
 from ..artifacts.names import RCP, SHARED_PREFILL, TASK_KEY, USAGE_MISSING
-from ..errors import UsageError
+from ..artifacts.response import output_tokens_or_zero
 from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
 from .grouping import Grouper, Item, split_choices, whole_run_fallback
@@ -27,12 +27,9 @@ class DirectRun(Run):
     def __init__(self, *args: Any, endpoints: tuple[Endpoint, ...], verifier: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.verifier = verifier
-        router = make_router(
+        self.router = make_router(
             list(endpoints), self.options.concurrency, self.session, self.headers, log=self.log
         )
-        if router is None:
-            raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
-        self.router = router
         self.fallback = whole_run_fallback(
             enabled=self.options.group_requests, api=self.options.api, gym=False
         )
@@ -105,7 +102,7 @@ class DirectRun(Run):
             self.record_result(
                 out,
                 out.get("reward"),
-                output_tokens(response),
+                output_tokens_or_zero(response),
                 cached_reported=cached_reported,
             )
             return True
@@ -182,12 +179,6 @@ def _cached_missing(chat: dict) -> list[str]:
 
 def _unusable(exc: Exception) -> AttemptFailed:
     return AttemptFailed("agent_run_error", type(exc).__name__, f"unusable reply: {exc}"[:2000])
-
-
-def output_tokens(response: dict) -> int:
-    usage = response.get("usage")
-    tokens = usage.get("output_tokens") if isinstance(usage, dict) else None
-    return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0
 
 
 def result_row(row: dict, response: dict, verdict: dict, attempt: int, elapsed: float) -> dict:

@@ -171,9 +171,8 @@ def make_router(
     session: Any = None,
     headers: dict[str, str] | None = None,
     log: Callable[[str], None] | None = None,
-) -> FailoverRouter | None:
-    """The router for a run; None in Gym mode (no model endpoints)."""
-    if not endpoints:
-        return None
+) -> FailoverRouter:
+    """The router for a direct run: its endpoints are at least one (CollectOptions refuses a run with no
+    server)."""
     capacity = math.ceil(concurrency / len(endpoints))
     return FailoverRouter(endpoints, capacity=capacity, session=session, headers=headers, log=log)

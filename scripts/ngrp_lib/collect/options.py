@@ -46,14 +46,16 @@ class CollectOptions:
     resume: bool = False
     overwrite: bool = False
     progress: bool = False
-    gym_url: str | None = None  # Gym /run mode (gym_backend.py)
+    gym_url: str | None = None  # Gym /run mode (gym_run.py)
     shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
-    # --adaptive: the rule, the rounds and N (`collect/adaptive.py`); `materialize` then expands round 1
+    # --adaptive: the rule, the rounds and N (`adaptive/rounds.py`); `materialize` then expands round 1
     adaptive: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.gym_url is not None:
             check_gym_options(self)
+        elif not self.endpoints:  # the one check for a server, for the CLI and the library alike
+            raise UsageError("no server: pass --base-url URL (repeatable), --endpoints FILE or --gym-url URL")
         if (self.input is None) == (self.materialized is None):
             raise UsageError("give exactly one of --input TASKS (raw tasks) or --materialized FILE")
         if self.api not in APIS:

@@ -84,15 +84,23 @@ async def check_server(
     api_key_env: str = "OPENAI_API_KEY",
     timeout: float = DEFAULT_TIMEOUT,
 ) -> ServerCheck:
-    """Probe an OpenAI-compatible base URL (`.../v1`): reachable, key accepted, `model` served (if given)."""
-    if api_key and has_credentials(base_url):  # aiohttp refuses to send both (a ValueError per request)
-        problem = f"{public_url(base_url)} holds user:password@ credentials and ${api_key_env} is set too"
-        fix = (
-            f"a request can carry only one of them: unset {api_key_env} (or name another with --api-key-env)"
-        )
-        return ServerCheck(public_url(base_url), model, problem, fix + ", or drop user:pass@")
+    """Probe an OpenAI-compatible base URL (`.../v1`): reachable, key accepted, `model` served (if given).
+    The caller has refused a URL with `user:pass@` and a key together (`collect.options.check_urls`,
+    `credentials_clash` for `serve status`): aiohttp cannot send both."""
     check = await _check_server(session, base_url, model, api_key, api_key_env, timeout)
     return masked(check, [base_url], api_key)
+
+
+def credentials_clash(
+    base_url: str, model: str | None, api_key: str | None, api_key_env: str
+) -> ServerCheck | None:
+    """The failed check of a URL with `user:pass@` credentials while an API key is set too (aiohttp refuses
+    to send both: a ValueError per request), or None when they do not clash."""
+    if not (api_key and has_credentials(base_url)):
+        return None
+    problem = f"{public_url(base_url)} holds user:password@ credentials and ${api_key_env} is set too"
+    fix = f"a request can carry only one of them: unset {api_key_env} (or name another with --api-key-env)"
+    return ServerCheck(public_url(base_url), model, problem, fix + ", or drop user:pass@")
 
 
 def masked(check: ServerCheck, urls: list[str], api_key: str | None = None) -> ServerCheck:

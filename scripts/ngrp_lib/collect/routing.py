@@ -1,5 +1,5 @@
-"""Which server runs a row. All repeats of a task go to one server (prefix cache); the rule lives here
-so multi-server failover can replace it without touching the runner."""
+"""The model servers of a run: an endpoint (base URL and model), and the endpoints files that list them.
+Which server runs a row is `failover.FailoverRouter`'s rule (every repeat of a task to its home server)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..artifacts.urls import has_credentials, normalize_base_url, public_url, split_http_url
-from ..errors import InputError, UsageError
+from ..errors import InputError
 
-__all__ = ["Endpoint", "Router", "has_credentials", "load_endpoints", "normalize_base_url", "public_url",
+__all__ = ["Endpoint", "has_credentials", "load_endpoints", "normalize_base_url", "public_url",
            "split_http_url"]  # fmt: skip
 
 
@@ -42,15 +42,3 @@ def load_endpoint_files(paths: Iterable[Path | str], model: str | None) -> list[
     """The servers of several endpoints files (one per node, say), in order; a server listed twice is
     used once."""
     return list(dict.fromkeys(e for path in paths for e in load_endpoints(path, model)))
-
-
-class Router:
-    """Task-affine routing: every repeat of task t goes to endpoint hash(t) % n."""
-
-    def __init__(self, endpoints: list[Endpoint]) -> None:
-        if not endpoints:
-            raise UsageError("no server: pass --base-url URL (repeatable) or --endpoints FILE")
-        self.endpoints = endpoints
-
-    def endpoint_for(self, task_index: int) -> Endpoint:
-        return self.endpoints[hash(task_index) % len(self.endpoints)]

@@ -1,5 +1,5 @@
 """What the workers of one collection share: the pending rows, the output files, the running totals and
-the rules for stopping early. A backend (`direct.DirectRun`, `gym_backend.GymRun`) adds `run_row`, and
+the rules for stopping early. A backend (`direct.DirectRun`, `gym_run.GymRun`) adds `run_row`, and
 `run_group` when it sends one request per task group (`grouping.py`).
 
 Workers pull requests (a row, or a task group of rows) from one shared generator that streams the

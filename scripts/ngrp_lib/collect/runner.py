@@ -11,6 +11,7 @@ the empty folders it created (`state.CollectorLock`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -19,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..artifacts import jsonl, names, schemas
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
-from ..artifacts.names import RCP
+from ..artifacts.names import RCP, TASK_KEY
 from ..artifacts.redact import Redactor, masked_errors
 from ..artifacts.sampling import apply_overrides
 from ..errors import InputError, UsageError
-from . import gym_backend
+from . import gym_run
 from .direct import DirectRun
 from .grouping import has_seed
-from .gym_backend import GymRun, check_agents
-from .gym_run import GymTargets, resolve_gym_url
+from .gym_run import GymRun, check_agents
+from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
-from .materialize import materialize, read_task_lines, sha256_file
+from .materialize import expand, read_task_lines, sha256_file
 from .metrics import hit_rate, read_counts
 from .options import CollectOptions
 from .preflight import (
@@ -45,7 +46,6 @@ from .preflight import (
 from .result import CollectResult, Plan, build_result
 from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
-from .shards import restrict_file
 from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
 from .verify import verifier_for
 
@@ -61,14 +61,18 @@ def scan_materialized(
     *,
     budget: OutputBudget | None = None,
     shard: Shard | None = None,
+    staged: bool = False,
 ) -> tuple[Plan, set]:
     """Validate every materialized row up front (so a bad row stops the run before any request); the
-    keys of the rows this run owns (all, or its shard's)."""
-    refuse_wrong_kind(path, MATERIALIZED, option="--materialized")
+    keys of the rows this run owns (all, or its shard's). One pass over the file: the plan's sha256 is
+    hashed from the bytes read. A `staged` file (this run just wrote it from --input) needs no kind check."""
+    if not staged:
+        refuse_wrong_kind(path, MATERIALIZED, option="--materialized")
     keys: set[tuple[int, int]] = set()
     seen: set[tuple[int, int]] = set()
     seeded = 0
-    for row in jsonl.iter_rows(path):
+    digest = hashlib.sha256()
+    for row in jsonl.iter_rows(path, on_block=digest.update):
         key = names.rollout_key(row.data)
         if key is None:
             raise InputError(names.key_problem(row.data), path=path, line=row.line)
@@ -85,7 +89,7 @@ def scan_materialized(
         _check_row(path, row, needs_answer, budget, row.data[RCP])
         keys.add(key)
         seeded += has_seed(row.data[RCP])
-    return Plan(rows=len(keys), sha256=sha256_file(path), seeded=seeded), keys
+    return Plan(rows=len(keys), sha256=digest.hexdigest(), seeded=seeded), keys
 
 
 def check_tasks(
@@ -206,7 +210,9 @@ async def _prepare(
             needs_answer = None
         source = staging or options.materialized_path
         scan_budget = budget if staging is None else None
-        plan, keys = scan_materialized(source, needs_answer, budget=scan_budget, shard=options.shard)
+        plan, keys = scan_materialized(
+            source, needs_answer, budget=scan_budget, shard=options.shard, staged=staging is not None
+        )
         # a refusal's secrets are masked by collect's masked_errors around the whole run
         servers = await _check_servers(options, session, lambda text: log(redactor.text(text)))
         budget.check(servers.context)
@@ -235,7 +241,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
     if options.gym_url:
         if options.skip_preflight:
             return Servers(targets=await asyncio.to_thread(resolve_gym_url, options.gym_url))
-        targets, checks = await gym_backend.preflight(session, options.gym_url, timeout)
+        targets, checks = await gym_run.preflight(session, options.gym_url, timeout)
         return Servers(checks=checks, targets=targets)
     if options.skip_preflight:
         return Servers(endpoints=options.endpoints)
@@ -300,9 +306,11 @@ def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudg
     rows = list(read_task_lines(options.input, options.materialize.limit))  # read once: checked, expanded
     check_tasks(options, rows, needs_answer, budget)
     staging = options.materialized_path.with_name(f".{options.materialized_path.name}.staging.tmp")
-    materialize(options.input, staging, options.materialize, overwrite=True, records=rows)
-    if options.shard is not None:
-        restrict_file(staging, options.shard)
+    expanded = expand(rows, options.materialize, options.input)
+    shard = options.shard
+    if shard is not None:  # the shard's rows only, chosen before writing (not by rewriting the file)
+        expanded = [row for row in expanded if shard.owns(row[TASK_KEY])]
+    jsonl.write_jsonl(staging, expanded, overwrite=True)  # read back once, by scan_materialized
     return staging
 
 

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..artifacts.names import TASK_KEY, is_index
-from ..errors import InputError, UsageError
+from ..errors import UsageError
 
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -109,20 +108,3 @@ def shard_output_path(path: Path | str, shard: Shard) -> Path:
     path = Path(path)
     width = len(str(shard.count - 1))
     return path.with_name(f"{path.stem}-shard-{shard.index:0{width}d}-of-{shard.count}{path.suffix}")
-
-
-def restrict_file(path: Path | str, shard: Shard) -> int:
-    """Rewrite a materialized file (atomically) to hold only the shard's rows; return how many."""
-    from ..artifacts import jsonl
-
-    path = Path(path)
-    rows = [row.data for row in jsonl.iter_rows(path) if shard.owns(_task_of(row, path))]
-    return jsonl.write_jsonl(path, rows, overwrite=True)
-
-
-def _task_of(row, path: Path) -> int:
-    task = row.data.get(TASK_KEY)
-    if not is_index(task):
-        raise InputError(f"row has no valid {TASK_KEY} ({task!r}); shards select by task index", path=path,
-                         line=row.line)  # fmt: skip
-    return task

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, Protocol
 
+from ..artifacts.response import response_text
 from ..errors import UsageError
-from ..inspect.digest import response_text
 from .http import AttemptFailed, RetryPolicy, post_json
 
 BUILTINS = ("exact", "math", "mcq", "regex")

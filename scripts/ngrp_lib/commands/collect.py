@@ -288,7 +288,7 @@ def command(
         materialize=MaterializeOptions(
             num_repeats=num_repeats,
             agent=agent,
-            default_agent=None if gym_only else (model or endpoints[0].model),
+            default_agent=None if gym_only else (model or next((e.model for e in endpoints), None)),
             seed_per_repeat=seed_per_repeat,
             interleave=interleave,
             limit=limit,
@@ -334,7 +334,7 @@ def _adaptive_settings(rule, first_round, pass_threshold, num_repeats):
         if first_round is not None or pass_threshold is not None:
             raise UsageError("--first-round and --pass-threshold only apply with --adaptive RULE")
         return None
-    from ..collect.adaptive import AdaptiveSettings
+    from ..adaptive.rounds import AdaptiveSettings
     from ..stats.adaptive import Schedule, parse_rule
 
     schedule = Schedule(
@@ -358,7 +358,7 @@ async def _collect(options, settings=None):
         with interrupt.on_sigint(asyncio.get_running_loop(), task):
             async with open_session(options.concurrency) as session:
                 if settings is not None:
-                    from ..collect.adaptive import collect_adaptive
+                    from ..adaptive.rounds import collect_adaptive
 
                     return await collect_adaptive(options, settings, session, interrupt=interrupt)
                 return await collect(options, session, interrupt=interrupt)
@@ -373,7 +373,7 @@ def _bare_resume(output, source) -> None:
     the whole command (it is not guessed from the manifest silently: a server may have moved)."""
     from ..artifacts.jsonl import read_json
     from ..artifacts.names import manifest_path_for
-    from ..collect.rebuild import resume_command
+    from ..artifacts.resume import resume_command
     from ..errors import NgrpError
 
     manifest = manifest_path_for(output)
@@ -397,8 +397,8 @@ def _endpoints(base_urls, endpoint_files, model):
         raise UsageError("give --base-url or --endpoints, not both")
     if endpoint_files:
         return load_endpoint_files(endpoint_files, model)
-    if not base_urls:  # named first: --model is asked for only once a --base-url was given
-        raise UsageError("no server: pass --base-url URL (repeatable), --endpoints FILE or --gym-url URL")
+    if not base_urls:  # CollectOptions refuses a run with no server; --model is asked for only with a URL
+        return []
     if not model:
         raise UsageError("--model is required with --base-url (the served model name)")
     return [Endpoint(normalize_base_url(url), model) for url in base_urls]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..artifacts.sampling import sampling_lines
 from ._common import FOLDER
 
 dir_option = click.option(
@@ -28,4 +29,6 @@ def render_record(result) -> str:
         text += f"\n  compared to {row['compared_to']}"
     if result.overridden:
         text += "\n  status overrides the suggestion (noted in the description)"
+    for line in sampling_lines(result.sampling):
+        text += f"\n  sampling: {line}"
     return text + f"\n  ledger: {result.ledger}\n  next: ngrp ledger status"

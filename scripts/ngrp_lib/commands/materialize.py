@@ -7,7 +7,16 @@ import click
 from ..artifacts.sampling import overrides_from_options
 from ..collect.materialize import MaterializeOptions, MaterializeResult, materialize
 from ..errors import UsageError
-from ._common import INPUT_FILE, MAX_REPEATS, OUTPUT_FILE, count, emit, json_option, overwrite_option
+from ._common import (
+    INPUT_FILE,
+    MAX_REPEATS,
+    OUTPUT_FILE,
+    FiniteFloat,
+    count,
+    emit,
+    json_option,
+    overwrite_option,
+)
 
 
 def sampling_options(f):
@@ -27,11 +36,14 @@ def sampling_options(f):
         help="responses_create_params.max_output_tokens for every row (a whole number >= 1).",
     )(f)
     f = click.option(
-        "--top-p", type=float, default=None, help="responses_create_params.top_p for every row, in (0, 1]."
+        "--top-p",
+        type=FiniteFloat(),
+        default=None,
+        help="responses_create_params.top_p for every row, in (0, 1].",
     )(f)
     f = click.option(
         "--temperature",
-        type=float,
+        type=FiniteFloat(),
         default=None,
         help="responses_create_params.temperature for every row (>= 0).",
     )(f)

@@ -1,4 +1,4 @@
-"""`ngrp merge`: merge rollout shards into one run (thin shell over `ngrp_lib.collect.merge`)."""
+"""`ngrp merge`: merge rollout shards into one run (thin shell over `ngrp_lib.merge.shards`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..collect.merge import MergeResult, merge_shards
+from ..merge.shards import MergeResult, merge_shards
 from ._common import emit, json_option, overwrite_option
 
 

@@ -101,7 +101,7 @@ def command(
     changed, and in which direction.
     """
     from ..collect.http import RetryPolicy
-    from ..collect.reverify import ReverifyOptions, reverify
+    from ..reverify.run import ReverifyOptions, reverify
 
     options = ReverifyOptions(
         rollouts=rollouts,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..numbers import interval, num, pct
+from ..stats.cost import cost_lines
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
 
@@ -146,6 +147,7 @@ def render_stats(result: Any) -> str:
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
     lines += adaptive_lines(result.adaptive)
+    lines += cost_lines(result.cost)
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
         "(95% intervals, task-clustered: KG = Korn-Graubard, bounded to [0, 1]; upper/lower = one-sided "

@@ -1,15 +1,9 @@
 """The digest of one rollout: what a person or an agent reads to see why it got its reward.
 
-One place decides what "the answer", "the reasoning" and "finished" mean for a Responses-shaped rollout:
-- the response text is every `output_text` part of every message item, joined: what a built-in verifier
-  reads (`collect` verifies with `response_text`);
-- the final text is the last message item's text, with an inline `<think>...</think>` block moved to the
-  reasoning (models served without a reasoning parser write their thoughts into the message);
-- the reasoning is the text of the `reasoning` items (summaries and content), then any inline block;
-- the finish status is `incomplete` when the response says so or carries `incomplete_details` (the length
-  limit: `reason` is `max_output_tokens`), else the response's own `status` (`completed`, `failed`...).
-Verifier fields are the row's fields that its materialized input row does not have (the verify response),
-with the expected answer read from the input row.
+What the response says (the response text a built-in verifier reads, the final text, the reasoning, the
+finish status and the token counts) is `artifacts.response`'s, the one reading every command shares.
+Here: the prompt, the reward and pass, and the verifier fields: the row's fields that its materialized
+input row does not have (the verify response), with the expected answer read from the input row.
 """
 
 from __future__ import annotations
@@ -20,8 +14,16 @@ from typing import Any
 import orjson
 
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name
+from ..artifacts.response import (
+    Finish,
+    final_and_reasoning,
+    finish,
+    function_call_count,
+    output_and_reasoning_tokens,
+    parts_text,
+    response_text,
+)
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 EXTRACTED_KEY = "extracted_answer"
 DEFAULT_ANSWER_KEY = "expected_answer"
 # Fields of a rollout row that are not the verifier's: the request and reply, identity and routing stamps.
@@ -31,121 +33,6 @@ ENVELOPE = frozenset(
 )
 MAX_FIELD_CHARS = 300  # a verifier field that is an object or a long string is cut to this
 CUT_SLACK = 40  # a text only a little over the budget is kept whole (the marker is as long as the cut)
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    status: str  # completed | incomplete | failed | cancelled | in_progress | queued | unknown
-    reason: str | None = None  # incomplete_details.reason or the error message
-
-    @property
-    def truncated(self) -> bool:
-        return self.status == "incomplete"
-
-
-def _items(response: Any) -> list[dict]:
-    output = response.get("output") if isinstance(response, dict) else None
-    return [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
-
-
-def _parts_text(parts: Any, kinds: tuple[str, ...]) -> str:
-    if isinstance(parts, str):
-        return parts
-    if not isinstance(parts, list):
-        return ""
-    if len(parts) == 1:  # the usual case, without building a list
-        part = parts[0]
-        if isinstance(part, dict) and part.get("type") in kinds:
-            text = part.get("text")
-            return text if isinstance(text, str) else ""
-        return ""
-    texts = [
-        p["text"]
-        for p in parts
-        if isinstance(p, dict) and p.get("type") in kinds and isinstance(p.get("text"), str)
-    ]
-    return "".join(texts)
-
-
-def response_text(response: Any) -> str:
-    """Every output_text part of every message item, joined: the text a built-in verifier reads."""
-    return "".join(
-        _parts_text(item.get("content"), ("output_text",))
-        for item in _items(response)
-        if item.get("type") == "message"
-    )
-
-
-def split_think(text: str) -> tuple[str, str]:
-    """(reasoning, answer) of a message that holds an inline `<think>` block; ('', text) when it has none.
-    A reply that only closes the block (the chat template opened it) splits at its last `</think>` too."""
-    cut = text.rfind(THINK_CLOSE)
-    if cut < 0:
-        return "", text
-    thought = text[:cut]
-    start = thought.find(THINK_OPEN)
-    if start >= 0 and not thought[:start].strip():
-        thought = thought[start + len(THINK_OPEN) :]
-    return thought.strip(), text[cut + len(THINK_CLOSE) :].strip()
-
-
-def final_and_reasoning(response: Any) -> tuple[str, str]:
-    """(final text, reasoning text) of a response; either may be empty. One walk over the output items
-    (`ngrp health` calls this for every rollout of a run)."""
-    output = response.get("output") if isinstance(response, dict) else None
-    if not isinstance(output, list):
-        return "", ""
-    last_message: dict | None = None
-    thoughts = []
-    for item in output:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "message":
-            last_message = item
-        elif kind == "reasoning":
-            text = _parts_text(item.get("summary"), ("summary_text",))
-            text += _parts_text(item.get("content"), ("reasoning_text",))
-            if text:
-                thoughts.append(text)
-    final = _parts_text(last_message.get("content"), ("output_text",)) if last_message is not None else ""
-    if THINK_CLOSE in final:
-        inline, final = split_think(final)
-        if inline:
-            thoughts.append(inline)
-    return final, thoughts[0] if len(thoughts) == 1 else "\n\n".join(thoughts)
-
-
-def finish(response: Any) -> Finish:
-    if not isinstance(response, dict):
-        return Finish("unknown", "the row has no response object")
-    details = response.get("incomplete_details")
-    status = response.get("status")
-    if status == "incomplete" or details:
-        reason = details.get("reason") if isinstance(details, dict) else None
-        return Finish("incomplete", reason if isinstance(reason, str) else None)
-    error = response.get("error")
-    message = error.get("message") if isinstance(error, dict) else None
-    return Finish(
-        status if isinstance(status, str) else "unknown", message if isinstance(message, str) else None
-    )
-
-
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return None
-    return int(value)
-
-
-def token_counts(row: dict) -> tuple[int | None, int | None]:
-    """(output tokens, reasoning tokens) from response.usage; None where absent."""
-    response = row.get("response")
-    usage = response.get("usage") if isinstance(response, dict) else None
-    if not isinstance(usage, dict):
-        return None, None
-    details = usage.get("output_tokens_details")
-    reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    return _count(usage.get("output_tokens")), _count(reasoning)
 
 
 def reward_of(row: dict) -> float | None:
@@ -168,7 +55,7 @@ def last_user_message(params: Any) -> str:
         return ""
     for item in reversed(items):
         if isinstance(item, dict) and item.get("role") == "user" and item.get("type", "message") == "message":
-            return _parts_text(item.get("content"), ("input_text", "output_text", "text"))
+            return parts_text(item.get("content"), ("input_text", "output_text", "text"))
     return ""
 
 
@@ -282,7 +169,7 @@ def digest(
     """Digest one rollout row (joined with its materialized input row when there is one)."""
     response = row.get("response")
     final, reasoning = final_and_reasoning(response)
-    tokens, reasoning_tokens = token_counts(row)
+    tokens, reasoning_tokens = output_and_reasoning_tokens(response)
     reward = reward_of(row)
     masked = row.get("mask_sample") is True
     source = input_row if input_row is not None else row
@@ -304,7 +191,7 @@ def digest(
         final_text=final,
         reasoning=reasoning,
         response_text=response_text(response),
-        n_tool_calls=sum(1 for item in _items(response) if item.get("type") == "function_call"),
+        n_tool_calls=function_call_count(response),
         extracted_answer=_short(row.get(EXTRACTED_KEY)),
         expected_answer=_short(expected),
         verifier=verifier_fields(row, input_row, answer_key),

@@ -23,8 +23,9 @@ import orjson
 from ..artifacts.jsonl import BLANK, TORN, Problem, hint_for, parse_line
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input
+from ..artifacts.response import finish, output_and_reasoning_tokens
 from ..errors import InputError
-from .digest import finish, last_user_message, reward_of, token_counts
+from .digest import last_user_message, reward_of
 
 TRUNCATED, MASKED, ERRORED = 1, 2, 4  # flag bits; ERRORED: a status other than completed / incomplete
 CHUNK_ROWS = 4096
@@ -199,7 +200,7 @@ class FactsBuilder:
             return False
         code = self.code(agent_name(row))
         reward = reward_of(row)
-        tokens = token_counts(row)[0]
+        tokens = output_and_reasoning_tokens(row.get("response"))[0]
         done = finish(row.get("response"))
         flags = (TRUNCATED if done.truncated else 0) | (MASKED if row.get("mask_sample") is True else 0)
         if done.status not in ("completed", "incomplete"):

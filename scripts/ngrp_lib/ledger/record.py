@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..artifacts.opening import real_path
 from ..artifacts.scrub import refuse_env_dump, scrub
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from . import runs, table
 from .campaign import LedgerPaths, load_campaign
 from .decide import Suggestion, suggest
@@ -64,6 +64,7 @@ class RecordResult:
     ledger: str
     warnings: list[str] = field(default_factory=list)
     written: bool = True  # False for --dry-run
+    sampling: dict | None = None  # with --profile: what the run's rows asked for (its profile summary)
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -86,6 +87,22 @@ def read_metric(source: MetricSource) -> Reading:
         "no metric source: pass --from-json with --metric-key, --log with --metric-regex, or --profile",
         hint="if the run produced no metric, record it with --status crash",
     )
+
+
+def sampling_beside(profile: Path) -> dict | None:
+    """The sampling a profiled run's rows used, from the profile summary beside the profile."""
+    from ..artifacts import jsonl
+    from ..stats.cost import summary_beside
+
+    source = summary_beside(profile)
+    if source is None:
+        return None
+    try:
+        summary = jsonl.read_json(source)
+    except (InputError, OSError):
+        return None
+    sampling = summary.get("sampling") if isinstance(summary, dict) else None
+    return sampling if isinstance(sampling, dict) else None
 
 
 def _check_options(run: RunInfo) -> None:
@@ -156,6 +173,7 @@ def record_run(
         ledger=str(paths.ledger),
         warnings=warnings,
         written=not dry_run,
+        sampling=None if profile is None or reading is None else sampling_beside(profile),
     )
 
 

@@ -103,7 +103,7 @@ def run_profile(inputs: Path | str, rollouts: Path | str, options: ProfileOption
     refuse_swapped(inputs, rollouts)
     unhealthy = None
     if options.exclude_unhealthy is not None:
-        from ..audit.verdicts import load_unhealthy
+        from ..artifacts.verdicts import load_unhealthy
 
         unhealthy = load_unhealthy(options.exclude_unhealthy).keys
     with gc_paused():  # one span: re-enabling between read and profile would trigger a full collection

@@ -118,7 +118,7 @@ def _states(shards: list[Path]) -> list[Path]:
 def _missing_shards(states: list[Path], allow: bool) -> list[str]:
     """Shards of the states' runs (by name, as `ngrp merge` counts them) that are not among them: refused,
     or with `allow` a warning."""
-    from ..collect.shard_runs import group_runs
+    from ..artifacts.shard_runs import group_runs
 
     suffix = STATE_SUFFIX + ".jsonl"
     names = [path.with_name(path.name[: -len(suffix)] + ".jsonl") for path in states]

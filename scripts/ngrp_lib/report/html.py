@@ -15,6 +15,7 @@ from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
 from ..numbers import num, pval
+from ..stats.cost import cost_lines
 from ..stats.paired import IDENTICAL
 from ..stats.registry import BY_NAME, k_estimators
 from ..stats.results import AtK, Estimate, ScopeStats
@@ -367,6 +368,7 @@ def build_report(
         "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
         f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
         f"<h2>Reward vs length</h2>{_length_section(o)}",
+        "<h2>Sampling and cost</h2>" + "".join(f"<p>{_esc(line)}</p>" for line in cost_lines(stats.cost)),
         f"<h2>Failures</h2>{_failures(Path(rollouts) if rollouts else None)}",
     ]
     if compare is not None:

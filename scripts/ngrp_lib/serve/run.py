@@ -408,13 +408,17 @@ def _probe(rows: list[dict], entries: list[EndpointEntry], api_key: str | None, 
     """The pre-flight probe of every healthy server, and of every server ngrp serve did not start, at once."""
     import asyncio
 
-    from ..collect.preflight import check_server
+    from ..collect.preflight import check_server, credentials_clash
 
-    todo = [
-        (row, e)
-        for row, e in zip(rows, entries, strict=True)
-        if row["healthy"] or not row["started_by_serve"]
-    ]
+    todo = []
+    for row, e in zip(rows, entries, strict=True):
+        if not (row["healthy"] or not row["started_by_serve"]):
+            continue
+        clash = credentials_clash(e.base_url, e.model, api_key, api_key_env)  # checked here, once
+        if clash is None:
+            todo.append((row, e))
+        else:
+            row["problem"] = clash.line()
     if not todo:
         return
 

@@ -249,7 +249,7 @@ def export_curriculum(
     """Write the selected original task rows with `key` (pass rate) and `key_n` (its n) added.
 
     With `exclude_unhealthy` (a rollout_verdicts.jsonl), pass rates stand on the healthy rollouts only."""
-    from ..audit.verdicts import load_unhealthy
+    from ..artifacts.verdicts import load_unhealthy
 
     selection.check()
     check_key(key)

@@ -23,8 +23,8 @@ from ..artifacts.names import (
     rollout_key,
     task_label,
 )
+from ..artifacts.response import finish
 from ..errors import FindingsError, InputError
-from ..inspect.digest import finish
 from ..numbers import MAX_MAGNITUDE, first_oversize
 
 TaskKey = tuple[int, "str | None"]
@@ -106,7 +106,7 @@ def load_profile(
 ) -> ProfileData:
     """Load a profile file. Raises InputError (exit 3) on malformed rows or duplicate (task, agent) keys.
 
-    `unhealthy` (packed rollout keys, from `audit.verdicts.load_unhealthy`) is counted into
+    `unhealthy` (packed rollout keys, from `artifacts.verdicts.load_unhealthy`) is counted into
     `n_unhealthy`; with `exclude` those rollouts are also left out, as if masked.
     """
     import numpy as np

@@ -15,6 +15,7 @@ from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
 from .adaptive_run import AdaptiveRun, find_adaptive, first_round_view
+from .cost import run_cost
 from .distributions import t_interval_from_sem
 from .load import ProfileData, attach_rollouts, load_profile
 from .majority import NO_ANSWER, TIE_RULE
@@ -79,6 +80,7 @@ class StatsResult:
     per_task: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     adaptive: dict | None = None  # an adaptive run: rounds, decisions, rollouts saved (adaptive_run.py)
+    cost: dict | None = None  # `stats.cost.run_cost`: sampling used and tokens per rollout/success/task
 
     def to_json(self) -> dict[str, Any]:
         return jsonable({f.name: getattr(self, f.name) for f in fields(self)})
@@ -402,7 +404,7 @@ def compute_stats(
     verdicts file next to the run is only counted, in a note."""
     import numpy as np
 
-    from ..audit.verdicts import health_input
+    from ..artifacts.verdicts import health_input
 
     settings = settings or StatsSettings()
     settings.check()
@@ -466,11 +468,12 @@ def compute_stats(
         for label in sorted(set(labels)):
             groups.append(scope_stats(data.subset(array == label), settings, label)[0])
     sizes = [g.group_size for g in overall.grpo_informative]
-    per_task = (
-        _per_task_rows(data, cols, labels, sizes)
-        if run is None
-        else adaptive_per_task(full, settings, labels, run)
-    )
+    if run is None:
+        per_task, counted = _per_task_rows(data, cols, labels, sizes), cols
+    else:  # every repeat: the profile's token totals count every repeat too
+        per_task, counted = adaptive_per_task(full, settings, labels, run)
+    successes = int(np.nansum(counted["successes"])) if "successes" in counted else None
+    informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
         profile=str(profile),
         rollouts=None if rollouts is None else str(rollouts),
@@ -481,20 +484,22 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
+        cost=run_cost(profile, successes, informative),
     )
 
 
 def adaptive_per_task(
     full: ProfileData, settings: StatsSettings, labels: list[str] | None, run: AdaptiveRun
-) -> list[dict]:
-    """An adaptive run's per-task rows: from every repeat, with the run's decision and stop reason."""
+) -> tuple[list[dict], dict]:
+    """An adaptive run's per-task rows, from every repeat, with the run's decision and stop reason; and
+    the per-task columns they came from."""
     scope, cols = scope_stats(full, settings, "all")
     rows = _per_task_rows(full, cols, labels, [g.group_size for g in scope.grpo_informative])
     decisions = run.decisions()
     for row in rows:
         state = decisions.get(row["task"], {})
         row.update(adaptive_decision=state.get("decision"), adaptive_reason=state.get("reason"))
-    return rows
+    return rows, cols
 
 
 def first_round_estimates(profile: Path | str, run: AdaptiveRun, pass_threshold: float | None) -> dict:

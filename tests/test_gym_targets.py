@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ngrp_lib.collect.gym_run import RunTarget, outcome, resolve_gym_url, stamp
+from ngrp_lib.collect.gym_targets import RunTarget, outcome, resolve_gym_url, stamp
 from ngrp_lib.errors import UsageError
 
 HEAD = "http://127.0.0.1:11000"

@@ -1,7 +1,8 @@
-"""The `ngrp collect ... --resume` command of a run, rebuilt from its run manifest (`state.build_manifest`),
-for the fixes `check` and `collect` print: every option that shapes the run, and the runtime options that
-differ from their defaults. Never a secret: the manifest holds no API key (only the name of the variable it
-is read from, `--api-key-env`) and its server URLs are public (no `user:pass@`).
+"""The `ngrp collect ... --resume` command of a run, rebuilt from its run manifest (written by
+`collect.state.build_manifest`), for the fixes `check` and `collect` print: every option that shapes the
+run, and the runtime options that differ from their defaults. Never a secret: the manifest holds no API
+key (only the name of the variable it is read from, `--api-key-env`) and its server URLs are public (no
+`user:pass@`).
 
 A server URL is the one the run used: a server restarted on another port needs the new one.
 """

@@ -27,22 +27,21 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ..artifacts import jsonl
-from ..artifacts import names as artifacts
+from ..artifacts import jsonl, names
 from ..artifacts.failures import Failure
 from ..artifacts.kinds import ROLLOUTS, refuse_swapped, refuse_wrong_kind
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, key_problem, pack_key, rollout_key
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input, require_regular, same_file
 from ..artifacts.redact import Redactor, masked_errors, server_redactor
+from ..collect.http import AttemptFailed, RetryPolicy, open_session
+from ..collect.materialize import sha256_file
+from ..collect.preflight import DEFAULT_TIMEOUT, blocking, check_verify_url
+from ..collect.progress import ProgressBar, Tally
+from ..collect.routing import public_url, split_http_url
+from ..collect.run import IDENTITY_KEYS
+from ..collect.state import CollectorLock, check_manifest, nothing_written, now_iso, scan_outputs
+from ..collect.verify import describe, score, verifier_for
 from ..errors import FindingsError, InputError, UsageError
-from .http import AttemptFailed, RetryPolicy, open_session
-from .materialize import sha256_file
-from .preflight import DEFAULT_TIMEOUT, blocking, check_verify_url
-from .progress import ProgressBar, Tally
-from .routing import public_url, split_http_url
-from .run import IDENTITY_KEYS
-from .state import CollectorLock, check_manifest, nothing_written, now_iso, scan_outputs
-from .verify import describe, score, verifier_for
 
 PREVIOUS_REWARD = "ngrp/previous_reward"
 REVERIFIED_WITH = "ngrp/reverified_with"
@@ -88,11 +87,11 @@ class ReverifyOptions:
 
     @property
     def failures_path(self) -> Path:
-        return artifacts.failures_path_for(self.output)
+        return names.failures_path_for(self.output)
 
     @property
     def manifest_path(self) -> Path:
-        return artifacts.sibling(self.output, artifacts.REVERIFY_MANIFEST_SUFFIX, ".json")
+        return names.sibling(self.output, names.REVERIFY_MANIFEST_SUFFIX, ".json")
 
     def identity(self, source_sha: str, inputs_sha: str | None) -> dict[str, Any]:
         """What shapes the results; --resume refuses to continue when any of it changed."""

@@ -59,7 +59,9 @@ class RunKey:
 
 
 @dataclass
-class Run:
+class ShardedRun:
+    """One run split into member files (shards or chunks), as its names and manifests group them."""
+
     key: RunKey
     members: dict[int, list[Path]] = field(default_factory=dict)  # index -> files (copies too)
     width: int = 1  # zero padding seen in the names
@@ -109,17 +111,17 @@ def parse_name(path: Path) -> tuple[RunKey, int | None, int]:
     return RunKey(str(path), ""), None, 1
 
 
-def group_runs(paths: Iterable[Path]) -> dict[RunKey, Run]:
-    runs: dict[RunKey, Run] = {}
+def group_runs(paths: Iterable[Path]) -> dict[RunKey, ShardedRun]:
+    runs: dict[RunKey, ShardedRun] = {}
     for path in paths:
         key, index, width = parse_name(path)
-        run = runs.setdefault(key, Run(key))
+        run = runs.setdefault(key, ShardedRun(key))
         run.members.setdefault(0 if index is None else index, []).append(path)
         run.width = max(run.width, width) if index is not None else run.width
     return runs
 
 
-def check_manifests(runs: Iterable[Run]) -> None:
+def check_manifests(runs: Iterable[ShardedRun]) -> None:
     """Refuse shards of one name whose manifests say they were collected differently."""
     for run in runs:
         if run.key.scheme != "shard":

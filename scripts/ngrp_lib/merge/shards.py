@@ -41,8 +41,8 @@ from ..artifacts.names import (
     materialized_path_for,
 )
 from ..artifacts.opening import real_path, require_regular
+from ..artifacts.shard_runs import DONE_SUFFIX, RunKey, check_manifests, group_runs
 from ..errors import FindingsError, InputError, UsageError
-from .shard_runs import DONE_SUFFIX, RunKey, check_manifests, group_runs
 
 MAX_LISTED = 10
 

@@ -24,14 +24,14 @@ from typing import Any
 
 from ..artifacts import jsonl, names
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..collect.materialize import expand, read_task_lines, sha256_file
+from ..collect.options import CollectOptions
+from ..collect.result import CollectResult
+from ..collect.run import stderr_log
+from ..collect.runner import collect
+from ..collect.state import CollectorLock, changed_fields, nothing_written
 from ..errors import UsageError
 from ..stats.adaptive import PENDING, SETTLED, Rule, Schedule, TaskState, replay
-from .materialize import expand, read_task_lines, sha256_file
-from .options import CollectOptions
-from .result import CollectResult
-from .run import stderr_log
-from .runner import collect
-from .state import CollectorLock, changed_fields, nothing_written
 
 SUMMED = ("requests", "rollouts", "input_tokens", "cached_tokens", "output_tokens")
 MANIFEST_KEY = "adaptive"  # the manifest block with the rounds' progress (the settings are in identity)
