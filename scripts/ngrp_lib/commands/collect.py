@@ -39,6 +39,7 @@ Example:
   ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
       --agent my_simple_agent --gym-url http://127.0.0.1:11000      # NeMo Gym /run mode
   ngrp collect ... --shard auto     # Slurm array task; then: ngrp merge results/rollouts-shard-*.jsonl ...
+  ngrp collect ... --num-repeats 16 --adaptive learnable --first-round 4   # triage: rounds until mixed
 
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
@@ -193,7 +194,9 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     help="Rounds: every task gets --first-round repeats, then rounds of that many more go to the tasks RULE"
     " has not settled, up to --num-repeats. RULE: learnable (stop at the first pass and fail: the keep/drop"
     " decision of fixed N, no interval), band:LOW,HIGH (stop when the task's Wilson 95% interval is wholly"
-    " inside or outside [LOW, HIGH]) or width:W (stop when it is at most W wide). Needs --input.",
+    " inside or outside [LOW, HIGH]) or width:W (stop when it is at most W wide). Wilson covers 95% at one"
+    " look; looked at after every round, a task's interval misses more often (measured figures:"
+    " references/statistics.md). Needs --input.",
 )
 @click.option(
     "--first-round",
