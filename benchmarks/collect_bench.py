@@ -127,6 +127,7 @@ def main() -> int:
     parser.add_argument("--group-repeats", type=int, default=8)
     parser.add_argument("--group-max-tokens", type=int, default=48)
     parser.add_argument("--group-rounds", type=int, default=4)
+    parser.add_argument("--group-sets", default="long,demo", help="which prompt sets: long, demo or both")
     parser.add_argument("--prompt-words", type=int, default=LONG_PROMPT_WORDS, help="words in a long prompt")
     parser.add_argument(
         "--model-dir", type=Path, help="serve this model (e.g. SmolLM2) instead of the tiny one"
@@ -144,12 +145,14 @@ def main() -> int:
             if args.grouping:
                 long_tasks = workdir / "long_tasks.jsonl"
                 write_long_tasks(long_tasks, args.group_tasks, args.group_max_tokens, args.prompt_words)
-                figures["grouping"] = [
-                    measure_grouping(args, workdir, endpoint, long_tasks, "long prompts"),
-                    measure_grouping(
-                        args, workdir, endpoint, REPO / "examples" / "tasks.jsonl", "demo prompts"
-                    ),
-                ]
+                sets = {"long": long_tasks, "demo": REPO / "examples" / "tasks.jsonl"}
+                figures["grouping"] = []
+                for name in args.group_sets.split(","):
+                    entry = measure_grouping(args, workdir, endpoint, sets[name], f"{name} prompts")
+                    figures["grouping"].append(entry)
+                    if not args.json:  # as each set ends: a run cut short keeps what it measured
+                        print_grouping([entry], args)
+                        sys.stdout.flush()
             if args.long or args.long_only:
                 figures["long"] = long_run(args, workdir, endpoint)
         finally:
@@ -162,8 +165,6 @@ def main() -> int:
         print_short(figures, args)
     if "long" in figures:
         print_long(figures["long"])
-    if "grouping" in figures:
-        print_grouping(figures["grouping"], args)
     return 0
 
 
@@ -312,7 +313,7 @@ def print_grouping(figures: dict, args) -> None:
             f" {entry['ratio_paired_median']:.2f} (paired)"
         )
         print(
-            f"  requests {entry['requests']}, prompt tokens processed {entry['input_tokens']}, "
+            f"  requests {entry['requests']}, prompt tokens reported {entry['input_tokens']}, "
             f"prefix-cache hit rate {entry['prefix_cache_hit_rate']}"
         )
         print(f"  client CPU per rollout (ms): {entry['client_cpu_ms_per_rollout']}")

@@ -1,6 +1,6 @@
 """Token totals of rollout rows: input / cached / output tokens, read from each row's `response.usage`.
 
-Input tokens are the prompt tokens the server processed: a prompt shared by the rows of one grouped
+Input tokens are the prompt tokens the servers reported: a prompt shared by the rows of one grouped
 request (`SHARED_PREFILL`, the same request id) counts once. A count no row reported stays None
 ("not reported"), never 0; `rows_without_usage` says how many rows gave no count at all. `collect`
 sums what it writes, `profile` what it reads.

@@ -1,5 +1,5 @@
 """One request per task group: the pending repeats of a task that send the same request go as one chat
-request with `n` choices, so the server fills the prompt's KV cache once for all of them.
+request with `n` choices: one request, one prompt to template and tokenize, for all of them.
 
 Which rows share a request (`Grouper`): consecutive pending rows of one task whose rows are equal except
 for their identity keys (`_ng_rollout_index`, `_ng_rollout_id`), at most `GROUP_CAP` of them. The

@@ -37,13 +37,13 @@ def sampling_options(f):
     )(f)
     f = click.option(
         "--top-p",
-        type=FiniteFloat(),
+        type=FiniteFloat(0, strict_minimum=True),
         default=None,
         help="responses_create_params.top_p for every row, in (0, 1].",
     )(f)
     f = click.option(
         "--temperature",
-        type=FiniteFloat(),
+        type=FiniteFloat(0),
         default=None,
         help="responses_create_params.temperature for every row (>= 0).",
     )(f)
