@@ -10,11 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_helpers import SCRIPT, ngrp_process  # noqa: F401  (SCRIPT: tests import it from here too)
 from gym_stack_fixture import gym_stack  # noqa: F401  (session fixture: a real NeMo Gym stack)
+from ledger_helpers import repo  # noqa: F401  (a throwaway git repository; see its ledger_campaign mark)
 from slurm_fixture import slurm_cluster  # noqa: F401  (session fixture: a real one-node Slurm cluster)
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "ngrp.py"
 GOLDEN = REPO / "tests" / "golden" / "gym-0.7.0"
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -73,15 +74,7 @@ def _run_in_process(args, cwd: Path, input: str | None, env: dict | None) -> sub
 
 
 def _run_as_process(args, cwd: Path, input: str | None, env: dict | None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=input,
-        env=env,
-        timeout=600,
-    )
+    return ngrp_process(*args, cwd=cwd, input=input, env=env)
 
 
 @pytest.fixture

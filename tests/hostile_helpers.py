@@ -95,7 +95,7 @@ class World:
 
 def make_world(root: Path) -> World:
     from ngrp_lib.collect.materialize import MaterializeOptions, materialize
-    from ngrp_lib.ledger import init_campaign, resolve_dir
+    from ngrp_lib.ledger import CampaignSpec, init_campaign, resolve_dir
     from ngrp_lib.profile import ProfileOptions, run_profile
 
     root.mkdir(parents=True, exist_ok=True)
@@ -124,7 +124,7 @@ def make_world(root: Path) -> World:
     log = root / "run.log"
     log.write_text("step 1\nscore=0.5\n")
     paths = resolve_dir(root / "ledger", None)
-    init_campaign(paths, campaign="c", metric="score", direction="max")
+    init_campaign(paths, CampaignSpec(campaign="c", metric="score", direction="max"))
     return World(
         root,
         tasks,

@@ -1,11 +1,13 @@
 """Coverage of benchmark-level intervals in simulation: the designs of references/statistics.md.
 
-    python tests/interval_coverage.py [RUNS]      # prints the coverage table (default 400 runs per design)
+    python tests/interval_coverage.py [RUNS]          # prints the tables (default 400 runs per design)
+    python tests/interval_coverage.py --write [RUNS]  # and writes them into references/statistics.md
 
-Each run draws T new tasks with true pass rates p_i ~ Beta(a, b), K Bernoulli(p_i) rollouts per task,
-computes the per-task estimator (pass rate, pass@k, pass^k: the unbiased ones ngrp uses), and checks
-whether each candidate interval holds the population value (the mean over the task distribution, exact
-from the Beta moments). The slow tests in test_stats_intervals.py assert the headline's coverage.
+Each run draws T new tasks with true pass rates p_i ~ Beta(a, b), K Bernoulli(p_i) rollouts per task
+(each missing at random with probability `missing`: a partial run), computes the per-task estimator (pass
+rate, pass@k, pass^k: the unbiased ones ngrp uses; undefined on a task with fewer than k rollouts), and
+checks whether each candidate interval holds the population value (the mean over the task distribution,
+exact from the Beta moments). The slow tests in test_stats_intervals.py assert the headline's coverage.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Design:
     a: float
     b: float
     repeats: int = 8
+    missing: float = 0.0  # each rollout missing at random with this probability
 
     @property
     def truth(self) -> float:
@@ -45,32 +48,62 @@ class Design:
             return 1.0 - math.prod((self.b + j) / (self.a + self.b + j) for j in range(self.k))
         return math.prod((self.a + j) / (self.a + self.b + j) for j in range(self.k))
 
-    def per_task(self, rng: np.random.Generator) -> np.ndarray:
+    def per_task(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(per-task values, NaN where undefined; scored rollouts per task)."""
         p = rng.beta(self.a, self.b, self.tasks)
-        c = rng.binomial(self.repeats, p)
-        n = np.full(self.tasks, self.repeats)
+        n = rng.binomial(self.repeats, 1.0 - self.missing, self.tasks) if self.missing else None
+        n = np.full(self.tasks, self.repeats) if n is None else n
+        c = rng.binomial(n, p)
         if self.estimator == "mean":
-            return c / self.repeats
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(n > 0, c / np.maximum(n, 1), np.nan), n
         if self.estimator == "pass@k":
-            return estimators.pass_at_k(n, c, self.k)
-        return estimators.pass_hat_k(n, c, self.k)
+            return estimators.pass_at_k(n, c, self.k), n
+        return estimators.pass_hat_k(n, c, self.k), n
 
 
 DESIGNS = (
     Design("mean, 12 tasks x 8, p ~ Beta(1, 1)", "mean", 12, 1, 1.0, 1.0),
     Design("mean, 100 tasks x 8, p ~ Beta(1, 1)", "mean", 100, 1, 1.0, 1.0),
+    Design("mean, 6 tasks x 8, p ~ Beta(1, 1)", "mean", 6, 1, 1.0, 1.0),
     Design("mean, 12 tasks x 8, skewed easy p ~ Beta(4, 0.5)", "mean", 12, 1, 4.0, 0.5),
     Design("pass@8, 12 tasks x 8, p ~ Beta(1.25, 1)", "pass@k", 12, 8, 1.25, 1.0),
     Design("pass@8, 100 tasks x 8, p ~ Beta(1.25, 1)", "pass@k", 100, 8, 1.25, 1.0),
+    Design("pass@8, 6 tasks x 8, p ~ Beta(1.25, 1)", "pass@k", 6, 8, 1.25, 1.0),
     Design("pass^8, 100 tasks x 8, p ~ Beta(0.85, 2)", "pass^k", 100, 8, 0.85, 2.0),
     Design("pass^8, 100 tasks x 8, skewed hard p ~ Beta(0.25, 2)", "pass^k", 100, 8, 0.25, 2.0),
+    # k between 1 and K (issue 28): fractional per-task values, skewed both ways
+    Design("pass^4, 100 tasks x 8, skewed hard p ~ Beta(0.25, 2)", "pass^k", 100, 4, 0.25, 2.0),
+    Design("pass^6, 100 tasks x 8, skewed hard p ~ Beta(0.25, 2)", "pass^k", 100, 6, 0.25, 2.0),
+    Design("pass@4, 100 tasks x 8, skewed easy p ~ Beta(2, 0.25)", "pass@k", 100, 4, 2.0, 0.25),
+    Design("pass^3, 100 tasks x 4, skewed hard p ~ Beta(0.25, 2)", "pass^k", 100, 3, 0.25, 2.0, repeats=4),
+    Design("pass^4, 12 tasks x 8, p ~ Beta(2, 3)", "pass^k", 12, 4, 2.0, 3.0),
+    Design("pass^2, 12 tasks x 8, skewed hard p ~ Beta(0.25, 2)", "pass^k", 12, 2, 0.25, 2.0),
+    Design("pass@2, 12 tasks x 4, skewed easy p ~ Beta(2, 0.25)", "pass@k", 12, 2, 2.0, 0.25, repeats=4),
+    # edges: k = K on a population that never (always) succeeds
+    Design("pass^8, 100 tasks x 8, p ~ Beta(0.02, 50) (almost all 0)", "pass^k", 100, 8, 0.02, 50.0),
+    Design("pass@8, 100 tasks x 8, p ~ Beta(50, 0.02) (almost all 1)", "pass@k", 100, 8, 50.0, 0.02),
+    # partial runs: each rollout missing at random with probability 0.25 (tasks with n < k left out)
+    Design("mean, 100 tasks x 8, 25% missing, p ~ Beta(1, 1)", "mean", 100, 1, 1.0, 1.0, missing=0.25),
+    Design(
+        "pass^4, 100 tasks x 8, 25% missing, p ~ Beta(0.25, 2)", "pass^k", 100, 4, 0.25, 2.0, missing=0.25
+    ),
+    Design(
+        "pass@4, 100 tasks x 8, 25% missing, p ~ Beta(2, 0.25)", "pass@k", 100, 4, 2.0, 0.25, missing=0.25
+    ),
 )
 
 
-def headline(values: np.ndarray, repeats: int, method: str = intervals.KORN_GRAUBARD) -> tuple[float, float]:
-    """The interval `ngrp stats` reports for a rate: the library function, as compute_stats calls it."""
+def headline(
+    values: np.ndarray, n: np.ndarray, method: str = intervals.KORN_GRAUBARD, skew_df: bool = True
+) -> tuple[float, float]:
+    """The interval `ngrp stats` reports for a rate: the library function, as compute_stats calls it (the
+    cap: the rollouts of the tasks where the value is defined). skew_df False: without the skew-aware df
+    (Korn-Graubard as it was before issue 28)."""
     iv = t_interval(values, LEVEL)
-    bounds = intervals.rate_interval(iv.value, iv.se, iv.n, LEVEL, iv.n * repeats, method)
+    cap = float(n[~np.isnan(values)].sum())
+    spread = intervals.off_edge(values, iv.value) if skew_df else None
+    bounds = intervals.rate_interval(iv.value, iv.se, iv.n, LEVEL, cap, method, spread=spread)
     return (math.nan, math.nan) if bounds is None else (bounds.low, bounds.high)
 
 
@@ -78,6 +111,7 @@ def _bootstrap(values: np.ndarray, rng: np.random.Generator) -> dict[str, tuple[
     """Percentile and BCa intervals from one set of task resamples."""
     from scipy.stats import norm
 
+    values = values[~np.isnan(values)]
     n = values.size
     reps = values[rng.integers(0, n, (N_BOOT, n))].mean(axis=1)
     alpha = (1 - LEVEL) / 2
@@ -94,24 +128,27 @@ def _bootstrap(values: np.ndarray, rng: np.random.Generator) -> dict[str, tuple[
     return {"bootstrap percentile": pct, "bootstrap BCa": bca}
 
 
+PLAIN_KG = "korn_graubard, plain df"
 METHODS = (
     "t",
     "bootstrap percentile",
     "bootstrap BCa",
     intervals.LOGIT_T,
     intervals.WILSON,
+    PLAIN_KG,
     intervals.KORN_GRAUBARD,
 )
 
 
 def intervals_of(
-    values: np.ndarray, repeats: int, rng: np.random.Generator
+    values: np.ndarray, n: np.ndarray, rng: np.random.Generator
 ) -> dict[str, tuple[float, float]]:
     iv = t_interval(values, LEVEL)
     out = {"t": (iv.ci_low, iv.ci_high)}
     out.update(_bootstrap(values, rng))
     for method in (intervals.LOGIT_T, intervals.WILSON, intervals.KORN_GRAUBARD):
-        out[method] = headline(values, repeats, method)
+        out[method] = headline(values, n, method)
+    out[PLAIN_KG] = headline(values, n, intervals.KORN_GRAUBARD, skew_df=False)
     return out
 
 
@@ -122,10 +159,10 @@ def coverage(design: Design, runs: int, seed: int = 0, methods: tuple[str, ...] 
     widths: dict[str, list[float]] = {m: [] for m in methods}
     truth = design.truth
     for _ in range(runs):
-        values = design.per_task(rng)
-        found = intervals_of(values, design.repeats, rng) if methods != ("headline",) else {}
+        values, n = design.per_task(rng)
+        found = intervals_of(values, n, rng) if methods != ("headline",) else {}
         if "headline" in methods:
-            found["headline"] = headline(values, design.repeats)
+            found["headline"] = headline(values, n)
         for m in methods:
             low, high = found[m]
             hits[m] += bool(low <= truth <= high)
@@ -156,19 +193,66 @@ def compare_rejections(
     return rejected / runs
 
 
-def main(argv: list[str]) -> int:
-    runs = int(argv[0]) if argv else 400
-    print(f"| design | true value | {' | '.join(METHODS)} |")
-    print("|---|---|" + "---|" * len(METHODS))
+def true_shift(shift: float, a: float = 1.0, b: float = 1.0) -> float:
+    """E[min(p + shift, 1)] - E[p] for p ~ Beta(a, b): the true mean difference of a clipped shift
+    (numerically; 0.04875 for +0.05 on Beta(1, 1), not 0.05)."""
+    from scipy import integrate, stats
+
+    excess, _ = integrate.quad(lambda p: (p + shift - 1.0) * stats.beta.pdf(p, a, b), 1.0 - shift, 1.0)
+    return shift - excess
+
+
+def coverage_lines(runs: int) -> list[str]:
+    lines = [f"| design | true value | {' | '.join(METHODS)} |", "|---|---|" + "---|" * len(METHODS)]
     for design in DESIGNS:
         result = coverage(design, runs)
         cells = [f"{result[m]['coverage']:.3f} ({result[m]['width']:.3f})" for m in METHODS]
-        print(f"| {design.name} | {design.truth:.4f} | {' | '.join(cells)} |")
-    print(f"\n{runs} runs per design, seed 0; each cell: coverage (mean width); target {LEVEL}")
+        lines.append(f"| {design.name} | {design.truth:.4g} | {' | '.join(cells)} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    lines.append("")
+    lines.append(f"{runs} runs per design, seed 0; each cell: coverage (mean width); target {LEVEL}.")
+    return lines
+
+
+def compare_lines(runs: int = 1000) -> list[str]:
+    lines = []
     for tasks, shift in ((50, 0.0), (100, 0.0), (50, 0.05), (100, 0.05), (100, 0.1)):
-        mean = compare_rejections(1000, tasks, shift, None, seed=11)
-        at4 = compare_rejections(1000, tasks, shift, 4, seed=11)
-        print(f"compare, {tasks} tasks x 8, shift {shift}: rejects {mean:.3f} (mean), {at4:.3f} (pass@4)")
+        mean = compare_rejections(runs, tasks, shift, None, seed=11)
+        at4 = compare_rejections(runs, tasks, shift, 4, seed=11)
+        lines.append(
+            f"- {tasks} tasks x 8, B's pass rates = A's + {shift} clipped at 1 (true mean difference "
+            f"{true_shift(shift):.4f}): rejects {mean:.3f} of {runs} (mean), {at4:.3f} (pass@4)"
+        )
+    return lines
+
+
+DOC = Path(__file__).resolve().parents[1] / "references" / "statistics.md"
+
+
+def replace_lines(text: str, first: str, last: str, lines: list[str]) -> str:
+    """Swap the doc's lines from the one starting with `first` to the next one containing `last` (both
+    included) for `lines`: the generated table and calibration list, which nobody edits by hand."""
+    doc = text.split("\n")
+    start = next(i for i, line in enumerate(doc) if line.startswith(first))
+    end = next(i for i in range(start, len(doc)) if last in doc[i])
+    return "\n".join(doc[:start] + lines + doc[end + 1 :])
+
+
+def main(argv: list[str]) -> int:
+    write = "--write" in argv
+    args = [a for a in argv if a != "--write"]
+    runs = int(args[0]) if args else 400
+    table, calibration = coverage_lines(runs), compare_lines()
+    print("\n".join(table + [""] + calibration))
+    if write:
+        text = replace_lines(
+            DOC.read_text(encoding="utf-8"), "| design | true value |", "runs per design", table
+        )
+        text = replace_lines(
+            text, "- 50 tasks x 8, B's", "- 100 tasks x 8, B's pass rates = A's + 0.1", calibration
+        )
+        DOC.write_text(text, encoding="utf-8")
+        print(f"written into {DOC}")
     return 0
 
 

@@ -1,10 +1,19 @@
-"""Shared builders for the ledger tests: a throwaway git repository and reward profiles."""
+"""Shared builders for the ledger tests: a throwaway git repository, its campaign, and reward profiles.
+
+The `repo` fixture is the throwaway repository; a test module that wants a campaign in it says so with
+`pytestmark = pytest.mark.ledger_campaign(*init_options, exclude_reports=..., slurm=...)`. conftest.py
+registers the fixture for every test module.
+"""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+from cli_helpers import SCRIPT, check
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -52,3 +61,23 @@ def write_profile(path: Path, rewards: dict[int, list[float]]) -> Path:
 def profile_with_means(path: Path, means: list[float], repeats: int = 4) -> Path:
     """Each task's rollouts all equal its mean, so per-task means are exactly `means`."""
     return write_profile(path, {t: [m] * repeats for t, m in enumerate(means)})
+
+
+@pytest.fixture
+def repo(tmp_path, run_ngrp, request) -> Path:
+    """`make_repo`, then `ngrp ledger init --campaign c1 OPTIONS` in it when the module's `ledger_campaign`
+    mark gives OPTIONS; `exclude_reports` keeps reports/ out of git status, `slurm` runs the init with the
+    Slurm cluster's environment."""
+    path = make_repo(tmp_path / "repo")
+    mark = request.node.get_closest_marker("ledger_campaign")
+    if mark is None:
+        return path
+    if mark.kwargs.get("exclude_reports"):
+        (path / ".git" / "info" / "exclude").write_text("reports/\n")
+    env = request.getfixturevalue("slurm_cluster").env if mark.kwargs.get("slurm") else None
+    check(run_ngrp("ledger", "init", "--campaign", "c1", *mark.args, cwd=path, env=env))
+    return path
+
+
+ENTRY = (sys.executable, str(SCRIPT))  # the entry script, for a run started with Popen
+LEDGER_RUN = ("ledger", "run", "--campaign", "c1")  # every ledger test's campaign is c1

@@ -9,24 +9,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import ngrp_process as ngrp
 from vllm_fixture import free_port
 
 from ngrp_lib.artifacts import jsonl, schemas
 
 pytestmark = pytest.mark.vllm
 CHAT = ("POST", "/v1/chat/completions")
-
-
-def ngrp(*args, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=env)  # fmt: skip
 
 
 def tasks(path: Path, prompts: list[str], max_tokens: int = 4) -> Path:

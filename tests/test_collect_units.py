@@ -710,7 +710,7 @@ def test_a_fresh_start_removes_temp_files_a_killed_collector_left(run_ngrp, tmp_
 def test_a_fresh_run_reads_the_staged_materialized_file_once(tmp_path, monkeypatch, shard):
     """The staged file is written from the expanded rows (the shard's only) and read back in one pass that
     checks every row and hashes it: no separate hash, kind sniff or shard rewrite opens it again."""
-    from ngrp_lib.artifacts import jsonl as jsonl_module
+    from ngrp_lib.artifacts import appending, reading
     from ngrp_lib.collect import runner
     from ngrp_lib.collect.materialize import MaterializeOptions, sha256_file
     from ngrp_lib.collect.options import CollectOptions
@@ -728,13 +728,14 @@ def test_a_fresh_run_reads_the_staged_materialized_file_once(tmp_path, monkeypat
         shard=parse_shard(shard) if shard else None,
     )
     opened: list[str] = []
-    real_open = jsonl_module.open_input
+    real_open = reading.open_input
 
     def counting_open(path, *args, **kwargs):
         opened.append(os.path.basename(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(jsonl_module, "open_input", counting_open)
+    for module in (reading, appending):  # every JSONL open: jsonl gathers these modules' functions
+        monkeypatch.setattr(module, "open_input", counting_open)
     staging = runner._stage(options, None, runner.OutputBudget())
     assert staging is not None
     plan, keys = runner.scan_materialized(staging, None, shard=options.shard, staged=True)

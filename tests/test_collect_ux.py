@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import SCRIPT
 from http_helpers import chat_reply, serve_app, sum_tasks
 from vllm_fixture import free_port
 

@@ -13,7 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import SCRIPT
+from cli_helpers import ngrp_process as ngrp
 from http_helpers import serve_app
 from profile_compare import gym_profile
 
@@ -37,16 +38,6 @@ def write_tasks(path: Path, n: int, max_tokens: int = 8) -> Path:
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
-
-
-def ngrp(*args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=kw.pop("timeout", 300),
-        **kw,
-    )
 
 
 def collect_args(tasks, out, base_url, *extra):

@@ -16,7 +16,7 @@ from scipy.stats import binomtest
 
 from ngrp_lib.inspect.join import resolve
 from ngrp_lib.inspect.run import inspect_run
-from ngrp_lib.inspect.select import make_selection
+from ngrp_lib.inspect.select import Filters, make_selection
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "gym-0.7.0"
@@ -31,7 +31,7 @@ def shown(rollouts: Path, **options) -> list:
     sort = options.pop("sort", "task")
     limit = options.pop("limit", None)
     paths = resolve(rollouts, options.pop("inputs", None), options.pop("profile", None))
-    result = inspect_run(paths, make_selection(**options), sort=sort, limit=limit)
+    result = inspect_run(paths, make_selection(Filters(**options)), sort=sort, limit=limit)
     return list(result.rollouts()), result
 
 
@@ -253,7 +253,7 @@ def test_torn_tail_is_skipped_and_noted(tmp_path):
 def test_rows_appended_while_reading_are_left_for_the_next_read(tmp_path):
     rollouts, _ = write_run(tmp_path, tasks=3, repeats=2, drop=((2, 1),))
     paths = resolve(rollouts)
-    result = inspect_run(paths, make_selection())
+    result = inspect_run(paths, make_selection(Filters()))
     line = [r for r in rows_of(rollouts) if r["_ng_task_index"] == 2][0]
     with open(rollouts, "a") as handle:  # the collector appends the missing rollout after pass 1
         handle.write(json.dumps({**line, "_ng_rollout_index": 1}) + "\n")

@@ -8,24 +8,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ledger_helpers import git, make_repo
+from cli_helpers import check
+from ledger_helpers import LEDGER_RUN, git
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "ar/c1"
-
-
-def check(result, code: int):
-    assert result.returncode == code, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-@pytest.fixture
-def repo(tmp_path, run_ngrp) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".git" / "info" / "exclude").write_text("reports/\n")
-    init = ["ledger", "init", "--campaign", "c1", "--metric", "score", "--direction", "max"]
-    check(run_ngrp(*init, "--max-experiments", "9", "--branch-prefix", PREFIX, cwd=repo), 0)
-    return repo
+pytestmark = pytest.mark.ledger_campaign(
+    "--metric", "score", "--direction", "max", "--max-experiments", "9", "--branch-prefix", PREFIX,
+    exclude_reports=True,
+)  # fmt: skip
 
 
 def branch(run_ngrp, repo: Path, name: str, *extra: str, code: int = 0):
@@ -42,7 +33,7 @@ def branch(run_ngrp, repo: Path, name: str, *extra: str, code: int = 0):
 
 
 def run_score(run_ngrp, repo: Path, score: float) -> dict:
-    argv = ["ledger", "run", "--campaign", "c1", "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
+    argv = [*LEDGER_RUN, "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
     return json.loads(
         check(run_ngrp(*argv, "--", sys.executable, "-c", f"print('score={score}')", cwd=repo), 0).stdout
     )

@@ -11,28 +11,13 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ledger_helpers import make_repo, profile_with_means
+from cli_helpers import check, schema
+from ledger_helpers import profile_with_means
 
 from ngrp_lib.ledger import read_ledger
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMAS = REPO / "schemas"
-
-
-def schema(name: str) -> dict:
-    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
-
-
-def check(result, code: int):
-    assert result.returncode == code, (
-        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    )
-    return result
-
-
-@pytest.fixture
-def repo(tmp_path) -> Path:
-    return make_repo(tmp_path / "repo")
 
 
 def init(run_ngrp, repo, *extra: str, code: int = 0):

@@ -16,6 +16,7 @@ from ledger_helpers import git, make_repo, profile_with_means, write_profile
 
 from ngrp_lib.errors import InputError, UsageError
 from ngrp_lib.ledger import (
+    CampaignSpec,
     MetricSource,
     RunInfo,
     init_campaign,
@@ -287,7 +288,7 @@ def test_deadline_forms():
 
 def _campaign(tmp_path, **rules) -> LedgerPaths:
     paths = LedgerPaths(tmp_path / "ledger")
-    init_campaign(paths, campaign="c", metric="mean_reward", now=T0, **rules)
+    init_campaign(paths, CampaignSpec(campaign="c", metric="mean_reward", **rules), now=T0)
     return paths
 
 
@@ -346,11 +347,13 @@ def test_default_rule_is_baseline_plus_three(tmp_path):
 def test_init_refuses_existing_and_bad_options(tmp_path):
     paths = _campaign(tmp_path, direction="max")
     with pytest.raises(UsageError, match="refusing to overwrite"):
-        init_campaign(paths, campaign="c", metric="m", direction="max")
+        init_campaign(paths, CampaignSpec(campaign="c", metric="m", direction="max"))
     with pytest.raises(UsageError):
-        init_campaign(LedgerPaths(tmp_path / "x"), campaign="../evil", metric="m", direction="max")
+        init_campaign(
+            LedgerPaths(tmp_path / "x"), CampaignSpec(campaign="../evil", metric="m", direction="max")
+        )
     with pytest.raises(UsageError):
-        init_campaign(LedgerPaths(tmp_path / "y"), campaign="c", metric="m", direction="up")
+        init_campaign(LedgerPaths(tmp_path / "y"), CampaignSpec(campaign="c", metric="m", direction="up"))
 
 
 # --- suggestions --------------------------------------------------------------------------------
@@ -387,7 +390,7 @@ def test_min_direction_keeps_decreases(tmp_path):
 
 def test_loss_campaign_compares_rewards_upward(tmp_path):
     paths = LedgerPaths(tmp_path / "ledger")
-    init_campaign(paths, campaign="c", metric="val_loss", direction="min", compare_direction="max", now=T0)
+    init_campaign(paths, CampaignSpec("c", "val_loss", "min", compare_direction="max"), now=T0)
 
     def run(loss, means):
         stats = tmp_path / f"loss{loss}.json"
@@ -552,7 +555,7 @@ def test_crash_with_metric_options_warns(tmp_path):
 def test_a_non_finite_target_is_refused(tmp_path, target):
     with pytest.raises(UsageError, match="--target must be a finite number"):
         paths = LedgerPaths(tmp_path / "l")
-        init_campaign(paths, campaign="c", metric="mean_reward", direction="max", target=target)
+        init_campaign(paths, CampaignSpec(campaign="c", metric="mean_reward", direction="max", target=target))
 
 
 def test_from_profile_leaves_out_a_task_with_only_null_rewards(tmp_path):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ledger_helpers import make_repo, profile_with_means
+from cli_helpers import check, schema
+from ledger_helpers import ENTRY, LEDGER_RUN, make_repo, profile_with_means
 
 from ngrp_lib.ledger import read_ledger
 
@@ -24,46 +25,14 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
 LEDGER = Path("reports/auto_research/c1")
 SCORE = r"score=(?P<value>[0-9.]+)"
-
-
-def schema(name: str) -> dict:
-    return json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
-
-
-def check(result, code: int):
-    assert result.returncode == code, (
-        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    )
-    return result
-
-
-@pytest.fixture
-def repo(tmp_path, run_ngrp) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    check(
-        run_ngrp(
-            "ledger",
-            "init",
-            "--campaign",
-            "c1",
-            "--metric",
-            "score",
-            "--direction",
-            "max",
-            "--max-experiments",
-            "8",
-            "--per-run-timeout",
-            "2m",
-            cwd=repo,
-        ),
-        0,
-    )
-    return repo
+pytestmark = pytest.mark.ledger_campaign(
+    "--metric", "score", "--direction", "max", "--max-experiments", "8", "--per-run-timeout", "2m"
+)
 
 
 def run(run_ngrp, repo: Path, *command: str, options: tuple[str, ...] = (), code: int = 0) -> dict:
     """`ngrp ledger run --json` with the score regex; the parsed, schema-checked result."""
-    argv = ["ledger", "run", "--campaign", "c1", "--json", "--metric-regex", SCORE, *options, "--", *command]
+    argv = [*LEDGER_RUN, "--json", "--metric-regex", SCORE, *options, "--", *command]
     result = check(run_ngrp(*argv, cwd=repo), code)
     data = json.loads(result.stdout)
     jsonschema.validate(data, schema("ledger_run_result"))
@@ -181,17 +150,7 @@ def test_metric_from_a_json_the_run_writes_and_the_nearest_key_paths(run_ngrp, r
     write = f"import json; json.dump({ {'overall': {'pass_at_k': [k1, k4]}}!r}, open('m.json', 'w'))"
 
     def run_with(key: str) -> dict:
-        argv = [
-            "ledger",
-            "run",
-            "--campaign",
-            "c1",
-            "--json",
-            "--metric-from-json",
-            "m.json",
-            "--metric-key",
-            key,
-        ]
+        argv = [*LEDGER_RUN, "--json", "--metric-from-json", "m.json", "--metric-key", key]
         return json.loads(check(run_ngrp(*argv, "--", sys.executable, "-c", write, cwd=repo), 0).stdout)
 
     good = run_with("overall.pass_at_k.k=1")
@@ -286,19 +245,7 @@ def test_refused_once_a_stop_rule_is_met(run_ngrp, tmp_path):
 
 
 def test_two_runs_at_once_get_unique_indices(repo):
-    argv = [
-        sys.executable,
-        str(SCRIPT),
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
-        "--json",
-        "--quiet",
-        "--metric-regex",
-        SCORE,
-        "--",
-    ]
+    argv = [*ENTRY, *LEDGER_RUN, "--json", "--quiet", "--metric-regex", SCORE, "--"]
     procs = [
         subprocess.Popen(
             [*argv, "bash", "-c", f"sleep 1; echo score=0.{i}"],
@@ -323,12 +270,8 @@ def test_two_runs_at_once_get_unique_indices(repo):
 
 def test_ctrl_c_stops_the_run_and_records_it(repo):
     argv = [
-        sys.executable,
-        str(SCRIPT),
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
+        *ENTRY,
+        *LEDGER_RUN,
         "--json",
         "--quiet",
         "--metric-regex",
@@ -363,7 +306,7 @@ def test_leftover_processes_are_stopped_when_the_command_returns(run_ngrp, repo)
 
 
 def test_refusals_before_anything_runs(run_ngrp, repo):
-    base = ["ledger", "run", "--campaign", "c1"]
+    base = [*LEDGER_RUN]
     assert (
         "command not found"
         in check(run_ngrp(*base, "--metric-regex", SCORE, "--", "no-such-cmd-x", cwd=repo), 2).stderr

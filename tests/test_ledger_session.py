@@ -15,7 +15,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ledger_helpers import git, make_repo
+from cli_helpers import check, schema
+from ledger_helpers import ENTRY, LEDGER_RUN, git
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
@@ -25,6 +26,17 @@ PLANTED = {
     "next": "run with --api-key hf_PLANTEDqwertyuiop next",
     "decision": 'keep the header -H "Authorization: Bearer PLANTEDbearer99" out of the recipe',
 }
+pytestmark = pytest.mark.ledger_campaign(
+    "--metric",
+    "score",
+    "--direction",
+    "max",
+    "--max-experiments",
+    "5",
+    "--target",
+    "0.9",
+    exclude_reports=True,
+)
 SECRETS = [
     "sk-proj-PLANTEDa1b2c3d4e5",
     "hf_PLANTEDqwertyuiop",
@@ -34,26 +46,8 @@ SECRETS = [
 ]
 
 
-def schema(name: str) -> dict:
-    return json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
-
-
-def check(result, code: int = 0):
-    assert result.returncode == code, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
-
-
-@pytest.fixture
-def repo(tmp_path, run_ngrp) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    (repo / ".git" / "info" / "exclude").write_text("reports/\n")
-    init = ["ledger", "init", "--campaign", "c1", "--metric", "score", "--direction", "max"]
-    check(run_ngrp(*init, "--max-experiments", "5", "--target", "0.9", cwd=repo))
-    return repo
-
-
 def ledger_run(run_ngrp, repo: Path, code: str, *extra: str, args: tuple[str, ...] = ()) -> dict:
-    argv = ["ledger", "run", "--campaign", "c1", "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
+    argv = [*LEDGER_RUN, "--json", "--quiet", "--metric-regex", r"score=([0-9.]+)"]
     command = ["--", sys.executable, "-c", code, *args]
     return json.loads(check(run_ngrp(*argv, *extra, *command, cwd=repo)).stdout)
 
@@ -191,20 +185,7 @@ def test_refusals(run_ngrp, repo, tmp_path):
 
 
 def test_a_stale_run_is_flagged_and_does_not_hold_the_budget(repo):
-    argv = [
-        sys.executable,
-        str(SCRIPT),
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
-        "--quiet",
-        "--metric-regex",
-        "score=([0-9.]+)",
-        "--",
-        "sleep",
-        "60",
-    ]
+    argv = [*ENTRY, *LEDGER_RUN, "--quiet", "--metric-regex", "score=([0-9.]+)", "--", "sleep", "60"]
     owner = subprocess.Popen(argv, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     record = repo / LEDGER / "logs" / "1" / "run.json"
     deadline = time.monotonic() + 30

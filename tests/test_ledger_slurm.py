@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
-from ledger_helpers import make_repo
+from cli_helpers import schema
+from ledger_helpers import ENTRY, LEDGER_RUN
 
 from ngrp_lib.ledger import read_ledger
 
@@ -27,7 +27,12 @@ except ImportError:  # a checkout without the slurm tier: skip, do not error
         pytest.skip("tests/slurm_fixture.py (the slurm tier's cluster fixture) is not in this checkout")
 
 
-pytestmark = pytest.mark.slurm
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.ledger_campaign(
+        "--metric", "score", "--direction", "max", "--max-experiments", "9", slurm=True
+    ),
+]
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
@@ -35,35 +40,9 @@ LEDGER = Path("reports/auto_research/c1")
 SCORE = r"score=(?P<value>[0-9.]+)"
 
 
-def schema(name: str) -> dict:
-    return json.loads((REPO / "schemas" / f"{name}.schema.json").read_text())
-
-
-@pytest.fixture
-def repo(tmp_path, run_ngrp, slurm_cluster) -> Path:
-    repo = make_repo(tmp_path / "repo")
-    init = [
-        "ledger",
-        "init",
-        "--campaign",
-        "c1",
-        "--metric",
-        "score",
-        "--direction",
-        "max",
-        "--max-experiments",
-        "9",
-    ]
-    assert run_ngrp(*init, cwd=repo, env=slurm_cluster.env).returncode == 0
-    return repo
-
-
 def slurm_run(run_ngrp, cluster, repo: Path, script: str, *options: str) -> dict:
     argv = [
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
+        *LEDGER_RUN,
         "--json",
         "--quiet",
         "--launcher",
@@ -121,21 +100,7 @@ def test_slurm_timeout_cancels_the_job(run_ngrp, slurm_cluster, repo):
 
 
 def test_local_run_inside_a_slurm_job_records_its_job_id(run_ngrp, slurm_cluster, repo, tmp_path):
-    inner = [
-        sys.executable,
-        str(SCRIPT),
-        "ledger",
-        "run",
-        "--campaign",
-        "c1",
-        "--quiet",
-        "--metric-regex",
-        SCORE,
-        "--",
-        "bash",
-        "-c",
-        "echo score=0.4",
-    ]
+    inner = [*ENTRY, *LEDGER_RUN, "--quiet", "--metric-regex", SCORE, "--", "bash", "-c", "echo score=0.4"]
     job = slurm_cluster.sbatch(f"--output={tmp_path / 'job.out'}", f"--wrap={shlex.join(inner)}", cwd=repo)
     assert job.returncode == 0, (tmp_path / "job.out").read_text()
     row = read_ledger(repo / LEDGER / "results.tsv")[0]

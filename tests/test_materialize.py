@@ -6,6 +6,7 @@ import json
 
 import orjson
 import pytest
+from cli_helpers import validated
 
 from ngrp_lib.artifacts import jsonl
 from ngrp_lib.collect.materialize import MaterializeOptions, expand, materialize, read_task_lines
@@ -139,11 +140,7 @@ def test_refuses_existing_output(run_ngrp, golden, tmp_path):
     proc = run_ngrp("materialize", "--input", golden / "raw_inputs.jsonl", "--output", out, "--agent", "a",
                     "--overwrite", "--json")  # fmt: skip
     assert proc.returncode == 0 and json.loads(proc.stdout)["rows"] == 3
-    from conftest import REPO
-    from jsonschema import Draft202012Validator
-
-    schema = json.loads((REPO / "schemas" / "materialize_result.schema.json").read_text())
-    Draft202012Validator(schema).validate(json.loads(proc.stdout))
+    validated(json.loads(proc.stdout), "materialize_result")
     assert len(list(jsonl.iter_rows(out))) == 3
 
 

@@ -8,9 +8,9 @@ import re
 import shutil
 from pathlib import Path
 
-import jsonschema
 import orjson
 import pytest
+from cli_helpers import validated
 
 from ngrp_lib.artifacts import jsonl
 from ngrp_lib.collect.shards import Shard, parse_shard, select_shard, shard_output_path
@@ -138,10 +138,7 @@ def test_torn_shard_tail_reported(golden, tmp_path, run_ngrp):
     proc = run_ngrp("merge", *shards, "--output", tmp_path / "m.jsonl", "--allow-torn", "--json")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
-    schema = json.loads(
-        (Path(__file__).resolve().parents[1] / "schemas" / "merge_result.schema.json").read_text()
-    )
-    jsonschema.Draft202012Validator(schema).validate(summary)
+    validated(summary, "merge_result")
     assert summary["torn_tails"] == [f"{shards[1]}:{line}"] and summary["rollouts"]["written"] == 11
     lost_key = (lost["_ng_task_index"], lost["_ng_rollout_index"])
     assert set(keyed(rows_of(tmp_path / "m.jsonl"))) == set(keyed(rollouts)) - {lost_key}
@@ -250,8 +247,7 @@ def test_a_glob_that_catches_sidecars_merges_them_as_sidecars(golden, tmp_path):
     assert keyed(rows_of(tmp_path / "merged.jsonl")) == keyed(rollouts)
     assert rows_of(tmp_path / "merged_failures.jsonl") == [failed]
     assert sorted(result.sidecars_skipped) == sorted(str(p) for p in globbed if p not in shards)
-    schema = Path(__file__).resolve().parents[1] / "schemas" / "merge_result.schema.json"
-    jsonschema.validate(result.to_json(), json.loads(schema.read_text()))
+    validated(result.to_json(), "merge_result")
 
 
 @pytest.mark.parametrize("name", ["rollouts-shard-0-of-2_failures.jsonl", "rollouts_reward_profiling.jsonl"])

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ngrp_lib.artifacts import jsonl, opening
+from ngrp_lib.artifacts import atomic, jsonl, opening
 from ngrp_lib.errors import InputError, OutputError
 
 
@@ -254,7 +254,7 @@ def test_a_killed_writer_s_temp_files_are_removed_by_the_next_run(tmp_path):
     target = tmp_path / "m.jsonl"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # its pid is gone now
-    host = jsonl._HOST
+    host = atomic._HOST
     stale = tmp_path / f".m.jsonl.ngrp-{host}-{dead.pid}-abcd1234.tmp"
     live = tmp_path / f".m.jsonl.ngrp-{host}-{os.getpid()}-abcd1234.tmp"
     elsewhere = tmp_path / f".m.jsonl.ngrp-otherhost-{dead.pid}-abcd1234.tmp"
@@ -274,7 +274,7 @@ def test_a_full_disk_names_the_file(tmp_path):
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    writer = jsonl._NamedWriter(Full(), tmp_path / "out.jsonl")
+    writer = atomic._NamedWriter(Full(), tmp_path / "out.jsonl")
     with pytest.raises(OSError) as info:
         writer.write(b"x")
     assert info.value.filename == str(tmp_path / "out.jsonl") and info.value.errno == errno.ENOSPC

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from jsonschema import Draft202012Validator
+from cli_helpers import validated
 from run_helpers import SCRIPT, reward_of, write_run
 
 from ngrp_lib.report.explorer import MIN_CHARS, TEXT_BUDGET, _budget, build_explorer, rollouts_beside
@@ -88,8 +88,7 @@ def test_report_cli_adds_the_explorer_and_states_its_size(run, run_ngrp, tmp_pat
     res = run_ngrp("report", profile, "-o", out, "--bootstrap", "50", "--examples", "1", "--json")
     assert res.returncode == 0, res.stderr
     summary = json.loads(res.stdout)
-    schema = json.loads((REPO / "schemas" / "report_result.schema.json").read_text())
-    assert not list(Draft202012Validator(schema).iter_errors(summary))
+    validated(summary, "report_result")
     explorer = summary["explorer"]
     assert explorer["rollouts"] == str(run) and explorer["n_examples"] == 10, "found beside the profile"
     html = out.read_text()

@@ -36,3 +36,22 @@ def test_length_curve_keeps_the_reward_scale_unless_rewards_leave_it():
     assert "<!-- mean reward (axis fitted to the data) -->" in wide
     assert "<!-- mean reward -->" not in wide
     assert "output_tokens (pooled deciles; confounded by difficulty)" in wide
+
+
+def test_the_k_curve_shades_the_headline_interval_not_the_bootstrap(monkeypatch):
+    from matplotlib.axes import Axes
+
+    shaded = []
+    real = Axes.fill_between
+
+    def spy(self, x, low, high, *args, **kwargs):
+        shaded.append((list(low), list(high)))
+        return real(self, x, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "fill_between", spy)
+    curve = [
+        {"k": 1, "value": 0.5, "ci_low": 0.3, "ci_high": 0.7, "boot_ci_low": 0.45, "boot_ci_high": 0.55},
+        {"k": 2, "value": 0.7, "ci_low": 0.5, "ci_high": 0.85, "boot_ci_low": 0.65, "boot_ci_high": 0.75},
+    ]
+    plots.curve_plot({"pass@k": curve}, "rate")
+    assert shaded == [([0.3, 0.5], [0.7, 0.85])]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import SCRIPT
+from cli_helpers import SCRIPT
 from health_data import clean_run
 from http_helpers import serve_app
 

@@ -4,12 +4,10 @@ verifier (nothing sent to the model), profiled both ways and compared; health ju
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import ngrp_process as ngrp
 
 pytestmark = pytest.mark.vllm
 
@@ -18,12 +16,6 @@ def parity(row, response):
     text = "".join(p.get("text", "") for item in response["output"] for p in item.get("content") or [])
     return {"reward": float(len(text) % 2 == 0), "chars": len(text)}
 """
-
-
-def ngrp(*args, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
 
 
 def rows(path: Path) -> list[dict]:

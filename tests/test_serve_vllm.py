@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_helpers import ngrp_process as ngrp
 from vllm_fixture import build_model
 
 from ngrp_lib.serve import run as serve_run
@@ -68,12 +69,6 @@ def processes_mentioning(needle: str) -> list[str]:
         if needle in cmdline and state != "Z":
             found.append(f"{entry.name}: {cmdline[:160]}")
     return found
-
-
-def ngrp(*args, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)], cwd=cwd, capture_output=True, text=True, env=env
-    )
 
 
 KEY = "sk-serve-7e5t-k3y-abcdef"

@@ -5,21 +5,14 @@ from __future__ import annotations
 import json
 import random
 
-import jsonschema
 import numpy as np
 import pytest
+from cli_helpers import validated
 from conftest import REPO
 from stats_helpers import profile_row, rollout, write_profile, write_rollouts
 
 from ngrp_lib.errors import FindingsError, InputError, UsageError
 from ngrp_lib.stats.summary import StatsSettings, compute_stats
-
-SCHEMAS = REPO / "schemas"
-
-
-def validate(payload: dict, name: str) -> None:
-    schema = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
-    jsonschema.Draft202012Validator(schema).validate(payload)
 
 
 def test_golden_case_complete_numbers(golden):
@@ -38,7 +31,7 @@ def test_golden_case_complete_numbers(golden):
     assert [e["value"] for e in o["pass_at_k"]] == pytest.approx([7 / 12, 5 / 6, 11 / 12, 1.0])
     assert o["difficulty"]["mixed"]["n_tasks"] == 3
     assert r.inputs["rollouts"] == {"matched": 12, "not_in_profile": 0, "profile_rollouts_not_in_file": 0}
-    validate(r.to_json(), "stats_result")
+    validated(r.to_json(), "stats_result")
 
 
 def test_masked_golden_null_reward_excluded_and_counted(golden):
@@ -52,7 +45,7 @@ def test_masked_golden_null_reward_excluded_and_counted(golden):
     assert o["binary"] is False and o["pass_rate"] is None and o["best_of_k"]
     # k = 4: only task 1... no: task 0 has 3 rollouts, task 1 has 3 scored, task 2 has 4
     assert o["best_of_k"][3]["n_tasks"] == 1
-    validate(r.to_json(), "stats_result")
+    validated(r.to_json(), "stats_result")
 
 
 def test_pass_at_k_nan_when_fewer_rollouts(tmp_path):
@@ -140,7 +133,7 @@ def test_cli_stats_json_validates_and_text_is_bounded(run_ngrp, tmp_path):
     )
     assert res.returncode == 0, res.stderr
     payload = json.loads(res.stdout)
-    validate(payload, "stats_result")
+    validated(payload, "stats_result")
     assert len(payload["overall"]["pass_at_k"]) == 32 and len(payload["groups"]) == 2
     assert payload["overall"]["grpo_informative"][0]["group_size"] == 8
     text = run_ngrp("stats", prof, "--k", "1,4,16", "--bootstrap", "50")
@@ -184,7 +177,7 @@ def test_cli_compare(run_ngrp, tmp_path):
     res = run_ngrp("compare", a, b, "--intersect", "--json")
     assert res.returncode == 0, res.stderr
     payload = json.loads(res.stdout)
-    validate(payload, "compare_result")
+    validated(payload, "compare_result")
     assert payload["n_dropped"] == 1 and payload["mean_diff"] == pytest.approx(0.5)
     text = run_ngrp("compare", a, b, "--intersect")
     assert "1 dropped by --intersect" in text.stdout and "sign-flip" in text.stdout

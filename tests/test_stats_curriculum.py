@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-import jsonschema
 import pytest
-from conftest import REPO
+from cli_helpers import validated
 from stats_helpers import profile_row, write_profile
 
 from ngrp_lib.errors import FindingsError, InputError, UsageError
@@ -117,8 +116,7 @@ def test_cli_curriculum_exit_codes(run_ngrp, tmp_path, golden):
     res = run_ngrp(*args, "--min", "0.5", "--pass-threshold", "0.5", "--json")
     assert res.returncode == 0, res.stderr
     payload = json.loads(res.stdout)
-    schema = json.loads((REPO / "schemas" / "curriculum_result.schema.json").read_text())
-    jsonschema.Draft202012Validator(schema).validate(payload)
+    validated(payload, "curriculum_result")
     assert payload["n_selected"] == 2 and payload["n_written_lines"] == 2
     again = run_ngrp(*args, "--min", "0.5", "--pass-threshold", "0.5")
     assert again.returncode == 2 and "--overwrite" in again.stderr

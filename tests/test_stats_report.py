@@ -8,9 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pytest
+from cli_helpers import validated
 from stats_helpers import rollout, write_profile, write_rollouts
 
 from ngrp_lib.report.html import build_report
@@ -69,9 +69,7 @@ def test_report_refuses_overwrite_and_cli_exit_codes(run_ngrp, tmp_path):
     assert res.returncode == 0, res.stderr
     default = tmp_path / "rollouts_reward_profiling_report.html"
     assert json.loads(res.stdout)["output"] == str(default) and default.exists()
-    schema_file = Path(__file__).resolve().parents[1] / "schemas" / "report_result.schema.json"
-    schema = json.loads(schema_file.read_text())
-    jsonschema.validate(json.loads(res.stdout), schema)
+    validated(json.loads(res.stdout), "report_result")
     assert json.loads(res.stdout)["bytes"] == default.stat().st_size
     again = run_ngrp("report", prof, "--bootstrap", "100")
     assert again.returncode == 2 and "--overwrite" in again.stderr

@@ -13,7 +13,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError
+from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError, error_object
 
 # name -> (module, one-line help). Add a line here when you add a command module.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -84,35 +84,63 @@ def undecodable_argument(argv: list[str]) -> str | None:
     return None
 
 
+def wants_json(argv: list[str]) -> bool:
+    """Whether the command line asks for --json (before any `--`, after which arguments are another
+    program's): its failures then also print the JSON error object on stdout."""
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in args
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error)."""
-    bad = undecodable_argument(sys.argv[1:] if argv is None else argv)
+    """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error).
+    Under --json a failure also prints `errors.error_object` on stdout (same exit code, same stderr)."""
+    args = sys.argv[1:] if argv is None else argv
+    code, failure = _run(argv, args)
+    if failure is not None and wants_json(args):
+        import orjson
+
+        message, hint, exc = failure
+        click.echo(orjson.dumps(error_object(message, code, hint, exc), option=orjson.OPT_INDENT_2).decode())
+    return code
+
+
+Failure = tuple[str, "str | None", object]  # message, hint, the exception (for its path, line, pointer)
+
+
+def _run(argv: list[str] | None, args: list[str]) -> tuple[int, Failure | None]:
+    """Run the command, report a failure on stderr; (exit code, None) on success, else (exit code, what
+    failed) for the JSON error object."""
+    bad = undecodable_argument(args)
     if bad is not None:
-        click.echo(f"error: argument '{bad}' is not valid UTF-8", err=True)
-        click.echo("  hint: pass names, paths and text as UTF-8", err=True)
-        return EXIT_USAGE
+        failure: Failure = (
+            f"argument '{bad}' is not valid UTF-8",
+            "pass names, paths and text as UTF-8",
+            None,
+        )
+        click.echo(f"error: {failure[0]}\n  hint: {failure[1]}", err=True)
+        return EXIT_USAGE, failure
     try:
         result = cli.main(args=argv, prog_name="ngrp", standalone_mode=False)
     except NgrpError as exc:
         click.echo(exc.render(), err=True)
-        return exc.exit_code
+        return exc.exit_code, (exc.message, exc.hint, exc)
     except click.exceptions.Exit as exc:
-        return exc.exit_code
+        return exc.exit_code, None
     except click.ClickException as exc:
         exc.show()
-        return 2
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        return 130
+        ctx = getattr(exc, "ctx", None)
+        hint = f"see '{ctx.command_path} --help'" if ctx is not None else None
+        return 2, (exc.format_message(), hint, exc)
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        word = "aborted" if isinstance(exc, click.exceptions.Abort) else "interrupted"
+        click.echo(word, err=True)
+        return 130, (word, None, None)
     except OSError as exc:  # disk full, a folder where a file should go...: say so, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
         click.echo(f"error: {where}{exc.strerror or exc}", err=True)
-        return EXIT_INPUT
+        return EXIT_INPUT, (f"{where}{exc.strerror or exc}", None, exc)
     # A command returns its exit code (for example 1 when `check` has findings) or None for success.
-    return result if isinstance(result, int) else 0
+    return (result if isinstance(result, int) else 0), None
 
 
 def run() -> None:

@@ -31,6 +31,25 @@ class NgrpError(Exception):
         return text
 
 
+def error_object(message: str, exit_code: int, hint: str | None = None, exc: object = None) -> dict:
+    """The one JSON error shape (schemas/error.schema.json) a `--json` command prints on stdout when it
+    fails: {"error": {"message", "hint", "exit_code", "kind", "path", "line", "pointer"}}; the exit code
+    is the same as without --json, and the text error still goes to stderr."""
+    kinds = {EXIT_FINDINGS: "findings", EXIT_USAGE: "usage", EXIT_INPUT: "input"}
+    path = getattr(exc, "path", None)
+    return {
+        "error": {
+            "message": message,
+            "hint": hint,
+            "exit_code": exit_code,
+            "kind": kinds.get(exit_code, "interrupted"),
+            "path": None if path is None else str(path),
+            "line": getattr(exc, "line", None),
+            "pointer": getattr(exc, "pointer", None),
+        }
+    }
+
+
 class FindingsError(NgrpError):
     """The input is readable but incomplete or inconsistent (missing, extra or duplicate keys...)."""
 

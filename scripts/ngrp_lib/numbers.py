@@ -1,4 +1,6 @@
-"""Numbers for people: fixed decimals, p-values never shown as 0.0000, shares, intervals; n/a if undefined.
+"""Numbers for people: fixed decimals, p-values never shown as 0.0000, shares, intervals, short values
+(significant digits, for a reward or a field of a rollout); n/a if undefined. Every command and page
+formats its numbers here.
 
 Also the one bound on the size of a number the statistics accept (`MAX_MAGNITUDE`): beyond it, sums and
 squares of a realistic number of values overflow float64 (a mean of 1.7e308 and 1.7e308 is inf), so a
@@ -18,6 +20,18 @@ def num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}"
 
 
+def short(value: Any, digits: int = 3) -> str:
+    """A value of a run as people read it: whole floats without decimals, others to `digits` significant
+    digits, booleans as true/false, anything else as its text."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.{digits}g}"
+    return str(value)
+
+
 def pval(value: Any) -> str:
     """p-values: 4 decimals, or scientific notation when tiny (never a bare 0.0000)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -25,10 +39,17 @@ def pval(value: Any) -> str:
     return f"{value:.1e}" if 0 < value < 1e-4 else f"{value:.4f}"
 
 
-def pct(share: Any) -> str:
+def signed(value: Any, digits: int = 2) -> str:
+    """A difference, with its sign always shown."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:+.{digits}f}"
+
+
+def pct(share: Any, digits: int = 1) -> str:
     if share is None or (isinstance(share, float) and math.isnan(share)):
         return "n/a"
-    return f"{share * 100:.1f}%"
+    return f"{share * 100:.{digits}f}%"
 
 
 MAX_MAGNITUDE = 1e150  # the square of a value is below 1e300: sums of squares of 10^8 values stay finite

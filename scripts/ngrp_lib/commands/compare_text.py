@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..numbers import interval, num, pval
+from ..stats import methods
 from ..stats.compare import CompareResult
 from ..stats.paired import IDENTICAL
 
@@ -21,8 +22,9 @@ def render_compare(r: CompareResult) -> str:
         )
         + (f"; {r.n_undefined} tasks without a value excluded" if r.n_undefined else ""),
         f"  mean A {num(r.mean_a)}  mean B {num(r.mean_b)}  diff {num(r.mean_diff)}  se {num(r.se_diff)}",
-        f"  95% paired t {interval(r.ci_low, r.ci_high)}  p={pval(r.p_value_t)};  95% paired bootstrap "
-        f"{interval(r.boot_ci_low, r.boot_ci_high)} (B={r.n_bootstrap}, seed {r.seed})",
+        f"  95% paired {methods.label(r.ci_method)} {interval(r.ci_low, r.ci_high)}  p={pval(r.p_value_t)};  "
+        f"95% paired {methods.label(r.boot_ci_method)} {interval(r.boot_ci_low, r.boot_ci_high)} "
+        f"(B={r.n_bootstrap}, seed {r.seed})",
         f"  sign-flip permutation p={pval(r.p_value_permutation)} ({r.permutation_method}, "
         f"{r.n_permutations} sign patterns)",
         f"  minimum detectable effect (80% power, alpha {r.alpha}, from the {r.mde_basis}): "
@@ -50,6 +52,6 @@ def render_compare(r: CompareResult) -> str:
                 f"k={e.k} {num(e.mean_diff, 3)} {interval(e.ci_low, e.ci_high)} (n={e.n_tasks})"
                 for e in curve
             )
-            lines.append(f"  {name} B - A, paired by task (t): {shown}")
+            lines.append(f"  {name} B - A, paired by task ({methods.tag(curve[0].ci_method)}): {shown}")
     lines += [f"note: {n}" for n in r.notes if not n.startswith(IDENTICAL)]
     return "\n".join(lines)

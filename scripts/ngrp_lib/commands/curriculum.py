@@ -58,6 +58,8 @@ def _render(result) -> str:
             f"  {result.n_unhealthy_excluded} unhealthy rollouts left out ({result.exclude_unhealthy}): "
             "pass rates stand on the healthy ones"
         )
+    if result.denominators is not None and result.denominators.partial:
+        lines.append(f"  note: {result.denominators.lines()[0]}")
     if result.n_key_replaced:
         lines.append(f"  note: {result.n_key_replaced} rows already had '{result.key}'; replaced")
     if result.tasks_kind == "materialized":

@@ -112,21 +112,23 @@ def command(
 
     from ..inspect.join import resolve
     from ..inspect.run import inspect_run
-    from ..inspect.select import make_selection
+    from ..inspect.select import Filters, make_selection
     from .inspect_text import footer, render_lines
 
     selection = make_selection(
-        tasks=tasks,
-        agent=agent,
-        passed=passed,
-        failed=failed,
-        threshold=pass_threshold,
-        reward_min=reward_min,
-        reward_max=reward_max,
-        grep=grep,
-        where=where,
-        band=band,
-        truncated=truncated,
+        Filters(
+            tasks=tasks,
+            agent=agent,
+            passed=passed,
+            failed=failed,
+            threshold=pass_threshold,
+            reward_min=reward_min,
+            reward_max=reward_max,
+            grep=grep,
+            where=where,
+            band=band,
+            truncated=truncated,
+        )
     )
     result = inspect_run(
         resolve(rollouts, inputs, profile), selection, sort=sort, limit=limit or None, answer_key=answer_key

@@ -6,43 +6,19 @@ from typing import Any
 
 from ..inspect.digest import cut_middle
 from ..inspect.run import InspectResult, Shown
+from ..inspect.task_line import task_summary
+from ..numbers import short
 
 LABEL = 11
 
 
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
-
-
 def task_header(t: dict[str, Any]) -> str:
-    """One line per task: pass rate with n and its Wilson interval, band, means, truncation, completeness."""
     agent = f" (agent {t['agent']})" if t["agent"] is not None else ""
-    if t["n_scored"]:
-        rate = (
-            f"passed {t['n_passed']}/{t['n_scored']} = {t['pass_rate']:.3f}, 95% Wilson "
-            f"[{t['wilson_low_95']:.3f}, {t['wilson_high_95']:.3f}] at reward >= {t['pass_threshold']:g}"
-        )
-    else:
-        rate = "no scored rollout"
-    parts = [rate, f"band {t['band'].replace('_', '-')}", f"mean reward {_num(t['mean_reward'])}"]
-    if t["mean_output_tokens"] is not None:
-        parts.append(f"mean output tokens {t['mean_output_tokens']:.0f}")
-    parts.append(f"truncated {t['n_truncated']}/{t['n_rollouts']}")
-    if t["expected"] is not None:
-        parts.append(f"{t['n_rollouts']} of {t['expected']} rollouts")
-    if t["n_masked"]:
-        parts.append(f"{t['n_masked']} masked")
-    return f"== task {t['task']}{agent}: " + ", ".join(parts)
+    return f"== task {t['task']}{agent}: " + task_summary(t)
 
 
 def _profile_line(p: dict[str, Any]) -> str:
-    return "   profile row: " + ", ".join(f"{k} {_num(v)}" for k, v in p.items())
+    return "   profile row: " + ", ".join(f"{k} {short(v)}" for k, v in p.items())
 
 
 def _block(label: str, text: str) -> list[str]:
@@ -57,7 +33,7 @@ def rollout_block(s: Shown, max_chars: int | None, rollouts_name: str) -> list[s
     status = d.finish.status + (f" ({d.finish.reason})" if d.finish.reason else "")
     tokens = "n/a" if d.output_tokens is None else f"{d.output_tokens:,}"
     head = (
-        f"-- rollout {d.rollout_id}: reward {_num(d.reward)} ({outcome}), {tokens} output tokens, "
+        f"-- rollout {d.rollout_id}: reward {short(d.reward)} ({outcome}), {tokens} output tokens, "
         f"{status}, {rollouts_name}:{d.line}"
     )
     lines = [head]
@@ -68,11 +44,11 @@ def rollout_block(s: Shown, max_chars: int | None, rollouts_name: str) -> list[s
         lines += _block("reasoning", cut_middle(d.reasoning, max_chars))
     lines += _block("answer", cut_middle(d.final_text, max_chars))
     lines.append(
-        f"     {'extracted':<{LABEL}}{_num(d.extracted_answer)}   expected: {_num(d.expected_answer)}"
+        f"     {'extracted':<{LABEL}}{short(d.extracted_answer)}   expected: {short(d.expected_answer)}"
     )
     if d.verifier:
         lines.append(
-            f"     {'verifier':<{LABEL}}" + "  ".join(f"{k}={_num(v)}" for k, v in d.verifier.items())
+            f"     {'verifier':<{LABEL}}" + "  ".join(f"{k}={short(v)}" for k, v in d.verifier.items())
         )
     if d.n_tool_calls:
         lines.append(f"     {'tool calls':<{LABEL}}{d.n_tool_calls}")

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from ..ledger import MetricSource, RunInfo, init_campaign, ledger_status, record_run, resolve_dir
+from ..ledger import (
+    CampaignSpec,
+    MetricSource,
+    RunInfo,
+    init_campaign,
+    ledger_status,
+    record_run,
+    resolve_dir,
+)
 from ..ledger.campaign import now_utc
 from ..ledger.gitinfo import read_git, warnings_for
 from ._common import FINITE, FOLDER, INPUT_FILE, NON_NEGATIVE, count, emit, json_option
@@ -100,8 +108,7 @@ def init_cmd(
     Exit codes: 0 created, 2 bad option or the ledger already exists.
     """
     paths = resolve_dir(directory, campaign)
-    result = init_campaign(
-        paths,
+    spec = CampaignSpec(
         campaign=campaign,
         metric=metric,
         direction=direction,
@@ -113,6 +120,7 @@ def init_cmd(
         compare_direction=compare_direction,
         branch_prefix=branch_prefix,
     )
+    result = init_campaign(paths, spec)
     for warning in warnings_for(read_git(Path(".")), Path(".")):
         click.echo(f"warning: {warning}", err=True)
     deadline_at = result.deadline_at()

@@ -38,7 +38,47 @@ def _flag(value: str) -> bool:
     )
 
 
-@click.command("profile", context_settings={"ignore_unknown_options": True})
+HELP = """NeMo Gym-compatible reward profile of a run: writes <stem>_reward_profiling.jsonl,
+<stem>_agent_metrics.json and <stem>_repeat_level_metrics.json with Gym 0.7.0's keys and
+values, plus <stem>_profile_summary.json (completion accounting, input hashes, options,
+warnings). Strict by default: missing rollouts fail unless --allow-partial (Gym's
+++allow_partial_rollouts=True is accepted too). Profile rows also get ngrp/* keys: pass rate
+at --pass-threshold, unbiased pass@k (k = 1, 2, 4, ... and n) and its Wilson 95% interval.
+
+\b
+Example:
+  ngrp profile --inputs rollouts_materialized_inputs.jsonl --rollouts rollouts.jsonl
+  ngrp profile --inputs m.jsonl --rollouts r.jsonl ++allow_partial_rollouts=True
+  ngrp profile --inputs s0/m.jsonl --rollouts s0/r.jsonl --save-state   # one per shard
+  ngrp profile --merge --rollouts all/r.jsonl s0/r_reward_profiling.jsonl s1/r_reward_profiling.jsonl
+  ngrp profile --inputs m.jsonl --rollouts r.jsonl --exclude-unhealthy r_rollout_verdicts.jsonl
+
+With --exclude-unhealthy (a verdicts file from `ngrp health`), its unhealthy rollouts are treated as
+masked in every output (Gym's files count them as masked) and counted as unhealthy_excluded in the
+summary; without it the outputs are byte-identical to Gym's (Gym's t intervals use scipy's quantiles:
+with scipy 1.17 or later installed (`pip install 'scipy>=1.17'`, or the `gym` extra) ngrp uses them too;
+with an older scipy or none the ci_* values may differ from Gym's in their last digits).
+
+With --merge, ARGS are shard profiles (<stem>_reward_profiling.jsonl, or their
+<stem>_profile_state.jsonl) written with --save-state; the outputs equal one pass over all shards.
+Each state is checked against its header: one cut short, edited or with task groups added, dropped
+or moved is refused (exit 3, file:line). Shards are counted per run by their names, as `ngrp merge`
+counts them: a shard of a <base>-shard-i-of-N run (or a gap in NeMo Gym's -chunk<id> numbering)
+that is not among ARGS is refused unless --allow-missing-shards (then the counts cover the shards
+given only; --allow-partial does not cover a missing shard). Two shards holding one rollout key (a
+shard given twice, or shards of different runs) are refused, naming both. --inputs, --save-state and
+--exclude-unhealthy apply to profiling each shard, not to --merge (usage error).
+
+\b
+Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys, a row
+whose _ng_task_index or _ng_rollout_index is missing or not an integer (file:line and key named;
+Gym's profiler exits 1 on it too), or a null reward with --null-reward error; with --merge also
+missing or overlapping shards, 2 usage error or an output exists (use --overwrite), 3 a file
+cannot be read, a line is not valid JSON or a profile state does not match its header.
+"""
+
+
+@click.command("profile", help=HELP, context_settings={"ignore_unknown_options": True})
 @click.option("--inputs", type=click.Path(path_type=str), help="Materialized inputs JSONL (Gym: --inputs).")
 @click.option(
     "--rollouts", type=click.Path(path_type=str), help="Rollouts JSONL; outputs are named from its stem."
@@ -98,46 +138,45 @@ def command(
     as_json: bool,
     args: tuple[str, ...],
 ) -> int:
-    """NeMo Gym-compatible reward profile of a run: writes <stem>_reward_profiling.jsonl,
-    <stem>_agent_metrics.json and <stem>_repeat_level_metrics.json with Gym 0.7.0's keys and
-    values, plus <stem>_profile_summary.json (completion accounting, input hashes, options,
-    warnings). Strict by default: missing rollouts fail unless --allow-partial (Gym's
-    ++allow_partial_rollouts=True is accepted too). Profile rows also get ngrp/* keys: pass rate
-    at --pass-threshold, unbiased pass@k (k = 1, 2, 4, ... and n) and its Wilson 95% interval.
-
-    \b
-    Example:
-      ngrp profile --inputs rollouts_materialized_inputs.jsonl --rollouts rollouts.jsonl
-      ngrp profile --inputs m.jsonl --rollouts r.jsonl ++allow_partial_rollouts=True
-      ngrp profile --inputs s0/m.jsonl --rollouts s0/r.jsonl --save-state   # one per shard
-      ngrp profile --merge --rollouts all/r.jsonl s0/r_reward_profiling.jsonl s1/r_reward_profiling.jsonl
-      ngrp profile --inputs m.jsonl --rollouts r.jsonl --exclude-unhealthy r_rollout_verdicts.jsonl
-
-    With --exclude-unhealthy (a verdicts file from `ngrp health`), its unhealthy rollouts are treated as
-    masked in every output (Gym's files count them as masked) and counted as unhealthy_excluded in the
-    summary; without it the outputs are byte-identical to Gym's (Gym's t intervals use scipy's quantiles:
-    with scipy 1.17 or later installed (`pip install 'scipy>=1.17'`, or the `gym` extra) ngrp uses them too;
-    with an older scipy or none the ci_* values may differ from Gym's in their last digits).
-
-    With --merge, ARGS are shard profiles (<stem>_reward_profiling.jsonl, or their
-    <stem>_profile_state.jsonl) written with --save-state; the outputs equal one pass over all shards.
-    Each state is checked against its header: one cut short, edited or with task groups added, dropped
-    or moved is refused (exit 3, file:line). Shards are counted per run by their names, as `ngrp merge`
-    counts them: a shard of a <base>-shard-i-of-N run (or a gap in NeMo Gym's -chunk<id> numbering)
-    that is not among ARGS is refused unless --allow-missing-shards (then the counts cover the shards
-    given only; --allow-partial does not cover a missing shard). Two shards holding one rollout key (a
-    shard given twice, or shards of different runs) are refused, naming both. --inputs, --save-state and
-    --exclude-unhealthy apply to profiling each shard, not to --merge (usage error).
-
-    \b
-    Exit codes: 0 profiled (warnings allowed), 1 missing, extra or duplicate rollout keys, a row
-    whose _ng_task_index or _ng_rollout_index is missing or not an integer (file:line and key named;
-    Gym's profiler exits 1 on it too), or a null reward with --null-reward error; with --merge also
-    missing or overlapping shards, 2 usage error or an output exists (use --overwrite), 3 a file
-    cannot be read, a line is not valid JSON or a profile state does not match its header.
-    """
     from ..profile import ProfileOptions, merge_profiles, run_profile
 
+    inputs, rollouts, allow_partial, shards = _arguments(
+        inputs, rollouts, allow_partial, merge=merge, allow_missing_shards=allow_missing_shards, args=args
+    )
+    options = ProfileOptions(
+        output_dir=None if output_dir is None else Path(output_dir),
+        allow_partial=allow_partial,
+        overwrite=overwrite,
+        gym_only=gym_only,
+        pass_threshold=pass_threshold,
+        null_reward=null_reward,
+        save_state=save_state,
+        exclude_unhealthy=exclude_unhealthy,
+    )
+    if merge:
+        result = merge_profiles(shards, rollouts, options, allow_missing_shards=allow_missing_shards)
+    else:
+        if not inputs:
+            raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")
+        result = run_profile(inputs, rollouts, options)
+        result.adaptive = _adaptive(result, rollouts, pass_threshold)
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    emit(result, as_json, render_text)
+    return 0
+
+
+def _arguments(
+    inputs: str | None,
+    rollouts: str | None,
+    allow_partial: bool,
+    *,
+    merge: bool,
+    allow_missing_shards: bool,
+    args: tuple[str, ...],
+) -> tuple[str | None, str, bool, list[Path | str]]:
+    """(inputs, rollouts, allow_partial, shards) from the options and Gym's ++key=value tokens among ARGS,
+    or the usage error a mix of them makes."""
     tokens, rest = _gym_tokens(args)
     inputs = inputs or tokens.get("materialized_inputs_jsonl_fpath")
     rollouts = rollouts or tokens.get("rollouts_jsonl_fpath")
@@ -157,28 +196,7 @@ def command(
         )
     if allow_missing_shards and not merge:
         raise UsageError("--allow-missing-shards goes with --merge", hint="see `ngrp profile --help`")
-    options = ProfileOptions(
-        output_dir=None if output_dir is None else Path(output_dir),
-        allow_partial=allow_partial,
-        overwrite=overwrite,
-        gym_only=gym_only,
-        pass_threshold=pass_threshold,
-        null_reward=null_reward,
-        save_state=save_state,
-        exclude_unhealthy=exclude_unhealthy,
-    )
-    if merge:
-        shards: list[Path | str] = list(rest)
-        result = merge_profiles(shards, rollouts, options, allow_missing_shards=allow_missing_shards)
-    else:
-        if not inputs:
-            raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")
-        result = run_profile(inputs, rollouts, options)
-        result.adaptive = _adaptive(result, rollouts, pass_threshold)
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    emit(result, as_json, render_text)
-    return 0
+    return inputs, rollouts, allow_partial, list(rest)
 
 
 def _adaptive(result, rollouts, pass_threshold):

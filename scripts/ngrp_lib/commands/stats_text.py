@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..numbers import interval, num, pct
+from ..stats import methods
 from ..stats.cost import cost_lines
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
 
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
+LEGEND = (methods.KORN_GRAUBARD, methods.UPPER_BOUND, methods.LOWER_BOUND, methods.T, methods.BOOTSTRAP)
 
 
 def shown_ks(curve: list[AtK]) -> list[AtK]:
@@ -21,17 +23,18 @@ def shown_ks(curve: list[AtK]) -> list[AtK]:
     return picked + [curve[-1]] if curve[-1] not in picked else picked
 
 
-# How the headline interval was made, in a word: Korn-Graubard, a one-sided bound at 0 or 1, or t.
-METHOD_TAGS = {"korn_graubard": "KG", "one_sided_upper": "upper", "one_sided_lower": "lower", "t": "t"}
+def tagged(low: Any, high: Any, method: str | None, digits: int = 3) -> str:
+    """An interval with its method's tag in front: 'KG [0.412, 0.588]' (the tag from stats.methods)."""
+    return f"{methods.tag(method)} {interval(low, high, digits)}".lstrip()
 
 
 def _row(label: str, e: Estimate | None) -> str:
     if not e:
         return f"  {label:<28} n/a"
-    tag = METHOD_TAGS.get(e.ci_method or "", "")
+    tag = methods.tag(e.ci_method)
     return (
         f"  {label:<28} {num(e.value):>8}  {tag:>5} {interval(e.ci_low, e.ci_high):<17} "
-        f"boot {interval(e.boot_ci_low, e.boot_ci_high):<17}"
+        f"{methods.tag(methods.BOOTSTRAP)} {interval(e.boot_ci_low, e.boot_ci_high):<17}"
         f" se {num(e.se, 4):>7}  n={e.n_tasks} tasks"
     )
 
@@ -45,7 +48,7 @@ def render_scope(scope: ScopeStats) -> list[str]:
         f"({num(per.min)}-{per.max} per task), {scope.n_null_rewards} null rewards excluded"
     )
     lines.append(_row("mean reward (task-weighted)", tw.estimate))
-    tag, rw_ci = METHOD_TAGS.get(rw.ci_method or "", ""), interval(rw.ci_low, rw.ci_high)
+    tag, rw_ci = methods.tag(rw.ci_method), interval(rw.ci_low, rw.ci_high)
     lines.append(
         f"  {'mean reward (rollout-wtd)':<28} {num(rw.value):>8}  {tag:>5} {rw_ci:<17} "
         f"clustered (CR1) se {num(rw.se_clustered)}, naive iid se {num(rw.se_naive_iid)}  "
@@ -83,7 +86,7 @@ def _difficulty_lines(scope: ScopeStats) -> list[str]:
     if not d:
         return []
     bands = ", ".join(
-        f"{name} {s.n_tasks} ({pct(s.share)} {interval(s.ci_low, s.ci_high, 2)})"
+        f"{name} {s.n_tasks} ({pct(s.share)} {tagged(s.ci_low, s.ci_high, s.ci_method, 2)})"
         for name, s in (("all fail", d.all_fail), ("mixed", d.mixed), ("all pass", d.all_pass))
     )
     lines = [f"  difficulty: {bands} of {d.n_tasks} tasks"]
@@ -114,7 +117,7 @@ def _length_lines(rl: RewardLength | None) -> list[str]:
     gap, trunc, tps = rl.correct_minus_incorrect_length, rl.truncation, rl.tokens_per_success
     extra = []
     if gap:
-        gap_ci = interval(gap.ci_low, gap.ci_high)
+        gap_ci = tagged(gap.ci_low, gap.ci_high, gap.ci_method)
         extra.append(f"correct - incorrect length {num(gap.value, 1)} {gap_ci} (n={gap.n} tasks)")
     if tps:
         extra.append(f"tokens per success {num(tps.value, 1)} (n={tps.successes} successes)")
@@ -143,16 +146,16 @@ def render_stats(result: Any) -> str:
             tw = g.mean_reward.task_weighted.estimate
             pass1 = g.pass_at_k[0].estimate.value if g.pass_at_k else None
             lines.append(
-                f"  {str(g.scope)[:24]:<24} mean {num(tw.value)} {interval(tw.ci_low, tw.ci_high)} "
+                f"  {str(g.scope)[:24]:<24} mean {num(tw.value)} "
+                f"{tagged(tw.ci_low, tw.ci_high, tw.ci_method)} "
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
     lines += adaptive_lines(result.adaptive)
     lines += cost_lines(result.cost)
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
-        "(95% intervals, task-clustered: KG = Korn-Graubard, bounded to [0, 1]; upper/lower = one-sided "
-        "bound at a value of 0 or 1; t with --interval t or for unbounded rewards; boot = task bootstrap. "
-        "--json for every k, every group and the per-task table)"
+        f"(95% intervals, task-clustered: {methods.legend(LEGEND)}; rates get the bounded ones, t with "
+        "--interval t or for unbounded rewards. --json for every k, every group and the per-task table)"
     )
     return "\n".join(lines)
 

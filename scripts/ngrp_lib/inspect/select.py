@@ -132,66 +132,75 @@ def _g(value: float | None, default: str) -> str:
     return default if value is None else f"{value:g}"
 
 
-def make_selection(
-    *,
-    tasks: tuple[int, ...] | list[int] = (),
-    agent: str | None = None,
-    passed: bool = False,
-    failed: bool = False,
-    threshold: float | None = None,
-    reward_min: float | None = None,
-    reward_max: float | None = None,
-    grep: str | None = None,
-    grep_prompt: bool = False,
-    search: str | None = None,
-    where: tuple[str, ...] | list[str] = (),
-    band: str | None = None,
-    truncated: bool = False,
-) -> Selection:
+@dataclass(frozen=True)
+class Filters:
+    """The filters as `inspect`'s options and the viewer's query give them, before `make_selection` checks
+    them and makes the Selection."""
+
+    tasks: tuple[int, ...] | list[int] = ()
+    agent: str | None = None
+    passed: bool = False
+    failed: bool = False
+    threshold: float | None = None
+    reward_min: float | None = None
+    reward_max: float | None = None
+    grep: str | None = None
+    grep_prompt: bool = False
+    search: str | None = None
+    where: tuple[str, ...] | list[str] = ()
+    band: str | None = None
+    truncated: bool = False
+
+
+def make_selection(filters: Filters) -> Selection:
     """A Selection from option values, refusing contradictions (exit 2)."""
     from ..profile.extras import DEFAULT_PASS_THRESHOLD
 
-    if passed and failed:
+    if filters.passed and filters.failed:
         raise UsageError("--passed and --failed exclude each other")
-    threshold = DEFAULT_PASS_THRESHOLD if threshold is None else threshold
+    threshold = DEFAULT_PASS_THRESHOLD if filters.threshold is None else filters.threshold
     for name, value in (
         ("--pass-threshold", threshold),
-        ("--reward-min", reward_min),
-        ("--reward-max", reward_max),
+        ("--reward-min", filters.reward_min),
+        ("--reward-max", filters.reward_max),
     ):
         if value is not None and not math.isfinite(value):
             raise UsageError(f"{name} must be a finite number, not {value}")
-    if reward_min is not None and reward_max is not None and reward_min > reward_max:
-        raise UsageError(f"--reward-min {reward_min:g} is above --reward-max {reward_max:g}")
-    if band is not None and band not in BAND_NAMES:
-        raise UsageError(f"--band is one of {', '.join(BAND_NAMES)}, not {band!r}")
+    if (
+        filters.reward_min is not None
+        and filters.reward_max is not None
+        and filters.reward_min > filters.reward_max
+    ):
+        raise UsageError(f"--reward-min {filters.reward_min:g} is above --reward-max {filters.reward_max:g}")
+    if filters.band is not None and filters.band not in BAND_NAMES:
+        raise UsageError(f"--band is one of {', '.join(BAND_NAMES)}, not {filters.band!r}")
     pattern, literal = None, None
-    if grep and search:
+    if filters.grep and filters.search:
         raise UsageError("a regular expression (--grep) and a text search exclude each other")
-    if grep:
+    if filters.grep:
         try:
-            pattern = re.compile(grep)
+            pattern = re.compile(filters.grep)
         except re.error as exc:
-            raise UsageError(f"--grep {grep!r} is not a regular expression: {exc}") from exc
-        literal = grep if not _REGEX_SPECIAL & set(grep) else None
-    elif search:  # plain text, any (ASCII) case
-        pattern, literal = re.compile(re.escape(search), re.IGNORECASE | re.ASCII), search
-    for task in tasks:
+            raise UsageError(f"--grep {filters.grep!r} is not a regular expression: {exc}") from exc
+        literal = filters.grep if not _REGEX_SPECIAL & set(filters.grep) else None
+    elif filters.search:  # plain text, any (ASCII) case
+        pattern, literal = re.compile(re.escape(filters.search), re.IGNORECASE | re.ASCII), filters.search
+    for task in filters.tasks:
         if task < 0:
             raise UsageError(f"--task must be a task index (>= 0), not {task}")
     return Selection(
-        tasks=frozenset(tasks) if tasks else None,
-        agent=agent,
-        outcome="passed" if passed else "failed" if failed else None,
+        tasks=frozenset(filters.tasks) if filters.tasks else None,
+        agent=filters.agent,
+        outcome="passed" if filters.passed else "failed" if filters.failed else None,
         threshold=threshold,
-        reward_min=reward_min,
-        reward_max=reward_max,
+        reward_min=filters.reward_min,
+        reward_max=filters.reward_max,
         grep=pattern,
-        grep_prompt=grep_prompt,
+        grep_prompt=filters.grep_prompt,
         grep_literal=literal,
-        where=tuple(Where.parse(w) for w in where),
-        band=BAND_NAMES.get(band) if band else None,
-        truncated=truncated,
+        where=tuple(Where.parse(w) for w in filters.where),
+        band=BAND_NAMES.get(filters.band) if filters.band else None,
+        truncated=filters.truncated,
     )
 
 

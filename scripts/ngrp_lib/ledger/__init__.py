@@ -8,7 +8,7 @@ how it ended, record it), `create_branch` (one git branch per hypothesis), `writ
 
 from ..artifacts.scrub import scrub
 from .branch import BranchResult, create_branch
-from .campaign import Campaign, LedgerPaths, init_campaign, load_campaign, resolve_dir
+from .campaign import Campaign, CampaignSpec, LedgerPaths, init_campaign, load_campaign, resolve_dir
 from .checkpoint import CheckpointResult
 from .checkpoint import checkpoint as write_checkpoint
 from .handoff import Handoff
@@ -27,6 +27,7 @@ __all__ = [
     "Handoff",
     "LedgerPaths",
     "LedgerStatus",
+    "CampaignSpec",
     "MetricSource",
     "RecordResult",
     "RunInfo",

@@ -169,48 +169,57 @@ def now_utc() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def init_campaign(
-    paths: LedgerPaths,
-    *,
-    campaign: str,
-    metric: str,
-    direction: str,
-    target: float | None = None,
-    max_experiments: int | None = None,
-    deadline: str | None = None,
-    per_run_timeout: str | None = None,
-    compare_metric: str = "reward",
-    compare_direction: str | None = None,
-    branch_prefix: str | None = None,
-    now: datetime | None = None,
-) -> Campaign:
+@dataclass(frozen=True)
+class CampaignSpec:
+    """What `ledger init` is asked for, before `init_campaign` checks it and fixes the campaign's rules."""
+
+    campaign: str
+    metric: str
+    direction: str
+    target: float | None = None
+    max_experiments: int | None = None
+    deadline: str | None = None
+    per_run_timeout: str | None = None  # a duration
+    compare_metric: str = "reward"
+    compare_direction: str | None = None  # None: the campaign's direction
+    branch_prefix: str | None = None
+
+
+def init_campaign(paths: LedgerPaths, spec: CampaignSpec, *, now: datetime | None = None) -> Campaign:
     """Create the campaign file and an empty ledger; refuse if either exists."""
     now = now or now_utc()
-    check_name(campaign)
-    if not metric.strip():
+    check_name(spec.campaign)
+    if not spec.metric.strip():
         raise UsageError("--metric must name the metric (it is empty)")
-    prefix = branch_prefix or f"autoresearch/{now:%Y-%m-%d}-{campaign}"
+    prefix = spec.branch_prefix or f"autoresearch/{now:%Y-%m-%d}-{spec.campaign}"
     check_branch_name(prefix, "--branch-prefix")
-    for name, value in (("--direction", direction), ("--compare-direction", compare_direction or direction)):
+    for name, value in (
+        ("--direction", spec.direction),
+        ("--compare-direction", spec.compare_direction or spec.direction),
+    ):
         if value not in ("max", "min"):
             raise UsageError(f"{name} must be max or min, not {value!r}")
-    if max_experiments is not None and max_experiments < 1:
+    if spec.max_experiments is not None and spec.max_experiments < 1:
         raise UsageError("--max-experiments must be at least 1")
-    if target is not None and not math.isfinite(target):  # nan would leave the campaign with no stop rule
-        raise UsageError(f"--target must be a finite number, not {target}")
-    default_rule = target is None and max_experiments is None and deadline is None
+    if spec.target is not None and not math.isfinite(
+        spec.target
+    ):  # nan would leave the campaign with no stop rule
+        raise UsageError(f"--target must be a finite number, not {spec.target}")
+    default_rule = spec.target is None and spec.max_experiments is None and spec.deadline is None
     record = Campaign(
-        campaign=campaign,
-        metric=metric,
-        direction=direction,
+        campaign=spec.campaign,
+        metric=spec.metric,
+        direction=spec.direction,
         created_at=now.isoformat(timespec="seconds"),
-        target=target,
-        max_experiments=DEFAULT_MAX_EXPERIMENTS if default_rule else max_experiments,
-        deadline=None if deadline is None else parse_deadline(deadline, now),
-        per_run_timeout_min=None if per_run_timeout is None else parse_duration_min(per_run_timeout),
+        target=spec.target,
+        max_experiments=DEFAULT_MAX_EXPERIMENTS if default_rule else spec.max_experiments,
+        deadline=None if spec.deadline is None else parse_deadline(spec.deadline, now),
+        per_run_timeout_min=None
+        if spec.per_run_timeout is None
+        else parse_duration_min(spec.per_run_timeout),
         default_rule=default_rule,
-        compare_metric=compare_metric,
-        compare_direction=compare_direction or direction,
+        compare_metric=spec.compare_metric,
+        compare_direction=spec.compare_direction or spec.direction,
         branch_prefix=prefix,
     )
     with table.locked(paths.ledger):

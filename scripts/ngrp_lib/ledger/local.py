@@ -16,12 +16,12 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from ..artifacts.opening import open_append
-from .outcome import Outcome, StopRequest
+from .outcome import Outcome, StopRequest, Watch
 from .procwatch import GpuProbe, Proc, scan, tree, tree_rss
 
 SAMPLE_S = 0.5  # memory sampling interval
@@ -205,22 +205,12 @@ class _LocalRun:
         return out
 
 
-def run_local(
-    argv: Sequence[str],
-    log_path: Path,
-    *,
-    timeout_s: float | None,
-    grace_s: float = 30.0,
-    echo: BinaryIO | None = None,
-    env: dict[str, str] | None = None,
-    cwd: Path | None = None,
-    stop: StopRequest | None = None,
-    on_start: Callable[[dict[str, Any]], None] | None = None,
-) -> Outcome:
+def run_local(argv: Sequence[str], log_path: Path, watch: Watch, *, cwd: Path | None = None) -> Outcome:
     """Run `argv` to its end (or its timeout) and say how it ended. The log gets stdout and stderr.
-    `on_start` is told the command's process group once it runs."""
+    `watch.on_start` is told the command's process group once it runs."""
+    timeout_s, grace_s, env = watch.timeout_s, watch.grace_s, watch.env
     with contextlib.ExitStack() as stack:
-        stop = stop or stack.enter_context(StopRequest())
+        stop = watch.stop or stack.enter_context(StopRequest())
         stack.enter_context(_subreaper())
         log = stack.enter_context(open_append(log_path))  # a FIFO planted there is refused, not waited on
         token = f"{os.getpid()}-{time.time_ns()}"
@@ -233,9 +223,9 @@ def run_local(
             env={**(os.environ if env is None else env), RUN_TOKEN: token},
             cwd=cwd,
         )
-        run = _LocalRun(proc, log, echo, _Tree(proc.pid, grace_s, token))
-        if on_start is not None:
-            on_start({"pgid": proc.pid})
+        run = _LocalRun(proc, log, watch.echo, _Tree(proc.pid, grace_s, token))
+        if watch.on_start is not None:
+            watch.on_start({"pgid": proc.pid})
         try:
             while True:
                 run.pump()

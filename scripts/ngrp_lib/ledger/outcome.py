@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any
+from typing import Any, BinaryIO
 
 
 @dataclass
@@ -26,6 +27,20 @@ class Outcome:
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
+
+
+@dataclass
+class Watch:
+    """How either launcher runs and watches a command: its time limit, the grace before a kill (Slurm's
+    KillWait: noted, not applied), where its output is teed besides the log, its environment (None: ours),
+    the stop request (None: one of its own), and who is told its process group or job id once it starts."""
+
+    timeout_s: float | None
+    grace_s: float = 30.0
+    echo: BinaryIO | None = None
+    env: dict[str, str] | None = None
+    stop: StopRequest | None = None
+    on_start: Callable[[dict[str, Any]], None] | None = None
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -160,7 +160,7 @@ def record_run(
             )
         status, note = _final_status(run.status, suggestion)
         index = _index(paths, rows, run.index)
-        fields = _fields(index, campaign.metric, run, git, reading, profile, status, note, suggestion)
+        fields = _fields(index, campaign.metric, run, git, reading, profile, suggestion)
         if not dry_run:
             table.rewrite_with(paths.ledger, fields)
     return RecordResult(
@@ -209,10 +209,9 @@ def _fields(
     git: GitInfo,
     reading: Reading | None,
     profile: Path | None,
-    status: str,
-    note: str,
     suggestion: Suggestion | None,
 ) -> dict[str, str]:
+    status, note = _final_status(run.status, suggestion)
     crash = reading is None
     description = " ".join(part for part in (run.description, note) if part)
     fields = {

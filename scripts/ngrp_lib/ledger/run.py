@@ -24,7 +24,7 @@ from .classify import Verdict, classify_end, classify_success, read_tail, tail_l
 from .decide import best_row
 from .gitinfo import NONE, GitInfo, changed_paths, read_git, toplevel, warnings_for
 from .metric import NonFiniteMetric, Reading
-from .outcome import Outcome, StopRequest
+from .outcome import Outcome, StopRequest, Watch
 from .record import MetricSource, RecordResult, RunInfo, read_metric, record_run
 from .run_request import RunRequest, check_request, metric_source, timeout_seconds
 from .status import stop_rules
@@ -149,22 +149,15 @@ class _Experiment:
             "NGRP_LEDGER_RUN_DIR": str(slot.folder.resolve()),
             "NGRP_LEDGER_CAMPAIGN": self.campaign.campaign,
         }
-        common: dict[str, Any] = {
-            "timeout_s": self.timeout_s,
-            "grace_s": req.grace_s,
-            "echo": req.echo,
-            "env": env,
-            "stop": stop,
-            "on_start": self._started,
-        }
+        watch = Watch(self.timeout_s, req.grace_s, req.echo, env, stop, self._started)
         if req.launcher == "slurm":
             from .slurm import run_slurm
 
             name = f"ngrp-{self.campaign.campaign}-{slot.index}"
-            return run_slurm(req.argv, slot.log, job_name=name, sbatch_args=req.sbatch_args, **common)
+            return run_slurm(req.argv, slot.log, watch, job_name=name, sbatch_args=req.sbatch_args)
         from .local import run_local
 
-        return run_local(req.argv, slot.log, **common)
+        return run_local(req.argv, slot.log, watch)
 
     def _started(self, handle: dict[str, Any]) -> None:
         """The command's process group (or Slurm job id) in run.json: what to stop if ngrp dies."""

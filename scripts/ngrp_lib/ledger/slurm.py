@@ -18,11 +18,11 @@ import selectors
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from .outcome import Outcome, StopRequest
+from .outcome import Outcome, StopRequest, Watch
 
 POLL_S = 2.0  # how often the job's state is asked while it waits
 _FIELD = re.compile(r"(\w+)=(\S*)")
@@ -146,28 +146,19 @@ class _Job:
 
 
 def run_slurm(
-    argv: Sequence[str],
-    log_path: Path,
-    *,
-    timeout_s: float | None,
-    grace_s: float,
-    job_name: str,
-    sbatch_args: Sequence[str] = (),
-    echo: BinaryIO | None = None,
-    env: dict[str, str] | None = None,
-    stop: StopRequest | None = None,
-    on_start: Callable[[dict[str, Any]], None] | None = None,
+    argv: Sequence[str], log_path: Path, watch: Watch, *, job_name: str, sbatch_args: Sequence[str] = ()
 ) -> Outcome:
-    """Submit, wait, classify the job's end. `grace_s` is Slurm's KillWait here (noted, not applied).
-    `on_start` is told the job id once sbatch prints it."""
+    """Submit, wait, classify the job's end. `watch.grace_s` is Slurm's KillWait here (noted, not applied).
+    `watch.on_start` is told the job id once sbatch prints it."""
+    timeout_s, on_start = watch.timeout_s, watch.on_start
     command = sbatch_command(argv, log_path, job_name=job_name, timeout_s=timeout_s, extra=sbatch_args)
     out = Outcome("slurm", None)
     with contextlib.ExitStack() as stack:
-        stop = stop or stack.enter_context(StopRequest())
+        stop = watch.stop or stack.enter_context(StopRequest())
         start = time.monotonic()
         pipe = subprocess.PIPE
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, env=env)
-        job, follow = _Job(proc), _Follow(log_path, echo)
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe, env=watch.env)
+        job, follow = _Job(proc), _Follow(log_path, watch.echo)
         while proc.poll() is None:
             if job.job_id is None:
                 job.read_id()
@@ -187,7 +178,7 @@ def run_slurm(
         follow.pump()
         job.read_id()
     stderr = proc.stderr.read().decode("utf-8", "replace").strip() if proc.stderr else ""
-    return _finish(out, job, proc.returncode, stderr, time.monotonic() - start, grace_s)
+    return _finish(out, job, proc.returncode, stderr, time.monotonic() - start, watch.grace_s)
 
 
 def _finish(

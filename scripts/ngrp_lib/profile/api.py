@@ -155,12 +155,8 @@ def profile_dataset(
             n_rows, task_means = write_rows(out["reward_profiling"], group_rows(data, table), options, state)
             warnings = [*_read_warnings(stats, sources), *(notes or [])]
             coverage_entries = {name: entry for name, entry, _ in coverage}
-            labels = TableLabels(table)
-            totals = run_totals(stats)
-            return finish(
-                out, facts, labels, coverage_entries, task_means, n_rows, options, sources, warnings, paths,
-                totals=totals,
-            )  # fmt: skip
+            found = RowPass(facts, TableLabels(table), coverage_entries, n_rows, task_means)
+            return finish(out, found, options, sources, warnings, paths, totals=run_totals(stats))
 
 
 def write_rows(
@@ -180,13 +176,20 @@ def write_rows(
     return n_rows, task_means
 
 
+@dataclass
+class RowPass:
+    """What the pass that wrote the profile rows (of one run, or merged shards) leaves for the rest."""
+
+    facts: Facts
+    labels: LabelRows
+    coverage: dict[str, dict[str, int]]  # per agent
+    n_rows: int
+    task_means: dict[Any, list[float]]  # each label's per-task mean rewards, in row order
+
+
 def finish(
     out: dict[str, IO[bytes]],
-    facts: Facts,
-    labels: LabelRows,
-    coverage: dict[str, dict[str, int]],
-    task_means: dict[Any, list[float]],
-    n_rows: int,
+    found: RowPass,
     options: ProfileOptions,
     sources: dict[str, Any],
     warnings: list[str],
@@ -196,6 +199,7 @@ def finish(
 ) -> ProfileResult:
     """The agent and repeat-level files and the summary, from the labelled rows and the facts; `totals`
     (`run_totals`: tokens and sampling) when the rollouts were read here, not merged from states."""
+    facts, labels, coverage = found.facts, found.labels, found.coverage
     repeats, incomplete = repeat_level(labels)
     masked_agents = {name: entry for name, entry in coverage.items() if entry["coverage/masked_rollouts"]}
     agents = agent_metrics(labels, repeats, masked_agents)
@@ -203,7 +207,7 @@ def finish(
     out["repeat_level_metrics"].write(orjson.dumps(repeats))
     completion, per_agent = gym_completion(facts.accounting), agent_entries(facts.accounting)
     counts = counts_of(completion, per_agent)
-    add_agent_means(per_agent, agents, task_means)
+    add_agent_means(per_agent, agents, found.task_means)
     warnings = [*warnings, *data_warnings(counts, completion, incomplete, facts, options)]
     outputs = {name: str(path) for name, path in paths.items()}
     summary = {
@@ -220,7 +224,7 @@ def finish(
         **(totals or {}),
     }
     out["profile_summary"].write(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    return ProfileResult(outputs, completion, counts, per_agent, n_rows, warnings)
+    return ProfileResult(outputs, completion, counts, per_agent, found.n_rows, warnings)
 
 
 def run_totals(stats: ReadStats) -> dict[str, Any] | None:

@@ -30,6 +30,7 @@ from .api import (
     STATE_SUFFIX,
     ProfileOptions,
     ProfileResult,
+    RowPass,
     check_options,
     finish,
     output_paths,
@@ -276,9 +277,8 @@ def _merge_rows(
     with atomic_outputs(paths, overwrite=options.overwrite) as out:
         rows = _rows_in_order(headers, union, labels)
         n_rows, task_means = write_rows(out["reward_profiling"], rows, options)
-        return finish(
-            out, facts, labels, _coverage(headers), task_means, n_rows, options, sources, notes, paths
-        )
+        found = RowPass(facts, labels, _coverage(headers), n_rows, task_means)
+        return finish(out, found, options, sources, notes, paths)
 
 
 def _rows_in_order(headers: list[ShardHeader], union: ShardUnion, labels: MergedLabels) -> Iterator[GroupRow]:

@@ -241,22 +241,12 @@ _NO_USAGE: dict[str, Any] = {}
 
 def _build_plan(plan_id: int, layout: _Layout, types: tuple[type, ...], null_policy: str, wide: bool) -> Plan:
     stats = tuple((n, i) for n, i in layout.stats if types[i] in _NUMERIC_TYPES)
-    info: dict[str, int] = {}
-    for name, i in layout.info:  # later (result) numbers overwrite earlier (usage) ones, keeping the position
-        if types[i] in _NUMERIC_TYPES:
-            info[name] = i
+    # later (result) numbers overwrite earlier (usage) ones, keeping the position
+    info = {name: i for name, i in layout.info if types[i] in _NUMERIC_TYPES}
     reward_pos = layout.reward_pos
-    if reward_pos is None:
-        state = "absent"
-    else:
-        kind = types[reward_pos]
-        state = "ok" if kind in _NUMERIC_TYPES else "null" if kind is type(None) else "non_numeric"
+    state = _reward_state(reward_pos, types)
     scored = reward_pos if state == "ok" else None  # the reward's position when it is a number
-    # where each kept value goes: floats, or ints (bools as 0/1); `wide` keeps ints as floats too
-    kept = dict.fromkeys([i for _, i in stats] + ([] if scored is None else [scored]) + list(info.values()))
-    float_pos = [i for i in kept if types[i] is float or wide]
-    int_pos = [i for i in kept if i not in float_pos]
-    where = {i: (FLOAT, k) for k, i in enumerate(float_pos)} | {i: (INT, k) for k, i in enumerate(int_pos)}
+    float_pos, int_pos, where = _places(stats, scored, info, types, wide)
     stat_refs = tuple((name, *where[i]) for name, i in stats)
     if state in NO_REWARD and null_policy == "zero" and "reward" not in {n for n, _ in stats}:
         stat_refs += (("reward", ZERO, 0),)
@@ -266,8 +256,7 @@ def _build_plan(plan_id: int, layout: _Layout, types: tuple[type, ...], null_pol
     args: tuple[tuple[str, int], ...] = ()
     if not wide and state != "non_numeric" and len(set(keys)) == len(keys):
         template = _info_template(keys, null_reward=state == "null")
-        reward_arg = () if scored is None else (_bool_or(where[scored], types[scored]),)
-        args = reward_arg + tuple(where[i] for i in info.values())
+        args = _info_args(scored, info, where, types)
     return Plan(
         id=plan_id,
         masked=False,
@@ -285,6 +274,38 @@ def _build_plan(plan_id: int, layout: _Layout, types: tuple[type, ...], null_pol
         # the reward itself (first when present) stays as it is
         info_bools=tuple(k + len(head) for k, i in enumerate(info.values()) if types[i] is bool),
     )
+
+
+def _info_args(
+    scored: int | None, info: dict[str, int], where: dict[int, tuple[str, int]], types: tuple[type, ...]
+) -> tuple[tuple[str, int], ...]:
+    """The values `_info_template` takes, in its order: the reward when it is a number, then the info."""
+    reward_arg = () if scored is None else (_bool_or(where[scored], types[scored]),)
+    return reward_arg + tuple(where[i] for i in info.values())
+
+
+def _reward_state(reward_pos: int | None, types: tuple[type, ...]) -> str:
+    """'absent', 'ok' (a number), 'null' or 'non_numeric': what the rows of one layout hold as reward."""
+    if reward_pos is None:
+        return "absent"
+    kind = types[reward_pos]
+    return "ok" if kind in _NUMERIC_TYPES else "null" if kind is type(None) else "non_numeric"
+
+
+def _places(
+    stats: tuple[tuple[str, int], ...],
+    scored: int | None,
+    info: dict[str, int],
+    types: tuple[type, ...],
+    wide: bool,
+) -> tuple[list[int], list[int], dict[int, tuple[str, int]]]:
+    """Where each kept value goes: floats, or ints (bools as 0/1); `wide` keeps ints as floats too.
+    Returns the float positions, the int positions and, by position, (FLOAT or INT, index)."""
+    kept = dict.fromkeys([i for _, i in stats] + ([] if scored is None else [scored]) + list(info.values()))
+    float_pos = [i for i in kept if types[i] is float or wide]
+    int_pos = [i for i in kept if i not in float_pos]
+    where = {i: (FLOAT, k) for k, i in enumerate(float_pos)} | {i: (INT, k) for k, i in enumerate(int_pos)}
+    return float_pos, int_pos, where
 
 
 def _bool_or(ref: tuple[str, int], kind: type) -> tuple[str, int]:

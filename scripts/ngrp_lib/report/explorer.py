@@ -17,9 +17,10 @@ from ..inspect.digest import cut_middle, digest
 from ..inspect.facts import open_regular, parse_row, read_at, scan_all
 from ..inspect.join import InputsIndex, resolve
 from ..inspect.select import pick_examples
+from ..inspect.task_line import task_summary
 from ..inspect.tasks import summarize, tally
 from ..view.markup import Markup, escape, join, static_text
-from ..view.pages import plain_header, rollout_card, summary_text, task_table
+from ..view.pages import plain_header, rollout_card, task_table
 
 TEXT_BUDGET = 1_000_000  # characters of rollout text in the whole section
 MIN_CHARS, MAX_CHARS = 200, 1200  # per text of an example
@@ -142,7 +143,7 @@ def _task_section(t: dict[str, Any], chars: int) -> Markup:
         Markup(f'<section class="task" id="{escape(_anchor(t["task"], t["agent"]))}"><h3>')
         + f"Task {t['task']}{agent}"
         + Markup("</h3><p class='note'>")
-        + summary_text(t)
+        + task_summary(t)
         + Markup("</p><pre class='text'>")
         + cut_middle(t["examples"][0]["prompt"], chars)
         + Markup("</pre><div class='rollouts'>")

@@ -5,24 +5,28 @@ It reuses `compute_stats` and `compare_profiles`; this module only lays numbers 
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts.jsonl import atomic_output, iter_rows
 from ..artifacts.names import failures_path_for, manifest_path_for, rollout_key
 from ..jsonvalues import jsonable
-from ..numbers import num, pval
+from ..numbers import interval, num, pval
+from ..stats import methods
 from ..stats.cost import cost_lines
 from ..stats.paired import IDENTICAL
 from ..stats.registry import BY_NAME, k_estimators
 from ..stats.results import AtK, Estimate, ScopeStats
 from ..stats.summary import StatsSettings, compute_stats
+from ..view.markup import Markup, join, render
 from . import plots
 from .explorer import build_explorer, rollouts_beside
 from .explorer import styles as explorer_styles
+
+if TYPE_CHECKING:
+    from ..stats.compare import CompareResult
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;
@@ -53,30 +57,23 @@ class ReportResult:
         return dict(self.__dict__)
 
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value))
+def _table(header: list[str], rows: list[list[Any]]) -> Markup:
+    head = join(Markup("<th>") + h + Markup("</th>") for h in header)
+    body = join(
+        Markup("<tr>") + join(Markup("<td>") + c + Markup("</td>") for c in row) + Markup("</tr>")
+        for row in rows
+    )
+    return Markup("<table><tr>") + head + Markup("</tr>") + body + Markup("</table>")
 
 
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
-def _ci(low: Any, high: Any) -> str:
-    return f"[{num(low, 3)}, {num(high, 3)}]"
-
-
-METHODS = {
-    "korn_graubard": "Korn-Graubard",
-    "one_sided_upper": "one-sided upper bound",
-    "one_sided_lower": "one-sided lower bound",
-    "t": "t",
-}
+def _note(text: str) -> Markup:
+    """A note paragraph; `text` is escaped unless it is Markup (as a note with an apostrophe is, to keep
+    the page's bytes)."""
+    return Markup("<p class='note'>") + text + Markup("</p>")
 
 
 def _headline_ci(low: Any, high: Any, method: str | None) -> str:
-    return f"{_ci(low, high)} {METHODS.get(method or '', '')}".rstrip()
+    return f"{interval(low, high)} {methods.label(method)}".rstrip()
 
 
 def _estimate_row(label: str, e: Estimate | None, n_label: str = "tasks") -> list[Any]:
@@ -86,14 +83,14 @@ def _estimate_row(label: str, e: Estimate | None, n_label: str = "tasks") -> lis
         label,
         num(e.value),
         _headline_ci(e.ci_low, e.ci_high, e.ci_method),
-        _ci(e.t_ci_low, e.t_ci_high),
-        _ci(e.boot_ci_low, e.boot_ci_high),
+        interval(e.t_ci_low, e.t_ci_high),
+        interval(e.boot_ci_low, e.boot_ci_high),
         num(e.se),
         f"{e.n_tasks} {n_label}",
     ]
 
 
-def _headline(o: ScopeStats) -> str:
+def _headline(o: ScopeStats) -> Markup:
     tw, rw = o.mean_reward.task_weighted, o.mean_reward.rollout_weighted
     rows = [
         _estimate_row("mean reward (task-weighted)", tw.estimate),
@@ -138,15 +135,9 @@ def _headline(o: ScopeStats) -> str:
         ]
     )
     table = _table(["metric", "value", "95% CI", "95% CI (t)", "95% CI (task bootstrap)", "SE", "n"], rows)
-    note = (
-        f"<p class='note'>{o.n_tasks} tasks, {o.n_rollouts} scored rollouts, "
-        f"{o.n_null_rewards} null rewards excluded. Intervals are task-clustered. The first is the headline: "
-        "for a rate in [0, 1], Korn-Graubard (Clopper-Pearson on the effective sample size), which stays in "
-        "[0, 1], and a one-sided bound on the tasks behind it when the value is 0 or 1; t with n-1 df "
-        "otherwise. The t interval and a percentile bootstrap resampling tasks whole are shown beside it. "
-        "Task-weighted means weight every task equally.</p>"
+    return render(
+        "report_headline", table=table, n_tasks=o.n_tasks, n_rollouts=o.n_rollouts, n_null=o.n_null_rewards
     )
-    return table + note
 
 
 def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
@@ -155,48 +146,49 @@ def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
     return full[-1] if full else curve[-1] if curve else None
 
 
-def _adaptive(adaptive: dict | None) -> str:
+def _adaptive(adaptive: dict | None) -> Markup | str:
     """An adaptive run's rounds, under the headline its note qualifies (the headline is its first round)."""
     if not adaptive:
         return ""
     rounds = ", ".join(f"round {r}: {n}" for r, n in adaptive["settled_per_round"].items())
     decisions = ", ".join(f"{k} {v}" for k, v in adaptive["decisions"].items())
     saved = adaptive.get("rollouts_saved_share")
-    return (
-        f"<p class='note'>Adaptive collection, rule {_esc(adaptive['rule'])} (R={adaptive['first_round']},"
-        f" N={adaptive['num_repeats']}): tasks settled per round: {_esc(rounds)};"
-        f" decisions: {_esc(decisions)};"
+    text = (
+        f"Adaptive collection, rule {adaptive['rule']} (R={adaptive['first_round']},"
+        f" N={adaptive['num_repeats']}):"
+        f" tasks settled per round: {rounds}; decisions: {decisions};"
         f" rollouts {adaptive['rollouts_assigned']} of fixed N's {adaptive['rollouts_fixed_n']}"
         + ("" if saved is None else f" ({saved:.0%} saved)")
-        + ".</p>"
+        + "."
     )
+    return Markup("<p class='note'>") + text + Markup("</p>")
 
 
-def _curves(o: ScopeStats) -> tuple[str, str]:
+def _curves(o: ScopeStats) -> tuple[str, Markup]:
     """One plot of every k-estimator the registry applies to this scope."""
     shown = [e for e in k_estimators() if e.applies(o.binary, o.majority_at_k is not None)]
     curves = {e.labelled("k"): _points(o.curve(e.name)) for e in shown}
     title = "pass@k, pass^k" if o.binary else "expected best / worst of k"
     if o.majority_at_k is not None:
         title += " and maj@k"
-    return title, plots.curve_plot(curves, "rate" if o.binary else "reward")
+    return title, Markup(plots.curve_plot(curves, "rate" if o.binary else "reward"))
 
 
 def _points(curve: list[AtK]) -> list[dict]:
     return [jsonable(e) for e in curve]
 
 
-def _failures(rollouts: Path | None) -> str:
+def _failures(rollouts: Path | None) -> Markup:
     if rollouts is None:
-        return "<p class='note'>No --rollouts given, so no failures sidecar was read.</p>"
+        return _note("No --rollouts given, so no failures sidecar was read.")
     path = failures_path_for(rollouts)
     if not path.exists():
         if manifest_path_for(rollouts).exists():  # ngrp collected it: its collector writes every failure
-            return f"<p class='note'>No failed attempts: ngrp's collector wrote no {_esc(path.name)}.</p>"
-        return (
-            f"<p class='note'>The failures sidecar ({_esc(path.name)}) is absent, and no ngrp run manifest "
+            return _note(Markup("No failed attempts: ngrp's collector wrote no ") + path.name + Markup("."))
+        return _note(
+            f"The failures sidecar ({path.name}) is absent, and no ngrp run manifest "
             "sits beside the rollouts: this run was collected by another tool (NeMo Gym writes no sidecar), "
-            "so failed attempts are not known.</p>"
+            "so failed attempts are not known."
         )
     classes: Counter = Counter()
     keys: set = set()
@@ -206,17 +198,19 @@ def _failures(rollouts: Path | None) -> str:
         if key is not None:
             keys.add(key)
     rows = [[name, count] for name, count in classes.most_common()]
-    return (
-        _table(["failure class", "attempts"], rows)
-        + f"<p class='note'>{sum(classes.values())} failed attempts on {len(keys)} rollout keys "
-        f"({_esc(path.name)}).</p>"
+    return render(
+        "report_failures",
+        table=_table(["failure class", "attempts"], rows),
+        n_attempts=sum(classes.values()),
+        n_keys=len(keys),
+        sidecar=path.name,
     )
 
 
-def _length_section(o: ScopeStats) -> str:
+def _length_section(o: ScopeStats) -> Markup:
     rl = o.reward_length
     if not rl:
-        return "<p class='note'>No length field in the profile's rollout_infos.</p>"
+        return _note(Markup("No length field in the profile's rollout_infos."))
     w, fe, p = rl.within_task_correlation, rl.fixed_effects_slope, rl.pooled_correlation
     rows = [
         ["within-task correlation", num(w.value, 3), f"{w.n_tasks} tasks"],
@@ -229,7 +223,7 @@ def _length_section(o: ScopeStats) -> str:
     ]
     gap, tps, trunc = rl.correct_minus_incorrect_length, rl.tokens_per_success, rl.truncation
     if gap:
-        gap_ci = _ci(gap.ci_low, gap.ci_high)
+        gap_ci = interval(gap.ci_low, gap.ci_high)
         rows.append(["correct - incorrect length", f"{num(gap.value, 1)} {gap_ci}", f"{gap.n} tasks"])
     if tps:
         rows.append(["tokens per success", num(tps.value, 1), f"{tps.successes} successes"])
@@ -242,25 +236,31 @@ def _length_section(o: ScopeStats) -> str:
                 f"{trunc.n_rollouts} rollouts",
             ]
         )
-    plot = plots.length_bins([jsonable(b) for b in rl.reward_by_length_decile], rl.length_field)
-    return f"<div class='grid'><div>{_table(['measure', 'value', 'n'], rows)}</div><div>{plot}</div></div>"
+    plot = Markup(plots.length_bins([jsonable(b) for b in rl.reward_by_length_decile], rl.length_field))
+    return _grid(_table(["measure", "value", "n"], rows), plot)
 
 
-def _difficulty(o: ScopeStats, per_task: list[dict]) -> tuple[str, int]:
+def _grid(left: Markup, right: Markup) -> Markup:
+    return Markup("<div class='grid'><div>") + left + Markup("</div><div>") + right + Markup("</div></div>")
+
+
+def _difficulty(o: ScopeStats, per_task: list[dict]) -> tuple[Markup, int]:
     d = o.difficulty
     rates = [t.get("pass_rate", t["mean_reward"]) for t in per_task]
-    hist = plots.histogram(
-        [r for r in rates if r is not None], "per-task pass rate" if d else "per-task mean reward"
+    hist = Markup(
+        plots.histogram(
+            [r for r in rates if r is not None], "per-task pass rate" if d else "per-task mean reward"
+        )
     )
     if not d:
-        return f"<div>{hist}</div>", 1
+        return Markup("<div>") + hist + Markup("</div>"), 1
     labels = ["all fail", "mixed", "all pass"]
     counts = [d.all_fail.n_tasks, d.mixed.n_tasks, d.all_pass.n_tasks]
-    band = plots.bars(labels, counts, "tasks", ["#d62728", "#1f77b4", "#2ca02c"])
-    return f"<div class='grid'><div>{hist}</div><div>{band}</div></div>", 2
+    band = Markup(plots.bars(labels, counts, "tasks", ["#d62728", "#1f77b4", "#2ca02c"]))
+    return _grid(hist, band), 2
 
 
-def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> str:
+def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> Markup:
     """`report P --compare Q` is `ngrp compare Q P`: Q is the baseline (A), this report's profile is B,
     and every difference is B - A. Labels carry the file names, so no reader has to guess."""
     from ..stats.compare import compare_profiles
@@ -274,12 +274,44 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
         pass_threshold=settings.pass_threshold,
     )
     a, b = f"A = baseline {baseline.name}", f"B = this profile {profile.name}"
+    table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], _compare_rows(r))
+    pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
+    scatter = Markup(plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b))
+    flips = _table(
+        ["task", "agent", "A (baseline)", "B (this)", "q (BH)", "direction"],
+        [[f.task, f.agent or "", f.a, f.b, pval(f.q_value), f.direction] for f in r.flips[:MAX_FLIP_ROWS]],
+    )
+    dropped = f" {r.n_dropped} tasks in only one run were left out." if r.n_dropped else ""
+    if not r.binary:
+        flips = _note("; ".join(r.notes))
+    finding = (
+        render("report_identical", identical=IDENTICAL, how=r.identical.replace("_", " "))
+        if r.identical
+        else ""
+    )
+    return render(
+        "report_compare",
+        a=a,
+        b=b,
+        finding=finding,
+        table=table,
+        baseline=baseline,
+        profile=profile,
+        dropped=dropped,
+        scatter=scatter,
+        n_flips=r.n_flips,
+        alpha=r.alpha,
+        flips=flips,
+    )
+
+
+def _compare_rows(r: CompareResult) -> list[list[Any]]:
     rows = [
         [
             "mean difference B - A",
             num(r.mean_diff),
-            _ci(r.ci_low, r.ci_high),
-            _ci(r.boot_ci_low, r.boot_ci_high),
+            interval(r.ci_low, r.ci_high),
+            interval(r.boot_ci_low, r.boot_ci_high),
             f"{r.n_tasks} tasks",
         ],
         ["sign-flip permutation p", pval(r.p_value_permutation), r.permutation_method, "", ""],
@@ -304,33 +336,12 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
                 [
                     f"{name.format(k=e.k)} difference",
                     num(e.mean_diff),
-                    _ci(e.ci_low, e.ci_high),
+                    interval(e.ci_low, e.ci_high),
                     "",
                     f"{e.n_tasks} tasks",
                 ]
             )
-    table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], rows)
-    pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
-    scatter = plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b)
-    flips = _table(
-        ["task", "agent", "A (baseline)", "B (this)", "q (BH)", "direction"],
-        [[f.task, f.agent or "", f.a, f.b, pval(f.q_value), f.direction] for f in r.flips[:MAX_FLIP_ROWS]],
-    )
-    dropped = f" {r.n_dropped} tasks in only one run were left out." if r.n_dropped else ""
-    if not r.binary:
-        flips = "<p class='note'>" + _esc("; ".join(r.notes)) + "</p>"
-    finding = (
-        f"<p class='finding'><b>{_esc(IDENTICAL)}</b> ({_esc(r.identical.replace('_', ' '))}): both runs "
-        "hold the same outcomes, so the difference is 0 by construction</p>"
-        if r.identical
-        else ""
-    )
-    return (
-        f"<h2>Comparison: B - A, with {_esc(a)} and {_esc(b)}</h2>{finding}{table}<p class='note'>Paired by "
-        f"(task, agent); the same numbers as <code>ngrp compare {_esc(baseline)} {_esc(profile)}</code>."
-        f"{dropped}</p><div class='grid'><div>{scatter}</div><div><h3>Tasks that flipped "
-        f"({r.n_flips}, Fisher exact per task, BH q &lt; {r.alpha})</h3>{flips}</div></div>"
-    )
+    return rows
 
 
 def build_report(
@@ -357,28 +368,26 @@ def build_report(
     o = stats.overall
     title, curve_svg = _curves(o)
     difficulty_html, n_diff = _difficulty(o, jsonable(stats.per_task))
-    notes = "".join(f"<li>{_esc(n)}</li>" for n in stats.notes)  # beside the headline they qualify
-    notes_html = f"<ul class='note'>{notes}</ul>" if notes else ""
-    parts = [
-        f"<h1>Reward profile report</h1><p class='note'>profile {_esc(profile)}"
-        + (f"; rollouts {_esc(rollouts)}" if rollouts else "")
-        + "</p>",
-        f"<h2>Headline</h2>{_headline(o)}{notes_html}{_adaptive(stats.adaptive)}",  # notes: health, adaptive
-        f"<h2>{_esc(title)}</h2>{curve_svg}<p class='note'>Unbiased estimators over all k-subsets; shaded: "
-        "95% task-bootstrap band. A task counts at k only if it has at least k scored rollouts.</p>",
-        f"<h2>Per-task rates and difficulty bands</h2>{difficulty_html}",
-        f"<h2>Reward vs length</h2>{_length_section(o)}",
-        "<h2>Sampling and cost</h2>" + "".join(f"<p>{_esc(line)}</p>" for line in cost_lines(stats.cost)),
-        f"<h2>Failures</h2>{_failures(Path(rollouts) if rollouts else None)}",
-    ]
-    if compare is not None:
-        parts.append(_compare_section(Path(profile), Path(compare), settings))
+    notes = join(Markup("<li>") + n + Markup("</li>") for n in stats.notes)  # beside the headline
+    failures = _failures(Path(rollouts) if rollouts else None)
+    compared = "" if compare is None else _compare_section(Path(profile), Path(compare), settings)
     found = _explorer(Path(profile), Path(rollouts) if rollouts else None, settings, examples)
-    parts.append(found[0])
-    page = (
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>ngrp report</title>"
-        f"<style>{CSS}{explorer_styles()}</style></head><body>{''.join(parts)}"
-        "</body></html>"
+    page = render(
+        "report",
+        css=Markup(CSS + explorer_styles()),
+        profile=profile,
+        rollouts=f"; rollouts {rollouts}" if rollouts else "",
+        headline=_headline(o),
+        notes=(Markup("<ul class='note'>") + notes + Markup("</ul>") if notes else "")
+        + _adaptive(stats.adaptive),
+        cost=join(Markup("<p>") + line + Markup("</p>") for line in cost_lines(stats.cost)),
+        curve_title=title,
+        curve=curve_svg,
+        difficulty=difficulty_html,
+        length=_length_section(o),
+        failures=failures,
+        compare=compared,
+        explorer=found[0],
     )
     data = page.encode()
     with atomic_output(output, overwrite=overwrite) as handle:
@@ -398,15 +407,15 @@ def build_report(
 
 def _explorer(
     profile: Path, rollouts: Path | None, settings: StatsSettings, examples: int
-) -> tuple[str, dict[str, Any] | None]:
+) -> tuple[Markup, dict[str, Any] | None]:
     """The explorer section and its summary, or a note saying how to get one."""
     from ..profile.extras import DEFAULT_PASS_THRESHOLD
 
     source = rollouts or rollouts_beside(profile)
     if source is None:
-        return (
-            "<h2 id='explorer'>Explorer</h2><p class='note'>No rollouts file (none given with --rollouts, "
-            "none beside the profile): pass --rollouts to see example rollouts of each task here.</p>"
+        return Markup("<h2 id='explorer'>Explorer</h2>") + _note(
+            "No rollouts file (none given with --rollouts, "
+            "none beside the profile): pass --rollouts to see example rollouts of each task here."
         ), None
     threshold = DEFAULT_PASS_THRESHOLD if settings.pass_threshold is None else settings.pass_threshold
     ex = build_explorer(source, threshold=threshold, examples=examples)
@@ -418,4 +427,4 @@ def _explorer(
         "chars_per_text": ex.chars_per_text,
         "bytes": ex.bytes,
     }
-    return str(ex.html), summary
+    return ex.html, summary

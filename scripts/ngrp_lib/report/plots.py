@@ -46,15 +46,16 @@ def _figure() -> tuple[Any, Any]:
 
 
 def curve_plot(curves: dict[str, list[dict]], ylabel: str) -> str:
-    """Metric@k against k, one line per curve, with the cluster-bootstrap band (t band if no bootstrap)."""
+    """Metric@k against k, one line per curve, shaded with each point's headline interval (ci_low/ci_high:
+    the interval the tables quote, Korn-Graubard for rates)."""
     fig, ax = _figure()
     for (label, curve), color in zip(curves.items(), (BLUE, ORANGE, "#2ca02c", "#d62728"), strict=False):
         if not curve:
             continue
         ks = [e["k"] for e in curve]
         ax.plot(ks, [_nan(e["value"]) for e in curve], marker="o", ms=3, color=color, label=label)
-        low = [_nan(e.get("boot_ci_low", e.get("ci_low"))) for e in curve]
-        high = [_nan(e.get("boot_ci_high", e.get("ci_high"))) for e in curve]
+        low = [_nan(e["ci_low"]) for e in curve]
+        high = [_nan(e["ci_high"]) for e in curve]
         ax.fill_between(ks, low, high, color=color, alpha=0.18, linewidth=0)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (log scale)")

@@ -16,8 +16,9 @@ from typing import Any
 from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
-from . import paired
+from . import methods, paired
 from .adaptive_run import adaptive_note, first_rounds
+from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
 from .load import ProfileData, load_profile
@@ -75,6 +76,7 @@ class CompareResult:
     n_only_a: int
     n_only_b: int
     n_undefined: int  # matched tasks where a run has no defined value (all null), excluded
+    denominators: dict[str, Denominators]  # "a" and "b": expected, completed, missing rollouts...
     mean_a: float
     mean_b: float
     mean_diff: float
@@ -83,8 +85,10 @@ class CompareResult:
     p_value_t: float
     ci_low: float
     ci_high: float
+    ci_method: str  # the paired t interval
     boot_ci_low: float
     boot_ci_high: float
+    boot_ci_method: str  # the paired (task) bootstrap percentile interval
     n_bootstrap: int
     seed: int
     p_value_permutation: float
@@ -239,6 +243,96 @@ def _flips(rows: list[TaskDiff], counts: list[tuple[int, int]], alpha: float) ->
     return sorted(flips, key=lambda f: f.q_value)
 
 
+@dataclass
+class _Pairs:
+    """The paired tasks' per-rollout values in A and B, one row per pair in pair order."""
+
+    keys: list
+    va: Any
+    vb: Any
+    rollouts_a: Any  # rollout indices (for the identical-outcomes check)
+    rollouts_b: Any
+
+    @classmethod
+    def of(cls, da: ProfileData, db: ProfileData, pairs: list, metric: str) -> _Pairs:
+        import numpy as np
+
+        ia = np.array([p[1] for p in pairs], dtype=int)
+        ib = np.array([p[2] for p in pairs], dtype=int)
+        va, vb = da.values[metric][ia], db.values[metric][ib]
+        return cls([p[0] for p in pairs], va, vb, da.rollout_index[ia], db.rollout_index[ib])
+
+    def rows(self) -> tuple[list[TaskDiff], Any]:
+        """One TaskDiff per pair, and the per-task differences (NaN where a run has no value)."""
+        (na, _), (nb, _) = counts(self.va), counts(self.vb)
+        ma, mb = row_means(self.va), row_means(self.vb)
+        diffs = mb - ma
+        rows = [
+            TaskDiff(key[0], key[1], finite(ma[i]), int(na[i]), finite(mb[i]), int(nb[i]), finite(diffs[i]))
+            for i, key in enumerate(self.keys)
+        ]
+        return rows, diffs
+
+
+def _check_options(n_bootstrap: int, seed: int, alpha: float, effect: float | None) -> None:
+    check_resampling(n_bootstrap, seed)
+    if not 0 < alpha < 1:  # also refuses nan
+        raise UsageError(f"--alpha must be between 0 and 1, not {alpha}")
+    if effect is not None and not 0 < effect < math.inf:
+        raise UsageError(f"--effect must be a positive number, not {effect}")
+
+
+def _difference(d: Any, n_bootstrap: int, seed: int) -> tuple[dict[str, Any], Any]:
+    """The mean paired difference, its t and bootstrap intervals and tests (CompareResult's fields)."""
+    interval = t_interval(d)
+    boot = bootstrap_interval(d, n_bootstrap, seed) if n_bootstrap else (math.nan, math.nan)
+    p_perm, method, n_perm = sign_flip_p_value(d, seed)
+    t_stat = interval.value / interval.se if interval.se and interval.se > 0 else math.nan
+    fields = dict(
+        mean_diff=interval.value, se_diff=interval.se, t_stat=t_stat,
+        p_value_t=t_two_sided_p(t_stat, interval.n - 1), ci_low=interval.ci_low, ci_high=interval.ci_high,
+        ci_method=methods.T, boot_ci_low=boot[0], boot_ci_high=boot[1], boot_ci_method=methods.BOOTSTRAP,
+        n_bootstrap=n_bootstrap, seed=seed, p_value_permutation=p_perm, permutation_method=method,
+        n_permutations=n_perm,
+    )  # fmt: skip
+    return fields, interval
+
+
+def _binary(
+    p: _Pairs, defined: Any, used: list[TaskDiff], threshold: float | None, alpha: float, metric: str
+) -> dict:
+    """McNemar, per-task flips and paired pass@k / pass^k when both runs' values are pass/fail."""
+    sa, sb = successes(p.va[defined], threshold), successes(p.vb[defined], threshold)
+    out: dict[str, Any] = dict(binary=sa is not None and sb is not None, mcnemar=None, flips=[], notes=[])
+    if sa is None or sb is None:
+        out["notes"] = [f"'{metric}' is not binary: McNemar and per-task flips need --pass-threshold"]
+        return out
+    (nsa, csa), (nsb, csb) = counts(sa), counts(sb)
+    pass_counts = [(int(x), int(y)) for x, y in zip(csa, csb, strict=True)]
+    flips = _flips(used, pass_counts, alpha)
+    ks = paired.compare_ks(nsa, nsb)
+    out.update(mcnemar=_mcnemar(nsa, csa, nsb, csb), flips=flips)
+    out["notes"] = [] if flips else _no_flip_note(used, pass_counts, alpha)
+    out["pass_at_k"] = paired.paired_at_k(sa, sb, ks, hat=False)
+    out["pass_hat_k"] = paired.paired_at_k(sa, sb, ks, hat=True)
+    return out
+
+
+def _power(p: _Pairs, defined: Any, d: Any, interval: Any, alpha: float, effect: float | None) -> dict:
+    """The MDE and tasks needed (from the paired differences, or the within-task variance when the
+    comparison is degenerate) and the identical-outcomes check (CompareResult's fields)."""
+    va, vb = p.va[defined], p.vb[defined]
+    identical = paired.identical_kind(p.rollouts_a[defined], va, p.rollouts_b[defined], vb, d)
+    basis, se = "paired differences", interval.se
+    if identical or not interval.se:
+        basis, se = "within-task variance", paired.within_se(va, vb)
+    power = paired.power(se, se * math.sqrt(d.size), d.size, alpha, basis, effect)
+    return dict(
+        mde_80=power.mde_80, mde_80_t=power.mde_80_t, mde_basis=power.basis, effect=effect,
+        tasks_needed=power.tasks_needed, identical=identical,
+    )  # fmt: skip
+
+
 def compare_profiles(
     a: Path,
     b: Path,
@@ -254,26 +348,13 @@ def compare_profiles(
     """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
     import numpy as np
 
-    check_resampling(n_bootstrap, seed)
-    if not 0 < alpha < 1:  # also refuses nan
-        raise UsageError(f"--alpha must be between 0 and 1, not {alpha}")
-    if effect is not None and not 0 < effect < math.inf:
-        raise UsageError(f"--effect must be a positive number, not {effect}")
+    _check_options(n_bootstrap, seed, alpha, effect)
     da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
     da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
     pairs, only_a, only_b = _match(da, db, intersect)
-    ia = np.array([p[1] for p in pairs], dtype=int)
-    ib = np.array([p[2] for p in pairs], dtype=int)
-    va, vb = da.values[metric][ia], db.values[metric][ib]
-    na, _ = counts(va)
-    nb, _ = counts(vb)
-    ma, mb = row_means(va), row_means(vb)
-    diffs = mb - ma
+    p = _Pairs.of(da, db, pairs, metric)
+    rows, diffs = p.rows()
     defined = ~np.isnan(diffs)
-    rows = [
-        TaskDiff(key[0], key[1], finite(ma[i]), int(na[i]), finite(mb[i]), int(nb[i]), finite(diffs[i]))
-        for i, (key, _, _) in enumerate(pairs)
-    ]
     if not defined.any():
         what = "share no task" if not pairs else f"share no task that has '{metric}' in both profiles"
         raise FindingsError(
@@ -281,89 +362,51 @@ def compare_profiles(
             hint="compare runs of the same tasks (--metric names a key of the profile rows, e.g. reward)",
         )
     d = diffs[defined]
-    interval = t_interval(d)
-    boot = bootstrap_interval(d, n_bootstrap, seed) if n_bootstrap else (math.nan, math.nan)
-    p_perm, method, n_perm = sign_flip_p_value(d, seed)
-    sa = successes(va[defined], pass_threshold) if len(pairs) else None
-    sb = successes(vb[defined], pass_threshold) if len(pairs) else None
-    binary = sa is not None and sb is not None
-    notes: list[str] = [text for text in (adaptive_note(adaptive),) if text]
-    differing = [key for key, i, j in pairs if task_data(da.samples[i]) != task_data(db.samples[j])]
-    if differing:
-        task, agent = differing[0]
-        notes.append(
-            f"{len(differing)} paired task(s) hold different task data in the two profiles' samples (first: "
-            f"{task_label(task, agent)}): tasks are paired by _ng_task_index, so check that both runs "
-            "used the same task rows in the same order (a prompt change should touch the prompt only)"
-        )
-    mcnemar, flips, at_k, hat_k = None, [], [], []
-    used = [r for r, ok in zip(rows, defined, strict=False) if ok]
-    if binary and used:
-        nsa, csa = counts(sa)
-        nsb, csb = counts(sb)
-        mcnemar = _mcnemar(nsa, csa, nsb, csb)
-        pairs = [(int(x), int(y)) for x, y in zip(csa, csb, strict=True)]
-        flips = _flips(used, pairs, alpha)
-        if not flips:
-            notes.extend(_no_flip_note(used, pairs, alpha))
-        ks = paired.compare_ks(nsa, nsb)
-        at_k, hat_k = paired.paired_at_k(sa, sb, ks, hat=False), paired.paired_at_k(sa, sb, ks, hat=True)
-    elif not binary:
-        notes.append(f"'{metric}' is not binary: McNemar and per-task flips need --pass-threshold")
-    identical = paired.identical_kind(
-        da.rollout_index[ia][defined], va[defined], db.rollout_index[ib][defined], vb[defined], d
-    )
+    difference, interval = _difference(d, n_bootstrap, seed)
+    used = [r for r, ok in zip(rows, defined, strict=True) if ok]
+    binary = _binary(p, defined, used, pass_threshold, alpha, metric)
+    power = _power(p, defined, d, interval, alpha, effect)
+    counted = {"a": denominators(da, metric), "b": denominators(db, metric)}
+    notes = _notes(counted, int(defined.sum()), power["identical"], _differing_note(da, db, pairs), binary)
+    notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
+    means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]
+    return CompareResult(
+        path_a=str(a), path_b=str(b), metric=metric, n_tasks=int(defined.sum()), n_dropped=only_a + only_b,
+        n_only_a=only_a, n_only_b=only_b, n_undefined=int((~defined).sum()), denominators=counted,
+        mean_a=_mean(means_a), mean_b=_mean(means_b), **difference, **power,
+        correlation=paired.correlation(means_a, means_b), binary=binary["binary"], mcnemar=binary["mcnemar"],
+        alpha=alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
+        pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
+        adaptive=adaptive,
+    )  # fmt: skip
+
+
+def _notes(
+    counted: dict, n_tasks: int, identical: str | None, differing: list[str], binary: dict
+) -> list[str]:
+    """The comparison's notes: identical outcomes, each profile's denominators, few tasks, differing task
+    data, then the pass/fail tests' own."""
+    notes = []
     if identical:
         what = identical.replace("_", " ")
-        notes.insert(0, f"{paired.IDENTICAL} ({what}): the MDE is from the within-task variance")
-    basis, se = "paired differences", interval.se
-    if identical or not interval.se:
-        basis, se = "within-task variance", paired.within_se(va[defined], vb[defined])
-    power = paired.power(se, se * math.sqrt(d.size), d.size, alpha, basis, effect)
-    t_stat = interval.value / interval.se if interval.se and interval.se > 0 else math.nan
-    return CompareResult(
-        path_a=str(a),
-        path_b=str(b),
-        metric=metric,
-        n_tasks=int(defined.sum()),
-        n_dropped=only_a + only_b,
-        n_only_a=only_a,
-        n_only_b=only_b,
-        n_undefined=int((~defined).sum()),
-        mean_a=_mean(ma[defined]),
-        mean_b=_mean(mb[defined]),
-        mean_diff=interval.value,
-        se_diff=interval.se,
-        t_stat=t_stat,
-        p_value_t=t_two_sided_p(t_stat, interval.n - 1),
-        ci_low=interval.ci_low,
-        ci_high=interval.ci_high,
-        boot_ci_low=boot[0],
-        boot_ci_high=boot[1],
-        n_bootstrap=n_bootstrap,
-        seed=seed,
-        p_value_permutation=p_perm,
-        permutation_method=method,
-        n_permutations=n_perm,
-        # with no spread between tasks the MDE comes from the within-task variance; with none at all: null
-        mde_80=power.mde_80,
-        mde_80_t=power.mde_80_t,
-        mde_basis=power.basis,
-        effect=effect,
-        tasks_needed=power.tasks_needed,
-        correlation=paired.correlation(ma[defined], mb[defined]),
-        identical=identical,
-        binary=binary,
-        mcnemar=mcnemar,
-        alpha=alpha,
-        n_flips=len(flips),
-        flips=flips,
-        per_task=rows,
-        pass_at_k=at_k,
-        pass_hat_k=hat_k,
-        notes=notes,
-        adaptive=adaptive,
-    )
+        notes.append(f"{paired.IDENTICAL} ({what}): the MDE is from the within-task variance")
+    for name, block in counted.items():
+        notes.extend(block.lines(f"profile {name.upper()}"))
+    if n_tasks < FEW_TASKS:
+        notes.append(few_tasks_note(f"the comparison ({n_tasks} paired tasks)", "compare"))
+    return notes + differing + binary["notes"]
+
+
+def _differing_note(da: ProfileData, db: ProfileData, pairs: list) -> list[str]:
+    differing = [key for key, i, j in pairs if task_data(da.samples[i]) != task_data(db.samples[j])]
+    if not differing:
+        return []
+    task, agent = differing[0]
+    return [
+        f"{len(differing)} paired task(s) hold different task data in the two profiles' samples (first: "
+        f"{task_label(task, agent)}): tasks are paired by _ng_task_index, so check that both runs "
+        "used the same task rows in the same order (a prompt change should touch the prompt only)"
+    ]
 
 
 def task_data(sample: dict) -> dict:

@@ -21,7 +21,8 @@ from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, InputError, UsageError
 from . import estimators
 from .adaptive_run import adaptive_basis, decision_selector, find_adaptive
-from .load import load_profile
+from .denominators import Denominators, denominators
+from .load import ProfileData, load_profile
 
 # Dataset fields that Gym rewrites while materializing, so they may differ from the original line.
 REWRITTEN_FIELDS = {"responses_create_params", "agent_ref", TASK_KEY}
@@ -193,9 +194,19 @@ class CurriculumResult:
     exclude_unhealthy: str | None = None  # the verdicts file whose unhealthy rollouts were left out
     n_unhealthy_excluded: int = 0  # rollouts of the profile left out by it
     adaptive: dict | None = None  # an adaptive run: its summary and whether its decisions chose the tasks
+    denominators: Denominators | None = None  # of the rows read (the --agent's only, with --agent)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _counted(data: ProfileData, picked: list[int]) -> Denominators:
+    """The denominators block (as stats and compare give it) of the profile rows picked."""
+    import numpy as np
+
+    mask = np.zeros(data.n_tasks, dtype=bool)
+    mask[picked] = True
+    return denominators(data.subset(mask))
 
 
 def _pick_agent(keys: list, agent: str | None) -> list[int]:
@@ -316,6 +327,7 @@ def export_curriculum(
         exclude_unhealthy=None if exclude_unhealthy is None else str(exclude_unhealthy),
         n_unhealthy_excluded=data.n_unhealthy,
         adaptive=None if run is None else {**run.summary(), "selected_by": adaptive_basis(by_decision)},
+        denominators=_counted(data, picked),
     )
 
 

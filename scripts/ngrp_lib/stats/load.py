@@ -40,6 +40,8 @@ class ProfileData:
     n_rows_measured: int = 0
     extras: dict[str, Any] = field(default_factory=dict)  # per-rollout data joined from --rollouts
     n_unhealthy: int = 0  # rollouts of the file that are in `unhealthy` (left out when excluded)
+    expected: list[int | None] = field(default_factory=list)  # each row's expected_num_rollouts, if stated
+    listed: list[int] = field(default_factory=list)  # each row's rollouts in rollout_infos, before exclusion
 
     @property
     def n_tasks(self) -> int:
@@ -60,6 +62,8 @@ class ProfileData:
             extras={
                 k: (v[idx] if hasattr(v, "shape") else [v[i] for i in idx]) for k, v in self.extras.items()
             },
+            expected=[self.expected[i] for i in idx] if self.expected else [],
+            listed=[self.listed[i] for i in idx] if self.listed else [],
         )
 
 
@@ -118,6 +122,8 @@ def load_profile(
     per_task: list[list[dict]] = []
     seen: dict[TaskKey, int] = {}
     n_unhealthy = 0
+    expected: list[int | None] = []
+    listed: list[int] = []
     for row in iter_rows(path):
         key = _row_key(row.data, path, row.line)
         if key in seen:
@@ -131,6 +137,8 @@ def load_profile(
         sample = row.data.get("sample")
         samples.append(sample if isinstance(sample, dict) else {})
         infos = _infos(row.data, path, row.line)
+        expected.append(_expected(row.data))
+        listed.append(len(infos))
         if unhealthy:
             kept, n = _split_unhealthy(key[0], infos, unhealthy)
             n_unhealthy += n
@@ -151,7 +159,16 @@ def load_profile(
     for name in fields:
         _refuse_oversize(values[name], name, keys, path)
     measured = int((rollout_index >= 0).sum())
-    return ProfileData(path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy)
+    return ProfileData(
+        path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy, expected=expected,
+        listed=listed,
+    )  # fmt: skip
+
+
+def _expected(row: dict) -> int | None:
+    """The row's expected_num_rollouts (Gym's and ngrp's profiles state it); None if absent or no count."""
+    value = row.get("expected_num_rollouts")
+    return value if is_index(value) else None
 
 
 def _refuse_oversize(matrix: Any, name: str, keys: list[TaskKey], path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .distributions import norm_ppf, t_ppf, t_two_sided_p
 from .estimators import counts, pass_at_k, pass_hat_k
+from .methods import T
 from .uncertainty import t_interval
 
 POWER = 0.8
@@ -30,6 +31,7 @@ class PairedAtK:
     ci_low: float
     ci_high: float
     p_value_t: float
+    ci_method: str | None = T  # the paired t interval (None when undefined)
 
 
 @dataclass
@@ -69,7 +71,11 @@ def paired_at_k(sa: Any, sb: Any, ks: list[int], hat: bool) -> list[PairedAtK]:
         iv = t_interval(fb[both] - fa[both])
         t = iv.value / iv.se if iv.se and iv.se > 0 else math.nan
         a_mean, b_mean = float(fa[both].mean()), float(fb[both].mean())
-        out.append(PairedAtK(k, iv.n, a_mean, b_mean, iv.value, iv.se, iv.ci_low, iv.ci_high, _p(t, iv.n)))
+        out.append(
+            PairedAtK(
+                k, iv.n, a_mean, b_mean, iv.value, iv.se, iv.ci_low, iv.ci_high, _p(t, iv.n), iv.ci_method
+            )
+        )
     return out
 
 

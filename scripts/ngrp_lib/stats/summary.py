@@ -16,6 +16,7 @@ from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
 from .adaptive_run import AdaptiveRun, find_adaptive, first_round_view
 from .cost import run_cost
+from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import t_interval_from_sem
 from .load import ProfileData, attach_rollouts, load_profile
 from .majority import NO_ANSWER, TIE_RULE
@@ -34,7 +35,7 @@ from .results import (
     ShrinkagePrior,
     TaskWeightedMean,
 )
-from .uncertainty import bootstrap_means, check_resampling, percentile_interval, t_interval
+from .uncertainty import Interval, bootstrap_means, check_resampling, percentile_interval, t_interval
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
@@ -66,15 +67,13 @@ class StatsSettings:
             raise UsageError(f"--interval must be one of {', '.join(INTERVALS)}, not {self.interval!r}")
 
 
-FEW_TASKS = 10  # below this many clusters, cluster-level intervals are not to be trusted
-
-
 @dataclass
 class StatsResult:
     profile: str
     rollouts: str | None
     settings: dict
     inputs: dict
+    denominators: Denominators
     overall: ScopeStats
     groups: list[ScopeStats] = field(default_factory=list)
     per_task: list[dict] = field(default_factory=list)
@@ -126,10 +125,9 @@ class _Columns:
 
 def _estimate(values: Any, rate: bool, n_rollouts: int, settings: StatsSettings) -> Estimate:
     iv = t_interval(values, settings.level)
-    head = intervals.headline(
-        iv.value, iv.se, iv.n, (iv.ci_low, iv.ci_high), rate=rate, cap=n_rollouts, level=settings.level,
-        method=settings.interval,
-    )  # fmt: skip
+    spread = intervals.off_edge(values, iv.value)
+    head = intervals.headline(iv, rate=rate, cap=n_rollouts, level=settings.level, method=settings.interval,
+                              spread=spread)  # fmt: skip
     nan = math.nan
     return Estimate(
         iv.value, iv.se, head.low, head.high, head.method or None, iv.ci_low, iv.ci_high, nan, nan, nan, iv.n,
@@ -163,10 +161,12 @@ def _rollout_weighted(rewards: Any, settings: StatsSettings, unit: bool) -> Roll
     clustered = (
         math.sqrt(n_tasks / (n_tasks - 1) * float((resid**2).sum())) / n_roll if n_tasks > 1 else math.nan
     )
-    t_bounds = t_interval_from_sem(mu, clustered, n_tasks, settings.level) if n_tasks > 1 else None
+    low, high = (t_interval_from_sem(mu, clustered, n_tasks, settings.level) if n_tasks > 1 else None) or (
+        math.nan, math.nan)  # fmt: skip
+    spread = intervals.off_edge(estimators.row_means(rewards), mu)
     head = intervals.headline(
-        mu, clustered, n_tasks, t_bounds or (math.nan, math.nan), rate=unit, cap=n_roll,
-        level=settings.level, method=settings.interval,
+        Interval(mu, clustered, low, high, n_tasks), rate=unit, cap=n_roll, level=settings.level,
+        method=settings.interval, spread=spread,
     )  # fmt: skip
     return RolloutWeightedMean(
         mu, naive, clustered, head.low, head.high, head.method or None, n_roll, n_tasks
@@ -423,7 +423,8 @@ def compute_stats(
         )
     inputs: dict[str, Any] = {"profile_rows": data.n_tasks, "profile_rollouts": data.n_rows_measured}
     inputs["health"] = health.to_json(data.n_unhealthy)
-    notes: list[str] = health.notes(data.n_unhealthy, data.n_rows_measured)
+    counted = denominators(data)
+    notes: list[str] = counted.lines() + health.notes(data.n_unhealthy, data.n_rows_measured)
     if rollouts is not None:
         inputs["rollouts"] = attach_rollouts(data, rollouts, settings.answer_key)
     run = find_adaptive(profile, rollouts)
@@ -436,12 +437,7 @@ def compute_stats(
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
     few = few_task_estimates(overall)
     if few:
-        notes.append(
-            f"few tasks behind {few}: below about {FEW_TASKS} "
-            "tasks no benchmark-level interval is reliable (the bootstrap is too narrow, t too wide, the "
-            "bounded one wide); quote the counts and the per-task Wilson intervals (--json: per_task), and "
-            "add tasks"
-        )
+        notes.append(few_tasks_note(few))
     if len({task for task, _ in data.keys}) < data.n_tasks:
         notes.append(
             "fan-out profile: each (task, agent) row is one cluster; "
@@ -469,16 +465,17 @@ def compute_stats(
             groups.append(scope_stats(data.subset(array == label), settings, label)[0])
     sizes = [g.group_size for g in overall.grpo_informative]
     if run is None:
-        per_task, counted = _per_task_rows(data, cols, labels, sizes), cols
+        per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
     else:  # every repeat: the profile's token totals count every repeat too
-        per_task, counted = adaptive_per_task(full, settings, labels, run)
-    successes = int(np.nansum(counted["successes"])) if "successes" in counted else None
+        per_task, task_cols = adaptive_per_task(full, settings, labels, run)
+    successes = int(np.nansum(task_cols["successes"])) if "successes" in task_cols else None
     informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
         profile=str(profile),
         rollouts=None if rollouts is None else str(rollouts),
         settings=asdict(settings),
         inputs=inputs,
+        denominators=counted,
         overall=overall,
         groups=groups,
         per_task=per_task,

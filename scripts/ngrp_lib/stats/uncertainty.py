@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import UsageError
 from .distributions import t_interval_from_sem
+from .methods import T
 
 MAX_BOOTSTRAP = 100_000  # replicates x columns of float64: 100,000 x 50 columns is 40 MB
 
@@ -33,6 +34,7 @@ class Interval:
     ci_low: float
     ci_high: float
     n: int
+    ci_method: str | None = T  # None when the interval is undefined
 
 
 def t_interval(values, level: float = 0.95) -> Interval:
@@ -43,10 +45,10 @@ def t_interval(values, level: float = 0.95) -> Interval:
     v = v[~np.isnan(v)]
     n = int(v.size)
     if n == 0:
-        return Interval(math.nan, math.nan, math.nan, math.nan, 0)
+        return Interval(math.nan, math.nan, math.nan, math.nan, 0, None)
     mean = float(v.mean())
     if n < 2:
-        return Interval(mean, math.nan, math.nan, math.nan, n)
+        return Interval(mean, math.nan, math.nan, math.nan, n, None)
     se = float(v.std(ddof=1) / math.sqrt(n))
     bounds = t_interval_from_sem(mean, se, n, level)
     assert bounds is not None  # n >= 2
@@ -64,28 +66,48 @@ def _resample_counts(rng, n_tasks: int, size: int):
 def bootstrap_means(values, n_boot: int, seed: int):
     """Replicate means of each column of `values` (tasks x columns, NaN = undefined) under task resampling.
 
-    Returns a (n_boot, columns) array; a replicate with no defined task in a column is NaN, and so is every
-    replicate of a column with fewer than two defined tasks (like the t interval, which needs n >= 2).
+    Each column resamples the tasks where it is defined (its own n, as its t and Korn-Graubard intervals
+    have): pass@7 defined on 4 of 30 tasks resamples those 4, not all 30 (a domain bootstrap, whose
+    replicates would hold 0 to 30 eligible tasks and swing to the ends). Columns defined on every task
+    share one set of resamples, drawn from `seed`; a column with gaps draws its own from (seed, its
+    position).
+    Returns a (n_boot, columns) array; every replicate of a column with fewer than two defined tasks is NaN
+    (like the t interval, which needs n >= 2).
     """
     import numpy as np
 
     v = np.asarray(values, dtype=float)
     if v.ndim == 1:
         v = v[:, None]
+    out = np.full((n_boot, v.shape[1]), np.nan)
+    if v.shape[0] == 0 or n_boot <= 0:
+        return out
+    defined = ~np.isnan(v)
+    out[:] = _resampled_means(v, n_boot, np.random.default_rng(seed))
+    for j in np.flatnonzero(~defined.all(axis=0)):
+        rows = defined[:, j]
+        rng = np.random.default_rng([seed, int(j)])
+        out[:, j] = _resampled_means(v[rows, j][:, None], n_boot, rng)[:, 0]
+    out[:, defined.sum(axis=0) < 2] = np.nan  # one task resampled is always itself: no interval, not a point
+    return out
+
+
+def _resampled_means(v, n_boot: int, rng):
+    """Means of the defined entries of every column over `n_boot` resamples of the rows."""
+    import numpy as np
+
     n_tasks = v.shape[0]
     out = np.full((n_boot, v.shape[1]), np.nan)
-    if n_tasks == 0 or n_boot <= 0:
+    if n_tasks == 0:
         return out
     defined = (~np.isnan(v)).astype(float)
     filled = np.nan_to_num(v)
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(n_boot, 4_000_000 // max(n_tasks, 1)))
+    chunk = max(1, min(n_boot, 4_000_000 // n_tasks))
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
         weights = _resample_counts(rng, n_tasks, size)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[start : start + size] = (weights @ filled) / (weights @ defined)
-    out[:, defined.sum(axis=0) < 2] = np.nan  # one task resampled is always itself: no interval, not a point
     return out
 
 

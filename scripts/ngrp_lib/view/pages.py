@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
+from ..inspect.task_line import rate_text, task_summary
+from ..numbers import num, pct, short, signed
 from .markup import Markup, escape, join, render
 
 KEYS = {
@@ -30,20 +32,6 @@ COLUMNS = (
     ("truncated", "truncated"),
     ("band", "band"),
 )
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.{digits}g}"
-    return str(value)
-
-
-def _share(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.0%}"
 
 
 def page(
@@ -68,15 +56,6 @@ def page(
 # -- the task table (viewer and report) -----------------------------------------------------------------
 
 
-def rate_text(t: dict[str, Any]) -> tuple[str, str]:
-    if not t["n_scored"]:
-        return "n/a", ""
-    return (
-        f"{t['n_passed']}/{t['n_scored']} = {t['pass_rate']:.2f}",
-        f"[{t['wilson_low_95']:.2f}, {t['wilson_high_95']:.2f}]",
-    )
-
-
 def task_row(t: dict[str, Any], url: str | None) -> Markup:
     rate, ci = rate_text(t)
     n = f"{t['n_rollouts']}" + (
@@ -96,9 +75,9 @@ def task_row(t: dict[str, Any], url: str | None) -> Markup:
         n=n,
         rate=rate,
         ci=ci,
-        mean_reward=fmt(t["mean_reward"]),
-        tokens="n/a" if tokens is None else f"{tokens:.0f}",
-        truncated=_share(t["truncated_share"]),
+        mean_reward=short(t["mean_reward"]),
+        tokens=num(tokens, 0),
+        truncated=pct(t["truncated_share"], 0),
         band=t["band"],
         band_label=t["band"].replace("_", "-"),
     )
@@ -131,7 +110,7 @@ def rollout_card(r: dict[str, Any]) -> Markup:
     outcome = "masked" if r["masked"] else {True: "pass", False: "fail", None: "unscored"}[r["passed"]]
     finish = r["finish_status"] + (f" ({r['finish_reason']})" if r["finish_reason"] else "")
     verifier = join(
-        Markup("<dt>") + escape(k) + Markup("</dt><dd><code>") + escape(fmt(v)) + Markup("</code></dd>")
+        Markup("<dt>") + escape(k) + Markup("</dt><dd><code>") + escape(short(v)) + Markup("</code></dd>")
         for k, v in r["verifier"].items()
     )
     reasoning = Markup("")
@@ -153,35 +132,18 @@ def rollout_card(r: dict[str, Any]) -> Markup:
         outcome_label=outcome,
         rollout_id=r["rollout_id"],
         rollout=r["_ng_rollout_index"],
-        reward=fmt(r["reward"]),
+        reward=short(r["reward"]),
         match="" if r.get("matches") is None else ("1" if r["matches"] else "0"),
         tokens="n/a" if tokens is None else f"{tokens:,}",
         finish=finish,
         finish_status=r["finish_status"],
-        extracted=fmt(r["extracted_answer"]),
-        expected=fmt(r["expected_answer"]),
+        extracted=short(r["extracted_answer"]),
+        expected=short(r["expected_answer"]),
         verifier=verifier,
         failure=failure,
         reasoning=reasoning,
         final_text=r["final_text"] or "(empty)",
     )
-
-
-def summary_text(t: dict[str, Any]) -> str:
-    rate, ci = rate_text(t)
-    parts = [
-        f"passed {rate} {ci} at reward >= {t['pass_threshold']:g}",
-        f"band {t['band'].replace('_', '-')}",
-        f"mean reward {fmt(t['mean_reward'])}",
-    ]
-    if t["mean_output_tokens"] is not None:
-        parts.append(f"mean output tokens {t['mean_output_tokens']:.0f}")
-    parts.append(f"truncated {t['n_truncated']}/{t['n_rollouts']}")
-    if t["expected"] is not None:
-        parts.append(f"{t['n_rollouts']} of {t['expected']} expected rollouts")
-    if t["n_masked"]:
-        parts.append(f"{t['n_masked']} masked")
-    return ", ".join(parts)
 
 
 # -- viewer pages ---------------------------------------------------------------------------------------
@@ -232,7 +194,7 @@ def tasks_page(data: dict[str, Any], *, compare: bool) -> Markup:
         "tasks",
         n_tasks=run["n_tasks"],
         n_rollouts=run["n_rollouts"],
-        threshold=fmt(run["pass_threshold"]),
+        threshold=short(run["pass_threshold"]),
         listed=listed,
         table=table,
         pager=_pager(data),
@@ -272,7 +234,7 @@ def _fields(fields: dict[str, Any]) -> Markup:
     if not fields:
         return Markup("")
     rows = join(
-        Markup("<tr><th>") + escape(k) + Markup("</th><td>") + escape(fmt(v)) + Markup("</td></tr>")
+        Markup("<tr><th>") + escape(k) + Markup("</th><td>") + escape(short(v)) + Markup("</td></tr>")
         for k, v in fields.items()
     )
     return Markup("<table class='input-fields'><caption>input fields</caption>") + rows + Markup("</table>")
@@ -298,9 +260,9 @@ def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
         position=position,
         task=t["task"],
         agent_label=f" (agent {t['agent']})" if t["agent"] is not None else "",
-        summary=summary_text(t),
+        summary=task_summary(t),
         prompt=data["prompt"],
-        expected=fmt(data["expected_answer"]),
+        expected=short(data["expected_answer"]),
         fields=_fields(data["input_fields"]),
         n_rollouts=len(data["rollouts"]),
         matching=_matching(data),
@@ -315,7 +277,7 @@ def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
 def _count(side: dict[str, Any]) -> str:
     if not side["n_scored"]:
         return "n/a"
-    return f"{side['n_passed']}/{side['n_scored']} = {side['pass_rate']:.2f}"
+    return f"{side['n_passed']}/{side['n_scored']} = {num(side['pass_rate'], 2)}"
 
 
 def compare_page(data: dict[str, Any], flipped_only: bool, agent: str) -> Markup:
@@ -338,8 +300,8 @@ def compare_page(data: dict[str, Any], flipped_only: bool, agent: str) -> Markup
                 preview=p["preview"],
                 a=_count(p["a"]),
                 b=_count(p["b"]),
-                diff="n/a" if p["diff"] is None else f"{p['diff']:+.2f}",
-                q="n/a" if p["q_value"] is None else f"{p['q_value']:.3g}",
+                diff=signed(p["diff"]),
+                q=short(p["q_value"]),
                 flip=flip,
                 same=same,
                 row_class="flipped" if p["flipped"] else "",
@@ -382,9 +344,8 @@ def compare_page(data: dict[str, Any], flipped_only: bool, agent: str) -> Markup
 def compare_task_page(data: dict[str, Any]) -> Markup:
     p = data["pair"]
     prompt = data["a"]["rollouts"][0]["prompt"] if data["a"]["rollouts"] else ""
-    q = "n/a" if p["q_value"] is None else f"{p['q_value']:.3g}"
     summary = (
-        f"B - A = {'n/a' if p['diff'] is None else format(p['diff'], '+.2f')}, Fisher q (BH) {q}"
+        f"B - A = {signed(p['diff'])}, Fisher q (BH) {short(p['q_value'])}"
         + (", flipped" if p["flipped"] else ", not flipped")
         + ("" if p["same_task"] is not False else "; the two runs hold different task data for this key")
     )

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 from ..errors import UsageError
 from ..inspect.digest import last_user_message
 from ..inspect.facts import lines_holding
-from ..inspect.select import Selection, make_selection, rollout_mask, row_ok, task_mask
+from ..inspect.select import Filters, Selection, make_selection, rollout_mask, row_ok, task_mask
 from .index import RunIndex
 
 PER_PAGE = 50
@@ -107,18 +107,20 @@ def parse_params(query: Mapping[str, Any], threshold: float) -> Params:
         except ValueError:
             raise UsageError(f"task must be a task index, not {value!r}") from None
     selection = make_selection(
-        tasks=tasks,
-        agent=query.get("agent") or None,
-        passed=outcome == "passed",
-        failed=outcome == "failed",
-        threshold=threshold,
-        reward_min=_float(query, "reward_min"),
-        reward_max=_float(query, "reward_max"),
-        search=text or None,
-        grep_prompt=bool(text),
-        where=_all(query, "where"),
-        band=band,
-        truncated=(query.get("truncated") or "") in ("1", "on", "true"),
+        Filters(
+            tasks=tasks,
+            agent=query.get("agent") or None,
+            passed=outcome == "passed",
+            failed=outcome == "failed",
+            threshold=threshold,
+            reward_min=_float(query, "reward_min"),
+            reward_max=_float(query, "reward_max"),
+            search=text or None,
+            grep_prompt=bool(text),
+            where=_all(query, "where"),
+            band=band,
+            truncated=(query.get("truncated") or "") in ("1", "on", "true"),
+        )
     )
     sort = (query.get("sort") or "task").strip()
     if sort not in SORTS:

@@ -1,0 +1,281 @@
+"""Reading JSONL and JSON: streaming reads with line numbers, problems kept as values.
+
+Reading policy (used by every command):
+- a blank line (empty or whitespace only) is skipped and counted, never parsed;
+- a last line with no newline that does not parse is a *torn tail* (an interrupted write), reported as such;
+- a last line with no newline that does parse is a complete row;
+- invalid UTF-8, `NaN`/`Infinity` literals, invalid JSON and rows that are not objects are problems with
+  the line number, kept as values so a validator can report them all and a loader can stop at the first;
+- a line longer than `opening.max_line_bytes()` (64 MiB) is a problem too (`line_too_long`): its bytes are
+  skipped, never held, so a file without newlines cannot exhaust memory.
+Files are opened through `opening.open_input` (regular files only) and read in blocks of 1 MiB.
+`dumps` writes the one line format every writer uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ..errors import InputError
+from .opening import line_too_long, max_line_bytes, open_input, read_document
+
+# Problem kinds, stable strings used in --json output.
+BLANK = "blank_line"
+TORN = "torn_tail"
+INVALID_UTF8 = "invalid_utf8"
+NON_FINITE = "non_finite_literal"
+INVALID_JSON = "invalid_json"
+NOT_OBJECT = "not_an_object"
+TOO_LONG = "line_too_long"
+BLOCK = 1 << 20  # bytes read at a time
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    line: int
+    data: dict[str, Any]
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    line: int
+    kind: str
+    message: str
+
+
+_NON_FINITE = re.compile(rb"-?Infinity|NaN")
+
+
+def _non_finite_literal(raw: bytes) -> str | None:
+    """The NaN/Infinity literal that alone makes the line invalid, or None.
+
+    orjson rejects these with a generic message; naming the literal tells the user what to fix. The line
+    counts as non-finite only if it parses once the literals are nulled, so a "NaN" inside a string on an
+    otherwise broken line is still reported as invalid JSON.
+    """
+    found = _NON_FINITE.search(raw)
+    if found is None:
+        return None
+    try:
+        orjson.loads(_NON_FINITE.sub(b"null", raw))
+    except orjson.JSONDecodeError:
+        return None
+    return found.group().decode()
+
+
+def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row | Problem:
+    """Parse one physical line (without its newline)."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if last_unterminated:
+            return Problem(
+                line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write"
+            )
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            return Problem(line, INVALID_UTF8, f"invalid UTF-8 at byte {uexc.start}")
+        literal = _non_finite_literal(raw)
+        if literal is not None:
+            return Problem(line, NON_FINITE, f"{literal} is not valid JSON; write null (or a number) instead")
+        return Problem(line, INVALID_JSON, f"invalid JSON: {exc}")
+    if not isinstance(data, dict):
+        return Problem(line, NOT_OBJECT, f"row is a JSON {type(data).__name__}, not an object")
+    return Row(line, data, raw)
+
+
+class LineReader:
+    """The physical lines of an open binary file, each with its newline (the last one may lack it), in
+    batches (one list per block read): iterating a list is cheaper than a generator step per line on the
+    profiler's hot path. A line's length, for the limit, does not count its newline.
+
+    Memory is bounded by `limit` (plus one block): a longer line is an InputError naming it (`strict`) or,
+    otherwise, a `None` in its batch while its bytes are skipped. `on_block` sees every byte read (the
+    profiler hashes the file with it). Once the last batch is handed out, `unterminated` says whether the
+    file's last line had no newline; that line then comes alone in the last batch.
+    """
+
+    def __init__(
+        self,
+        handle: IO[bytes],
+        path: Path | str,
+        *,
+        limit: int | None = None,
+        strict: bool = True,
+        on_block: Callable[[bytes], Any] | None = None,
+        block: int = BLOCK,
+    ) -> None:
+        self.handle, self.path, self.block = handle, path, block
+        self.limit = max_line_bytes() if limit is None else limit
+        self.strict, self.on_block = strict, on_block
+        self.unterminated = False
+        self.lines = 0  # lines handed out so far
+
+    def _too_long(self, line: int) -> None:
+        if self.strict:
+            raise line_too_long(self.path, line, self.limit)
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        read, limit, on_block, block_size = self.handle.read, self.limit, self.on_block, self.block
+        small_limit = limit < block_size
+        pending: list[bytes] = []  # pieces of the line not yet ended by a newline
+        size = 0  # their bytes
+        skipping = False  # inside a line already known to be too long
+        while True:
+            block = read(block_size)
+            if not block:
+                break
+            if on_block is not None:
+                on_block(block)
+            # C-level line splitting that keeps each newline (bytes.split is about twice as slow here)
+            lines: list[Any] = list(io.BytesIO(block))
+            tail = lines.pop() if not lines[-1].endswith(b"\n") else b""
+            if lines:
+                if skipping:
+                    lines[0], skipping = None, False
+                elif pending:
+                    size += len(lines[0]) - 1
+                    pending.append(lines[0])
+                    lines[0] = b"".join(pending) if size <= limit else None
+                    if lines[0] is None:
+                        self._too_long(self.lines + 1)
+                if small_limit:
+                    for i, line in enumerate(lines):
+                        if line is not None and len(line) - 1 > limit:
+                            self._too_long(self.lines + i + 1)
+                            lines[i] = None
+                pending, size = ([tail], len(tail)) if tail else ([], 0)
+                self.lines += len(lines)
+                yield lines
+                if size > limit:
+                    self._too_long(self.lines + 1)
+                    pending, size, skipping = [], 0, True
+            elif not skipping:
+                pending.append(tail)
+                size += len(tail)
+                if size > limit:
+                    self._too_long(self.lines + 1)
+                    pending, size, skipping = [], 0, True
+        if skipping or pending:
+            self.unterminated = True
+            self.lines += 1
+            yield [None] if skipping else [b"".join(pending)]
+
+
+def iter_records(
+    path: Path | str, *, on_block: Callable[[bytes], Any] | None = None
+) -> Iterator[Row | Problem]:
+    """Yield every non-blank line of a JSONL file as a Row or a Problem; blank lines as Problem(BLANK).
+    `on_block` sees every byte read (a caller hashes the file in the same pass)."""
+    path = Path(path)
+    with open_input(path, buffering=0) as handle:
+        reader = LineReader(handle, path, strict=False, on_block=on_block)
+        line_no = 0
+        for batch in reader:
+            terminated = not reader.unterminated  # the unterminated last line comes alone, last
+            for raw in batch:
+                line_no += 1
+                if raw is None:
+                    yield Problem(line_no, TOO_LONG, f"line is longer than {reader.limit} bytes (skipped)")
+                else:
+                    yield _record(raw, line_no, terminated=terminated)
+
+
+def _record(raw: bytes, line: int, *, terminated: bool) -> Row | Problem:
+    if terminated:
+        raw = raw.rstrip(b"\r\n")
+    if not raw.strip():
+        return Problem(line, BLANK, "blank line")
+    return parse_line(raw, line, last_unterminated=not terminated)
+
+
+def iter_parsed(path: Path | str) -> Iterator[tuple[int, dict[str, Any] | Problem]]:
+    """(line, row) or (line, Problem) for every line, with `iter_records`' policy (blank lines are
+    Problem(BLANK), a line past the limit Problem(TOO_LONG)) but no Row objects: one orjson call per good
+    line, the slow path only for a bad one. For whole-file scans that judge every row (`ngrp health`)."""
+    path = Path(path)
+    loads, line = orjson.loads, 0
+    with open_input(path, buffering=0) as handle:
+        reader = LineReader(handle, path, strict=False)
+        for batch in reader:
+            for raw in batch:
+                line += 1
+                if raw is None:
+                    yield line, Problem(line, TOO_LONG, f"line is longer than {reader.limit} bytes (skipped)")
+                    continue
+                try:
+                    data = loads(raw)
+                except orjson.JSONDecodeError:
+                    record = _record(raw, line, terminated=not reader.unterminated)  # names the problem
+                    yield line, record.data if isinstance(record, Row) else record
+                    continue
+                if type(data) is dict:
+                    yield line, data
+                else:
+                    kind = type(data).__name__
+                    yield line, Problem(line, NOT_OBJECT, f"row is a JSON {kind}, not an object")
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """For a reader that keeps something per row (a digest, a record): the cyclic GC would rescan all of
+    them again and again while they accumulate (in the profiler about a third of the run). Nothing kept
+    per row forms a cycle."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def iter_rows(
+    path: Path | str, *, allow_blank: bool = True, on_block: Callable[[bytes], Any] | None = None
+) -> Iterator[Row]:
+    """Yield rows; raise InputError (exit 3) at the first problem. Blank lines are skipped when allowed.
+    `on_block` as in `iter_records`."""
+    for record in iter_records(path, on_block=on_block):
+        if isinstance(record, Row):
+            yield record
+        elif record.kind == BLANK and allow_blank:
+            continue
+        else:
+            raise InputError(record.message, path=path, line=record.line, hint=hint_for(record.kind))
+
+
+def hint_for(kind: str) -> str | None:
+    return {
+        TORN: "the writer was interrupted: `ngrp profile --allow-partial` skips that line without changing "
+        "the file; `ngrp collect --resume` completes a run ngrp collected",
+        INVALID_UTF8: "re-encode the file as UTF-8",
+        NON_FINITE: "JSON has no NaN or Infinity; write null instead",
+        BLANK: "remove the blank line",
+        TOO_LONG: "is this a JSONL file? set NGRP_MAX_LINE_BYTES=<bytes> to read longer lines",
+    }.get(kind)
+
+
+def dumps(row: Any) -> bytes:
+    """One JSONL line (with newline). NaN becomes null, as orjson does."""
+    return orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def read_json(path: Path | str) -> Any:
+    """Read a whole JSON document (a regular file of at most 256 MiB), mapping errors to InputError."""
+    path = Path(path)
+    data = read_document(path, what="JSON document")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc}", path=path) from exc

@@ -1,0 +1,53 @@
+"""Running ngrp in tests and checking what it says: the subprocess call, exit codes, output schemas."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "ngrp.py"
+SCHEMAS = REPO / "schemas"
+
+
+def ngrp_process(
+    *args: Any,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict | None = None,
+    timeout: float = 600,
+) -> subprocess.CompletedProcess:
+    """`python3 <repo>/scripts/ngrp.py ARGS` as a subprocess, by absolute path (text output)."""
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=input,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def check(result: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:
+    """The result, after asserting its exit code (the message shows both streams)."""
+    assert result.returncode == code, (
+        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
+    return result
+
+
+def schema(name: str) -> dict:
+    """schemas/<name>.schema.json."""
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+
+
+def validated(data: Any, name: str) -> Any:
+    """`data`, after checking it against schemas/<name>.schema.json."""
+    jsonschema.validate(data, schema(name))
+    return data
