@@ -380,11 +380,11 @@ def build_report(
         headline=_headline(o),
         notes=(Markup("<ul class='note'>") + notes + Markup("</ul>") if notes else "")
         + _adaptive(stats.adaptive),
-        cost=join(Markup("<p>") + line + Markup("</p>") for line in cost_lines(stats.cost)),
         curve_title=title,
         curve=curve_svg,
         difficulty=difficulty_html,
         length=_length_section(o),
+        cost=join(Markup("<p>") + line + Markup("</p>") for line in cost_lines(stats.cost)),
         failures=failures,
         compare=compared,
         explorer=found[0],
