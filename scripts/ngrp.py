@@ -44,7 +44,7 @@ def _too_old() -> list[str]:
     return old
 
 
-if __name__ == "__main__":
+def _run() -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     missing = _missing()
     if missing:
@@ -53,7 +53,7 @@ if __name__ == "__main__":
             f"install them with: {sys.executable} -m pip install {' '.join(missing)}\n"
             "(or install the whole toolkit: pip install <path to this skill folder>)\n"
         )
-        sys.exit(2)
+        return 2
     old = _too_old()
     if old:
         sys.stderr.write(
@@ -65,4 +65,13 @@ if __name__ == "__main__":
         )
     from ngrp_lib.cli import main
 
-    sys.exit(main())
+    return main()
+
+
+if __name__ == "__main__":
+    try:
+        code = _run()
+    except KeyboardInterrupt:  # Ctrl-C while the toolkit is still loading: as after it, no traceback
+        sys.stderr.write("interrupted\n")
+        code = 130
+    sys.exit(code)

@@ -13,6 +13,7 @@ import sys
 import click
 
 from . import __version__
+from .artifacts.terminal import say
 from .errors import EXIT_INPUT, EXIT_USAGE, NgrpError, error_object
 
 # name -> (module, one-line help). Add a line here when you add a command module.
@@ -117,12 +118,12 @@ def _run(argv: list[str] | None, args: list[str]) -> tuple[int, Failure | None]:
             "pass names, paths and text as UTF-8",
             None,
         )
-        click.echo(f"error: {failure[0]}\n  hint: {failure[1]}", err=True)
+        say(f"error: {failure[0]}\n  hint: {failure[1]}", err=True)
         return EXIT_USAGE, failure
     try:
         result = cli.main(args=argv, prog_name="ngrp", standalone_mode=False)
     except NgrpError as exc:
-        click.echo(exc.render(), err=True)
+        say(exc.render(), err=True)
         return exc.exit_code, (exc.message, exc.hint, exc)
     except click.exceptions.Exit as exc:
         return exc.exit_code, None
@@ -133,11 +134,11 @@ def _run(argv: list[str] | None, args: list[str]) -> tuple[int, Failure | None]:
         return 2, (exc.format_message(), hint, exc)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         word = "aborted" if isinstance(exc, click.exceptions.Abort) else "interrupted"
-        click.echo(word, err=True)
+        say(word, err=True)
         return 130, (word, None, None)
     except OSError as exc:  # disk full, a folder where a file should go...: say so, no traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        say(f"error: {where}{exc.strerror or exc}", err=True)
         return EXIT_INPUT, (f"{where}{exc.strerror or exc}", None, exc)
     # A command returns its exit code (for example 1 when `check` has findings) or None for success.
     return (result if isinstance(result, int) else 0), None

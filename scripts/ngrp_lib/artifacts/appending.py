@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .atomic import named_errors
-from .opening import max_line_bytes, open_append, open_input
+from .opening import max_line_bytes, open_append, open_input, open_rewrite
 from .reading import Row, dumps, parse_line
 
 
@@ -57,7 +57,7 @@ def repair_tail(path: Path | str) -> str:
     state = tail_state(path)
     if state in ("clean", "empty"):
         return "clean"
-    with open_input(path) as reader, open(path, "r+b") as handle:
+    with open_rewrite(path) as handle, open_input(path) as reader:  # the output itself: never a link
         size = os.fstat(reader.fileno()).st_size
         if state == "unterminated":
             handle.seek(0, os.SEEK_END)
@@ -98,7 +98,8 @@ class Appender:
                 os.fsync(self._handle.fileno())
 
     def close(self) -> None:
-        self._handle.close()
+        with named_errors(self.path):  # closing flushes what a failed write left: a full disk fails it again
+            self._handle.close()
 
     def __enter__(self) -> Appender:
         return self

@@ -66,7 +66,9 @@ def atomic_outputs(paths: Mapping[str, Path], *, overwrite: bool = False) -> Ite
     temps: dict[str, Path] = {}
     try:
         for name, path in paths.items():
-            mode = path.stat().st_mode & 0o777 if overwrite and path.exists() else _new_file_mode()
+            mode = _new_file_mode()  # a replaced file's mode, never opened wider than the umask gives
+            if overwrite and path.exists():
+                mode &= path.stat().st_mode
             path.parent.mkdir(parents=True, exist_ok=True)
             remove_stale_temps(path)
             fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)

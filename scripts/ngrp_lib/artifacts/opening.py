@@ -150,17 +150,51 @@ def check_output_path(path: Path | str) -> None:
         raise OutputError(f"cannot write: {_describe(mode)}, not a regular file", path=path)
 
 
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 def open_append(path: Path | str) -> BinaryIO:
-    """Open (create) a regular file for appending, without blocking on a FIFO; anything else is refused."""
+    """Open (create) a regular file for appending, without blocking on a FIFO and never through a symlink
+    (a link planted where the output goes would have rows appended to its target); anything else is
+    refused."""
     path = Path(path)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | NO_FOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.EISDIR, errno.ELOOP):
             check_output_path(path)
+        if exc.errno == errno.ELOOP:
+            raise symlink_output(path) from None
         raise
     return _regular_for_writing(fd, path, "ab")
+
+
+def symlink_output(path: Path) -> OutputError:
+    return OutputError(
+        "is a symlink; ngrp does not write through it", path=path, hint="give the path of a regular file"
+    )
+
+
+def open_rewrite(path: Path | str) -> BinaryIO:
+    """Open an existing regular file for reading and writing in place (repairing a torn tail), never
+    through a symlink."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | NO_FOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise symlink_output(path) from None
+        raise
+    try:
+        st_mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(st_mode):
+            raise OutputError(f"cannot write: {_describe(st_mode)}, not a regular file", path=path)
+        _blocking(fd)
+        return os.fdopen(fd, "r+b")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def open_log(path: Path | str) -> BinaryIO:

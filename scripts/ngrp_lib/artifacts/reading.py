@@ -73,11 +73,39 @@ def _non_finite_literal(raw: bytes) -> str | None:
     return found.group().decode()
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) written as its escape text `\\udXXX`."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+    if isinstance(value, list):
+        return [_escaped_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_escaped_surrogates(k): _escaped_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _with_lone_surrogates(raw: bytes) -> Any:
+    """A line orjson refuses for a lone-surrogate escape (`"\\ud800"`), as Python's json (so NeMo Gym)
+    reads and writes it; its strings keep the escape as text. None when it is not valid JSON either."""
+    import json
+
+    try:
+        return _escaped_surrogates(json.loads(raw))
+    except ValueError:
+        return None
+
+
 def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row | Problem:
     """Parse one physical line (without its newline)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        data = _with_lone_surrogates(raw) if "surrogate" in str(exc) else None
+        if isinstance(data, dict):
+            return Row(line, data, raw)
         if last_unterminated:
             return Problem(
                 line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write"

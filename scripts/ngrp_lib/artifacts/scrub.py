@@ -4,11 +4,17 @@ flags and variables that hold one (`secret_name`, which `ngrp serve` masks its s
 The ledger is a plain file that gets pasted into reports and chats, so anything that looks like a
 credential is replaced by `***` (the name stays, so the command is still readable). Patterns err on the
 side of redacting: a lost value in a logged command is cheap, a leaked key is not.
+
+Known values are masked too: the value of every environment variable whose name is secret-looking
+(`secret_name`, the rule collect applies to its API key), wherever it appears, as a run may print its
+own environment (`MY_SERVICE_TOKEN=...`, or the value alone).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 
 from ..errors import UsageError
 
@@ -66,10 +72,11 @@ _SPACED_P = re.compile(
 _PASS_ARG = re.compile(r"(?P<lead>(?:^|\s)pass:)(?P<value>[^\s'\"]+)")
 _LOGIN_KEY = re.compile(r"(?P<lead>\bwandb\s+login\s+(?:--relogin\s+)?)(?P<value>[A-Za-z0-9]{20,})")
 # A secret-looking compound name (aws_secret_access_key, api-key) followed by a space and a value, as
-# `aws configure set aws_secret_access_key VALUE` writes it.
+# `aws configure set aws_secret_access_key VALUE` writes it. The separator and value are a lookahead, so a
+# value is itself tried as a name: `run.sh api_key VALUE` (the word before looks like a name too).
 _SPACED_NAME = re.compile(
-    r"(?P<lead>(?:^|(?<=[\s\"']))[\"']?)(?P<name>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)+)"
-    r"(?P<sep>[\"']?[ \t]+)(?P<value>\"[^\"]*\"|'[^']*'|(?!-)[^\s\"',;&|]+)"
+    r"(?:^|(?<=[\s\"']))[\"']?(?P<name>[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)+)"
+    r"(?=[\"']?[ \t]+(?P<value>\"[^\"]*\"|'[^']*'|(?!-)[^\s\"',;&|]+))"
 )
 
 # Name segments that make an assignment secret-looking. `key` alone is too common (sort_key,
@@ -119,10 +126,29 @@ def _mask(match: re.Match[str]) -> str:
     return f"{match.group('lead')}{match.group('name')}{match.group('sep')}{quote}{MASK}{quote}"
 
 
+_NOT_SECRET_VALUES = {"", "0", "1", "true", "false", "yes", "no", "none", "null", "on", "off"}
+MIN_ENV_SECRET = 6  # shorter values of secret-named variables would mask ordinary words
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The values of the secret-named variables of `environ` (default: this process's environment),
+    longest first, leaving out flags and values too short to mask safely."""
+    source = os.environ if environ is None else environ
+    values = {
+        value
+        for name, value in source.items()
+        if len(value) >= MIN_ENV_SECRET and value.lower() not in _NOT_SECRET_VALUES and secret_name(name)
+    }
+    return sorted(values, key=len, reverse=True)
+
+
 def scrub(text: str) -> str:
     """Return `text` with credentials replaced by `***`."""
     if not text:
         return text
+    for value in environment_secrets():
+        if value in text:
+            text = text.replace(value, MASK)
     text = _PEM.sub(lambda m: f"-----BEGIN {m.group(1)}-----{MASK}-----END {m.group(1)}-----", text)
     text = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
     text = _URL_TOKEN_USER.sub(lambda m: m.group(0) if m.group(2) == MASK else f"{m.group(1)}{MASK}@", text)
@@ -133,8 +159,23 @@ def scrub(text: str) -> str:
         text = tool.sub(_mask_value, text)
     text = _FLAG.sub(_mask, text)
     text = _ASSIGN.sub(_mask, text)
-    text = _SPACED_NAME.sub(_mask, text)
+    text = _mask_spaced_names(text)
     return _TOKENS.sub(MASK, text)
+
+
+def _mask_spaced_names(text: str) -> str:
+    """`NAME VALUE` with a secret NAME -> `NAME ***` (the value lies outside each match: see _SPACED_NAME)."""
+    out: list[str] = []
+    done = 0
+    for match in _SPACED_NAME.finditer(text):
+        if match.start("name") < done or not secret_name(match.group("name")):
+            continue
+        start, end = match.span("value")
+        value = match.group("value")
+        quote = value[0] if value[:1] in ("'", '"') else ""
+        out.append(f"{text[done:start]}{quote}{MASK}{quote}")
+        done = end
+    return "".join(out) + text[done:]
 
 
 def _mask_value(match: re.Match[str]) -> str:

@@ -153,8 +153,9 @@ class FailoverRouter:
         try:
             timeout = aiohttp.ClientTimeout(total=self.probe_timeout)
             url = endpoint.base_url + "/models"
-            async with self.session.get(url, headers=self.headers, timeout=timeout) as reply:
-                return reply.status == 200
+            get = self.session.get(url, headers=self.headers, timeout=timeout, allow_redirects=False)
+            async with get as reply:
+                return reply.status == 200  # the body is never read; a redirect is not this server answering
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
             return False
 

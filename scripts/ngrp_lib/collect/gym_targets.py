@@ -14,8 +14,6 @@ The row itself is the request body, byte for byte as in the materialized file.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,11 +76,12 @@ class GymTargets:
 
 def fetch_json(url: str, timeout: float = 10.0, limit: int = 1 << 24) -> Any:
     """GET a JSON document (at most `limit` bytes); None when the URL does not answer 200 with JSON."""
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            data = reply.read(limit + 1)
-            return None if len(data) > limit else json.loads(data)
-    except (urllib.error.URLError, OSError, ValueError):
+    from .http import AttemptFailed, fetch_bounded
+
+    try:  # bounded and never redirected, like every reply ngrp reads
+        status, data = fetch_bounded(url, timeout, limit)
+        return json.loads(data) if status == 200 else None
+    except (AttemptFailed, OSError, ValueError):
         return None
 
 

@@ -9,6 +9,10 @@ Replies are read up to a limit (`max_response_bytes`, 16 MiB by default, `collec
 larger 200 reply is a `response_too_large` failure, and of an error reply only the first 64 KiB are read
 (Gym keeps 2,000 characters of it). Redirects are not followed unless asked (`--follow-redirects`): a 3xx
 is a `redirect_refused` failure, so a prompt is never re-posted to a host nobody named.
+
+Every other reply the project reads goes through the same bound: `get_bounded` (the pre-flight
+`GET /models`, liveness probes) and `fetch_bounded` (callers without an event loop: serve's `/health`,
+Gym's discovery GETs). Neither follows a redirect.
 """
 
 from __future__ import annotations
@@ -169,12 +173,74 @@ async def read_prefix(reply: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def get_bounded(
+    session: Any,
+    url: str,
+    *,
+    headers: dict | None = None,
+    timeout: float,
+    limit: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> tuple[int, bytes]:
+    """`GET url` without following a redirect: the status and the body, a 200 read up to `limit` bytes
+    (AttemptFailed response_too_large past it), any other status only its first ERROR_BODY_READ bytes.
+    A 3xx is returned with no body: the caller decides what a redirect means for it."""
+    import aiohttp
+
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    async with session.get(url, headers=headers, timeout=client_timeout, allow_redirects=False) as reply:
+        if reply.status == 200:
+            return 200, await read_limited(reply, limit, url)
+        if 300 <= reply.status < 400:
+            return reply.status, b""
+        return reply.status, await read_prefix(reply, ERROR_BODY_READ)
+
+
+def fetch_bounded(url: str, timeout: float, limit: int = DEFAULT_MAX_RESPONSE_BYTES) -> tuple[int, bytes]:
+    """`GET url` for callers without an event loop, on http.client (which never follows a redirect):
+    the status and at most `limit` bytes of a 200 body (AttemptFailed past it; other statuses: their
+    first ERROR_BODY_READ bytes), all within `timeout` seconds in total (OSError: TimeoutError past it)."""
+    import http.client
+    import time
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OSError(f"not an http(s) URL: {_path(url)}")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
+        reply = connection.getresponse()
+        if reply.status == 200 and reply.length is not None and reply.length > limit:
+            raise too_large(reply.length, limit, url, 200)
+        cap = limit if reply.status == 200 else ERROR_BODY_READ
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no whole answer within {timeout:g}s from {_path(url)}")
+            chunk = reply.read1(1 << 16) if hasattr(reply, "read1") else reply.read(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > cap and reply.status == 200:
+            raise too_large(None, limit, url, 200)
+        return reply.status, b"".join(chunks)[:cap]
+    except http.client.HTTPException as exc:
+        raise OSError(f"{type(exc).__name__} from {_path(url)}") from exc
+    finally:
+        connection.close()
+
+
 def too_large(declared: int | None, limit: int, url: str, status: int | None) -> AttemptFailed:
     size = f"{declared} bytes" if declared is not None else f"more than {limit} bytes"
     return AttemptFailed(
         "response_too_large",
         "ResponseTooLarge",
-        f"reply of {size} from {_path(url)} is over the limit of {limit} bytes (raise --max-response-mb)",
+        f"reply too large: {size} from {_path(url)}, over the limit of {limit} bytes"
+        " (raise --max-response-mb)",
         status,
     )
 

@@ -71,8 +71,10 @@ class CollectOptions:
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         retry = self.retry
-        if not (math.isfinite(retry.timeout) and retry.timeout > 0) or retry.max_retries < 0:
-            raise UsageError(f"--timeout must be finite and > 0 (not {retry.timeout}), --max-retries >= 0")
+        if not (math.isfinite(retry.timeout) and retry.timeout > 0):
+            raise UsageError(f"--timeout must be finite and > 0, not {retry.timeout}")
+        if retry.max_retries < 0:
+            raise UsageError(f"--max-retries must be >= 0, not {retry.max_retries}")
         if not all(math.isfinite(d) and d >= 0 for d in (retry.base_delay, retry.max_delay)):
             raise UsageError("--retry-base-delay must be a finite number >= 0")
         source = self.input if self.input is not None else self.materialized

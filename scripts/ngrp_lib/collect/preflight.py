@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..artifacts.failures import server_message
 from ..artifacts.redact import server_redactor
 from ..errors import UsageError
+from .http import AttemptFailed, get_bounded
 from .routing import Endpoint, has_credentials, public_url
 
 DEFAULT_TIMEOUT = 10.0
@@ -35,6 +36,7 @@ SKIP_HINT = "a server without GET /v1/models: pass --skip-preflight"
 NO_ROUTE = (404, 405, 501)  # the probe's route is missing: the only case --skip-preflight can help
 REFUSED = "no row was sent"  # the hint of every refusal; a check's own fix names --skip-preflight if it helps
 EXAMPLES = 3
+REDIRECT_FIX = "the pre-flight check follows no redirect: give the URL it points to as --base-url"
 
 
 @dataclass(frozen=True)
@@ -120,12 +122,17 @@ async def _check_server(
     url = public_url(base_url)
     headers = auth_headers(api_key)
     try:
-        client_timeout = aiohttp.ClientTimeout(total=timeout)
-        async with session.get(base_url + "/models", headers=headers, timeout=client_timeout) as reply:
-            status, body = reply.status, (await reply.read()).decode("utf-8", errors="replace")
+        status, raw = await get_bounded(session, base_url + "/models", headers=headers, timeout=timeout)
+    except AttemptFailed as failure:  # a reply over the size limit
+        problem = f"GET {url}/models: {failure.message}"
+        return ServerCheck(url, model, problem, SKIP_HINT, status=failure.status)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         problem = no_reply(exc, url, timeout)
         return ServerCheck(url, model, problem, "is the server running? `ngrp serve status`")
+    body = raw.decode("utf-8", errors="replace")
+    if 300 <= status < 400:
+        return ServerCheck(url, model, f"GET {url}/models answered HTTP {status}, a redirect", REDIRECT_FIX,
+                           status=status)  # fmt: skip
     if status in (401, 403):
         return ServerCheck(url, model, *_key_problem(status, url, api_key, api_key_env), status=status)
     if status != 200:
@@ -164,9 +171,10 @@ async def _check_reachable(session: Any, url: str, what: str | None, fix: str, t
     shown = public_url(url)
     about = f" ({what})" if what else ""
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as reply:
-            status = reply.status
-            said = server_message((await reply.read()).decode("utf-8", errors="replace"))
+        status, raw = await get_bounded(session, url, timeout=timeout)  # a redirect answers; not followed
+        said = server_message(raw.decode("utf-8", errors="replace"))
+    except AttemptFailed as failure:  # a 200 over the size limit: it answered
+        return ServerCheck(shown, status=failure.status)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
         return ServerCheck(shown, problem=no_reply(exc, shown, timeout) + about, fix=fix)
     if status >= 500:

@@ -26,6 +26,7 @@ from ..artifacts import jsonl
 from ..artifacts.failures import Failure
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
+from ..artifacts.terminal import visible
 from ..artifacts.usage import CostTally
 from .grouping import Grouper, Item
 from .http import AttemptFailed
@@ -36,7 +37,7 @@ IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
 
 
 def stderr_log(text: str) -> None:
-    print(f"ngrp collect: {text}", file=sys.stderr, flush=True)
+    print(f"ngrp collect: {visible(text)}", file=sys.stderr, flush=True)  # a server said part of it
 
 
 def run_redactor(options: CollectOptions) -> Redactor:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
+from ..artifacts.terminal import say
 from ..errors import InputError, OutputError
 
 if TYPE_CHECKING:
@@ -29,7 +30,14 @@ class FilePath(click.Path):
         self.name = "file"  # the metavar: FILE
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        given = os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
+        if self.role == "output" and given.endswith(("/", os.sep)) and not os.path.isdir(path):
+            raise OutputError(
+                "ends in a slash: that names a folder, not a file",
+                path=path,
+                hint="give a file path to write",
+            )  # Path() drops the slash: a file named like the folder would be written
         if os.path.isdir(path):
             if self.role == "output":
                 raise OutputError("is a folder, not a file", path=path, hint="give a file path to write")
@@ -177,7 +185,7 @@ def emit(result: Any, as_json: bool, render_text: Callable[[Any], str]) -> None:
         payload = result.to_json() if hasattr(result, "to_json") else to_jsonable(result)
         click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
     else:
-        click.echo(render_text(result))
+        say(render_text(result))
 
 
 def class_counts(by_class: dict[str, int]) -> str:

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..artifacts.terminal import say
 from ..errors import UsageError
 from ._common import (
     DELAY,
@@ -327,7 +328,7 @@ def command(
     result = asyncio.run(_collect(options, settings))
     emit(result, as_json, _render_adaptive if settings else _render)
     if result.next_step:
-        click.echo(result.next_step, err=True)
+        say(result.next_step, err=True)
     return result.exit_code
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ._common import FINITE, INPUT_FILE, count, pass_threshold_option
 
 FILE = INPUT_FILE
@@ -137,9 +138,9 @@ def command(
     if as_json:
         for shown in result.rollouts():
             click.echo(orjson.dumps(shown.to_json(cut)).decode())
-        click.echo(footer(result), err=True)
+        say(footer(result), err=True)
         return 0
     for line in render_lines(result, cut):
-        click.echo(line)
-    click.echo(footer(result))
+        say(line)
+    say(footer(result))
     return 0

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ..ledger import (
     CampaignSpec,
     MetricSource,
@@ -122,10 +123,10 @@ def init_cmd(
     )
     result = init_campaign(paths, spec)
     for warning in warnings_for(read_git(Path(".")), Path(".")):
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
     deadline_at = result.deadline_at()
     if deadline_at is not None and deadline_at <= now_utc():
-        click.echo(
+        say(
             f"warning: --deadline {result.deadline} has already passed: `ngrp ledger status` will say STOP"
             " at once",
             err=True,
@@ -288,7 +289,7 @@ def record_cmd(
     )
     result = record_run(paths, run, source, dry_run=dry_run)
     for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
     emit(result, as_json, render_record)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ..ledger import resolve_dir
 from ..ledger.run import RunResult, run_experiment
 from ..ledger.run_request import RunRequest
@@ -123,7 +124,7 @@ def run_cmd(campaign, directory, quiet, as_json, argv, sbatch_args, metric_json,
     def warn(text: str) -> None:
         if text not in printed:
             printed.append(text)
-            click.echo(f"warning: {text}", err=True)
+            say(f"warning: {text}", err=True)
 
     request = RunRequest(
         argv=list(argv),

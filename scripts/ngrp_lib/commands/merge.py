@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from ..merge.shards import MergeResult, merge_shards
-from ._common import emit, json_option, overwrite_option
+from ._common import OUTPUT_FILE, emit, json_option, overwrite_option
 
 
 @click.command(name="merge")
 @click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--output", "-o", required=True, type=click.Path(path_type=Path), help="Merged rollouts file.")
+@click.option("--output", "-o", required=True, type=OUTPUT_FILE, help="Merged rollouts file.")
 @click.option(
     "--inputs",
     "inputs",

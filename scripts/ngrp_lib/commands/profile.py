@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ..errors import UsageError
 from ._common import FINITE, emit, exclude_unhealthy_option, json_option, overwrite_option
 
@@ -161,7 +162,7 @@ def command(
         result = run_profile(inputs, rollouts, options)
         result.adaptive = _adaptive(result, rollouts, pass_threshold)
     for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
     emit(result, as_json, render_text)
     return 0
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ._common import (
     DURATION,
     INPUT_FILE,
@@ -122,7 +123,7 @@ def command(
     result = reverify(options)
     emit(result, as_json, render_text)
     if not result.complete:
-        click.echo(next_step(result, max_attempts), err=True)
+        say(next_step(result, max_attempts), err=True)
     return 0 if result.complete else 1
 
 

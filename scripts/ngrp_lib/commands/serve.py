@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..artifacts.terminal import say
 from ..errors import UsageError
 from ._common import DELAY, FOLDER, OUTPUT_FILE, FiniteFloat, count, emit, json_option
 
@@ -121,7 +122,9 @@ def start(
     Arguments after `--` go to every vLLM server unchanged. On CPU the defaults are the ones that start
     fast and survive seeded requests: --enforce-eager, --distributed-executor-backend uni,
     --no-enable-chunked-prefill, VLLM_ENABLE_V1_MULTIPROCESSING=0, VLLM_CPU_KVCACHE_SPACE=1 (GiB),
-    HF_HUB_OFFLINE=1; any of them you pass yourself wins.
+    HF_HUB_OFFLINE=1; any of them you pass yourself wins. --port, --host and --served-model-name belong
+    before the `--` (ngrp polls and records them); --api-key and --hf-token go to vLLM through
+    VLLM_API_KEY and HF_TOKEN, never its command line.
 
     \b
     Example:
@@ -162,8 +165,9 @@ def _python_for_dry_run(serve_plan, explicit: str | None) -> str:
 def stop(endpoints_file: Path, grace: float, as_json: bool) -> int:
     """Stop every server listed in an endpoints file (whole process groups), then delete the file.
 
-    Only servers `ngrp serve` started are stopped (the file gives their pid and start time); a server of a
-    hand-written entry is left running and named, and a file ngrp serve did not write is kept.
+    Only servers `ngrp serve` started are stopped (the file gives their pid and start time, and the process
+    must still be vLLM's server on the entry's port, leading its own session); any other process, and a
+    server of a hand-written entry, is left running and named, and a file ngrp serve did not write is kept.
 
     \b
     Example:
@@ -208,7 +212,7 @@ def status(endpoints_file: Path, api_key_env: str, as_json: bool) -> int:
 
 
 def _progress(message: str) -> None:
-    click.echo(message, err=True)
+    say(message, err=True)
 
 
 def _render_plan(plan) -> str:

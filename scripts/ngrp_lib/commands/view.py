@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
+from ..artifacts.terminal import say
 from ._common import INPUT_FILE, FiniteFloat, pass_threshold_option
 
 FILE = INPUT_FILE
@@ -67,7 +71,9 @@ def command(
     The rollouts file is read once into a byte-offset index, cached outside the run folder
     (~/.cache/ngrp/view-index, or $NGRP_CACHE_DIR) by file size and modification time; rows are read
     back only when shown. Every page has a JSON twin (/tasks.json, /task/N.json, /compare.json).
-    Listens on 127.0.0.1 only unless --host says otherwise; Ctrl-C stops it.
+    Listens on 127.0.0.1 only unless --host says otherwise, and answers only requests addressed to
+    127.0.0.1, localhost, [::1] or that host on its port; once the rollouts file is replaced, truncated or
+    rewritten, every request answers 409 (restart to index it again). Ctrl-C or SIGTERM stops it.
 
     \b
     Example:
@@ -94,23 +100,43 @@ def command(
             resolve(path, inputs_path), threshold=threshold, answer_key=answer_key, use_cache=not no_cache
         )
         how = "from the cache" if index.cached else "indexed"
-        click.echo(
+        say(
             f"{path}: {len(index.facts)} rollouts, {len(index.table)} tasks ({how} in {index.seconds:.1f} s)",
             err=True,
         )
         return Views(index)
 
-    views = load(rollouts, inputs)
-    pairs = Pairs.build(load(other, compare_inputs), views, alpha) if other else None
+    with _clean_sigterm():  # while the run is indexed; the server then sets its own
+        views = load(rollouts, inputs)
+        pairs = Pairs.build(load(other, compare_inputs), views, alpha) if other else None
     if host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(f"warning: listening on {host}: anyone who can reach it can read this run", err=True)
+        say(f"warning: listening on {host}: anyone who can reach it can read this run", err=True)
 
     def ready(url: str) -> None:
-        click.echo(
+        say(
             f"ngrp view: {url}" + (f"  (compare: {url}compare)" if pairs else "") + "  - Ctrl-C stops it",
             err=False,
         )
 
-    serve(make_app(views, pairs), host, port, ready)
-    click.echo("stopped", err=True)
+    serve(make_app(views, pairs, bind_host=host), host, port, ready)
+    say("stopped", err=True)
     return 0
+
+
+@contextlib.contextmanager
+def _clean_sigterm() -> Iterator[None]:
+    """SIGTERM before the server listens is a clean stop (exit 0), as after it; the handler before is
+    put back after."""
+
+    def stopped(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stopped)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

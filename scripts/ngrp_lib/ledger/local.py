@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..artifacts.opening import open_append
-from .outcome import Outcome, StopRequest, Watch
-from .procwatch import GpuProbe, Proc, scan, tree, tree_rss
+from .outcome import ESCAPED, Outcome, StopRequest, Watch
+from .procwatch import GpuProbe, Proc, scan, start_ticks, tree, tree_rss
 
 SAMPLE_S = 0.5  # memory sampling interval
 GPU_SAMPLE_S = 5.0
@@ -54,6 +54,7 @@ class _Tree:
 
     def __init__(self, leader: int, grace_s: float, token: str) -> None:
         self.leader = leader
+        self.leader_start = start_ticks(leader)
         self.grace_s = grace_s
         self.token = token.encode()  # in the environment of every process the run started
         self.known: set[int] = {leader}
@@ -83,11 +84,44 @@ class _Tree:
         return proc.state in ("Z", "X") and (proc.pgid == self.leader or proc.pid in self.known)
 
     def _ours(self, pid: int) -> bool:
-        """An orphan ngrp adopted belongs to the run when it carries the run's token in its environment."""
+        """An orphan ngrp adopted (as the subreaper) belongs to the run when it carries the run's token in
+        its environment, or when it started after the run's first process: nothing but the run hands ngrp
+        orphans, and ngrp's own children (a caller's servers) are older. A process that cleared its
+        environment (`setsid env -i ...`, a double fork with an empty one) is caught by the second rule."""
         try:
-            return self.token in Path(f"/proc/{pid}/environ").read_bytes()
+            if self.token in Path(f"/proc/{pid}/environ").read_bytes():
+                return True
         except OSError:
-            return False
+            pass
+        started = start_ticks(pid)
+        return started is not None and self.leader_start is not None and started >= self.leader_start
+
+    def escapees(self) -> list[tuple[int, str]]:
+        """Live processes that carry the run's token but are not in its tree (they were handed to another
+        parent than ngrp: a service manager, a nested subreaper that exited): (pid, name)."""
+        found = []
+        for proc in scan().values():
+            if proc.pid in self.known or proc.state in ("Z", "X"):
+                continue
+            try:
+                if self.token not in Path(f"/proc/{proc.pid}/environ").read_bytes():
+                    continue
+                name = Path(f"/proc/{proc.pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            found.append((proc.pid, name))
+        return found
+
+    def stop_escapees(self) -> str | None:
+        """SIGKILL every escapee; the note naming them (None when there is none)."""
+        named = []
+        for pid, name in self.escapees():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                named.append(f"pid {pid} ({name}), stopped")
+            except (ProcessLookupError, PermissionError) as exc:
+                named.append(f"pid {pid} ({name}), still running: {exc.strerror or exc}")
+        return f"{ESCAPED} {'; '.join(named)}" if named else None
 
     def terminate(self, now: float, grace_s: float | None = None) -> None:
         if self.term_at is None:
@@ -238,4 +272,8 @@ def run_local(argv: Sequence[str], log_path: Path, watch: Watch, *, cwd: Path | 
         finally:
             run.selector.close()
             run.pipe.close()
-    return run.outcome()
+        escaped = run.tree.stop_escapees()
+    outcome = run.outcome()
+    if escaped:
+        outcome.notes.append(escaped)
+    return outcome

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, BinaryIO
 
+ESCAPED = "escaped the run's process tree (found by the run's token):"  # a note that reaches the row
+
 
 @dataclass
 class Outcome:

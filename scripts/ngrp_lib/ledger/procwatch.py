@@ -38,6 +38,16 @@ def parse_stat(text: str) -> Proc | None:
         return None
 
 
+def start_ticks(pid: int) -> int | None:
+    """When `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat); None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
 def scan(proc_root: Path = Path("/proc")) -> dict[int, Proc]:
     """Every process visible now. A process that exits mid-scan is simply not listed."""
     out: dict[int, Proc] = {}

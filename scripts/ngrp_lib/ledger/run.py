@@ -24,7 +24,7 @@ from .classify import Verdict, classify_end, classify_success, read_tail, tail_l
 from .decide import best_row
 from .gitinfo import NONE, GitInfo, changed_paths, read_git, toplevel, warnings_for
 from .metric import NonFiniteMetric, Reading
-from .outcome import Outcome, StopRequest, Watch
+from .outcome import ESCAPED, Outcome, StopRequest, Watch
 from .record import MetricSource, RecordResult, RunInfo, read_metric, record_run
 from .run_request import RunRequest, check_request, metric_source, timeout_seconds
 from .status import stop_rules
@@ -220,13 +220,19 @@ class _Experiment:
     def _record(self, outcome: Outcome, verdict: Verdict, reading: Reading | None) -> RecordResult:
         req, ok = self.req, verdict.run_class == "ok"
         description = " ".join(part for part in (req.description, f"[{verdict.text()}]") if part)
+        escaped = [f"[{note}]" for note in outcome.notes if note.startswith(ESCAPED)]
+        if escaped:  # the row says so whatever the class: something of the run may still be running
+            description = " ".join([req.description if ok else description, *escaped]).strip()
+            ok_description = description
+        else:
+            ok_description = req.description
         info = RunInfo(
             status="auto" if ok else "crash",
             repo=req.repo,
             parent_ref=req.parent_ref,
             recipe=req.recipe,
             command=shlex.join(req.argv),
-            description=req.description if ok else description,
+            description=ok_description if ok else description,
             memory_gb=memory_of(outcome)[0],
             elapsed_min=outcome.elapsed_s / 60.0,
             launcher="slurm" if req.launcher == "slurm" or os.environ.get("SLURM_JOB_ID") else "local",

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ..artifacts.jsonl import BLANK, LineReader, Problem, hint_for, iter_records
+from ..artifacts.jsonl import BLANK, LineReader, Problem, hint_for, iter_records, parse_line
 from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index, pack_key
 from ..artifacts.opening import open_input
 from ..artifacts.sampling import SamplingTally
@@ -74,12 +74,22 @@ def _rows(
                     if skip_torn_tail and reader.unterminated:  # the last line, alone in the last batch
                         stats.torn_tail[role] = line_no
                         break
-                    _raise_problem(path, line_no)
+                    data = _slow_row(raw, path, line_no)  # a lone surrogate, as Gym's json reads it
                 if type(data) is not dict:
                     _raise_problem(path, line_no)
                 count += 1
                 yield line_no, data
     stats.rows[role] = count
+
+
+def _slow_row(raw: bytes, path: Path, line_no: int) -> dict:
+    """A line the fast parse refused: read it by `parse_line`'s rules (it takes what Python's json takes),
+    else the problem named with file and line."""
+    record = parse_line(raw.rstrip(b"\r\n"), line_no)
+    if isinstance(record, Problem):
+        _raise_problem(path, line_no)
+    assert not isinstance(record, Problem)  # _raise_problem raised
+    return record.data
 
 
 def _raise_problem(path: Path, line_no: int) -> None:

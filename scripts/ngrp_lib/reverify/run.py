@@ -73,8 +73,10 @@ class ReverifyOptions:
             raise UsageError("--resume and --overwrite contradict each other; choose one")
         if self.concurrency < 1 or self.max_attempts < 1:
             raise UsageError("--concurrency and --max-attempts must be at least 1")
-        if not (math.isfinite(self.retry.timeout) and self.retry.timeout > 0) or self.retry.max_retries < 0:
-            raise UsageError("--timeout must be finite and > 0 and --max-retries >= 0")
+        if not (math.isfinite(self.retry.timeout) and self.retry.timeout > 0):
+            raise UsageError(f"--timeout must be finite and > 0, not {self.retry.timeout}")
+        if self.retry.max_retries < 0:
+            raise UsageError(f"--max-retries must be >= 0, not {self.retry.max_retries}")
         if self.verify_url is not None:  # as collect: a port out of range, no host... named, password masked
             split_http_url(self.verify_url, "--verify-url")
         written = (self.output, self.failures_path, self.manifest_path)

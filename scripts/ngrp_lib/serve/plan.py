@@ -101,7 +101,9 @@ class ServePlan:
         rows = []
         for s in self.servers:
             row = dataclasses.asdict(s)
-            row.update(log=str(s.log), base_url=s.base_url, shell=s.shell_line())
+            env = {k: MASK if secret_name(k) else v for k, v in s.env.items()}
+            row.update(argv=masked_argv(s.argv), env=env, log=str(s.log), base_url=s.base_url)
+            row.update(shell=s.shell_line())
             rows.append(row)
         return {
             "device": self.device,
@@ -199,6 +201,7 @@ def plan(opts: ServeOptions, *, gpus: list[str] | None = None, python: str | Non
     if opts.model.startswith("~"):
         opts = dataclasses.replace(opts, model=os.path.expanduser(opts.model))
     _check_model(opts.model)
+    _refuse_owned_flags(opts.extra_args)
     gpus = visible_gpus() if gpus is None else gpus
     device = opts.device if opts.device != "auto" else ("gpu" if gpus else "cpu")
     if device == "gpu" and not gpus:
@@ -239,7 +242,7 @@ def _command(
     opts: ServeOptions, device: str, python: str, name: str, port: int, gpus: list[str]
 ) -> tuple[list[str], dict[str, str]]:
     """argv and env of one server. The user's vLLM arguments come last, and our defaults give way to them."""
-    extra, key = _take_api_key(list(opts.extra_args))
+    extra, secrets = take_secret_flags(list(opts.extra_args))
     defaults: list[str] = []
     if device == "cpu":
         argv = [python, *CPU_ENTRY, "--model", opts.model]
@@ -257,26 +260,58 @@ def _command(
         if opts.data_parallel > 1:
             defaults += ["--data-parallel-size", str(opts.data_parallel)]
     argv += ["--served-model-name", name, "--host", opts.host, "--port", str(port), *defaults, *extra]
-    if key is not None:
-        env[API_KEY_ENV] = key
+    env.update(secrets)
     return argv, env
 
 
 API_KEY_ENV = "VLLM_API_KEY"  # vLLM takes its key from here when --api-key is not on its command line
+# vLLM flags whose value is a secret, and the variable vLLM (or the Hugging Face hub) reads it from instead
+SECRET_FLAGS = {"--api-key": API_KEY_ENV, "--hf-token": "HF_TOKEN"}
 
 
-def _take_api_key(extra: list[str]) -> tuple[list[str], str | None]:
-    """Move one `--api-key K` (or `--api-key=K`) out of vLLM's arguments: the server then reads it from
-    VLLM_API_KEY, so it shows in no command line (`ps`), endpoints file or log header."""
-    for i, arg in enumerate(extra):
-        if arg.startswith("--api-key="):
-            return extra[:i] + extra[i + 1 :], arg.split("=", 1)[1]
-        if arg == "--api-key" and i + 1 < len(extra) and not extra[i + 1].startswith("--"):
-            following = extra[i + 2 :]
-            if following and not following[0].startswith("-"):  # several keys: leave them, masked when shown
-                return extra, None
-            return extra[:i] + following, extra[i + 1]
-    return extra, None
+OWNED_FLAGS = {"--port": "--port", "--host": "--host", "--served-model-name": "--served-model-name"}
+
+
+def _refuse_owned_flags(extra: list[str]) -> None:
+    """vLLM takes the last of a repeated flag, so `-- --port N` would move a server away from the port
+    ngrp polls for /health and writes to the endpoints file: such flags are ngrp serve's own options."""
+    for arg in extra:
+        flag = arg.partition("=")[0]
+        if flag in OWNED_FLAGS:
+            raise UsageError(
+                f"{flag} after -- would override the one ngrp serve gives vLLM (and polls for /health)",
+                hint=f"pass it to ngrp serve itself: ngrp serve {OWNED_FLAGS[flag]} ... (before the --)",
+            )
+
+
+def take_secret_flags(extra: list[str]) -> tuple[list[str], dict[str, str]]:
+    """vLLM's arguments without the SECRET_FLAGS (`--api-key K`, `--hf-token T`), and their values by the
+    variable vLLM reads each from instead, so no secret shows in a command line (`ps`), endpoints file or
+    log header. A flag with several values (`--api-key K1 K2`, or given twice) is refused: one variable
+    holds one key, and the others would stay on the command line."""
+    left: list[str] = []
+    taken: dict[str, str] = {}
+    i = 0
+    while i < len(extra):
+        flag, eq, value = extra[i].partition("=")
+        if flag not in SECRET_FLAGS:
+            left.append(extra[i])
+            i += 1
+            continue
+        values = [value] if eq else []
+        i += 1
+        while not eq and i < len(extra) and not extra[i].startswith("-"):
+            values.append(extra[i])
+            i += 1
+        env = SECRET_FLAGS[flag]
+        if len(values) != 1 or env in taken:
+            count = "no value" if not values else "more than one value"
+            raise UsageError(
+                f"{flag} was given {count}: ngrp passes vLLM one key, in ${env}, never on its command line",
+                hint=f"give {flag} once, with one value (a command line is visible to every local user)",
+            )
+        taken[env] = values[0]
+    return left, taken
 
 
 def masked_argv(argv: list[str]) -> list[str]:

@@ -13,8 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -77,6 +75,29 @@ def alive(pid: int, start_time: int | None = None) -> bool:
         return False
     state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     return state != "Z" and (start_time is None or now == start_time)
+
+
+def started_here(entry: EndpointEntry) -> bool:
+    """Whether the live process `entry.pid` is a server `ngrp serve` started as the entry says: the leader
+    of its own session and process group (ngrp starts each server with setsid), owned by this user, and
+    running vLLM's server on the entry's port. The start time alone can be copied from /proc into a
+    forged file; the command line and session cannot be made to match by one."""
+    pid = entry.pid
+    if pid is None:
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        owner = os.stat(f"/proc/{pid}").st_uid
+        session, group = os.getsid(pid), os.getpgid(pid)
+    except OSError:
+        return False
+    words = [a.decode("utf-8", "replace") for a in argv if a]
+    if owner != os.getuid() or session != pid or group != pid or not any("vllm" in w for w in words):
+        return False
+    port = entry.port or urlsplit(entry.base_url).port
+    return port is None or any(
+        w == "--port" and n == str(port) for w, n in zip(words, words[1:], strict=False)
+    )
 
 
 def group_members(pgid: int) -> list[int]:
@@ -157,12 +178,15 @@ def log_tail(path: Path, lines: int = TAIL_LINES, max_bytes: int = 1 << 16) -> s
 
 # ---------------------------------------------------------------- health
 
+ERROR_BODY_LIMIT = 1 << 16  # a /health body is empty; more is not read
+
 
 def healthy(host: str, port: int, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
+    from ..collect.http import AttemptFailed, fetch_bounded
+
+    try:  # bounded and never redirected, like every reply ngrp reads
+        return fetch_bounded(f"http://{host}:{port}/health", timeout, limit=ERROR_BODY_LIMIT)[0] == 200
+    except (AttemptFailed, OSError, ValueError):
         return False
 
 
@@ -185,12 +209,22 @@ def wait_healthy(started: list[Started], timeout: float, progress: Callable[[str
 
 
 def _start_error(item: Started, why: str) -> ServerStartError:
-    tail = log_tail(item.spec.log)
+    tail = masked_tail(item.spec)
     return ServerStartError(
         f"server {item.spec.index} ({item.spec.base_url}) {why}; every server was stopped.\n"
         f"--- last lines of {item.spec.log} ---\n{tail}\n---",
         hint=f"read the full log: {item.spec.log}",
     )
+
+
+def masked_tail(spec: ServerSpec) -> str:
+    """The server log's tail with secrets masked: the keys ngrp handed the server, and what the
+    scrubber finds (a server may print its own arguments or environment as it dies)."""
+    from ..artifacts.redact import Redactor
+    from ..artifacts.scrub import scrub, secret_name
+
+    keys = Redactor(value for name, value in spec.env.items() if secret_name(name))
+    return scrub(keys.text(log_tail(spec.log)))
 
 
 # ---------------------------------------------------------------- endpoints file
@@ -355,6 +389,9 @@ def stop(endpoints_file: Path, *, grace: float = 15.0) -> StopResult:
             continue
         if not alive(entry.pid, entry.start_time):
             result.already_gone.append(entry.pid)
+            continue
+        if not started_here(entry):  # a forged or stale file naming another process: never signalled
+            result.not_started.append(entry.public_url)
             continue
         outcome = stop_group(entry.pid, grace)
         {"stopped": result.stopped, "killed": result.killed, "gone": result.already_gone}[outcome].append(

@@ -137,6 +137,7 @@ def load_profile(
         sample = row.data.get("sample")
         samples.append(sample if isinstance(sample, dict) else {})
         infos = _infos(row.data, path, row.line)
+        _refuse_non_numbers(infos, fields, path, row.line)
         expected.append(_expected(row.data))
         listed.append(len(infos))
         if unhealthy:
@@ -169,6 +170,22 @@ def _expected(row: dict) -> int | None:
     """The row's expected_num_rollouts (Gym's and ngrp's profiles state it); None if absent or no count."""
     value = row.get("expected_num_rollouts")
     return value if is_index(value) else None
+
+
+def _refuse_non_numbers(infos: list[dict], fields: tuple[str, ...], path: Path, line: int) -> None:
+    """A value of a measured field that is not a number, a bool or null (a string reward): refused, as
+    `validate` flags it, instead of being read as missing."""
+    for j, info in enumerate(infos):
+        for name in fields:
+            value = info.get(name)
+            if value is not None and not isinstance(value, (int, float)):
+                raise InputError(
+                    f"rollout_infos[{j}].{name} is {type(value).__name__} {str(value)[:40]!r}, not a number",
+                    path=path,
+                    line=line,
+                    pointer=f"/rollout_infos/{j}/{name}",
+                    hint="write rewards as numbers (or null); `ngrp validate` lists every such value",
+                )
 
 
 def _refuse_oversize(matrix: Any, name: str, keys: list[TaskKey], path: Path) -> None:

@@ -7,7 +7,9 @@
 
 Every page sends a Content-Security-Policy that allows only this server's own script and style files, so
 even a response that slipped past escaping could not run a script. Bad query values answer 400 with the
-reason, an unknown task 404.
+reason, an unknown task 404; a request for another Host 421, and any request once an indexed file has
+changed 409 (`guard`). Queries run on one worker thread, so a slow one (a search of every row) never
+stops the server from answering.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import orjson
 from aiohttp import web
 
 from ..errors import UsageError
-from . import pages
+from . import guard, pages
 from .compare import Pairs
 from .markup import static_text
 from .queries import Params, Views, parse_params
@@ -36,6 +38,7 @@ HEADERS = {
 }
 VIEWS: web.AppKey[Views] = web.AppKey("views", Views)
 PAIRS: web.AppKey[Any] = web.AppKey("pairs", object)
+WORKER: web.AppKey[Any] = web.AppKey("worker", object)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -73,19 +76,32 @@ def _params(request: web.Request) -> Params:
     return parse_params(request.query, request.app[VIEWS].index.threshold)
 
 
+MAX_TASK = 2**63 - 1  # the index's task column is int64
+
+
 def _task_key(request: web.Request) -> tuple[int, str | None]:
-    return int(request.match_info["task"]), request.query.get("a")
+    task = int(request.match_info["task"])
+    if task > MAX_TASK:
+        raise UsageError(f"task index {request.match_info['task'][:40]} is out of range")
+    return task, request.query.get("a")
+
+
+async def _off_loop(request: web.Request, query: Callable[..., Any], *args: Any) -> Any:
+    """Run a query on the app's one worker thread: the event loop keeps answering meanwhile, and queries
+    (which share the index's caches) never run two at once."""
+    return await asyncio.get_running_loop().run_in_executor(request.app[WORKER], query, *args)
 
 
 async def tasks(request: web.Request) -> web.Response:
-    data = request.app[VIEWS].tasks(_params(request))
+    data = await _off_loop(request, request.app[VIEWS].tasks, _params(request))
     if request.path.endswith(".json"):
         return _json(data)
     return _html(pages.tasks_page(data, compare=request.app[PAIRS] is not None))
 
 
 async def task(request: web.Request) -> web.Response:
-    data = request.app[VIEWS].task(*_task_key(request), _params(request))
+    full = request.query.get("full") in ("1", "on", "true")
+    data = await _off_loop(request, request.app[VIEWS].task, *_task_key(request), _params(request), full)
     if request.path.endswith(".json"):
         return _json(data)
     return _html(pages.task_page(data, compare=request.app[PAIRS] is not None))
@@ -100,14 +116,14 @@ def _pairs(request: web.Request) -> Pairs:
 
 async def compare(request: web.Request) -> web.Response:
     flipped = request.query.get("flipped") in ("1", "on", "true")
-    data = _pairs(request).page(_params(request), flipped_only=flipped)
+    data = await _off_loop(request, lambda: _pairs(request).page(_params(request), flipped_only=flipped))
     if request.path.endswith(".json"):
         return _json(data)
     return _html(pages.compare_page(data, flipped, request.query.get("agent", "")))
 
 
 async def compare_task(request: web.Request) -> web.Response:
-    data = _pairs(request).task(*_task_key(request), _params(request))
+    data = await _off_loop(request, _pairs(request).task, *_task_key(request), _params(request))
     if request.path.endswith(".json"):
         return _json(data)
     return _html(pages.compare_task_page(data))
@@ -124,10 +140,21 @@ async def no_icon(request: web.Request) -> web.Response:
     return web.Response(status=204, headers=HEADERS)
 
 
-def make_app(views: Views, pairs: Pairs | None = None) -> web.Application:
-    app = web.Application(middlewares=[errors])
+def make_app(views: Views, pairs: Pairs | None = None, bind_host: str = "127.0.0.1") -> web.Application:
+    from concurrent.futures import ThreadPoolExecutor
+
+    indexed = [views] + ([pairs.a, pairs.b] if pairs is not None else [])
+    files = guard.identities(p for v in indexed for p in (v.index.paths.rollouts, v.index.paths.inputs))
+    app = web.Application(middlewares=[guard.middleware(files, bind_host, _error), errors])
     app[VIEWS] = views
     app[PAIRS] = pairs
+    worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ngrp-view")
+    app[WORKER] = worker
+
+    async def stop_worker(app: web.Application) -> None:
+        worker.shutdown(wait=False, cancel_futures=True)
+
+    app.on_cleanup.append(stop_worker)
     app.router.add_get("/", tasks)
     app.router.add_get("/tasks.json", tasks)
     app.router.add_get(r"/task/{task:\d+}.json", task)
@@ -147,8 +174,17 @@ def url_for(host: str, port: int) -> str:
 
 
 async def _serve(app: web.Application, host: str, port: int, ready: Callable[[str], None]) -> None:
+    import logging
+
+    # A malformed request gets aiohttp's own 400; its log record (with a traceback) is not for the terminal.
+    logging.getLogger("aiohttp.server").addHandler(logging.NullHandler())
+    logging.getLogger("aiohttp.server").propagate = False
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):  # before the URL is printed: a stop at once is clean too
+        loop.add_signal_handler(sig, stop.set)
     try:
         site = web.TCPSite(runner, host, port)
         try:
@@ -160,10 +196,6 @@ async def _serve(app: web.Application, host: str, port: int, ready: Callable[[st
             ) from exc
         bound = runner.addresses[0][1] if runner.addresses else port
         ready(url_for(host, bound))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
         await runner.cleanup()

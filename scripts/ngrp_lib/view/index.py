@@ -12,6 +12,8 @@ import contextlib
 import hashlib
 import io
 import os
+import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,11 +169,28 @@ def _save(path: Path, index: RunIndex) -> None:
     arrays["meta"] = np.frombuffer(orjson.dumps(meta), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(buffer.getvalue())
-    os.replace(tmp, path)
+    _private_folder(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # unpredictable
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(buffer.getvalue())
+        os.replace(tmp, path)  # replaces a link planted at `path`, never writes through it
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     _prune(path)
+
+
+def _private_folder(folder: Path) -> None:
+    """The cache folder, created 0700; one another user owns, or others may write to, is not used
+    (OSError: the viewer then runs without its cache)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise PermissionError(f"{folder} is not a folder of this user's: the index is not cached there")
+    if info.st_mode & 0o077:
+        os.chmod(folder, 0o700)
 
 
 def _load(path: Path, paths: RunPaths, answer_key: str, threshold: float) -> RunIndex:

@@ -247,6 +247,15 @@ def _matching(data: dict[str, Any]) -> str:
     return f"({sum(flags)} match the filter: {'; '.join(data['selection'])}; the others are faded)"
 
 
+def _expand_link(href: str | None) -> Markup:
+    """The link to the whole page when texts were cut (`[... N chars cut ...]` marks each cut)."""
+    if not href:
+        return Markup("")
+    return (
+        Markup(' <a id="expand" href="') + escape(href) + Markup('">long texts are cut: show them whole</a>')
+    )
+
+
 def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
     t = data["task"]
     position = (
@@ -265,7 +274,7 @@ def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
         expected=short(data["expected_answer"]),
         fields=_fields(data["input_fields"]),
         n_rollouts=len(data["rollouts"]),
-        matching=_matching(data),
+        matching=escape(_matching(data)) + _expand_link(data.get("expand")),
         rollouts=join(rollout_card(r) for r in data["rollouts"]),
     )
     run = data["run"]

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ..errors import UsageError
-from ..inspect.digest import last_user_message
+from ..inspect.digest import CUT_SLACK, cut_middle, last_user_message
 from ..inspect.facts import lines_holding
 from ..inspect.select import Filters, Selection, make_selection, rollout_mask, row_ok, task_mask
 from .index import RunIndex
@@ -36,6 +36,7 @@ SORTS = {
 BAND_ORDER = {"all_fail": 0, "mixed": 1, "all_pass": 2, "none": 3}
 FILTER_KEYS = ("band", "outcome", "agent", "reward_min", "reward_max", "where", "q", "task", "truncated")
 CACHED_SELECTIONS = 8
+VIEW_MAX_CHARS = 20_000  # of each text of a rollout on a task page, unless ?full=1 (inspect cuts too)
 
 
 def _float(query: Mapping[str, Any], name: str) -> float | None:
@@ -103,9 +104,12 @@ def parse_params(query: Mapping[str, Any], threshold: float) -> Params:
     tasks = []
     for value in _all(query, "task"):
         try:
-            tasks.append(int(value))
+            task = int(value)
         except ValueError:
             raise UsageError(f"task must be a task index, not {value!r}") from None
+        if not -(2**63) <= task < 2**63:  # the index's task column is int64
+            raise UsageError(f"task index {value[:40]} is out of range")
+        tasks.append(task)
     selection = make_selection(
         Filters(
             tasks=tasks,
@@ -294,17 +298,24 @@ class Views:
             f"task {task}" + (f" agent {agent!r}" if agent is not None else "") + " is not in this run"
         )
 
-    def rollouts_json(self, g: int, matches: Any | None) -> list[dict[str, Any]]:
+    def rollouts_json(self, g: int, matches: Any | None, *, full: bool = False) -> list[dict[str, Any]]:
+        """The task's rollouts, each text cut to VIEW_MAX_CHARS unless `full` (a run of long rollouts would
+        make a page of hundreds of megabytes); `cut` says whether any text of the rollout was."""
+        limit = None if full else VIEW_MAX_CHARS
         out = []
         for i in self.index.rollouts_of(g):
             d, _, _ = self.index.digest(int(i), g)
-            item = d.to_json()
+            item = d.to_json(limit)
+            item["response_text"] = cut_middle(item["response_text"], limit)
+            lengths = [*item["chars"].values(), len(d.response_text)]
+            item["cut"] = limit is not None and max(lengths) > limit + CUT_SLACK
             item["matches"] = None if matches is None else bool(matches[int(i)])
             out.append(item)
         return out
 
-    def task(self, task: int, agent: str | None, params: Params) -> dict[str, Any]:
-        """The task page: the task's row, its prompt once, its input fields, every rollout, prev and next."""
+    def task(self, task: int, agent: str | None, params: Params, full: bool = False) -> dict[str, Any]:
+        """The task page: the task's row, its prompt once, its input fields, every rollout (texts cut unless
+        `full`; `expand` is then the URL of the whole page), prev and next."""
         g = self.find(task, agent)
         tasks, rollouts = self.matching(params.selection)
         ordered = [int(x) for x in self.ordered(params)]
@@ -316,7 +327,11 @@ class Views:
                 self.task_row(ordered[j], params)["url"] if j is not None and 0 <= j < len(ordered) else None
             )
         input_row = self.index.input_row(g)
-        items = self.rollouts_json(g, rollouts if params.filters else None)
+        items = self.rollouts_json(g, rollouts if params.filters else None, full=full)
+        expand = None
+        if any(item["cut"] for item in items):
+            url = task_url("/task", task, self.index.agent_name(g), params)
+            expand = url + ("&" if "?" in url else "?") + "full=1"
         return {
             "run": self.run_info(),
             "filters": dict(params.filters),
@@ -324,6 +339,7 @@ class Views:
             "task": self.task_row(g, params, rollouts if params.filters else None),
             "position": None if position is None else position + 1,
             "total": len(ordered),
+            "expand": expand,
             "prompt": items[0]["prompt"] if items else "",
             "expected_answer": items[0]["expected_answer"] if items else None,
             "input_fields": input_fields(input_row),
