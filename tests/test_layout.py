@@ -29,7 +29,7 @@ LAYERS: list[list[str]] = [
     ["artifacts"],
     ["audit", "collect", "merge"],
     ["reverify", "serve", "stats"],
-    ["ledger", "profile"],
+    ["adaptive", "ledger", "profile"],
     ["inspect"],
     ["view"],
     ["report"],
@@ -176,6 +176,7 @@ def test_top_level_holds_only_the_shell_and_shared_basics():
     assert top == ["__init__.py", "cli.py", "errors.py", "jsonvalues.py", "numbers.py"]
     packages = sorted(p.name for p in LIB.iterdir() if (p / "__init__.py").is_file())
     assert packages == [
+        "adaptive",
         "artifacts",
         "audit",
         "collect",

@@ -73,6 +73,7 @@ def resume_argv(manifest: dict[str, Any]) -> list[str]:
         argv += _materialize_args(identity.get("materialize") or {})
     else:
         argv += ["--materialized", str(manifest["materialized"]["path"]), "--output", output]
+    argv += _adaptive_args(identity.get("adaptive"))
     argv += _server_args(manifest, identity)
     argv += _verifier_args(identity)
     for name in _VALUED:
@@ -125,6 +126,14 @@ def _materialize_args(m: dict[str, Any]) -> list[str]:
     if m.get("limit") is not None:
         args += ["--limit", str(m["limit"])]
     return args
+
+
+def _adaptive_args(block: Any) -> list[str]:
+    if not isinstance(block, dict):
+        return []
+    args = ["--adaptive", str(block["rule"]), "--first-round", str(block["first_round"])]
+    threshold = block.get("pass_threshold", 1.0)
+    return args if threshold == 1.0 else [*args, "--pass-threshold", _number(threshold)]
 
 
 def _server_args(manifest: dict[str, Any], identity: dict[str, Any]) -> list[str]:

@@ -49,6 +49,8 @@ class CollectOptions:
     gym_url: str | None = None  # Gym /run mode (gym_run.py)
     shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
     endpoint_files: tuple[str, ...] = ()  # --endpoints FILE as given: the resume command names them again
+    # --adaptive: the rule, the rounds and N (`adaptive/rounds.py`); `materialize` then expands round 1
+    adaptive: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.gym_url is not None:
@@ -112,7 +114,7 @@ class CollectOptions:
         return {
             "input_sha256": input_sha,
             "materialized_sha256": materialized_sha,
-            "materialize": self.materialize.to_json() if self.input is not None else None,
+            "materialize": self._materialize_identity(),
             "verifier": self.verifier,
             "verifier_pattern": self.verifier_pattern,
             "answer_key": self.answer_key,
@@ -122,7 +124,19 @@ class CollectOptions:
             "model": self.model,
             "api": "gym" if self.gym_url else self.api,
             "shard": None if self.shard is None else str(self.shard),
-        }
+        } | ({} if self.adaptive is None else {"adaptive": self._adaptive_identity()})
+
+    def _materialize_identity(self) -> dict[str, Any] | None:
+        """The expansion of --input; an adaptive run's runner expands the first round's repeats, while the
+        run's --num-repeats (its N, the most a task gets) is what it was started with."""
+        if self.input is None:
+            return None
+        block = self.materialize.to_json()
+        return block if self.adaptive is None else block | {"num_repeats": self.adaptive["num_repeats"]}
+
+    def _adaptive_identity(self) -> dict[str, Any]:
+        assert self.adaptive is not None
+        return {k: v for k, v in self.adaptive.items() if k != "num_repeats"}  # N: in `materialize`
 
     def runtime(self) -> dict[str, Any]:
         """Options that may change between a run and its resume (servers restart on new ports)."""

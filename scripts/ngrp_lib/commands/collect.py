@@ -21,6 +21,7 @@ from ._common import (
     failure_lines,
     json_option,
     overwrite_option,
+    pass_threshold_option,
     repaired_line,
     verifier_options,
 )
@@ -39,6 +40,7 @@ Example:
   ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
       --agent my_simple_agent --gym-url http://127.0.0.1:11000      # NeMo Gym /run mode
   ngrp collect ... --shard auto     # Slurm array task; then: ngrp merge results/rollouts-shard-*.jsonl ...
+  ngrp collect ... --num-repeats 16 --adaptive learnable --first-round 4   # triage: rounds until mixed
 
 \b
 Files, next to OUTPUT: <stem>_materialized_inputs.jsonl (when given --input), <stem>_failures.jsonl
@@ -185,6 +187,26 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     default=None,
     help="Run only shard i/N (0-based, by task index) or `auto` (Slurm array); output gets -shard-i-of-N.",
 )
+@click.option(
+    "--adaptive",
+    "adaptive_rule",
+    metavar="RULE",
+    default=None,
+    help="Rounds: every task gets --first-round repeats, then rounds of that many more go to the tasks RULE"
+    " has not settled, up to --num-repeats. RULE: learnable (stop at the first pass and fail: the keep/drop"
+    " decision of fixed N, no interval), band:LOW,HIGH (stop when the task's Wilson 95% interval is wholly"
+    " inside or outside [LOW, HIGH]) or width:W (stop when it is at most W wide). Wilson covers 95% at one"
+    " look; looked at after every round, a task's interval misses more often (measured figures:"
+    " references/statistics.md). Needs --input.",
+)
+@click.option(
+    "--first-round",
+    type=count(maximum=1_000_000),
+    default=None,
+    help="With --adaptive: repeats every task gets, and the size of each later round. [default: 4, at most"
+    " --num-repeats]",
+)
+@pass_threshold_option("With --adaptive: a pass means reward >= X (default 1).")
 @overwrite_option
 @json_option
 def command(
@@ -225,6 +247,9 @@ def command(
     resume,
     gym_url,
     shard_spec,
+    adaptive_rule,
+    first_round,
+    pass_threshold,
     overwrite,
     as_json,
 ):
@@ -300,14 +325,31 @@ def command(
         overwrite=overwrite,
         progress=not as_json and sys.stderr.isatty(),
     )
-    result = asyncio.run(_collect(options))
-    emit(result, as_json, _render)
+    settings = _adaptive_settings(adaptive_rule, first_round, pass_threshold, num_repeats)
+    result = asyncio.run(_collect(options, settings))
+    emit(result, as_json, _render_adaptive if settings else _render)
     if result.next_step:
         say(result.next_step, err=True)
     return result.exit_code
 
 
-async def _collect(options):
+def _adaptive_settings(rule, first_round, pass_threshold, num_repeats):
+    """The --adaptive settings, or None; the round options alone are a usage error."""
+    if rule is None:
+        if first_round is not None or pass_threshold is not None:
+            raise UsageError("--first-round and --pass-threshold only apply with --adaptive RULE")
+        return None
+    from ..adaptive.rounds import AdaptiveSettings
+    from ..stats.adaptive import Schedule, parse_rule
+
+    schedule = Schedule(
+        first_round=min(4, num_repeats) if first_round is None else first_round, num_repeats=num_repeats
+    )
+    threshold = 1.0 if pass_threshold is None else pass_threshold
+    return AdaptiveSettings(rule=parse_rule(rule), schedule=schedule, pass_threshold=threshold)
+
+
+async def _collect(options, settings=None):
     """The run's HTTP session is made here, by the caller, and passed in. A Ctrl-C before the first row
     is an interrupt (exit 130, nothing sent); once rows run, it ends them with the usual summary."""
     from ..collect.http import open_session
@@ -320,6 +362,10 @@ async def _collect(options):
     try:
         with interrupt.on_sigint(asyncio.get_running_loop(), task):
             async with open_session(options.concurrency) as session:
+                if settings is not None:
+                    from ..adaptive.rounds import collect_adaptive
+
+                    return await collect_adaptive(options, settings, session, interrupt=interrupt)
                 return await collect(options, session, interrupt=interrupt)
     except asyncio.CancelledError:
         if interrupt.fired:
@@ -392,6 +438,31 @@ def _render(result) -> str:
         lines.append(f"stopped early: {result.stopped_early}")
     if result.duplicates_found:
         lines.append(f"duplicates: {result.duplicates_found} rows repeat a completed key")
+    return "\n".join(lines)
+
+
+def _render_adaptive(result) -> str:
+    a = result.adaptive
+    lines = [
+        _render(result.collect),
+        f"the last round's figures above; all rounds of this invocation: {result.succeeded} ok,"
+        f" {result.failed} failed attempts over {result.elapsed_s:.1f}s"
+        + (
+            f", {result.cost['requests']} requests for {result.cost['rollouts']} rollouts"
+            if "requests" in result.cost and "rollouts" in result.cost
+            else ""
+        ),
+    ]
+    if a:
+        saved = 1 - a["rollouts_assigned"] / a["rollouts_fixed_n"] if a["rollouts_fixed_n"] else 0.0
+        reasons = ", ".join(f"{k} {v}" for k, v in a["tasks_by_reason"].items())
+        lines += [
+            f"adaptive {a['rule']}: {a['rounds_done']} of at most {a['max_rounds']} rounds done over"
+            f" {result.runner_calls} runner calls; tasks: {reasons}",
+            f"rollouts: {a['rollouts_assigned']:,} of fixed N's {a['rollouts_fixed_n']:,}"
+            f" ({saved:.0%} saved);"
+            " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
+        ]
     return "\n".join(lines)
 
 

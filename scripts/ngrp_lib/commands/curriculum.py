@@ -27,6 +27,8 @@ def _render(result) -> str:
         if s["mode"] == "band"
         else f"P(group of {s['group_size']} informative) >= {s['min_informative']}"
     )
+    if result.adaptive and result.adaptive["selected_by"].startswith("the run's"):
+        rule = "the adaptive run's decision: " + ("mixed" if s["mode"] == "learnable" else "inside the band")
     lines = [
         f"selected {result.n_selected} of {result.n_profiled} profiled tasks ({rule}); "
         f"wrote {result.n_written_lines} original rows to {result.output}",
@@ -35,8 +37,20 @@ def _render(result) -> str:
         f"  tasks file: {result.n_task_lines} rows, {result.n_tasks_in_file} tasks, "
         f"{result.n_duplicate_lines} duplicate lines; {result.n_not_profiled} tasks not in the profile",
     ]
+    if result.adaptive:
+        a = result.adaptive
+        lines.append(
+            f"  adaptive run (rule {a['rule']}, R={a['first_round']}, N={a['num_repeats']}):"
+            f" selected by {a['selected_by']}"
+        )
+    by_decision = result.adaptive and result.adaptive["selected_by"].startswith("the run's")
     if result.n_undetermined:
-        lines.append(f"  {result.n_undetermined} tasks have fewer rollouts than the group size: not selected")
+        why = (
+            "have no decision yet (pending or out of attempts)"
+            if by_decision
+            else "have fewer rollouts than the group size"
+        )
+        lines.append(f"  {result.n_undetermined} tasks {why}: not selected")
     if result.n_unscored:
         lines.append(f"  {result.n_unscored} tasks have no scored rollout (all rewards null): not selected")
     if result.exclude_unhealthy:
@@ -124,6 +138,12 @@ def command(
     success and a failure is at least --min-informative. Profile rows map to task lines as NeMo Gym
     numbers them (an existing _ng_task_index is kept, byte-identical lines share an index); ambiguous
     files are refused.
+
+    The profile of an adaptive run (`collect --adaptive`, found by the run manifest beside its rollouts)
+    is selected by the run's per-task decisions when its rule answers the question: `learnable` for
+    --learnable-for G (the tasks found mixed; --min-informative is not applied), `band:LOW,HIGH` for the
+    same --min LOW --max HIGH (the tasks decided inside). Otherwise by rates over all repeats, which an
+    adaptive run biases: the summary says which.
 
     \b
     Example:

@@ -160,6 +160,7 @@ def command(
         if not inputs:
             raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")
         result = run_profile(inputs, rollouts, options)
+        result.adaptive = _adaptive(result, rollouts, pass_threshold)
     for warning in result.warnings:
         say(f"warning: {warning}", err=True)
     emit(result, as_json, render_text)
@@ -199,6 +200,19 @@ def _arguments(
     return inputs, rollouts, allow_partial, list(rest)
 
 
+def _adaptive(result, rollouts, pass_threshold):
+    """An adaptive run's benchmark-level estimates from its first round (the profile files stay Gym's)."""
+    from ..stats.adaptive_run import find_adaptive
+    from ..stats.summary import first_round_estimates
+
+    run = find_adaptive(None, rollouts)
+    if run is None:
+        return None
+    result.warnings.append(run.note() + "; the agent metrics file mixes tasks with different repeat counts")
+    estimates = first_round_estimates(result.outputs["reward_profiling"], run, pass_threshold)
+    return {**run.summary(), "first_round_estimates": estimates}
+
+
 def render_text(result) -> str:
     from .profile_text import render_gym_text
 
@@ -211,6 +225,13 @@ def render_text(result) -> str:
             f"Unhealthy rollouts left out (--exclude-unhealthy): {result.counts['unhealthy_excluded']} "
             "rollout rows, as masked ones (kept in completion accounting above)."
         )
+    for name, e in ((result.adaptive or {}).get("first_round_estimates") or {}).items():
+        if e is not None:
+            lines.append(
+                f"Adaptive run, first round ({result.adaptive['first_round']} repeats of every task): {name}"
+                f" {e['value']:.4f} [{e['ci_low']:.3f}, {e['ci_high']:.3f}]"
+                f" ({e['ci_method']}, n={e['n_tasks']} tasks)"
+            )
     if result.counts["null_reward"]:
         lines.append(f"Null or absent rewards: {result.counts['null_reward']} rollout rows (see warnings).")
     return "\n".join(lines)

@@ -152,6 +152,7 @@ def render_stats(result: Any) -> str:
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
     lines += grpo_task_lines(result)
+    lines += adaptive_lines(result.adaptive)
     lines += cost_lines(result.cost)
     lines += [f"note: {n}" for n in result.notes]
     lines.append(
@@ -159,3 +160,20 @@ def render_stats(result: Any) -> str:
         "--interval t or for unbounded rewards. --json for every k, every group and the per-task table)"
     )
     return "\n".join(lines)
+
+
+def adaptive_lines(adaptive: dict | None) -> list[str]:
+    """An adaptive run's rounds: tasks settled per round, stop reasons, rollouts saved against fixed N."""
+    if not adaptive:
+        return []
+    saved = adaptive.get("rollouts_saved_share")
+    per_round = ", ".join(f"{r}: {n}" for r, n in adaptive["settled_per_round"].items())
+    reasons = ", ".join(f"{k} {v}" for k, v in adaptive["tasks_by_reason"].items())
+    decisions = ", ".join(f"{k} {v}" for k, v in adaptive["decisions"].items())
+    return [
+        f"adaptive run: rule {adaptive['rule']}, R={adaptive['first_round']}, N={adaptive['num_repeats']};"
+        f" estimates above from the {adaptive['estimates_from']}",
+        f"  tasks settled per round: {per_round}; stop reasons: {reasons}; decisions: {decisions}",
+        f"  rollouts: {adaptive['rollouts_assigned']} of fixed N's {adaptive['rollouts_fixed_n']}"
+        + ("" if saved is None else f" ({saved:.0%} saved)"),
+    ]

@@ -66,6 +66,7 @@ class ProfileResult:
     agents: list[dict[str, Any]]
     profile_rows: int
     warnings: list[str] = field(default_factory=list)
+    adaptive: dict[str, Any] | None = None  # an adaptive run: its first-round estimates (commands/profile)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -146,6 +146,24 @@ def _largest_full_k(curve: list[AtK], n_tasks: int) -> AtK | None:
     return full[-1] if full else curve[-1] if curve else None
 
 
+def _adaptive(adaptive: dict | None) -> Markup | str:
+    """An adaptive run's rounds, under the headline its note qualifies (the headline is its first round)."""
+    if not adaptive:
+        return ""
+    rounds = ", ".join(f"round {r}: {n}" for r, n in adaptive["settled_per_round"].items())
+    decisions = ", ".join(f"{k} {v}" for k, v in adaptive["decisions"].items())
+    saved = adaptive.get("rollouts_saved_share")
+    text = (
+        f"Adaptive collection, rule {adaptive['rule']} (R={adaptive['first_round']},"
+        f" N={adaptive['num_repeats']}):"
+        f" tasks settled per round: {rounds}; decisions: {decisions};"
+        f" rollouts {adaptive['rollouts_assigned']} of fixed N's {adaptive['rollouts_fixed_n']}"
+        + ("" if saved is None else f" ({saved:.0%} saved)")
+        + "."
+    )
+    return Markup("<p class='note'>") + text + Markup("</p>")
+
+
 def _curves(o: ScopeStats) -> tuple[str, Markup]:
     """One plot of every k-estimator the registry applies to this scope."""
     shown = [e for e in k_estimators() if e.applies(o.binary, o.majority_at_k is not None)]
@@ -360,7 +378,8 @@ def build_report(
         profile=profile,
         rollouts=f"; rollouts {rollouts}" if rollouts else "",
         headline=_headline(o),
-        notes=Markup("<ul class='note'>") + notes + Markup("</ul>") if notes else "",
+        notes=(Markup("<ul class='note'>") + notes + Markup("</ul>") if notes else "")
+        + _adaptive(stats.adaptive),
         curve_title=title,
         curve=curve_svg,
         difficulty=difficulty_html,

@@ -17,6 +17,7 @@ from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
 from . import methods, paired, rowdiff
+from .adaptive_run import adaptive_note, first_rounds
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
@@ -139,6 +140,8 @@ class CompareResult:
                 f"[{lo:.4g}, {hi:.4g}] includes 0{mde} (not evidence that they are the same)"
             )
         return {"claim": claim, "text": text}
+
+    adaptive: dict[str, Any] = field(default_factory=dict)  # "A"/"B": that side's adaptive run, if it is one
 
     def to_json(self) -> dict[str, Any]:
         # NaN and infinities are undefined: null in JSON (the n next to them says why).
@@ -378,6 +381,7 @@ def compare_profiles(
 
     _check_options(n_bootstrap, seed, alpha, effect)
     da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
+    da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
     pairs, only_a, only_b = _match(da, db, intersect)
     p = _Pairs.of(da, db, pairs, metric)
     rows, diffs = p.rows()
@@ -395,6 +399,7 @@ def compare_profiles(
     power = _power(p, defined, d, interval, alpha, effect)
     counted = {"a": denominators(da, metric), "b": denominators(db, metric)}
     notes = _notes(counted, int(defined.sum()), power["identical"], _differing_note(da, db, pairs), binary)
+    notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
     means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]
     return CompareResult(
         path_a=str(a), path_b=str(b), metric=metric, n_tasks=int(defined.sum()), n_dropped=only_a + only_b,
@@ -404,6 +409,7 @@ def compare_profiles(
         alpha=alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
         row_differences=rowdiff.between(da.samples, db.samples, [(i, j) for _, i, j in pairs]).to_json(),
+        adaptive=adaptive,
     )  # fmt: skip
 
 

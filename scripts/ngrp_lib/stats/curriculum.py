@@ -20,6 +20,7 @@ from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, key_problem
 from ..artifacts.numbering import TaskNumbering
 from ..errors import FindingsError, InputError, UsageError
 from . import estimators
+from .adaptive_run import adaptive_basis, decision_selector, find_adaptive
 from .denominators import Denominators, denominators
 from .load import ProfileData, load_profile
 
@@ -192,6 +193,7 @@ class CurriculumResult:
     dropped_fields: list[str] = field(default_factory=list)
     exclude_unhealthy: str | None = None  # the verdicts file whose unhealthy rollouts were left out
     n_unhealthy_excluded: int = 0  # rollouts of the profile left out by it
+    adaptive: dict | None = None  # an adaptive run: its summary and whether its decisions chose the tasks
     denominators: Denominators | None = None  # of the rows read (the --agent's only, with --agent)
 
     def to_json(self) -> dict[str, Any]:
@@ -274,6 +276,8 @@ def export_curriculum(
             hint="pass --pass-threshold X (success means reward >= X)",
         )
     n, c = estimators.counts(success)
+    run = find_adaptive(profile)
+    by_decision = None if run is None else decision_selector(run, selection)
     lines = map_task_lines(tasks)
     missing = [data.keys[i][0] for i in picked if data.keys[i][0] not in lines.rows]
     if missing:
@@ -290,7 +294,9 @@ def export_curriculum(
             unscored += 1
             continue
         rate = float(c[row_i] / n[row_i])
-        keep = _keep(selection, rate, int(n[row_i]), int(c[row_i]))
+        keep = (
+            _keep(selection, rate, int(n[row_i]), int(c[row_i])) if by_decision is None else by_decision(task)
+        )
         undetermined += keep is None
         if keep:
             chosen[task] = (rate, int(n[row_i]))
@@ -320,6 +326,7 @@ def export_curriculum(
         dropped_fields=lines.dropped_fields,
         exclude_unhealthy=None if exclude_unhealthy is None else str(exclude_unhealthy),
         n_unhealthy_excluded=data.n_unhealthy,
+        adaptive=None if run is None else {**run.summary(), "selected_by": adaptive_basis(by_decision)},
         denominators=_counted(data, picked),
     )
 

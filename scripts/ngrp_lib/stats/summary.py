@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
+from .adaptive_run import AdaptiveRun, find_adaptive, first_round_view
 from .cost import run_cost
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import t_interval_from_sem
@@ -78,6 +79,7 @@ class StatsResult:
     per_task: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reward_components: dict | None = None  # stats.components, from --rollouts rows that carry them
+    adaptive: dict | None = None  # an adaptive run: rounds, decisions, rollouts saved (adaptive_run.py)
     cost: dict | None = None  # `stats.cost.run_cost`: sampling used and tokens per rollout/success/task
 
     def to_json(self) -> dict[str, Any]:
@@ -448,6 +450,11 @@ def compute_stats(
     notes: list[str] = counted.lines() + health.notes(data.n_unhealthy, data.n_rows_measured)
     if rollouts is not None:
         inputs["rollouts"] = attach_rollouts(data, rollouts, settings.answer_key)
+    run = find_adaptive(profile, rollouts)
+    full = data
+    if run is not None:  # benchmark-level numbers from the fixed-design first round only
+        data = first_round_view(data, run.first_round)
+        notes.append(run.note())
     overall, cols = scope_stats(data, settings, "all")
     if not overall.binary:
         notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
@@ -480,7 +487,11 @@ def compute_stats(
         for label in sorted(set(labels)):
             groups.append(scope_stats(data.subset(array == label), settings, label)[0])
     sizes = [g.group_size for g in overall.grpo_informative]
-    successes = int(np.nansum(cols["successes"])) if "successes" in cols else None
+    if run is None:
+        per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
+    else:  # every repeat: the profile's token totals count every repeat too
+        per_task, task_cols = adaptive_per_task(full, settings, labels, run)
+    successes = int(np.nansum(task_cols["successes"])) if "successes" in task_cols else None
     informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
         profile=str(profile),
@@ -490,10 +501,35 @@ def compute_stats(
         denominators=counted,
         overall=overall,
         groups=groups,
-        per_task=_per_task_rows(data, cols, labels, sizes),
+        per_task=per_task,
         notes=notes,
+        adaptive=None if run is None else run.summary(),
         cost=run_cost(profile, successes, informative),
     )
+
+
+def adaptive_per_task(
+    full: ProfileData, settings: StatsSettings, labels: list[str] | None, run: AdaptiveRun
+) -> tuple[list[dict], dict]:
+    """An adaptive run's per-task rows, from every repeat, with the run's decision and stop reason; and
+    the per-task columns they came from."""
+    scope, cols = scope_stats(full, settings, "all")
+    rows = _per_task_rows(full, cols, labels, [g.group_size for g in scope.grpo_informative])
+    decisions = run.decisions()
+    for row in rows:
+        state = decisions.get(row["task"], {})
+        row.update(adaptive_decision=state.get("decision"), adaptive_reason=state.get("reason"))
+    return rows, cols
+
+
+def first_round_estimates(profile: Path | str, run: AdaptiveRun, pass_threshold: float | None) -> dict:
+    """An adaptive run's benchmark-level headline (mean reward, pass rate) from its first round alone."""
+    settings = StatsSettings(pass_threshold=pass_threshold, n_bootstrap=0)
+    data = first_round_view(load_profile(profile, ("reward",)), run.first_round)
+    scope, _ = scope_stats(data, settings, "first round")
+    picked = {"mean_reward": scope.mean_reward.task_weighted.estimate, "pass_rate": scope.pass_rate}
+    shown = ("value", "ci_low", "ci_high", "ci_method", "n_tasks", "n_rollouts")
+    return {name: None if e is None else {f: getattr(e, f) for f in shown} for name, e in picked.items()}
 
 
 def parse_int_list(text: str | None, option: str) -> list[int] | None:

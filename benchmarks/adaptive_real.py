@@ -1,0 +1,113 @@
+"""The real part of adaptive_bench.py: the demo's tasks against the real vLLM CPU server, `collect --adaptive
+learnable` against fixed N, side by side (rollouts, wall time, decisions).
+
+Both runs group requests (one per task with n = the repeats still pending: a round's repeats, for the
+adaptive run), so they are independent samples: a task near 0 or 1 can be mixed in one run and not the
+other, and the decisions are compared task by task with that in mind. `--seed-per-repeat` makes a key's
+seed the same in both runs (its draws then match as far as the server reproduces seeded sampling), at the
+price of one request per rollout (vLLM's CPU engine cannot take a seed with n > 1). The runs are
+interleaved (fixed, adaptive, fixed, adaptive...) to spread the machine's load over both. The model is
+SmolLM2-135M-Instruct, prepared by scripts/prepare_smollm2.py as the demo does (or `--model-dir`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = REPO / "examples" / "tasks.jsonl"
+NGRP = [sys.executable, str(REPO / "scripts" / "ngrp.py")]
+
+
+def start_server(workdir: Path, model_dir: str | None) -> Any:
+    from vllm_fixture import VLLMServer, vllm_python
+
+    python = vllm_python()
+    if python is None:
+        sys.exit("no server: pass --base-url, or set NGRP_VLLM_VENV (from .ci/install_vllm.sh) to start one")
+    if model_dir is None:
+        script = REPO / "scripts" / "prepare_smollm2.py"
+        found = subprocess.run([str(python), str(script), "--install-deps"], capture_output=True, text=True)
+        if found.returncode != 0:
+            sys.exit(f"could not prepare SmolLM2: {found.stderr[-2000:]}")
+        model_dir = found.stdout.strip().splitlines()[-1]
+    return VLLMServer(python, Path(model_dir), workdir / "server.log").start()
+
+
+def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], seeded: bool) -> dict:
+    out = folder / "rollouts.jsonl"
+    # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
+    extra = ["--timeout", "1800", *(["--seed-per-repeat"] if seeded else []), *adaptive]
+    args = ["collect", "--input", str(TASKS), "--output", str(out), "--base-url", base_url, "--model", model,
+            "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
+    start = time.monotonic()
+    proc = subprocess.run([*NGRP, *args], capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.exit(f"collect failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    per_task: dict[int, list[bool]] = {}
+    for line in out.read_text().splitlines():
+        row = json.loads(line)
+        per_task.setdefault(row["_ng_task_index"], []).append(row["reward"] >= 1.0)
+    decisions = {t: _decision(v) for t, v in sorted(per_task.items())}
+    return {
+        "wall_s": round(wall, 2),
+        "rollouts": sum(len(v) for v in per_task.values()),
+        "decisions": decisions,
+    }
+
+
+def _decision(outcomes: list[bool]) -> str:
+    return "mixed" if 0 < sum(outcomes) < len(outcomes) else ("all_pass" if all(outcomes) else "all_fail")
+
+
+def real_run(args: Any) -> dict:
+    sys.path.insert(0, str(REPO / "tests"))
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        server = None if args.base_url else start_server(workdir, getattr(args, "model_dir", None))
+        base_url = args.base_url or server.base_url
+        model = args.model if args.base_url else server.model
+        try:
+            runs: dict[str, list[dict]] = {"fixed": [], "adaptive": []}
+            adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
+            for i in range(args.rounds):
+                seeded = args.seed_per_repeat
+                runs["fixed"].append(
+                    one_run(workdir / f"fixed{i}", base_url, model, args.repeats, [], seeded)
+                )
+                runs["adaptive"].append(
+                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive, seeded)
+                )
+        finally:
+            if server is not None:
+                server.stop()
+    results = {
+        "tasks": str(TASKS.relative_to(REPO)),
+        "repeats": args.repeats,
+        "first_round": args.first_round,
+        "seed_per_repeat": args.seed_per_repeat,
+        **runs,
+    }
+    return results
+
+
+def print_real(results: dict) -> None:
+    print(f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable")
+    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's |")
+    print("|---|---|---|---|---|---|---|")
+    for i, (fixed, adaptive) in enumerate(zip(results["fixed"], results["adaptive"], strict=True)):
+        same = sum(fixed["decisions"][t] == d for t, d in adaptive["decisions"].items())
+        for name, run in (("fixed", fixed), ("adaptive", adaptive)):
+            kinds = list(run["decisions"].values())
+            agree = f"{same}/{len(kinds)}" if name == "adaptive" else "-"
+            print(
+                f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} | {kinds.count('mixed')} |"
+                f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
+            )

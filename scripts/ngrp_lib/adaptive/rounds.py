@@ -1,0 +1,297 @@
+"""`collect --adaptive RULE`: rounds of repeats, above the runner (`runner.collect`), never inside it.
+
+A round is: the materialized inputs hold, for every task, the repeats it has been given so far; the runner
+runs the pending keys to completion (the path `--resume` takes); then the rule (`stats.adaptive`) looks at
+each task's outcomes and gives the unsettled ones R more repeats, up to N. Between rounds the layer
+(holding the collector lock) rewrites the materialized file atomically with the new rows appended (the next
+`_ng_rollout_index`, rows in round order), so the file is whole and Gym-readable at every moment, then
+records the file's digest and every task's state in the run manifest.
+
+Nothing is remembered between rounds but the files: each step replays the rule on the rollouts on disk
+(`stats.adaptive.replay`), so a run killed anywhere and resumed makes the same decisions on the same
+rewards, and writes the same files, as a run never killed. The rows of later rounds come from expanding
+the tasks with N repeats (the same expansion the first round's R repeats come from), so seeds and fields
+are those a fixed-N run would send.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..artifacts import jsonl, names
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..collect.materialize import expand, read_task_lines, sha256_file
+from ..collect.options import CollectOptions
+from ..collect.result import CollectResult
+from ..collect.run import stderr_log
+from ..collect.runner import collect
+from ..collect.state import CollectorLock, changed_fields, nothing_written
+from ..errors import UsageError
+from ..stats.adaptive import PENDING, SETTLED, Rule, Schedule, TaskState, replay
+
+SUMMED = ("requests", "rollouts", "input_tokens", "cached_tokens", "output_tokens")
+MANIFEST_KEY = "adaptive"  # the manifest block with the rounds' progress (the settings are in identity)
+
+
+@dataclass(frozen=True)
+class AdaptiveSettings:
+    rule: Rule
+    schedule: Schedule
+    pass_threshold: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        """What --resume must find unchanged (the manifest's identity.adaptive; N is its
+        identity.materialize.num_repeats, named as the option is)."""
+        return {
+            "rule": self.rule.spec,
+            "interval": self.rule.interval,
+            "first_round": self.schedule.first_round,
+            "round_size": self.schedule.first_round,
+            "pass_threshold": self.pass_threshold,
+        }
+
+
+@dataclass
+class AdaptiveResult:
+    """The last runner call's result (its counts cover the materialized file as it ends), the totals of
+    every call, and the rounds' state."""
+
+    collect: CollectResult
+    runner_calls: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    elapsed_s: float = 0.0
+    cost: dict[str, Any] = field(default_factory=dict)  # `SUMMED` cost fields over every runner call
+    adaptive: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return self.collect.exit_code
+
+    @property
+    def next_step(self) -> str | None:
+        return self.collect.next_step
+
+    def to_json(self) -> dict[str, Any]:
+        """The last runner call's fields (collect_result's shape) with the rounds under `adaptive`."""
+        rounds = {k: v for k, v in self.adaptive.items() if k != "task_states"}
+        totals = {
+            "runner_calls": self.runner_calls,
+            "succeeded_all_rounds": self.succeeded,
+            "failed_all_rounds": self.failed,
+            "elapsed_s_all_rounds": self.elapsed_s,
+            "cost_all_rounds": self.cost,
+        }
+        return {**self.collect.to_json(), "adaptive": {**rounds, **totals}}
+
+
+def round_options(options: CollectOptions, settings: AdaptiveSettings) -> CollectOptions:
+    """The options the runner gets: the first round's expansion (R repeats) and the settings in identity."""
+    if options.input is None:
+        raise UsageError(
+            "--adaptive needs --input (raw tasks): it grows the materialized file round by round",
+            hint="give the tasks file instead of --materialized",
+        )
+    if options.materialize.num_repeats != settings.schedule.num_repeats:
+        raise UsageError("--adaptive: --num-repeats and the schedule's N differ")  # a caller's mistake
+    first = replace(options.materialize, num_repeats=settings.schedule.first_round)
+    block = settings.to_json() | {"num_repeats": settings.schedule.num_repeats}
+    return replace(options, materialize=first, adaptive=block)
+
+
+def full_plan(options: CollectOptions, settings: AdaptiveSettings) -> list[dict]:
+    """Every row a fixed-N run would send (this shard's), in Gym's order."""
+    assert options.input is not None
+    records = list(read_task_lines(options.input, options.materialize.limit))
+    full = replace(options.materialize, num_repeats=settings.schedule.num_repeats)
+    rows = expand(records, full, options.input)
+    if options.shard is not None:
+        rows = [r for r in rows if options.shard.owns(r[TASK_KEY])]
+    per_task = Counter(r[TASK_KEY] for r in rows)
+    shared = sorted(t for t, n in per_task.items() if n != settings.schedule.num_repeats)
+    if shared:
+        raise UsageError(
+            f"--adaptive: task {shared[0]} has {per_task[shared[0]]} rows, not --num-repeats"
+            f" {settings.schedule.num_repeats} (byte-identical task lines share one task index)",
+            hint="remove the duplicate lines, or give each its own _ng_task_index",
+        )
+    return rows
+
+
+async def collect_adaptive(
+    options: CollectOptions,
+    settings: AdaptiveSettings,
+    session: Any,
+    log: Callable[[str], None] = stderr_log,
+    interrupt: Any = None,
+) -> AdaptiveResult:
+    """Rounds until no task gets more repeats, the runner stops early, or Ctrl-C."""
+    runner_options = round_options(options, settings)
+    plan = full_plan(options, settings)
+    fresh = not options.resume or nothing_written(options.output, options.failures_path)
+    result: AdaptiveResult | None = None
+    if fresh:  # round 1 through the runner's fresh path: staging, pre-flight, manifest
+        result = _add(None, await collect(runner_options, session, log, interrupt))
+    resume_options = replace(runner_options, resume=True, overwrite=False)
+    while True:
+        if result is not None and (result.collect.stopped_early or result.collect.interrupted):
+            break
+        extended, summary = advance(resume_options, settings, plan)
+        if result is not None:
+            result.adaptive = summary
+            if not extended:
+                break
+            more = summary["tasks_by_reason"].get(PENDING, 0)
+            log(f"round {summary['rounds_started']}: {more} tasks get more repeats")
+        result = _add(result, await collect(resume_options, session, log, interrupt))
+    assert result is not None
+    return result
+
+
+def _add(total: AdaptiveResult | None, call: CollectResult) -> AdaptiveResult:
+    total = total or AdaptiveResult(collect=call)
+    total.collect = call
+    total.runner_calls += 1
+    total.succeeded += call.succeeded
+    total.failed += call.failed
+    total.elapsed_s = round(total.elapsed_s + call.elapsed_s, 3)
+    for name in SUMMED:  # a count no call reported stays None ("not reported", never 0)
+        value = getattr(call, "cost", {}).get(name)
+        if value is not None:
+            total.cost[name] = total.cost.get(name, 0) + value
+    return total
+
+
+def advance(options: CollectOptions, settings: AdaptiveSettings, plan: list[dict]) -> tuple[bool, dict]:
+    """Under the collector lock: replay the rule on the files, rewrite the materialized file with every
+    task's assigned repeats (atomically; the same content when nothing changed) and record the state in
+    the manifest. True when some task got repeats the file did not hold."""
+    with CollectorLock(options.output):
+        manifest = _checked_manifest(options)
+        outcomes, attempts = read_outcomes(options, settings.pass_threshold)
+        states = task_states(plan, settings, outcomes, attempts, options.max_attempts)
+        rows = assigned_rows(plan, states, settings.schedule)
+        before = manifest["materialized"].get("rows")
+        jsonl.write_jsonl(options.materialized_path, rows, overwrite=True)
+        sha = sha256_file(options.materialized_path)
+        summary = summarize(states, settings)
+        manifest["identity"]["materialized_sha256"] = sha
+        manifest["materialized"].update(sha256=sha, rows=len(rows))
+        manifest[MANIFEST_KEY] = summary
+        jsonl.write_json(options.manifest_path, manifest, overwrite=True, indent=True)
+    return before is not None and len(rows) > int(before), summary
+
+
+def _checked_manifest(options: CollectOptions) -> dict[str, Any]:
+    """The run's manifest, refused (naming each field) when the run was not started with these settings.
+    The materialized file's digest is left out: this layer is what changes it."""
+    if not options.manifest_path.is_file():
+        raise UsageError(
+            f"cannot resume: {options.manifest_path} is missing, so the earlier run's configuration is"
+            " unknown",
+            hint="start over with --overwrite (earlier rollouts are discarded)",
+        )
+    manifest = jsonl.read_json(options.manifest_path)
+    old = manifest.get("identity") if isinstance(manifest, dict) else None
+    if not isinstance(old, dict) or not isinstance(manifest.get("materialized"), dict):
+        raise UsageError(f"cannot resume: {options.manifest_path} is not an ngrp collect manifest")
+    input_sha = sha256_file(options.input) if options.input is not None else None
+    changes = changed_fields(old, options.identity(input_sha, old.get("materialized_sha256", "")))
+    if changes:
+        raise UsageError(
+            "refusing to resume: the configuration changed since this run started\n  " + "\n  ".join(changes),
+            hint="rerun with the original options, or start over with --overwrite (or a new --output)",
+        )
+    return manifest
+
+
+def read_outcomes(
+    options: CollectOptions, threshold: float
+) -> tuple[dict[int, dict[int, bool | None]], Counter]:
+    """Each completed key's outcome (reward >= threshold; None without a finite reward) and each key's
+    failed attempts. A torn last line (a kill mid-write) is cut first, as the runner does."""
+    outcomes: dict[int, dict[int, bool | None]] = defaultdict(dict)
+    attempts: Counter = Counter()
+    for path in (options.output, options.failures_path):
+        if path.exists():
+            jsonl.repair_tail(path)
+    if options.output.exists():
+        for row in jsonl.iter_rows(options.output):
+            key = names.rollout_key(row.data)
+            if key is not None:
+                outcomes[key[0]][key[1]] = _outcome(row.data.get("reward"), threshold)
+    if options.failures_path.exists():
+        for row in jsonl.iter_rows(options.failures_path):
+            key = names.rollout_key(row.data)
+            if key is not None:
+                attempts[key] += 1
+    return outcomes, attempts
+
+
+def _outcome(reward: Any, threshold: float) -> bool | None:
+    if isinstance(reward, bool):
+        reward = float(reward)
+    if not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        return None
+    return reward >= threshold
+
+
+def task_states(
+    plan: list[dict],
+    settings: AdaptiveSettings,
+    outcomes: dict[int, dict[int, bool | None]],
+    attempts: Counter,
+    max_attempts: int,
+) -> dict[int, TaskState]:
+    spent: dict[int, set[int]] = defaultdict(set)  # per task: indices out of attempts, not completed
+    for (task, index), n in attempts.items():
+        if n >= max_attempts and index not in outcomes.get(task, {}):
+            spent[task].add(index)
+    states: dict[int, TaskState] = {}
+    for task in dict.fromkeys(r[TASK_KEY] for r in plan):
+        states[task] = replay(
+            settings.rule, settings.schedule, outcomes.get(task, {}), spent.get(task, set())
+        )
+    return states
+
+
+def assigned_rows(plan: list[dict], states: dict[int, TaskState], schedule: Schedule) -> list[dict]:
+    """The rows every task has been given, round by round (a later round's rows after every earlier
+    round's), each round in the plan's order: the file only ever grows at its end."""
+    chosen = [
+        (schedule.round_of(row[ROLLOUT_KEY]), position, row)
+        for position, row in enumerate(plan)
+        if row[ROLLOUT_KEY] < states[row[TASK_KEY]].size
+    ]
+    chosen.sort(key=lambda item: (item[0], item[1]))
+    return [row for _, _, row in chosen]
+
+
+def summarize(states: dict[int, TaskState], settings: AdaptiveSettings) -> dict[str, Any]:
+    """The manifest's progress block: rounds, each task's stop reason, rollouts against fixed N."""
+    schedule = settings.schedule
+    reasons = Counter(s.reason for s in states.values())
+    pending_rounds = [s.rounds for s in states.values() if s.reason == PENDING]
+    started = max((s.rounds for s in states.values()), default=0)
+    settled = Counter(s.rounds for s in states.values() if s.reason == SETTLED)
+    assigned = sum(s.size for s in states.values())
+    return {
+        **settings.to_json(),
+        "num_repeats": schedule.num_repeats,
+        "rounds_done": (min(pending_rounds) - 1) if pending_rounds else started,
+        "rounds_started": started,
+        "max_rounds": schedule.max_rounds,
+        "tasks": len(states),
+        "tasks_by_reason": dict(sorted(reasons.items())),
+        "settled_per_round": {str(r): settled[r] for r in range(1, schedule.max_rounds + 1)},
+        "rollouts_assigned": assigned,
+        "rollouts_fixed_n": len(states) * schedule.num_repeats,
+        "task_states": {
+            str(task): {"repeats": s.size, "reason": s.reason, "decision": s.decision}
+            for task, s in states.items()
+        },
+    }

@@ -1,0 +1,189 @@
+"""An adaptive run (`collect --adaptive`) seen from its profile: its settings and each task's decision (from
+the run manifest beside its rollouts), and the first-round view of the profile.
+
+Why the first round: when a task's repeats depend on its own outcomes, its pass rate over all its repeats
+is not an unbiased estimate, and neither is a mean of such rates over tasks (a task that stopped at its
+first fail weighs that fail more). The first round gave every task the same R repeats whatever happened:
+a fixed design, so benchmark-level estimates and intervals stand on it alone. Per-task decisions use every
+repeat: that is what the extra rounds were for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import jsonl, names
+from ..errors import NgrpError
+from .load import ProfileData
+
+FIRST_ROUND_NOTE = (
+    "adaptive run ({rule}, first round R={r}, at most N={n}): benchmark-level estimates and intervals use"
+    " the first round alone (R repeats of every task: a fixed design; later rounds went only to tasks the"
+    " rule had not settled, so means over all repeats are biased); per-task rows and decisions use every"
+    " repeat"
+)
+
+
+@dataclass
+class AdaptiveRun:
+    manifest: str
+    rule: str
+    first_round: int
+    num_repeats: int
+    progress: dict[str, Any] = field(default_factory=dict)  # the manifest's `adaptive` block
+
+    def decisions(self) -> dict[int, dict[str, Any]]:
+        """Task index -> {repeats, reason, decision}, as the run last recorded them."""
+        states = self.progress.get("task_states") or {}
+        return {int(task): state for task, state in states.items() if isinstance(state, dict)}
+
+    def note(self) -> str:
+        return FIRST_ROUND_NOTE.format(rule=self.rule, r=self.first_round, n=self.num_repeats)
+
+    def summary(self) -> dict[str, Any]:
+        """What stats, compare and the report print: rounds, tasks settled per round, rollouts saved."""
+        p = self.progress
+        assigned, fixed = p.get("rollouts_assigned"), p.get("rollouts_fixed_n")
+        decisions = Counter(str(s.get("decision")) for s in self.decisions().values())
+        return {
+            "manifest": self.manifest,
+            "rule": self.rule,
+            "first_round": self.first_round,
+            "num_repeats": self.num_repeats,
+            "rounds_done": p.get("rounds_done"),
+            "max_rounds": p.get("max_rounds"),
+            "settled_per_round": p.get("settled_per_round", {}),
+            "tasks_by_reason": p.get("tasks_by_reason", {}),
+            "decisions": dict(sorted(decisions.items())),
+            "rollouts_assigned": assigned,
+            "rollouts_fixed_n": fixed,
+            "rollouts_saved_share": None if not fixed or assigned is None else 1 - assigned / fixed,
+            "estimates_from": f"first round ({self.first_round} repeats of every task)",
+        }
+
+
+def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None) -> AdaptiveRun | None:
+    """The adaptive run behind a profile, from the manifest beside its rollouts (`rollouts`, else the
+    rollouts file the profile is named after); None for a fixed-N run or when no manifest is there."""
+    source = Path(rollouts) if rollouts is not None else None
+    if source is None and profile is not None:
+        source = names.rollouts_path_of_profile(profile)
+    if source is None:
+        return None
+    path = names.manifest_path_for(source)
+    if not path.is_file():
+        return None
+    try:
+        manifest = jsonl.read_json(path)
+    except (NgrpError, OSError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    identity = manifest.get("identity")
+    if not isinstance(identity, dict) or not isinstance(identity.get("adaptive"), dict):
+        return None
+    block: dict[str, Any] = identity["adaptive"]
+    repeats = (identity.get("materialize") or {}).get("num_repeats")
+    found = manifest.get("adaptive")
+    progress: dict[str, Any] = found if isinstance(found, dict) else {}
+    return AdaptiveRun(
+        str(path), str(block.get("rule")), int(block["first_round"]), int(repeats or 0), progress
+    )
+
+
+def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
+    """The profile with only each task's first `first_round` repeats (rollout index < R), packed left."""
+    import numpy as np
+
+    keep = (data.rollout_index >= 0) & (data.rollout_index < first_round)
+    order = np.argsort(~keep, axis=1, kind="stable")  # kept entries first, in their order
+    width = int(keep.sum(axis=1).max()) if keep.size else 0
+    kept = np.take_along_axis(keep, order, axis=1)[:, :width]
+
+    def take(matrix: Any, fill: Any) -> Any:
+        moved = np.take_along_axis(matrix, order, axis=1)[:, :width]
+        return np.where(kept, moved, fill)
+
+    extras = {
+        name: take(value, None if value.dtype == object else np.nan)
+        if getattr(value, "shape", None) == data.rollout_index.shape
+        else value
+        for name, value in data.extras.items()
+    }
+    return ProfileData(
+        path=data.path,
+        keys=list(data.keys),
+        samples=list(data.samples),
+        rollout_index=take(data.rollout_index, -1),
+        values={name: take(matrix, np.nan) for name, matrix in data.values.items()},
+        n_rows_measured=int(kept.sum()),
+        extras=extras,
+        n_unhealthy=data.n_unhealthy,
+    )
+
+
+def first_rounds(sides: dict[str, tuple[Path, ProfileData]]) -> tuple[ProfileData, ProfileData, dict]:
+    """`compare`'s rule: each adaptive side is cut to its first round (a fixed design: R repeats of every
+    task whatever happened); a fixed-N side is used whole. Paired differences then compare unbiased
+    per-task estimates on both sides (a fixed side's N repeats are unbiased too, only more of them)."""
+    out: list[ProfileData] = []
+    runs: dict[str, Any] = {}
+    for label, (path, data) in sides.items():
+        run = find_adaptive(path)
+        if run is not None:
+            data = first_round_view(data, run.first_round)
+            runs[label] = run.summary()
+        out.append(data)
+    return out[0], out[1], runs
+
+
+def adaptive_note(runs: dict[str, Any]) -> str | None:
+    if not runs:
+        return None
+    sides = "; ".join(f"{label}: {r['rule']}, first round R={r['first_round']}" for label, r in runs.items())
+    fixed = [label for label in ("A", "B") if label not in runs]
+    rest = f"; {fixed[0]} is a fixed-N run, used whole" if fixed else ""
+    return (
+        f"adaptive run(s) ({sides}): each adaptive side is compared on its first round only (R repeats of"
+        f" every task, a fixed design; later rounds depend on the outcomes and would bias the task"
+        f" means){rest}"
+    )
+
+
+def decision_selector(run: AdaptiveRun, selection: Any) -> Callable[[int], bool | None] | None:
+    """`curriculum`'s rule for an adaptive run: when the run's rule answers the selection's question, keep
+    a task by its decision, made on every repeat (None for a task still pending or out of attempts):
+    - `--learnable-for G` on a `learnable` run: the tasks found mixed (a pass and a fail), the keep/drop
+      decision fixed N makes; --min-informative is not applied (a task stopped at its first mix);
+    - `--min LOW --max HIGH` on a `band:LOW,HIGH` run with the same band: the tasks decided `inside`.
+    Otherwise None: rates over all repeats decide, which the result flags as biased."""
+    decisions = run.decisions()
+    wanted = None
+    if selection.mode == "learnable" and run.rule == "learnable":
+        wanted = "mixed"
+    elif selection.mode == "band" and run.rule.startswith("band:"):
+        low, high = (float(x) for x in run.rule.removeprefix("band:").split(","))
+        chosen = (selection.min_rate or 0.0, 1.0 if selection.max_rate is None else selection.max_rate)
+        wanted = "inside" if (low, high) == chosen else None
+    if wanted is None:
+        return None
+
+    def keep(task: int) -> bool | None:
+        decision = decisions.get(task, {}).get("decision")
+        return None if decision is None else decision == wanted
+
+    return keep
+
+
+def adaptive_basis(selector: Any) -> str:
+    if selector is not None:
+        return "the run's per-task decisions (every repeat)"
+    return (
+        "pass rates over all repeats: the run's rule does not answer this selection, and an adaptive run's"
+        " rates are biased (a task's repeats depended on its outcomes); a fixed-N run, or --adaptive with"
+        " the matching rule, answers it without bias"
+    )

@@ -1,0 +1,199 @@
+"""What profile, stats, compare and curriculum say about an adaptive run: its benchmark-level estimates are
+exactly those of a fixed-R run of the same first-round rollouts; per-task rows and decisions use every
+repeat. Also the usage errors of `collect --adaptive` (refused before any request)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from run_helpers import reward_of, write_run
+
+from ngrp_lib.adaptive.rounds import AdaptiveSettings, summarize
+from ngrp_lib.artifacts import jsonl, schemas
+from ngrp_lib.stats.adaptive import Rule, Schedule, play
+
+R, N, TASKS = 2, 8, 12
+SETTINGS = AdaptiveSettings(Rule("learnable"), Schedule(R, N))
+
+
+def _keep(folder: Path, source: Path, name: str, keep) -> Path:
+    rows = [r.data for r in jsonl.iter_rows(source / name) if keep(r.data)]
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder / name
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """`full`: fixed N for every task; `adaptive`: what learnable (R=2, N=8) keeps of the same rows, with
+    its manifest; `fixed_r`: the first R repeats of every task, no manifest."""
+    full = tmp_path / "full"
+    write_run(full, tasks=TASKS, repeats=N)
+    states = {
+        t: play(SETTINGS.rule, SETTINGS.schedule, [reward_of(t, r) >= 1 for r in range(N)])
+        for t in range(TASKS)
+    }
+    folders = {}
+    for name, keep in (
+        ("adaptive", lambda row: row["_ng_rollout_index"] < states[row["_ng_task_index"]].size),
+        ("fixed_r", lambda row: row["_ng_rollout_index"] < R),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        for file in ("rollouts_materialized_inputs.jsonl", "rollouts.jsonl"):
+            _keep(folder, full, file, keep)
+        folders[name] = folder
+    manifest = {
+        "tool": {"name": "ngrp", "version": "test"},
+        "created_at": "2026-12-01T00:00:00Z",
+        "identity": {"materialize": {"num_repeats": N}, "adaptive": SETTINGS.to_json()},
+        "adaptive": summarize(states, SETTINGS),
+    }
+    schemas.validator("run_manifest").validate(manifest)
+    (folders["adaptive"] / "rollouts_run_manifest.json").write_text(json.dumps(manifest))
+    return {"full": full, **folders, "states": states}
+
+
+def _profile(run_ngrp, folder: Path) -> dict:
+    proc = run_ngrp("profile", "--inputs", folder / "rollouts_materialized_inputs.jsonl",
+                    "--rollouts", folder / "rollouts.jsonl", "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _stats(run_ngrp, folder: Path, *extra) -> dict:
+    proc = run_ngrp(
+        "stats", folder / "rollouts_reward_profiling.jsonl", "--json", "--group-by", "level", *extra
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_the_runs_differ_as_intended(runs):
+    sizes = Counter(s.size for s in runs["states"].values())
+    assert sizes[N] >= 2 and sum(n for size, n in sizes.items() if size < N) >= 4  # some stop early, some not
+
+
+def test_first_round_estimates_equal_a_fixed_r_profile_of_the_same_rollouts(runs, run_ngrp):
+    adaptive_profile = _profile(run_ngrp, runs["adaptive"])
+    _profile(run_ngrp, runs["fixed_r"])
+    schemas.validator("profile_result").validate(adaptive_profile)
+    ours, fixed = _stats(run_ngrp, runs["adaptive"]), _stats(run_ngrp, runs["fixed_r"])
+    schemas.validator("stats_result").validate(ours)
+    assert ours["overall"] == fixed["overall"]  # every estimate, interval and count, bootstrap included
+    assert ours["groups"] == fixed["groups"]
+    assert fixed["adaptive"] is None and ours["adaptive"]["rule"] == "learnable"
+    first = adaptive_profile["adaptive"]["first_round_estimates"]
+    headline = fixed["overall"]["mean_reward"]["task_weighted"]
+    assert (first["mean_reward"]["value"], first["mean_reward"]["ci_low"]) == (
+        headline["value"],
+        headline["ci_low"],
+    )
+    assert first["pass_rate"]["ci_high"] == fixed["overall"]["pass_rate"]["ci_high"]
+    assert any("first round alone" in w for w in adaptive_profile["warnings"])
+    # per-task rows use every repeat, with the run's decision
+    per_task = {row["task"]: row for row in ours["per_task"]}
+    for task, state in runs["states"].items():
+        assert per_task[task]["n"] == state.size
+        assert per_task[task]["adaptive_decision"] == state.decision
+    assert ours["adaptive"]["rollouts_assigned"] == sum(s.size for s in runs["states"].values())
+    assert ours["adaptive"]["rollouts_fixed_n"] == TASKS * N
+
+
+def test_stats_text_says_adaptive_and_counts_rounds(runs, run_ngrp):
+    _profile(run_ngrp, runs["adaptive"])
+    proc = run_ngrp("stats", runs["adaptive"] / "rollouts_reward_profiling.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    settled = Counter(s.rounds for s in runs["states"].values() if s.reason == "settled")
+    per_round = ", ".join(f"{r}: {settled[r]}" for r in range(1, 5))
+    assert f"tasks settled per round: {per_round}" in proc.stdout
+    assert "estimates above from the first round (2 repeats of every task)" in proc.stdout
+    assert "saved)" in proc.stdout
+
+
+def test_compare_cuts_the_adaptive_side_to_its_first_round(runs, run_ngrp):
+    for name in ("adaptive", "fixed_r", "full"):
+        _profile(run_ngrp, runs[name])
+
+    def compare(a: str, b: str) -> dict:
+        proc = run_ngrp("compare", runs[a] / "rollouts_reward_profiling.jsonl",
+                        runs[b] / "rollouts_reward_profiling.jsonl", "--json")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    ours, fixed = compare("adaptive", "full"), compare("fixed_r", "full")
+    schemas.validator("compare_result").validate(ours)
+    for key in ("n_tasks", "mean_a", "mean_b", "mean_diff", "ci_low", "ci_high", "per_task"):
+        assert ours[key] == fixed[key], key
+    assert set(ours["adaptive"]) == {"A"} and fixed["adaptive"] == {}
+    assert any("compared on its first round only" in n and "B is a fixed-N run" in n for n in ours["notes"])
+
+
+def test_curriculum_keeps_the_tasks_the_run_found_mixed(runs, run_ngrp, tmp_path):
+    _profile(run_ngrp, runs["adaptive"])
+    profile = runs["adaptive"] / "rollouts_reward_profiling.jsonl"
+    tasks = runs["adaptive"] / "rollouts_materialized_inputs.jsonl"
+    out = tmp_path / "picked.jsonl"
+    proc = run_ngrp("curriculum", profile, "--tasks", tasks, "-o", out, "--learnable-for", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    schemas.validator("curriculum_result").validate(result)
+    mixed = {t for t, s in runs["states"].items() if s.decision == "mixed"}
+    assert {r.data["_ng_task_index"] for r in jsonl.iter_rows(out)} == mixed
+    assert result["adaptive"]["selected_by"].startswith("the run's per-task decisions")
+    band = run_ngrp("curriculum", profile, "--tasks", tasks, "-o", out, "--min", "0.2", "--max", "0.8",
+                    "--overwrite", "--json")  # fmt: skip
+    assert json.loads(band.stdout)["adaptive"]["selected_by"].startswith("pass rates over all repeats")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--adaptive", "sometimes"], "is not a rule"),
+        (
+            ["--adaptive", "learnable", "--first-round", "9"],
+            "--first-round must be between 1 and --num-repeats (8)",
+        ),
+        (["--first-round", "2"], "only apply with --adaptive"),
+        (["--pass-threshold", "0.5"], "only apply with --adaptive"),
+    ],
+)
+def test_collect_adaptive_usage_errors(run_ngrp, tmp_path, extra, message):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"responses_create_params": {"input": "hi"}}) + "\n")
+    proc = run_ngrp("collect", "--input", tasks, "--output", tmp_path / "out.jsonl", "--num-repeats", "8",
+                    "--base-url", "http://127.0.0.1:9/v1", "--model", "m", *extra)  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_collect_adaptive_needs_raw_tasks(run_ngrp, tmp_path):
+    materialized, _ = write_run(tmp_path, tasks=2, repeats=1, name="given")
+    proc = run_ngrp("collect", "--materialized", tmp_path / "given_materialized_inputs.jsonl",
+                    "--output", tmp_path / "out.jsonl", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                    "--adaptive", "learnable", "--first-round", "1")  # fmt: skip
+    assert proc.returncode == 2 and "--adaptive needs --input" in proc.stderr, proc.stderr
+
+
+def test_the_resume_command_of_an_adaptive_run_carries_its_rule():
+    from ngrp_lib.artifacts.resume import resume_command
+
+    manifest = {
+        "input": {"path": "t.jsonl"},
+        "rollouts": {"path": "o/r.jsonl"},
+        "options": {"api_key_env": "OPENAI_API_KEY"},
+        "identity": {
+            "shard": None,
+            "materialize": {"num_repeats": 16},
+            "model": "m",
+            "api": "chat",
+            "adaptive": {"rule": "band:0.2,0.8", "first_round": 4, "pass_threshold": 0.5},
+        },
+        "servers": [{"url": "http://127.0.0.1:8000/v1", "model": "m"}],
+    }
+    assert resume_command(manifest) == (
+        "ngrp collect --input t.jsonl --output o/r.jsonl --num-repeats 16 --adaptive band:0.2,0.8"
+        " --first-round 4 --pass-threshold 0.5 --base-url http://127.0.0.1:8000/v1 --model m --resume"
+    )

@@ -1,0 +1,195 @@
+"""`collect --adaptive` against the real vLLM server on CPU: the file round by round, kill -9 and resume,
+shards, and Gym's profiler on an adaptive run.
+
+Rewards come from a user verifier that scores by identity key alone (`KEYED_VERIFIER`), so two runs get
+the same rewards whatever the model wrote, and "the same files as a run never killed" can be compared
+byte for byte. The generations themselves still come from the real server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT
+from profile_compare import compare_outputs, gym_profile
+from test_collect_vllm import keys_of, ngrp, validate_rows, write_tasks
+
+from ngrp_lib.adaptive import rounds as adaptive_module
+from ngrp_lib.artifacts import jsonl, schemas
+from ngrp_lib.stats.adaptive import Rule, Schedule, play
+
+pytestmark = pytest.mark.vllm
+
+# task % 4: 0 never passes, 1 always passes, 2 passes from its 6th repeat on, 3 alternates (mixed at once)
+KEYED_VERIFIER = """
+def outcome(task, rollout):
+    kind = task % 4
+    return kind == 1 or (kind == 2 and rollout >= 5) or (kind == 3 and rollout % 2 == 0)
+
+def score(row, response):
+    return {"reward": 1.0 if outcome(row["_ng_task_index"], row["_ng_rollout_index"]) else 0.0}
+"""
+
+
+def outcome(task: int, rollout: int) -> bool:
+    kind = task % 4
+    return kind == 1 or (kind == 2 and rollout >= 5) or (kind == 3 and rollout % 2 == 0)
+
+
+def adaptive_args(tasks, out, base_url, *extra):
+    return ["collect", "--input", tasks, "--output", out, "--base-url", base_url, "--model", "tiny",
+            "--verifier-fn", "keyed_verifier:score", "--num-repeats", "12", "--seed-per-repeat",
+            "--adaptive", "learnable", "--first-round", "3", *extra]  # fmt: skip
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "keyed_verifier.py").write_text(KEYED_VERIFIER)
+    return tmp_path
+
+
+def expected_sizes(tasks: int) -> dict[int, int]:
+    """What learnable with R=3, N=12 gives each task on KEYED_VERIFIER's outcomes, worked out by the rule."""
+    schedule = Schedule(3, 12)
+    return {
+        t: play(Rule("learnable"), schedule, [outcome(t, r) for r in range(12)]).size for t in range(tasks)
+    }
+
+
+def test_expected_sizes_by_hand():
+    # never / always: all 12; passes from the 6th: mixed in round 2 (6 repeats); alternating: round 1
+    assert expected_sizes(4) == {0: 12, 1: 12, 2: 6, 3: 3}
+
+
+def test_every_round_leaves_complete_valid_files(vllm_server, folder, run_ngrp, monkeypatch):
+    tasks = write_tasks(folder / "tasks.jsonl", 8)
+    out = folder / "run" / "rollouts.jsonl"
+    materialized = folder / "run" / "rollouts_materialized_inputs.jsonl"
+    seen: list[bytes] = []
+    real_advance = adaptive_module.advance
+
+    def spying_advance(options, settings, plan):
+        # between rounds: the runner has finished, so every key of the file is collected, and valid
+        check = ngrp("check", "--inputs", materialized, "--rollouts", out, "--json")
+        assert check.returncode == 0, check.stdout + check.stderr
+        assert json.loads(check.stdout)["counts"]["missing"] == 0
+        assert validate_rows(materialized, "materialized_input") == validate_rows(out, "rollout")
+        extended, summary = real_advance(options, settings, plan)
+        grown = materialized.read_bytes()
+        assert not seen or grown.startswith(seen[-1])  # the file only grows at its end
+        seen.append(grown)
+        return extended, summary
+
+    monkeypatch.setattr(adaptive_module, "advance", spying_advance)
+    proc = run_ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--json"))
+    assert proc.returncode == 0, proc.stderr
+    assert len(seen) == 4  # after rounds 1, 2, 3 and 4 (the last one adds nothing)
+    summary = json.loads(proc.stdout)
+    schemas.validator("collect_result").validate(summary)
+    sizes = expected_sizes(8)
+    assert keys_of(out) == {(t, r): 1 for t, n in sizes.items() for r in range(n)}
+    assert summary["adaptive"]["rollouts_assigned"] == sum(sizes.values()) == 66
+    assert summary["adaptive"]["settled_per_round"] == {"1": 2, "2": 2, "3": 0, "4": 0}
+    assert summary["adaptive"]["tasks_by_reason"] == {"reached_n": 4, "settled": 4}
+    manifest = json.loads((folder / "run" / "rollouts_run_manifest.json").read_text())
+    schemas.validator("run_manifest").validate(manifest)
+    states = manifest["adaptive"]["task_states"]
+    assert {int(t): s["repeats"] for t, s in states.items()} == sizes
+    assert states["0"]["decision"] == "all_fail" and states["1"]["decision"] == "all_pass"
+    # resuming a finished run sends nothing; a changed rule is refused, naming the field
+    again = run_ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--resume", "--json"))
+    assert again.returncode == 0 and json.loads(again.stdout)["succeeded"] == 0, again.stderr
+    args = adaptive_args(tasks, out, vllm_server.base_url, "--resume")
+    changed = run_ngrp(*["band:0.2,0.8" if a == "learnable" else a for a in args])
+    assert changed.returncode == 2 and 'rule: was "learnable", now "band:0.2,0.8"' in changed.stderr
+
+
+def _rows_in(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_server, folder):
+    tasks = write_tasks(folder / "tasks.jsonl", 24)
+    plain = folder / "plain" / "rollouts.jsonl"
+    assert ngrp(*adaptive_args(tasks, plain, vllm_server.base_url), cwd=folder).returncode == 0
+    out = folder / "killed" / "rollouts.jsonl"
+    base = adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2")
+    rng = random.Random(26)
+    killed_mid_run = 0
+    for attempt in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), *map(str, base + (["--resume"] if attempt else []))],
+            cwd=folder,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        before, target = _rows_in(out), rng.randint(5, 60)  # often past a round's end, into the next
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and _rows_in(out) < before + target and proc.poll() is None:
+            time.sleep(rng.uniform(0, 0.02))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        killed_mid_run += before < _rows_in(out)
+    final = ngrp(*base, "--resume", "--json", cwd=folder)
+    assert final.returncode == 0, final.stderr
+    assert killed_mid_run >= 3
+    for name in ("rollouts_materialized_inputs.jsonl",):
+        assert (out.parent / name).read_bytes() == (plain.parent / name).read_bytes()
+    killed_manifest = json.loads((out.parent / "rollouts_run_manifest.json").read_text())
+    plain_manifest = json.loads((plain.parent / "rollouts_run_manifest.json").read_text())
+    assert killed_manifest["adaptive"] == plain_manifest["adaptive"]
+    assert (
+        killed_manifest["identity"]["materialized_sha256"]
+        == plain_manifest["identity"]["materialized_sha256"]
+    )
+
+    def rewards(path):
+        return {
+            (r.data["_ng_task_index"], r.data["_ng_rollout_index"]): r.data["reward"]
+            for r in jsonl.iter_rows(path)
+        }
+
+    assert rewards(out) == rewards(plain) and max(keys_of(out).values()) == 1
+    sizes = expected_sizes(24)
+    assert set(rewards(out)) == {(t, r) for t, n in sizes.items() for r in range(n)}
+
+
+def test_shards_keep_each_task_in_its_shard(vllm_server, folder):
+    tasks = write_tasks(folder / "tasks.jsonl", 8)
+    out = folder / "rollouts.jsonl"
+    for shard in ("0/2", "1/2"):
+        proc = ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--shard", shard), cwd=folder)
+        assert proc.returncode == 0, proc.stderr
+    sizes = expected_sizes(8)
+    for index in (0, 1):
+        keys = keys_of(folder / f"rollouts-shard-{index}-of-2.jsonl")
+        assert keys == {(t, r): 1 for t, n in sizes.items() if t % 2 == index for r in range(n)}
+
+
+@pytest.mark.gym
+def test_gym_profiler_reads_an_adaptive_run(vllm_server, folder):
+    venv = os.environ.get("NGRP_GYM_VENV")
+    if not venv or not (Path(venv) / "bin" / "gym").exists():
+        pytest.skip("no NeMo Gym venv: set NGRP_GYM_VENV")
+    tasks = write_tasks(folder / "tasks.jsonl", 8)
+    out = folder / "rollouts.jsonl"
+    assert ngrp(*adaptive_args(tasks, out, vllm_server.base_url), cwd=folder).returncode == 0
+    proc = gym_profile(Path(venv) / "bin" / "gym", folder)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    profile = [json.loads(x) for x in (folder / "rollouts_reward_profiling.jsonl").read_text().splitlines()]
+    sizes = expected_sizes(8)
+    assert [(p["_ng_task_index"], p["num_rollouts"], p["expected_num_rollouts"]) for p in profile] == [
+        (t, n, n) for t, n in sizes.items()
+    ]
+    ours = ngrp("profile", "--inputs", folder / "rollouts_materialized_inputs.jsonl", "--rollouts", out,
+                "--output-dir", folder / "ours", "--gym-only")  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    assert compare_outputs(folder / "ours" / "rollouts.jsonl", out) == []  # Gym's files, Gym's values
