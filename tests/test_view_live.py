@@ -130,3 +130,27 @@ def test_extending_the_index_equals_indexing_the_whole_file_and_reads_only_new_b
     np.testing.assert_array_equal(index.table.n_scored, whole.table.n_scored)
     index.close()
     whole.close()
+
+
+def test_compare_mode_pairs_the_rows_appended_to_the_run_being_collected(run, tmp_path):
+    rollouts, _, lines = run
+    other, _ = write_run(tmp_path / "other", tasks=TASKS, repeats=REPEATS, flipped_task=None,
+                         script_task=None)  # fmt: skip
+    with Viewer(rollouts, "--compare", other, cache=tmp_path / "cache", cwd=tmp_path) as viewer:
+
+        def scored_b() -> int:
+            status, _, body = viewer.get("/compare.json?per_page=100")
+            assert status == 200, body[:300]
+            return sum(p["b"]["n_scored"] for p in json.loads(body)["pairs"])  # B: the run being collected
+
+        before = scored_b()
+        _append(rollouts, b"".join(lines[10:]))
+        assert scored_b() > before
+        status, _, body = viewer.get("/compare.json?per_page=100")
+        pairs = json.loads(body)["pairs"]
+        rows = [json.loads(x) for x in lines]
+        want = {t: sum(r["reward"] is not None for r in rows if r["_ng_task_index"] == t)
+                for t in range(TASKS)}  # fmt: skip
+        assert {p["task"]: p["b"]["n_scored"] for p in pairs} == want
+        code, err = viewer.stop()
+    assert code == 0 and "Traceback" not in err, err
