@@ -154,3 +154,19 @@ def test_compare_mode_pairs_the_rows_appended_to_the_run_being_collected(run, tm
         assert {p["task"]: p["b"]["n_scored"] for p in pairs} == want
         code, err = viewer.stop()
     assert code == 0 and "Traceback" not in err, err
+
+
+def test_an_index_opened_from_the_cache_extends_too(run, tmp_path):
+    rollouts, inputs, lines = run
+    paths = RunPaths(rollouts, inputs, None)
+    _append(rollouts, lines[10][:25])  # indexed and cached with a cut-off last line
+    open_index(paths, threshold=0.5, directory=tmp_path / "c").close()
+    index = open_index(paths, threshold=0.5, directory=tmp_path / "c")
+    assert index.cached and index.scan.torn_tail
+    _append(rollouts, lines[10][25:] + b"".join(lines[11:]))
+    assert index.extend() is None and len(index.facts) == TASKS * REPEATS and not index.scan.torn_tail
+    whole = open_index(paths, threshold=0.5, use_cache=False)
+    _same(index.facts, whole.facts)
+    assert index.scan == whole.scan
+    index.close()
+    whole.close()
