@@ -92,16 +92,6 @@ def test_the_viewer_says_the_file_changed_instead_of_failing(run, tmp_path, chan
     assert code == 0 and "Traceback" not in err, err
 
 
-def test_the_viewer_notes_a_file_that_only_grew(run, tmp_path):
-    with Viewer(run, cache=tmp_path / "cache", cwd=tmp_path) as viewer:
-        line = run.read_bytes().splitlines(keepends=True)[0]
-        with open(run, "ab") as handle:
-            handle.write(line)
-        status, body = _get(viewer, "/tasks.json")
-        assert status == 200 and "changed since it was indexed" in json.dumps(json.loads(body)["run"])
-        viewer.stop()
-
-
 def test_the_viewer_refuses_a_task_index_too_large(run, tmp_path):
     with Viewer(run, cache=tmp_path / "cache", cwd=tmp_path) as viewer:
         for path in ("/?task=99999999999999999999999", "/tasks.json?task=99999999999999999999999",

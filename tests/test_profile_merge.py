@@ -143,3 +143,27 @@ def test_an_edited_group_is_named(tmp_path, where):
     with pytest.raises(InputError) as caught:
         merge_profiles([state], tmp_path / "m" / "r.jsonl", ProfileOptions())
     assert caught.value.line == at + 1 and "edited" in caught.value.message
+
+
+@pytest.mark.parametrize("split", ["task", "rollout"])
+def test_reward_components_merge_as_one_pass_writes_them(tmp_path, split):
+    """The `ngrp/component_*` keys a one-pass profile writes (profile.components) come out of a merge of
+    shard states byte for byte, whether the shards are streamed (split by task) or rebuilt."""
+    run = make_run(13, "plain", tasks=6, repeats=4)
+    _one_layout(run)
+    for row in run.rollouts:
+        t, r = row["_ng_task_index"], row["_ng_rollout_index"]
+        row["reward_components"] = {"format": (t + r) % 2 * 1.0, "accuracy": r / 4}
+        if (t, r) == (2, 1):
+            del row["reward_components"]["accuracy"]  # counted as missing, never zero
+
+    def shard_of(row):
+        return row["_ng_task_index" if split == "task" else "_ng_rollout_index"] % 2
+
+    shards = _shards(run, tmp_path, shard_of, 2)
+    merged = tmp_path / "merged" / "rollouts.jsonl"
+    merge_profiles(shards, merged, ProfileOptions(allow_partial=True))
+    one = _one_pass(run, tmp_path, shard_of, 2)
+    assert b"ngrp/component_mean/accuracy" in _outputs(one)["_reward_profiling.jsonl"]
+    assert b"ngrp/component_missing/accuracy" in _outputs(one)["_reward_profiling.jsonl"]
+    assert _outputs(merged) == _outputs(one)

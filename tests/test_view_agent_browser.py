@@ -106,3 +106,19 @@ def test_search_finds_a_tool_output(viewer, page):
     page.goto(viewer.url.rstrip("/") + "/?q=found%3A")
     rows = page.eval_on_selector_all("tr[data-task-index]", "rows => rows.map(r => r.dataset.taskIndex)")
     assert rows == ["1"]
+
+
+def test_reward_components_show_on_the_rollout_card(viewer, page):
+    """Each rollout card lists its reward_components, name=value, with the values the row holds."""
+    import json
+    from pathlib import Path
+
+    rollouts = Path(json.loads(page.request.get(viewer.url + "tasks.json").text())["run"]["rollouts"])
+    rows = [json.loads(line) for line in rollouts.read_text().splitlines() if line.strip()]
+    page.goto(viewer.url.rstrip("/") + f"/task/2?a={AGENT}")
+    for row in (r for r in rows if r["_ng_task_index"] == 2):
+        card = page.locator(f"article[data-rollout-id='2-{row['_ng_rollout_index']}']")
+        assert card.locator("dt", has_text="components").count() == 1
+        shown = dict(part.split("=") for part in card.locator("code.components").inner_text().split())
+        assert {k: float(v) for k, v in shown.items()} == row["reward_components"]
+    assert page.errors == []

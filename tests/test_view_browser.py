@@ -169,3 +169,27 @@ def test_a_planted_script_shows_as_text_and_never_runs(viewer, page):
     assert page.locator(f"article[data-rollout-id='{SCRIPTED}-0'] pre.final").inner_text().endswith(SCRIPT)
     assert page.locator("script").count() == 1, "only the viewer's own script element"
     assert page.errors == []
+
+
+def test_a_growing_run_shows_new_rows_on_reload(tmp_path, page):
+    """A run still being collected: reload shows the rows appended meanwhile, "n of expected", and a
+    half-written last line is a note, not an error."""
+    rollouts, _ = write_run(tmp_path / "live", tasks=4, repeats=3, flipped_task=None, script_task=None)
+    lines = rollouts.read_bytes().splitlines(keepends=True)
+    rollouts.write_bytes(b"".join(lines[:5]))
+    with Viewer(rollouts, cache=tmp_path / "cache", cwd=tmp_path) as server:
+        page.goto(server.url)
+        assert page.locator("h1").inner_text() == "4 tasks, 5 of 12 expected rollouts"
+        with open(rollouts, "ab") as handle:
+            handle.write(b"".join(lines[5:9]) + lines[9][:30])
+        page.reload()
+        assert page.locator("h1").inner_text() == "4 tasks, 9 of 12 expected rollouts"
+        assert "last line is cut off" in page.locator(".notes").inner_text()
+        with open(rollouts, "ab") as handle:
+            handle.write(lines[9][30:] + b"".join(lines[10:]))
+        page.reload()
+        assert page.locator("h1").inner_text() == "4 tasks, 12 rollouts"
+        counts = page.locator("table tbody tr td:nth-child(4)").all_inner_texts()
+        assert counts == ["3"] * 4, counts
+        code, err = server.stop()
+    assert code == 0 and "Traceback" not in err and page.errors == []

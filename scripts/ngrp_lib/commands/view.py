@@ -72,7 +72,9 @@ def command(
     (~/.cache/ngrp/view-index, or $NGRP_CACHE_DIR) by file size and modification time; rows are read
     back only when shown. Every page has a JSON twin (/tasks.json, /task/N.json, /compare.json).
     Listens on 127.0.0.1 only unless --host says otherwise, and answers only requests addressed to
-    127.0.0.1, localhost, [::1] or that host on its port; once the rollouts file is replaced, truncated or
+    127.0.0.1, localhost, [::1] or that host on its port. A rollouts file still being collected is
+    followed: each reload indexes only the rows appended since ("37 of 48 expected rollouts" from the
+    materialized inputs; a cut-off last line is skipped with a note). Once a file is replaced, truncated or
     rewritten, every request answers 409 (restart to index it again). Ctrl-C or SIGTERM stops it.
 
     \b

@@ -51,6 +51,9 @@ class ScanStats:
     blank_lines: int = 0
     torn_tail: bool = False
     rows_without_key: int = 0
+    # where a read of appended bytes resumes: [byte offset after the last complete (newline-ended) line,
+    # and lines, rows, blank_lines, rows_without_key counted up to it]
+    resume: list[int] | None = None
 
     def notes(self) -> list[str]:
         out = []
@@ -100,6 +103,7 @@ def iter_lines(
                     stats.blank_lines += 1
                     continue
                 yield line_no, start, raw
+        stats.resume = [offset, line_no, stats.rows, stats.blank_lines, stats.rows_without_key]
         if rest:  # a last line without its newline: a complete row, or a cut-off one being written
             line_no += 1
             record = parse_line(rest, line_no, last_unterminated=True)
@@ -343,6 +347,10 @@ def _merge(parts: list[tuple[Facts, ScanStats, dict | None]], path: Path, size: 
     pieces = []
     lines_before = 0
     for facts, part, previews in parts:
+        if part.resume is not None:  # the last part's resume point, counted from the file's start
+            at, lines, rows, blank, keyless = part.resume
+            stats.resume = [at, lines_before + lines, stats.rows + rows, stats.blank_lines + blank,
+                            stats.rows_without_key + keyless]  # fmt: skip
         codes = np.array([builder.code(a) for a in facts.agents] or [0], dtype=np.int32)
         piece = facts.subset(slice(None))
         piece.agent, piece.line = codes[facts.agent], facts.line + lines_before

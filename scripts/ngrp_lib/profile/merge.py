@@ -294,8 +294,9 @@ def _rows_in_order(headers: list[ShardHeader], union: ShardUnion, labels: Merged
         if group.label is not None:
             labels.add(group, union.column_maps[number])
         yield GroupRow(
-            group.task, group.label, group.gym, len(group.rollouts), group.rewards, group.null, None, None
-        )
+            group.task, group.label, group.gym, len(group.rollouts), group.rewards, group.null, None, None,
+            group.components,
+        )  # fmt: skip
 
 
 def _numbered(number: int, groups: Iterator[StateGroup]) -> Iterator[tuple[int, StateGroup]]:

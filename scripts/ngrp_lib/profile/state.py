@@ -31,7 +31,7 @@ from .records import LAST_MASKED_ID, MASKED_ID, UNHEALTHY_ID, compact_dumps, run
 from .summary import Facts
 from .table import Table
 
-VERSION = 3  # 3: the header declares its line counts (`lines`)
+VERSION = 4  # 3: the header declares its line counts (`lines`); 4: reward components kept
 _NULLABLE = (str, type(None))
 # each line after the header: its kind and the JSON types of its fields
 _SHAPES: dict[str, tuple[Any, ...]] = {
@@ -43,6 +43,8 @@ _SHAPES: dict[str, tuple[Any, ...]] = {
 }
 _SECTION = {"p": 1, "i": 1, "r": 1, "s": 1, "g": 2}
 _WHAT = {"p": "plan", "i": "input row", "r": "rollout row", "s": "sample", "g": "task group"}
+_EXTRA = {"r": 2, "g": 1}
+_EXTRA_TYPE: dict[str, type | tuple[type, ...]] = {"r": (dict, type(None)), "g": str}
 _HINT = "profile that shard again with --save-state"
 STREAM_BLOCK = 1 << 16  # a merge reads every shard at once: 64 KB each, not the shared reader's 1 MB
 
@@ -144,7 +146,7 @@ def _write_results(handle: IO[bytes], store: Any, offsets: tuple[Any, Any], lo: 
     last = store.plans[store.plan[hi - 1]]
     floats = store.floats[f0 : int(offsets[0][hi - 1]) + last.n_floats].tolist()
     ints = store.ints[i0 : int(offsets[1][hi - 1]) + last.n_ints].tolist()
-    odd = store.odd_infos
+    odd, kept = store.odd_infos, store.components
     rows = zip(
         range(lo, hi),
         store.task[lo:hi],
@@ -159,12 +161,17 @@ def _write_results(handle: IO[bytes], store: Any, offsets: tuple[Any, Any], lo: 
         line = orjson.dumps(
             ["r", task, rollout, plan_id, floats[f : f + plan.n_floats], ints[i : i + plan.n_ints]]
         )
-        handle.write(line[:-1] + b"," + odd[at] + b"]\n" if at in odd else line + b"\n")
+        if at in kept:  # then the info, or null, and the components
+            handle.write(line[:-1] + b"," + odd.get(at, b"null") + b"," + orjson.dumps(kept[at]) + b"]\n")
+        else:
+            handle.write(line[:-1] + b"," + odd[at] + b"]\n" if at in odd else line + b"\n")
 
 
 def write_group(handle: IO[bytes], row: GroupRow) -> None:
     """Section 3: one profile row and the numbers a merge needs of it."""
     meta = ["g", row.task, row.label, row.null, row.rewards, row.rollouts.tolist(), row.values.T.tolist()]
+    if row.components:
+        meta.append(row.components.decode())
     handle.write(orjson.dumps(meta) + b"\n" + row.gym + b"}\n")
 
 
@@ -263,13 +270,15 @@ def _parse(path: Path, number: int, line: bytes) -> list[Any]:
     except orjson.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc}", path=path, line=number, hint=_HINT) from exc
     shape = _SHAPES.get(row[0]) if isinstance(row, list) and row and isinstance(row[0], str) else None
-    extra = 1 if shape is not None and row[0] == "r" else 0  # an `r` line may end with its rollout_info
+    # an `r` line may end with its rollout_info (or null) and its reward_components; a `g` line with the
+    # profile row's ngrp/component_* keys
+    extra = _EXTRA.get(row[0], 0) if shape is not None else 0
     if (
         shape is None
         or not len(shape) + 1 <= len(row) <= len(shape) + 1 + extra
         or not all(map(isinstance, row[1:], shape))
         or any(type(v) is bool for v, kind in zip(row[1:], shape, strict=False) if kind is int)
-        or (len(row) > len(shape) + 1 and not isinstance(row[-1], dict))
+        or (len(row) > len(shape) + 1 and not isinstance(row[len(shape) + 1], _EXTRA_TYPE[row[0]]))
     ):
         raise _bad_line(path, number)
     return row
@@ -360,14 +369,17 @@ def _load_line(path: Path, number: int, row: list[Any], data: Dataset, plans: di
         plan = plans.get(row[3])
         if plan is None or len(row[4]) != plan.n_floats or len(row[5]) != plan.n_ints:
             raise _bad_line(path, number)
-        if (plan.info_template is None and not plan.masked) != (len(row) == 7):
+        info = row[6] if len(row) > 6 else None
+        if (plan.info_template is None and not plan.masked) != (info is not None):
             raise _bad_line(path, number)
         try:
             data.results.add_numbers(
-                row[1], row[2], plan, row[4], row[5], compact_dumps(row[6]) if len(row) == 7 else None
+                row[1], row[2], plan, row[4], row[5], compact_dumps(info) if info is not None else None
             )
         except (TypeError, OverflowError) as exc:
             raise _bad_line(path, number) from exc
+        if len(row) > 7:
+            data.results.components[len(data.results) - 1] = row[7]
     else:
         group = (row[1], data.inputs.run_keys.code(row[2]))
         best = samples.get(group)
@@ -395,6 +407,7 @@ class StateGroup:
     rollouts: list[int]
     values: list[list[float | None]]  # per shard column, per rollout (null: missing)
     gym: bytes
+    components: bytes = b""  # the row's ngrp/component_* keys
 
 
 def iter_groups(header: ShardHeader) -> Iterator[StateGroup]:
@@ -413,7 +426,8 @@ def iter_groups(header: ShardHeader) -> Iterator[StateGroup]:
             _check_row(path, number, line, meta[1])
             if len(meta[6]) != n_columns or any(len(col) != len(meta[5]) for col in meta[6]):
                 raise _bad_line(path, number - 1, "a `g` line's values do not fit its columns (edited?)")
-            yield StateGroup(meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], line[:-1])
+            extra = meta[7].encode() if len(meta) > 7 else b""
+            yield StateGroup(meta[1], meta[2], meta[3], meta[4], meta[5], meta[6], line[:-1], extra)
             meta = None
             continue
         kind = _kind(line)

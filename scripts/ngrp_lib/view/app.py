@@ -8,8 +8,9 @@
 Every page sends a Content-Security-Policy that allows only this server's own script and style files, so
 even a response that slipped past escaping could not run a script. Bad query values answer 400 with the
 reason, an unknown task 404; a request for another Host 421, and any request once an indexed file has
-changed 409 (`guard`). Queries run on one worker thread, so a slow one (a search of every row) never
-stops the server from answering.
+changed 409 (`guard`), except a rollouts file that grew: its new rows are indexed first (`live`).
+Queries run on one worker thread, so a slow one (a search of every row) never stops the server from
+answering.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from aiohttp import web
 from ..errors import UsageError
 from . import guard, pages
 from .compare import Pairs
+from .live import Live
 from .markup import static_text
 from .queries import Params, Views, parse_params
 
@@ -143,9 +145,12 @@ async def no_icon(request: web.Request) -> web.Response:
 def make_app(views: Views, pairs: Pairs | None = None, bind_host: str = "127.0.0.1") -> web.Application:
     from concurrent.futures import ThreadPoolExecutor
 
-    indexed = [views] + ([pairs.a, pairs.b] if pairs is not None else [])
-    files = guard.identities(p for v in indexed for p in (v.index.paths.rollouts, v.index.paths.inputs))
-    app = web.Application(middlewares=[guard.middleware(files, bind_host, _error), errors])
+    live = Live.of(views, pairs)
+
+    async def catch_up(request: web.Request) -> str | None:
+        return await _off_loop(request, live.catch_up)
+
+    app = web.Application(middlewares=[guard.middleware(live.current, bind_host, _error, catch_up), errors])
     app[VIEWS] = views
     app[PAIRS] = pairs
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ngrp-view")

@@ -26,6 +26,11 @@ class Pairs:
     only_a: int = 0
     only_b: int = 0
 
+    def rebuild(self) -> None:
+        """Pair the runs again (one of them grew)."""
+        fresh = Pairs.build(self.a, self.b, self.alpha)
+        self.rows, self.only_a, self.only_b = fresh.rows, fresh.only_a, fresh.only_b
+
     @classmethod
     def build(cls, a: Views, b: Views, alpha: float = ALPHA) -> Pairs:
         from ..stats.compare import flip_tests, task_data

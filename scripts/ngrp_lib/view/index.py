@@ -4,6 +4,11 @@ The cache lives outside the run folder (`$NGRP_CACHE_DIR`, else `$XDG_CACHE_HOME
 `~/.cache/ngrp`, under `view-index/`), one `.npz` per rollouts file, named from the file's absolute path,
 size and modification time (and the inputs file's): a changed file is indexed again, an unchanged one
 opens without reading it. Rows are read back by offset only when a page shows them.
+
+A run still being collected appends to its rollouts file. `RunIndex.extend` indexes only the appended
+bytes, from the start of the last line that had no newline when it was last read (a cut-off line is then
+read whole; one still cut off is skipped and counted, never an error). Before it reads, it checks that the
+bytes just before that point are the ones it indexed: a file rewritten to a larger size is refused.
 """
 
 from __future__ import annotations
@@ -22,11 +27,21 @@ import orjson
 
 from ..artifacts.opening import real_path
 from ..inspect.digest import RolloutDigest, digest
-from ..inspect.facts import Facts, PendingScan, ScanStats, open_regular, parse_row, read_at
+from ..inspect.facts import (
+    Facts,
+    FactsBuilder,
+    PendingScan,
+    ScanStats,
+    iter_lines,
+    open_regular,
+    parse_row,
+    read_at,
+)
 from ..inspect.join import InputsIndex, RunPaths
 from ..inspect.tasks import TaskTable, summarize, tally
 
-FORMAT = 1  # bump when the cached arrays change
+FORMAT = 2  # bump when the cached arrays change
+MARK_BYTES = 64
 
 
 def cache_dir() -> Path:
@@ -78,7 +93,9 @@ class RunIndex:
     starts: Any = None  # by_group[starts[g]:starts[g + 1]] are group g's rollouts
     cached: bool = False
     seconds: float = 0.0
+    added: int = 0  # rows indexed from appended bytes since the viewer started
     _handle: Any = None
+    _mark: bytes | None = None  # the bytes just before the resume point, as indexed
 
     def finish(self) -> RunIndex:
         import numpy as np
@@ -142,6 +159,57 @@ class RunIndex:
             return self.paths.rollouts.stat().st_size != self.scan.size
         except OSError:
             return True
+
+    def _resume_mark(self) -> bytes:
+        if self._handle is None:
+            self._handle = open_regular(self.paths.rollouts)
+        at = self.scan.resume[0] if self.scan.resume else 0
+        return read_at(self._handle, max(at - MARK_BYTES, 0), min(at, MARK_BYTES))
+
+    def remember(self) -> None:
+        """Note the bytes before the resume point, to know later that the file only grew."""
+        self._mark = self._resume_mark()
+
+    def extend(self) -> str | None:
+        """Index the rows appended since the last read; None when done (or nothing new), else what
+        happened to the file instead of growing."""
+        path, old = self.paths.rollouts, self.scan
+        try:
+            size = path.stat().st_size
+            if size < old.size:
+                return f"{path} was truncated"
+            if size == old.size:
+                return None
+            if old.resume is None or self._mark is None or self._resume_mark() != self._mark:
+                return f"{path} was rewritten"
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
+        at, lines, rows, blank, keyless = old.resume
+        part = ScanStats(old.path)
+        builder = FactsBuilder(previews=True)
+        for name in self.facts.agents:  # the same codes for the agents already seen
+            builder.code(name)
+        for line, offset, raw in iter_lines(path, part, start=at):
+            part.rows += 1
+            if not builder.add(parse_row(raw, lines + line, path), lines + line, offset, len(raw)):
+                part.rows_without_key += 1
+        new = builder.take()
+        kept = self.facts.subset(self.facts.offset < at)  # less the unterminated line read again
+        self.added += len(new) - (len(self.facts) - len(kept))
+        self.facts = Facts.concat([kept, new], builder.agents)
+        for key, text in (builder.previews or {}).items():
+            self.previews.setdefault(key, text)
+        assert part.resume is not None  # iter_lines always sets it
+        r_at, r_lines, r_rows, r_blank, r_keyless = part.resume
+        self.scan = ScanStats(
+            old.path, size=part.size, lines=lines + part.lines, rows=rows + part.rows,
+            blank_lines=blank + part.blank_lines, torn_tail=part.torn_tail,
+            rows_without_key=keyless + part.rows_without_key,
+            resume=[r_at, lines + r_lines, rows + r_rows, blank + r_blank, keyless + r_keyless],
+        )  # fmt: skip
+        self.finish()
+        self.remember()
+        return None
 
     def close(self) -> None:
         if self._handle is not None:
@@ -241,5 +309,7 @@ def open_index(
             with contextlib.suppress(OSError):  # a read-only home: the viewer works without its cache
                 _save(where, index)
     index.finish()
+    with contextlib.suppress(OSError):
+        index.remember()
     index.seconds = time.perf_counter() - start
     return index

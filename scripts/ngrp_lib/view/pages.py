@@ -197,6 +197,12 @@ def _pager(data: dict[str, Any]) -> Markup:
     return join([prev, f" page {data['page']} of {data['pages']} ({data['total']} tasks) ", nxt])
 
 
+def _of_expected(n: int, expected: int | None) -> str:
+    """The rollouts count: "37 of 48 expected" while a run is collected (the materialized inputs say
+    how many), else "48"."""
+    return str(n) if expected is None or expected == n else f"{n} of {expected} expected"
+
+
 def tasks_page(data: dict[str, Any], *, compare: bool) -> Markup:
     run, f = data["run"], data["filters"]
     sort, desc = data["sort"], data["desc"]
@@ -214,7 +220,7 @@ def tasks_page(data: dict[str, Any], *, compare: bool) -> Markup:
     body = render(
         "tasks",
         n_tasks=run["n_tasks"],
-        n_rollouts=run["n_rollouts"],
+        n_rollouts=_of_expected(run["n_rollouts"], run.get("expected_rollouts")),
         threshold=short(run["pass_threshold"]),
         listed=listed,
         table=table,

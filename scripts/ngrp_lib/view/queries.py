@@ -230,10 +230,13 @@ class Views:
         index = self.index
         scan = index.scan
         notes = scan.notes()
-        if index.grown():
+        if index.added:
             notes.append(
-                "the rollouts file has changed since it was indexed: restart ngrp view to see it now"
+                f"the rollouts file is growing (a run still being collected): {index.added} row(s) "
+                "indexed since the viewer started; reload to see more"
             )
+        if index.grown():
+            notes.append("the rollouts file grew since this page was made: reload to see the new rows")
         if index.inputs is None:
             notes.append(
                 "no materialized inputs beside the rollouts (pass --inputs): prompts come from the "
@@ -244,6 +247,9 @@ class Views:
             "inputs": None if index.paths.inputs is None else str(index.paths.inputs),
             "n_rollouts": len(index.facts),
             "n_tasks": len(index.table),
+            "expected_rollouts": None
+            if index.inputs is None
+            else sum(group[2] for group in index.inputs.groups.values()),
             "pass_threshold": index.threshold,
             "agents": sorted({a for a in index.facts.agents if a is not None}),
             "indexed_from_cache": index.cached,
