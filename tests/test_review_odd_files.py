@@ -1,0 +1,24 @@
+"""Odd but parseable files a run folder can hold: every command answers with a finding or a named error,
+never a traceback (found by the adversarial review of the session's changes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from run_helpers import write_run
+
+
+def _no_traceback(result) -> None:
+    assert "Traceback" not in result.stderr and result.returncode in (0, 1, 2, 3), result.stderr
+
+
+def test_check_reads_odd_shapes_in_the_runs_other_files(tmp_path: Path, run_ngrp):
+    rollouts, inputs = write_run(tmp_path / "results")
+    profile = tmp_path / "x_reward_profiling.jsonl"  # rollout_infos not a list
+    profile.write_text('{"_ng_task_index": 0, "expected_num_rollouts": 4, "rollout_infos": 5}\n')
+    summary = tmp_path / "odd_quality_summary.json"  # a task id int() refuses though str.isdigit() takes it
+    summary.write_text('{"tasks": {"\\u00b2": {"repeats": 3}, "0": {"repeats": 4}}}')
+    for other in (profile, summary):
+        result = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, other)
+        _no_traceback(result)
+        assert f"{other}" in result.stdout
