@@ -22,3 +22,11 @@ def test_check_reads_odd_shapes_in_the_runs_other_files(tmp_path: Path, run_ngrp
         result = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, other)
         _no_traceback(result)
         assert f"{other}" in result.stdout
+
+
+def test_health_does_not_blame_the_run_for_zeros_no_check_explains(tmp_path: Path, run_ngrp):
+    rollouts, inputs = write_run(tmp_path / "results")
+    text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
+    assert "of which 0 unhealthy (0.0%)" in text
+    assert "may not be the policy's fault" not in text
+    assert "no check found a cause outside the policy for them" in text

@@ -149,10 +149,14 @@ def render_text(result) -> str:
     zero = data["zero_rewards"]
     if zero["total"]:
         why = ", ".join(f"{check} {n}" for check, n in zero.get("by_check", {}).items())
+        meaning = (
+            "those zeros may not be the policy's fault"
+            if zero["unhealthy"]
+            else "no check found a cause outside the policy for them"
+        )
         lines.append(
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
-            f"({100 * zero['share_unhealthy']:.1f}%): those zeros may not be the policy's fault"
-            + (f"; why: {why}" if why else "")
+            f"({100 * zero['share_unhealthy']:.1f}%): {meaning}" + (f"; why: {why}" if why else "")
         )
     outputs = data["outputs"]
     if outputs is None:
