@@ -30,3 +30,15 @@ def test_health_does_not_blame_the_run_for_zeros_no_check_explains(tmp_path: Pat
     assert "of which 0 unhealthy (0.0%)" in text
     assert "may not be the policy's fault" not in text
     assert "no check found a cause outside the policy for them" in text
+
+
+def test_ledger_amend_warns_of_a_deadline_already_past_as_init_does(tmp_path: Path, run_ngrp):
+    ledger = tmp_path / "L"
+    init = run_ngrp("ledger", "init", "--campaign", "c1", "--metric", "m", "--direction", "max",
+                    "--max-experiments", "3", "--dir", ledger)  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    past = run_ngrp("ledger", "amend", "--dir", ledger, "--deadline", "2000-01-01", "--reason", "user: stop")
+    assert past.returncode == 0, past.stderr
+    assert "has already passed: `ngrp ledger status` will say STOP at once" in past.stderr
+    later = run_ngrp("ledger", "amend", "--dir", ledger, "--deadline", "3h", "--reason", "user: 3 more hours")
+    assert later.returncode == 0 and "already passed" not in later.stderr
