@@ -42,3 +42,13 @@ def test_ledger_amend_warns_of_a_deadline_already_past_as_init_does(tmp_path: Pa
     assert "has already passed: `ngrp ledger status` will say STOP at once" in past.stderr
     later = run_ngrp("ledger", "amend", "--dir", ledger, "--deadline", "3h", "--reason", "user: 3 more hours")
     assert later.returncode == 0 and "already passed" not in later.stderr
+
+
+def test_stats_group_size_above_the_repeats_says_the_tasks_were_not_judged(tmp_path: Path, run_ngrp):
+    """At G=9 with 8 repeats per task the text said only "0 of 12 tasks give no learning signal"."""
+    rollouts, inputs = write_run(tmp_path / "r", repeats=8)
+    assert run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts).returncode == 0
+    profile = rollouts.with_name("rollouts_reward_profiling.jsonl")
+    text = run_ngrp("stats", profile, "--group-size", "9").stdout
+    assert "12 of 12 tasks have fewer than 9 scored rollouts: no P(informative) at G=9" in text
+    assert "fewer than 8 scored" not in run_ngrp("stats", profile, "--group-size", "8").stdout
