@@ -3,6 +3,7 @@ never a traceback (found by the adversarial review of the session's changes)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from run_helpers import write_run
@@ -52,3 +53,22 @@ def test_stats_group_size_above_the_repeats_says_the_tasks_were_not_judged(tmp_p
     text = run_ngrp("stats", profile, "--group-size", "9").stdout
     assert "12 of 12 tasks have fewer than 9 scored rollouts: no P(informative) at G=9" in text
     assert "fewer than 8 scored" not in run_ngrp("stats", profile, "--group-size", "8").stdout
+
+
+def test_stats_counts_the_task_groups_the_profile_dropped(tmp_path: Path, run_ngrp):
+    """A task with no completed rollout has no profile row: stats said 35 of 36 (97.2%) for a run of 35
+    of 40; the profile summary beside it holds the true denominators."""
+    drop = ((0, 0), (0, 1), (0, 2), (0, 3), (1, 1))
+    rollouts, inputs = write_run(tmp_path / "r", tasks=10, repeats=4, drop=drop)
+    assert run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts, "--allow-partial").returncode == 0
+    profile = rollouts.with_name("rollouts_reward_profiling.jsonl")
+    denominators = json.loads(run_ngrp("stats", profile, "--json").stdout)["denominators"]
+    assert denominators["expected_rollouts"] == 40 and denominators["missing_rollouts"] == 5
+    assert denominators["completion_pct"] == 87.5 and denominators["tasks_without_rows"] == 1
+    assert "35 of 40 expected rollouts completed (87.5%)" in run_ngrp("stats", profile).stdout
+    compared = json.loads(run_ngrp("compare", profile, profile, "--json").stdout)["denominators"]
+    assert compared["a"]["expected_rollouts"] == 40
+    # a profile without its summary says what its rows say, and that it cannot know more
+    rollouts.with_name("rollouts_profile_summary.json").unlink()
+    alone = json.loads(run_ngrp("stats", profile, "--json").stdout)["denominators"]
+    assert alone["expected_rollouts"] == 36 and alone["tasks_without_rows"] is None
