@@ -72,3 +72,15 @@ def test_stats_counts_the_task_groups_the_profile_dropped(tmp_path: Path, run_ng
     rollouts.with_name("rollouts_profile_summary.json").unlink()
     alone = json.loads(run_ngrp("stats", profile, "--json").stdout)["denominators"]
     assert alone["expected_rollouts"] == 36 and alone["tasks_without_rows"] is None
+
+
+def test_inspect_finding_of_a_real_check_that_flagged_nothing_is_an_empty_selection(tmp_path: Path, run_ngrp):
+    """--help says exit 0 also when nothing matched; a real check id with no finding in this run was
+    refused as if it were a typo (exit 2)."""
+    rollouts, inputs = write_run(tmp_path / "r")
+    run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts)
+    none = run_ngrp("inspect", rollouts, "--finding", "ngrp/tool_call_loop")
+    assert none.returncode == 0, none.stderr
+    assert "0 rollout(s) shown of 0 selected" in none.stdout + none.stderr
+    typo = run_ngrp("inspect", rollouts, "--finding", "ngrp/tool_cal_loop")
+    assert typo.returncode == 2 and "has the finding ngrp/tool_cal_loop" in typo.stderr
