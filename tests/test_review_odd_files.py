@@ -84,3 +84,16 @@ def test_inspect_finding_of_a_real_check_that_flagged_nothing_is_an_empty_select
     assert "0 rollout(s) shown of 0 selected" in none.stdout + none.stderr
     typo = run_ngrp("inspect", rollouts, "--finding", "ngrp/tool_cal_loop")
     assert typo.returncode == 2 and "has the finding ngrp/tool_cal_loop" in typo.stderr
+
+
+def test_ledger_amend_scrubs_secrets_from_the_stored_reason(tmp_path: Path, run_ngrp):
+    """Every other ledger text is scrubbed; amend's --reason went into campaign.json as typed."""
+    ledger = tmp_path / "L"
+    init = run_ngrp("ledger", "init", "--campaign", "c1", "--metric", "m", "--direction", "max",
+                    "--max-experiments", "3", "--dir", ledger)  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    key = "sk-proj-ABCDEFGH12345678xyz"
+    done = run_ngrp("ledger", "amend", "--dir", ledger, "--max-experiments", "5", "--reason", f"ok {key}")
+    assert done.returncode == 0, done.stderr
+    assert key not in (ledger / "campaign.json").read_text() and key not in done.stdout
+    assert "ok ***" in (ledger / "campaign.json").read_text()
