@@ -97,3 +97,10 @@ def test_ledger_amend_scrubs_secrets_from_the_stored_reason(tmp_path: Path, run_
     assert done.returncode == 0, done.stderr
     assert key not in (ledger / "campaign.json").read_text() and key not in done.stdout
     assert "ok ***" in (ledger / "campaign.json").read_text()
+
+
+def test_health_lists_unhealthy_tasks_in_numeric_order(tmp_path: Path, run_ngrp):
+    """The line read "task 0, 1, 10, 11, 2, 3" (Gym's string order of task keys)."""
+    rollouts, inputs = write_run(tmp_path / "r", tasks=12, truncate_every=1)  # every rollout truncated
+    text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
+    assert "tasks where every repeat is unhealthy: 12 (task 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)" in text

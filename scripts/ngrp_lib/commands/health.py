@@ -145,7 +145,8 @@ def render_text(result) -> str:
     n_tasks = next(c["affected"] for c in data["checks"] if c["id"] == "task_consistently_unhealthy")
     if n_tasks:
         more = f" and {n_tasks - len(tasks)} more" if n_tasks > len(tasks) else ""
-        lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(tasks)}{more})")
+        shown = sorted(tasks, key=lambda t: (type(t) is not int, t if type(t) is int else 0, str(t)))
+        lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(shown)}{more})")
     zero = data["zero_rewards"]
     if zero["total"]:
         why = ", ".join(f"{check} {n}" for check, n in zero.get("by_check", {}).items())
