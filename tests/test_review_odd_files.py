@@ -104,3 +104,13 @@ def test_health_lists_unhealthy_tasks_in_numeric_order(tmp_path: Path, run_ngrp)
     rollouts, inputs = write_run(tmp_path / "r", tasks=12, truncate_every=1)  # every rollout truncated
     text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
     assert "tasks where every repeat is unhealthy: 12 (task 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)" in text
+
+
+def test_inspect_puts_an_answer_that_opens_with_blank_lines_beside_its_label(tmp_path: Path, run_ngrp):
+    """Gym's agent rows (tests/golden/agent) end with a message that opens "\\n\\n": the answer line was
+    empty and the text two lines below it."""
+    golden = Path(__file__).parent / "golden" / "agent" / "example_tool_call_multireward.jsonl"
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_bytes(golden.read_bytes())
+    text = run_ngrp("inspect", rollouts, "--task", "0").stdout
+    assert "     answer     The weather in San Francisco is currently sunny." in text
