@@ -78,9 +78,9 @@ def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -
     def need(var: float) -> int | None:
         if math.isnan(var) or var <= 0 or width <= 0:
             return None  # no within-task variance observed: no basis for a number
-        repeats = (2 * z * math.sqrt(var) / width) ** 2 if var < 1e300 else math.inf
-        if not repeats < MAX_REPEATS:  # beyond any run (and beyond a JSON integer): no number
+        half_widths = 2 * z * math.sqrt(var) / width  # inf for a tiny width: no overflow in the square
+        if not half_widths < math.sqrt(MAX_REPEATS):  # beyond any run (and beyond a JSON integer): no number
             return None
-        return max(1, math.ceil(repeats))
+        return max(1, math.ceil(half_widths**2))
 
     return RepeatsNeeded(width, level, need(sigma2_within), need(0.25))
