@@ -116,8 +116,10 @@ def _summary_completion(profile: Path, completed: int) -> tuple[int, int] | None
         gym.get("completed_rollout_rows"),
         gym.get("missing_input_rows"),
     )
-    if not all(type(v) is int and v >= 0 for v in (expected, done, dropped)) or done != completed:
+    if not (isinstance(expected, int) and isinstance(dropped, int) and done == completed):
         return None
+    if not all(type(v) is int and v >= 0 for v in (expected, done, dropped)):
+        return None  # a bool or a negative count: not a summary ngrp or Gym wrote
     return expected, dropped
 
 
