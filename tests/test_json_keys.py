@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import gen_json_keys
+import jsonschema
 import pytest
 from run_helpers import write_run
 
@@ -135,3 +136,26 @@ def test_the_checker_finds_an_unnamed_key():
         "properties": {"m": {"type": "object", "additionalProperties": {"type": "number"}}},
     }
     assert undocumented({"m": {"8": 0.5}}, mapped, mapped) == []
+
+
+def test_reward_component_keys_are_documented(tmp_path, run_ngrp):
+    """stats and compare print `reward_components` only for rows that carry them (agent runs)."""
+    import agent_rows
+
+    runs = []
+    for name in ("A", "B"):
+        rollouts = agent_rows.write_run(tmp_path / name, defects={(1, 2): "missing_component"})
+        inputs = rollouts.with_name("rollouts_materialized_inputs.jsonl")
+        assert run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts).returncode == 0
+        runs.append((rollouts, rollouts.with_name("rollouts_reward_profiling.jsonl")))
+    (rollouts_a, profile_a), (rollouts_b, profile_b) = runs
+    for schema_name, args in {
+        "stats_result.schema.json": ("stats", profile_a, "--rollouts", rollouts_a),
+        "compare_result.schema.json": ("compare", profile_a, profile_b),
+    }.items():
+        done = run_ngrp(*args, "--json")
+        printed = json.loads(done.stdout)
+        assert printed["reward_components"]["components"], printed.get("reward_components")
+        root = _schema(schema_name)
+        assert undocumented(printed, root, root) == [], schema_name
+        jsonschema.validate(printed, root)

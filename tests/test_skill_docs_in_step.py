@@ -122,3 +122,24 @@ def test_invocation_parser():
         ("check", ["--inputs", "--json"]),
         ("serve", ["--model", "--detach"]),
     ]
+
+
+def test_skill_invocations_with_arguments_name_the_required_options():
+    """SKILL.md said `ngrp curriculum PROFILE --tasks tasks.jsonl`, which exits 2 (no --output): a call
+    written out with its arguments must run as written."""
+    import click
+
+    from ngrp_lib.cli import cli
+
+    incomplete = []
+    for line, words, _ in cli_invocations((REPO / "SKILL.md").read_text(encoding="utf-8")):
+        command = cli.get_command(click.Context(cli), words[0])
+        if command is None or isinstance(command, click.Group) or "..." in line:
+            continue
+        if len(words) < 2 or words[1].startswith("-"):
+            continue  # a command named with an option or two, not a call written out
+        for param in command.params:
+            named = any(w.split("=", 1)[0] in param.opts for w in words)
+            if isinstance(param, click.Option) and param.required and not named:
+                incomplete.append(f"{line[:90]}: no {param.opts[0]}")
+    assert not incomplete, "\n".join(incomplete)

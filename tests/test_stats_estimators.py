@@ -261,3 +261,17 @@ def test_beta_binomial_shrinkage_hand_worked():
     assert pooled[:3] == pytest.approx([0.5, 0.5, 0.5])
     a, _, raw = E.beta_binomial_shrinkage(n, c, 0.3)  # moments admit no prior: raw rates
     assert math.isnan(a) and raw[:3] == pytest.approx([0, 0.5, 1])
+
+
+def test_repeats_needed_beyond_a_json_integer_is_none():
+    # rewards of +-1e100 (allowed by profile) give a within-task variance near 1e200: the count must not
+    # become an integer orjson cannot write (stats --json crashed with "Integer exceeds 64-bit range")
+    assert repeats_for_width(2.2e199, 0.2).typical is None
+    assert repeats_for_width(1e300, 0.2).typical is None
+    assert repeats_for_width(0.25, 0.2).typical == 97
+
+
+def test_tasks_needed_with_a_huge_spread_is_none_not_overflow():
+    from ngrp_lib.stats.paired import tasks_needed
+
+    assert tasks_needed(1e200, 0.05, 0.05) is None

@@ -85,7 +85,8 @@ def _profile(path: Path) -> RunShape:
         task, expected = row.data.get(TASK_KEY), row.data.get("expected_num_rollouts")
         if type(task) is int and type(expected) is int:
             shape.per_task[task] += expected  # fan-out: one row per (task, agent)
-        for info in row.data.get("rollout_infos") or []:
+        infos = row.data.get("rollout_infos")
+        for info in infos if isinstance(infos, list) else []:
             key = rollout_key(info) if isinstance(info, dict) else None
             if key is not None:
                 shape.keys.add(key)
@@ -99,7 +100,7 @@ def _quality_summary(path: Path) -> RunShape:
     per_task = {
         int(t): v["repeats"]
         for t, v in tasks.items()
-        if t.isdigit() and isinstance(v, dict) and type(v.get("repeats")) is int
+        if t.isascii() and t.isdigit() and isinstance(v, dict) and type(v.get("repeats")) is int
     }
     keys = (data.get("ngrp") or {}).get("keys") if isinstance(data.get("ngrp"), dict) else None
     total = keys.get("expected") if isinstance(keys, dict) and type(keys.get("expected")) is int else None

@@ -145,14 +145,19 @@ def render_text(result) -> str:
     n_tasks = next(c["affected"] for c in data["checks"] if c["id"] == "task_consistently_unhealthy")
     if n_tasks:
         more = f" and {n_tasks - len(tasks)} more" if n_tasks > len(tasks) else ""
-        lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(tasks)}{more})")
+        shown = sorted(tasks, key=lambda t: (type(t) is not int, t if type(t) is int else 0, str(t)))
+        lines.append(f"tasks where every repeat is unhealthy: {n_tasks} (task {_list(shown)}{more})")
     zero = data["zero_rewards"]
     if zero["total"]:
         why = ", ".join(f"{check} {n}" for check, n in zero.get("by_check", {}).items())
+        meaning = (
+            "those zeros may not be the policy's fault"
+            if zero["unhealthy"]
+            else "no check found a cause outside the policy for them"
+        )
         lines.append(
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
-            f"({100 * zero['share_unhealthy']:.1f}%): those zeros may not be the policy's fault"
-            + (f"; why: {why}" if why else "")
+            f"({100 * zero['share_unhealthy']:.1f}%): {meaning}" + (f"; why: {why}" if why else "")
         )
     outputs = data["outputs"]
     if outputs is None:

@@ -23,7 +23,15 @@ def _profile_line(p: dict[str, Any]) -> str:
 
 
 def _block(label: str, text: str) -> list[str]:
-    lines = text.split("\n") if text else ["(empty)"]
+    """The text under its label; blank lines around it dropped (a reply that opens with "\\n\\n" put the
+    answer two lines below its label), a text of only whitespace said so."""
+    lines = text.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        lines = ["(whitespace only)" if text else "(empty)"]
     pad = " " * (LABEL + 5)
     return [f"     {label:<{LABEL}}" + lines[0]] + [pad + line for line in lines[1:]]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..artifacts.terminal import say
 from ._common import FINITE, count, emit, json_option
 from .ledger_common import campaign_option, dir_option
 
@@ -43,8 +44,22 @@ def amend_cmd(
 
     change = Amendment(reason, max_experiments, deadline, target, clear_target, per_run_timeout)
     result = amend_campaign(resolve_dir(directory, campaign), change)
+    _warn_if_past(result)
     emit(result, as_json, render_amend)
     return 0
+
+
+def _warn_if_past(result: dict) -> None:
+    """As init does: a deadline amended into the past stops the campaign at once."""
+    from ..ledger.campaign import now_utc, parse_instant
+
+    for entry in result["changes"]:
+        if entry["rule"] == "deadline" and entry["new"] and parse_instant(entry["new"]) <= now_utc():
+            say(
+                f"warning: the new deadline {entry['new']} has already passed: `ngrp ledger status` will "
+                "say STOP at once",
+                err=True,
+            )
 
 
 def render_amend(result: dict) -> str:

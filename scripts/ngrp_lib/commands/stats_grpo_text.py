@@ -41,6 +41,13 @@ def grpo_task_lines(result: Any) -> list[str]:
                 f"  task {r['task']}{agent}: {band}, {r['successes']}/{r['n']} passed, "
                 f'P(informative) {num(p, 3)}  "{prompt}"'
             )
+        unknown = sum(_unknown(r, size) for r in rows)
+        if unknown:
+            lines.append(
+                f"  {unknown} of {len(rows)} tasks have fewer than {size} scored rollouts: no P(informative) "
+                f"at G={size}, so not judged here (curriculum --learnable-for {size} does not select them); "
+                f"profile with at least {size} repeats"
+            )
         if len(useless) > MAX_LISTED:
             lines.append(f"  ... and {len(useless) - MAX_LISTED} more (--json: per_task[].p_informative)")
         if useless:
@@ -49,6 +56,12 @@ def grpo_task_lines(result: Any) -> list[str]:
                 f"--learnable-for {size}"
             )
     return lines
+
+
+def _unknown(row: dict, size: int) -> bool:
+    """No P(informative) at this size (fewer scored rollouts than G): None, or NaN before JSON."""
+    p = row["p_informative"].get(str(size))
+    return p is None or p != p
 
 
 def _useless(row: dict, size: int) -> bool:

@@ -1,8 +1,9 @@
 """Rollouts by health finding: the keys `rollout_verdicts.jsonl` flags with a check id (`inspect --finding`).
 
 The verdicts file is `ngrp health`'s (or `gym eval health-check`'s): one row per judged rollout with its
-`findings`, each `{check, locator, detail}`. A check id the file never names is refused with the ids it
-does name, so a typo does not read as "no rollout has it".
+`findings`, each `{check, locator, detail}`. An id that is no health check and that the file never names
+is refused with the ids it does name, so a typo does not read as "no rollout has it"; a real check that
+flagged nothing selects no rollout (exit 0, as any empty selection).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def keys_with_finding(verdicts: Path, checks: tuple[str, ...]) -> FindingKeys:
         task, rollout = data.get("_ng_task_index"), data.get("_ng_rollout_index")
         if ids & wanted and type(task) is int and type(rollout) is int:
             keys.add((task, rollout))
-    unknown = sorted(wanted - named)
+    from ..audit.health_checks import CHECK_IDS
+
+    unknown = sorted(c for c in wanted - named if c not in CHECK_IDS)  # a known check with none: 0 selected
     if unknown:
         listed = ", ".join(sorted(named)) or "none"
         raise UsageError(

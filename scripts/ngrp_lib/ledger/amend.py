@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..artifacts.jsonl import write_json
+from ..artifacts.scrub import scrub
 from ..errors import UsageError
 from . import table
 from .campaign import Campaign, LedgerPaths, load_campaign, now_utc, parse_deadline, parse_duration_min
@@ -77,7 +78,7 @@ def amend_campaign(paths: LedgerPaths, change: Amendment, now: datetime | None =
                 "rule": rule,
                 "old": getattr(campaign, rule),
                 "new": value,
-                "reason": change.reason.strip(),
+                "reason": scrub(change.reason.strip()),  # stored and pasted: no secrets
             }
             for rule, value in new.items()
         ]

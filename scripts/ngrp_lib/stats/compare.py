@@ -397,7 +397,10 @@ def compare_profiles(
     used = [r for r, ok in zip(rows, defined, strict=True) if ok]
     binary = _binary(p, defined, used, pass_threshold, alpha, metric)
     power = _power(p, defined, d, interval, alpha, effect)
-    counted = {"a": denominators(da, metric), "b": denominators(db, metric)}
+    counted = {
+        "a": denominators(da, metric, beside_summary=True),
+        "b": denominators(db, metric, beside_summary=True),
+    }
     notes = _notes(counted, int(defined.sum()), power["identical"], _differing_note(da, db, pairs), binary)
     notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
     means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]

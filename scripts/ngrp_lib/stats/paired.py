@@ -138,9 +138,10 @@ def tasks_needed(sd: float, alpha: float, effect: float | None) -> int | None:
     if effect is None or not effect > 0 or not sd > 0 or math.isnan(sd):
         return None
     z = norm_ppf(1 - alpha / 2) + norm_ppf(POWER)
-    start = max(2, math.ceil((z * sd / effect) ** 2))  # the z answer is a lower bound for the t one
-    if start > MAX_TASKS_NEEDED:
+    lower = (z * sd / effect) ** 2 if sd / effect < 1e150 else math.inf  # the z answer bounds the t one
+    if not lower <= MAX_TASKS_NEEDED:
         return None
+    start = max(2, math.ceil(lower))
 
     def detects(n: int) -> bool:
         return (t_ppf(1 - alpha / 2, n - 1) + t_ppf(POWER, n - 1)) * sd / math.sqrt(n) <= effect

@@ -446,7 +446,7 @@ def compute_stats(
         )
     inputs: dict[str, Any] = {"profile_rows": data.n_tasks, "profile_rollouts": data.n_rows_measured}
     inputs["health"] = health.to_json(data.n_unhealthy)
-    counted = denominators(data)
+    counted = denominators(data, beside_summary=True)
     notes: list[str] = counted.lines() + health.notes(data.n_unhealthy, data.n_rows_measured)
     if rollouts is not None:
         inputs["rollouts"] = attach_rollouts(data, rollouts, settings.answer_key)

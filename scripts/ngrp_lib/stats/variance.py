@@ -57,6 +57,9 @@ def decompose(values) -> VarianceDecomposition:
     )
 
 
+MAX_REPEATS = 1e15  # exact as a float and well inside a 64-bit JSON integer
+
+
 @dataclass
 class RepeatsNeeded:
     target_width: float
@@ -75,8 +78,8 @@ def repeats_for_width(sigma2_within: float, width: float, level: float = 0.95) -
     def need(var: float) -> int | None:
         if math.isnan(var) or var <= 0 or width <= 0:
             return None  # no within-task variance observed: no basis for a number
-        half_widths = 2 * z * math.sqrt(var) / width
-        if not half_widths < 1e150:  # the count would overflow a float: beyond any run, no number
+        half_widths = 2 * z * math.sqrt(var) / width  # inf for a tiny width: no overflow in the square
+        if not half_widths < math.sqrt(MAX_REPEATS):  # beyond any run (and beyond a JSON integer): no number
             return None
         return max(1, math.ceil(half_widths**2))
 
