@@ -41,7 +41,10 @@ def slow_peer():
                     break
                 await asyncio.sleep(0.05)
         prompt = body["messages"][-1]["content"]
-        return web.json_response(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)))
+        reply = _chat(str(int(prompt.split()[-1].split("+")[0]) + 1))
+        # n choices, as a real server answers a grouped request (one per rollout of the task's group)
+        reply["choices"] = [{**reply["choices"][0], "index": i} for i in range(int(body.get("n") or 1))]
+        return web.json_response(reply)
 
     async def models(request):
         return web.json_response(
@@ -162,7 +165,10 @@ def flaky_peer():
         if state["down"]:
             return web.Response(status=state["status"], text="warming up")
         prompt = body["messages"][-1]["content"]
-        return web.json_response(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)))
+        reply = _chat(str(int(prompt.split()[-1].split("+")[0]) + 1))
+        # n choices, as a real server answers a grouped request (one per rollout of the task's group)
+        reply["choices"] = [{**reply["choices"][0], "index": i} for i in range(int(body.get("n") or 1))]
+        return web.json_response(reply)
 
     async def models(request):
         return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
