@@ -10,7 +10,7 @@ from cli_helpers import validated
 from stats_helpers import profile_row, write_profile
 
 from ngrp_lib.errors import FindingsError, InputError, UsageError
-from ngrp_lib.stats.curriculum import Selection, export_curriculum, map_task_lines
+from ngrp_lib.stats.curriculum import RateOptions, Selection, export_curriculum, map_task_lines
 
 
 def read(path):
@@ -66,7 +66,7 @@ def test_band_selection_writes_original_rows_with_rate(tmp_path):
         sample=[{"q": f"question {i}", "expected_answer": str(i)} for i in range(4)],
     )
     out = tmp_path / "out.jsonl"
-    r = export_curriculum(prof, tasks, out, Selection("band", 0.1, 0.9), key="pr")
+    r = export_curriculum(prof, tasks, out, Selection("band", 0.1, 0.9), RateOptions(key="pr"))
     assert r.n_selected == 2 and r.bands == {"all_fail": 1, "mixed": 2, "all_pass": 1}
     assert read(out) == [
         {"q": "question 1", "expected_answer": "1", "pr": 0.25, "pr_n": 4},
@@ -99,13 +99,15 @@ def test_refusals(tmp_path):
     shaped = write_profile(tmp_path / "s.jsonl", [[0.2, 0.9], [0.0, 1.0]])
     with pytest.raises(UsageError, match="threshold"):
         export_curriculum(shaped, tasks, out, Selection("band", 0.0, 1.0))
-    r = export_curriculum(shaped, tasks, out, Selection("band", 0.4, 0.6), pass_threshold=0.5)
+    r = export_curriculum(shaped, tasks, out, Selection("band", 0.4, 0.6), RateOptions(pass_threshold=0.5))
     assert r.n_selected == 2
     fan = tmp_path / "fan.jsonl"
     fan.write_text("".join(json.dumps(profile_row(0, [1, 0], agent=a)) + "\n" for a in ("a", "b")))
     with pytest.raises(UsageError, match="--agent"):
         export_curriculum(fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0))
-    r = export_curriculum(fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0), agent="b")
+    r = export_curriculum(
+        fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0), RateOptions(agent="b")
+    )
     assert r.n_selected == 1 and r.n_not_profiled == 1
 
 
