@@ -152,6 +152,15 @@ def test_cli_learnable_for_min_informative_and_key(run_ngrp, tmp_path):
     assert run_ngrp(*args, "-o", tmp_path / "c.jsonl", "--min-informative", "1.5").returncode == 2
 
 
+def _materialize_seeded(run_ngrp, tasks, inputs, repeats):
+    """`ngrp materialize --seed-per-repeat` for agent "a": each repeat's extra_body differs by its seed."""
+    made = run_ngrp(
+        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", str(repeats), "--agent", "a",
+        "--seed-per-repeat",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+
 def test_materialized_with_seed_per_repeat_drops_only_the_seed(run_ngrp, tmp_path):
     """--seed-per-repeat writes a different metadata.extra_body per repeat: the task row taken back drops
     that one field and keeps the rest of metadata (a user's own keys) and every other field."""
@@ -162,11 +171,7 @@ def test_materialized_with_seed_per_repeat_drops_only_the_seed(run_ngrp, tmp_pat
     ]
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     inputs = tmp_path / "rollouts_materialized_inputs.jsonl"
-    made = run_ngrp(
-        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", "4", "--agent", "a",
-        "--seed-per-repeat",
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _materialize_seeded(run_ngrp, tasks, inputs, 4)
     mapped = map_task_lines(inputs)
     assert mapped.kind == "materialized"
     assert mapped.dropped_fields == ["responses_create_params.metadata.extra_body"]
@@ -215,11 +220,7 @@ def test_materialized_seed_inside_the_tasks_own_extra_body_drops_only_the_seed(r
     params = {"input": "q", "metadata": {"extra_body": json.dumps({"top_k": 5}), "tag": "x"}}
     tasks.write_text(json.dumps({"responses_create_params": params}) + "\n")
     inputs = tmp_path / "m.jsonl"
-    made = run_ngrp(
-        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", "3", "--agent", "a",
-        "--seed-per-repeat",
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _materialize_seeded(run_ngrp, tasks, inputs, 3)
     mapped = map_task_lines(inputs)
     assert mapped.dropped_fields == ["responses_create_params.metadata.extra_body.seed"]
     (row,) = mapped.rows[0]
