@@ -21,6 +21,7 @@ from typing import Any
 
 from ..artifacts.jsonl import iter_rows
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from . import methods
 
 KEY = "reward_components"
 EXAMPLES = 5  # rollout ids named per missing component
@@ -134,6 +135,7 @@ def component_stats(found: ComponentRows, level: float = 0.95) -> dict[str, Any]
             if kept
             else {"mean": None, "se": None, "ci_low": None, "ci_high": None, "n_tasks": 0}
         )
+        entry["ci_method"] = methods.T
         entry["correlation_with_reward"] = pearson([v for v, _ in pairs], [r for _, r in pairs])
         entry["n_missing"] = len(found.missing.get(name, []))
         entry["n_not_numeric"] = len(found.not_numeric.get(name, []))
@@ -175,6 +177,7 @@ def paired_components(a: ComponentRows, b: ComponentRows, level: float = 0.95) -
             "diff": sum(diffs) / len(diffs) if diffs else None,
             "ci_low": None,
             "ci_high": None,
+            "ci_method": methods.T,
         }
         if len(diffs) >= 2:
             mean = entry["diff"]
