@@ -12,7 +12,7 @@ from stats_helpers import profile_row, write_profile
 
 from ngrp_lib.artifacts import schemas
 from ngrp_lib.errors import FindingsError
-from ngrp_lib.stats.compare import compare_profiles, sign_flip_p_value
+from ngrp_lib.stats.compare import CompareOptions, compare_profiles, sign_flip_p_value
 
 A = [[1, 0], [0, 0], [1, 1]]
 B = [[1, 1], [0, 1], [1, 1]]
@@ -67,8 +67,8 @@ def test_bootstrap_reproducible_with_seed(tmp_path):
     rng = np.random.default_rng(0)
     a = write_profile(tmp_path / "a.jsonl", rng.integers(0, 2, (30, 4)).tolist())
     b = write_profile(tmp_path / "b.jsonl", rng.integers(0, 2, (30, 4)).tolist())
-    r1, r2 = compare_profiles(a, b, seed=7), compare_profiles(a, b, seed=7)
-    r3 = compare_profiles(a, b, seed=8)
+    r1, r2 = compare_profiles(a, b, CompareOptions(seed=7)), compare_profiles(a, b, CompareOptions(seed=7))
+    r3 = compare_profiles(a, b, CompareOptions(seed=8))
     assert (r1.boot_ci_low, r1.boot_ci_high) == (r2.boot_ci_low, r2.boot_ci_high)
     assert (r1.boot_ci_low, r1.boot_ci_high) != (r3.boot_ci_low, r3.boot_ci_high)
     assert r1.boot_ci_low < r1.mean_diff < r1.boot_ci_high
@@ -79,7 +79,7 @@ def test_mismatched_tasks_refused_unless_intersect(tmp_path):
     b = write_profile(tmp_path / "b.jsonl", B[:2])
     with pytest.raises(FindingsError, match="1 only in A"):
         compare_profiles(a, b)
-    r = compare_profiles(a, b, intersect=True)
+    r = compare_profiles(a, b, CompareOptions(intersect=True))
     assert (r.n_tasks, r.n_dropped, r.n_only_a, r.n_only_b) == (2, 1, 1, 0)
 
 
@@ -133,7 +133,7 @@ def test_t_interval_coverage_on_simulated_runs(tmp_path):
         b = (rng.random((tasks, k)) < (p + delta)[:, None]).astype(int)
         pa = write_profile(tmp_path / "a.jsonl", a.tolist())
         pb = write_profile(tmp_path / "b.jsonl", b.tolist())
-        r = compare_profiles(pa, pb, seed=s, n_bootstrap=400)
+        r = compare_profiles(pa, pb, CompareOptions(seed=s, n_bootstrap=400))
         covered_t += r.ci_low <= delta <= r.ci_high
         covered_boot += r.boot_ci_low <= delta <= r.boot_ci_high
     # 200 sims: binomial sd of the coverage is about 1.5 points; allow 3 sd.
@@ -163,7 +163,7 @@ def test_flip_direction_follows_the_pass_counts_the_test_is_on(tmp_path):
     """Task 0: A passes 10/10 at threshold 0.5, B 2/10, yet B's mean reward is higher (0.56 vs 0.55)."""
     a = write_profile(tmp_path / "a.jsonl", [[0.55] * 10, [0, 1]])
     b = write_profile(tmp_path / "b.jsonl", [[1, 1] + [0.45] * 8, [0, 1]])
-    r = compare_profiles(a, b, pass_threshold=0.5)
+    r = compare_profiles(a, b, CompareOptions(pass_threshold=0.5))
     assert r.per_task[0].diff > 0  # the mean moved up...
     flips = [(f.task, f.direction, f.a, f.b) for f in r.flips]
     assert flips == [(0, "worse_in_b", "10/10", "2/10")]  # ...but the pass count fell
@@ -175,7 +175,7 @@ def test_alpha_outside_0_1_is_a_usage_error(tmp_path, alpha):
 
     a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1]])
     with pytest.raises(UsageError, match="--alpha"):
-        compare_profiles(a, a, alpha=alpha)
+        compare_profiles(a, a, CompareOptions(alpha=alpha))
 
 
 def test_nothing_in_common_is_a_finding_not_a_row_of_nans(tmp_path):
@@ -184,9 +184,9 @@ def test_nothing_in_common_is_a_finding_not_a_row_of_nans(tmp_path):
     b.write_text("".join(json.dumps({**json.loads(line), "_ng_task_index": 5 + i}) + "\n"
                          for i, line in enumerate(a.read_text().splitlines())))  # fmt: skip
     with pytest.raises(FindingsError, match="share no task"):
-        compare_profiles(a, b, intersect=True)
+        compare_profiles(a, b, CompareOptions(intersect=True))
     with pytest.raises(FindingsError, match="'judge' in both"):
-        compare_profiles(a, a, metric="judge")
+        compare_profiles(a, a, CompareOptions(metric="judge"))
 
 
 def test_no_spread_gives_an_mde_from_within_task_variance_or_none(tmp_path):
@@ -229,7 +229,7 @@ def test_pass_at_k_paired_by_task_against_brute_force_and_scipy(tmp_path):
     from scipy import stats as sps
 
     a, b, ta, tb = _two_runs(tmp_path)
-    r = compare_profiles(a, b, n_bootstrap=0)
+    r = compare_profiles(a, b, CompareOptions(n_bootstrap=0))
     assert [e.k for e in r.pass_at_k] == [1, 2, 4, 8] and [e.k for e in r.pass_hat_k] == [1, 2, 4, 8]
     for e in r.pass_at_k + r.pass_hat_k:
         hat = e in r.pass_hat_k
@@ -253,7 +253,7 @@ def test_correlation_mde_t_and_tasks_needed(tmp_path):
     from statsmodels.stats.power import TTestPower
 
     a, b, ta, tb = _two_runs(tmp_path, seed=4, shift=0.05)
-    r = compare_profiles(a, b, n_bootstrap=0, effect=0.05)
+    r = compare_profiles(a, b, CompareOptions(n_bootstrap=0, effect=0.05))
     ma, mb = np.mean(ta, axis=1), np.mean(tb, axis=1)
     assert r.correlation.value == pytest.approx(sps.pearsonr(ma, mb).statistic, rel=1e-10)
     sd = np.std(mb - ma, ddof=1)
@@ -266,16 +266,19 @@ def test_correlation_mde_t_and_tasks_needed(tmp_path):
 def test_identical_runs_are_a_finding_with_mde_from_within_task_variance(tmp_path, run_ngrp):
     a, _, ta, _ = _two_runs(tmp_path)
     twin = write_profile(tmp_path / "twin.jsonl", ta)
-    r = compare_profiles(a, twin, n_bootstrap=0)
+    r = compare_profiles(a, twin, CompareOptions(n_bootstrap=0))
     assert r.identical == "same_rewards_per_key" and r.notes[0].startswith("identical outcomes")
     s2 = np.var(ta, axis=1, ddof=1) / 8
     se = math.sqrt(2 * s2.sum()) / 30  # both runs' rerun noise
     assert r.mde_basis == "within-task variance" and r.mde_80 == pytest.approx(2.8015852 * se, rel=1e-6)
     # the same per-task means from other rollouts: zero differences, but not the same rewards per key
     shuffled = write_profile(tmp_path / "shuffled.jsonl", [row[::-1] for row in ta])
-    assert compare_profiles(a, shuffled, n_bootstrap=0).identical == "zero_differences"
+    assert compare_profiles(a, shuffled, CompareOptions(n_bootstrap=0)).identical == "zero_differences"
     (tmp_path / "x").mkdir()
-    assert compare_profiles(*_two_runs(tmp_path / "x", seed=1)[:2], n_bootstrap=0).identical is None
+    assert (
+        compare_profiles(*_two_runs(tmp_path / "x", seed=1)[:2], CompareOptions(n_bootstrap=0)).identical
+        is None
+    )
     text = run_ngrp("compare", a, twin, "--bootstrap", "0")
     assert text.returncode == 0 and "finding: identical outcomes: the same rollouts or seed?" in text.stdout
 
@@ -320,7 +323,7 @@ def test_no_flip_says_why_when_counts_changed(tmp_path):
     scipy_stats = pytest.importorskip("scipy.stats")
     a = write_profile(tmp_path / "a.jsonl", [[1, 1, 0, 0]] * 6)
     b = write_profile(tmp_path / "b.jsonl", [[1, 0, 0, 0]] * 5 + [[1, 1, 0, 0]])
-    r = compare_profiles(a, b, pass_threshold=0.5)
+    r = compare_profiles(a, b, CompareOptions(pass_threshold=0.5))
     assert r.n_flips == 0
     floor = scipy_stats.fisher_exact([[4, 0], [0, 4]]).pvalue  # 2 / C(8, 4) = 0.0286
     note = next(n for n in r.notes if "changed pass counts" in n)
@@ -328,7 +331,7 @@ def test_no_flip_says_why_when_counts_changed(tmp_path):
     assert f"p is at least {floor:.3g}" in note  # 0.0286 < 0.05: a task could flip, these did not
     two = compare_profiles(
         write_profile(tmp_path / "c.jsonl", [[1, 1]] * 3), write_profile(tmp_path / "d.jsonl", [[0, 0]] * 3),
-        pass_threshold=0.5,
+        CompareOptions(pass_threshold=0.5),
     )  # fmt: skip
     assert two.n_flips == 0 and any(
         "no task can (the smallest Fisher p a task can reach is 0.333)" in n for n in two.notes

@@ -10,7 +10,7 @@ from cli_helpers import validated
 from stats_helpers import profile_row, write_profile
 
 from ngrp_lib.errors import FindingsError, InputError, UsageError
-from ngrp_lib.stats.curriculum import Selection, export_curriculum, map_task_lines
+from ngrp_lib.stats.curriculum import RateOptions, Selection, export_curriculum, map_task_lines
 
 
 def read(path):
@@ -66,7 +66,7 @@ def test_band_selection_writes_original_rows_with_rate(tmp_path):
         sample=[{"q": f"question {i}", "expected_answer": str(i)} for i in range(4)],
     )
     out = tmp_path / "out.jsonl"
-    r = export_curriculum(prof, tasks, out, Selection("band", 0.1, 0.9), key="pr")
+    r = export_curriculum(prof, tasks, out, Selection("band", 0.1, 0.9), RateOptions(key="pr"))
     assert r.n_selected == 2 and r.bands == {"all_fail": 1, "mixed": 2, "all_pass": 1}
     assert read(out) == [
         {"q": "question 1", "expected_answer": "1", "pr": 0.25, "pr_n": 4},
@@ -99,13 +99,15 @@ def test_refusals(tmp_path):
     shaped = write_profile(tmp_path / "s.jsonl", [[0.2, 0.9], [0.0, 1.0]])
     with pytest.raises(UsageError, match="threshold"):
         export_curriculum(shaped, tasks, out, Selection("band", 0.0, 1.0))
-    r = export_curriculum(shaped, tasks, out, Selection("band", 0.4, 0.6), pass_threshold=0.5)
+    r = export_curriculum(shaped, tasks, out, Selection("band", 0.4, 0.6), RateOptions(pass_threshold=0.5))
     assert r.n_selected == 2
     fan = tmp_path / "fan.jsonl"
     fan.write_text("".join(json.dumps(profile_row(0, [1, 0], agent=a)) + "\n" for a in ("a", "b")))
     with pytest.raises(UsageError, match="--agent"):
         export_curriculum(fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0))
-    r = export_curriculum(fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0), agent="b")
+    r = export_curriculum(
+        fan, tasks, tmp_path / "f.jsonl", Selection("band", 0.0, 1.0), RateOptions(agent="b")
+    )
     assert r.n_selected == 1 and r.n_not_profiled == 1
 
 
@@ -150,6 +152,15 @@ def test_cli_learnable_for_min_informative_and_key(run_ngrp, tmp_path):
     assert run_ngrp(*args, "-o", tmp_path / "c.jsonl", "--min-informative", "1.5").returncode == 2
 
 
+def _materialize_seeded(run_ngrp, tasks, inputs, repeats):
+    """`ngrp materialize --seed-per-repeat` for agent "a": each repeat's extra_body differs by its seed."""
+    made = run_ngrp(
+        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", str(repeats), "--agent", "a",
+        "--seed-per-repeat",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+
+
 def test_materialized_with_seed_per_repeat_drops_only_the_seed(run_ngrp, tmp_path):
     """--seed-per-repeat writes a different metadata.extra_body per repeat: the task row taken back drops
     that one field and keeps the rest of metadata (a user's own keys) and every other field."""
@@ -160,11 +171,7 @@ def test_materialized_with_seed_per_repeat_drops_only_the_seed(run_ngrp, tmp_pat
     ]
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     inputs = tmp_path / "rollouts_materialized_inputs.jsonl"
-    made = run_ngrp(
-        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", "4", "--agent", "a",
-        "--seed-per-repeat",
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _materialize_seeded(run_ngrp, tasks, inputs, 4)
     mapped = map_task_lines(inputs)
     assert mapped.kind == "materialized"
     assert mapped.dropped_fields == ["responses_create_params.metadata.extra_body"]
@@ -213,11 +220,7 @@ def test_materialized_seed_inside_the_tasks_own_extra_body_drops_only_the_seed(r
     params = {"input": "q", "metadata": {"extra_body": json.dumps({"top_k": 5}), "tag": "x"}}
     tasks.write_text(json.dumps({"responses_create_params": params}) + "\n")
     inputs = tmp_path / "m.jsonl"
-    made = run_ngrp(
-        "materialize", "--input", tasks, "--output", inputs, "--num-repeats", "3", "--agent", "a",
-        "--seed-per-repeat",
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    _materialize_seeded(run_ngrp, tasks, inputs, 3)
     mapped = map_task_lines(inputs)
     assert mapped.dropped_fields == ["responses_create_params.metadata.extra_body.seed"]
     (row,) = mapped.rows[0]

@@ -11,7 +11,7 @@ from stats_helpers import profile_row
 
 from ngrp_lib.artifacts import schemas
 from ngrp_lib.stats import methods
-from ngrp_lib.stats.compare import compare_profiles
+from ngrp_lib.stats.compare import CompareOptions, compare_profiles
 from ngrp_lib.stats.summary import StatsSettings, compute_stats
 
 
@@ -86,12 +86,14 @@ def test_a_profile_without_expected_counts_has_null_completion(tmp_path):
 def test_compare_gives_the_few_task_note_stats_gives(tmp_path):
     a = _partial_profile(tmp_path / "a_reward_profiling.jsonl", tasks=6, seed=3, drop=0)
     b = _partial_profile(tmp_path / "b_reward_profiling.jsonl", tasks=6, seed=4, drop=0)
-    r = compare_profiles(a, b, n_bootstrap=0)
+    r = compare_profiles(a, b, CompareOptions(n_bootstrap=0))
     assert any(n.startswith("few tasks behind the comparison (5 paired tasks)") for n in r.notes)
     s = compute_stats(a, settings=StatsSettings(n_bootstrap=0))
     assert any(n.startswith("few tasks behind every estimate (5 tasks)") for n in s.notes)
     many = _partial_profile(tmp_path / "c_reward_profiling.jsonl", tasks=12, seed=5, drop=0)
-    assert not any(n.startswith("few tasks") for n in compare_profiles(many, many, n_bootstrap=0).notes)
+    assert not any(
+        n.startswith("few tasks") for n in compare_profiles(many, many, CompareOptions(n_bootstrap=0)).notes
+    )
 
 
 def _methods_in(node, key: str = "ci_method"):

@@ -234,6 +234,11 @@ def _fix(f: Failure, kind: str, api_key_env: str, mode: str) -> str:
             "pass a model the server serves (GET <base_url>/models lists them) as --model; a new"
             " model name is a new run: --overwrite, or a new --output"
         )
+    return _reply_fix(f, kind, gym, who, url)
+
+
+def _reply_fix(f: Failure, kind: str, gym: bool, who: str, url: str) -> str:
+    """The fix of a failure in what the server answered: its route, status, size or shape."""
     if kind == "route" and gym:
         return (
             "the Gym server has no such route: give --gym-url the head server's URL or an agent server's"

@@ -29,7 +29,7 @@ from ..artifacts.response import prompt_and_completion_tokens, request_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .crossfiles import cross_check
-from .findings import summarize
+from .findings import CollectedBy, summarize
 
 
 def _scan(path: Path, stats: FileStats):
@@ -202,34 +202,31 @@ def check_run(
         if failures is None
         else _read_failures(Path(failures), expected, tally.completed)
     )
-    key_env, mode, max_attempts = _collected_by(rollouts)
-    result = summarize(
-        in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, key_env, mode,
-        max_attempts=max_attempts,
-    )  # fmt: skip
+    collected = _collected_by(rollouts)
+    result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
     result.findings += cross_check(inputs, [Path(p) for p in others])
     return result
 
 
-def _collected_by(rollouts: Path) -> tuple[str, str, int | None]:
+def _collected_by(rollouts: Path) -> CollectedBy:
     """How the run was collected, from its ngrp manifest, for the fixes of its failures: the variable it
     read its API key from (the fix of a 401), `failures.MODES` ("gym" without an ngrp manifest: Gym's
     own collector wrote it) and its --max-attempts, past which a plain --resume skips a failed key (None
     when unknown)."""
     manifest = manifest_path_for(rollouts)
     if not manifest.is_file():
-        return "OPENAI_API_KEY", "gym", None
+        return CollectedBy()
     try:
         data = read_json(manifest)
     except (InputError, OSError):
-        return "OPENAI_API_KEY", "gym", None
+        return CollectedBy()
     if not isinstance(data, dict):
-        return "OPENAI_API_KEY", "gym", None
+        return CollectedBy()
     options = data.get("options")
     options = options if isinstance(options, dict) else {}
     name, limit = options.get("api_key_env"), options.get("max_attempts")
     key_env = name if isinstance(name, str) and name else "OPENAI_API_KEY"
     max_attempts = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
     if data.get("command") == "reverify":
-        return key_env, "reverify", max_attempts
-    return key_env, "gym" if data.get("backend") == "gym" else "direct", max_attempts
+        return CollectedBy(key_env, "reverify", max_attempts)
+    return CollectedBy(key_env, "gym" if data.get("backend") == "gym" else "direct", max_attempts)

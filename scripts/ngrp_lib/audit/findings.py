@@ -76,6 +76,16 @@ class OutOfAttempts:
         return f"{self.keys} of the failed keys reached the run's --max-attempts {self.limit}"
 
 
+@dataclass(frozen=True)
+class CollectedBy:
+    """How a run was collected, from its ngrp manifest, for the fixes of its failures: the variable it read
+    its API key from, `failures.MODES` and its --max-attempts (None when unknown)."""
+
+    api_key_env: str = "OPENAI_API_KEY"
+    fix_mode: str = "gym"
+    max_attempts: int | None = None
+
+
 def summarize(
     inputs: FileStats,
     rollouts: FileStats,
@@ -84,17 +94,36 @@ def summarize(
     tally: Any,
     fail: Any,
     agent_names: list[str | None],
-    api_key_env: str = "OPENAI_API_KEY",
-    fix_mode: str = "gym",
-    *,
-    max_attempts: int | None = None,
+    collected: CollectedBy = CollectedBy(),
 ) -> CheckResult:
-    """`api_key_env` and `fix_mode` (`failures.MODES`): what the run's manifest says about how it was
-    collected, for the fixes of its failures; `max_attempts`: its --max-attempts, or None when unknown."""
+    """Every key accounted for, with the findings; `collected` chooses the fixes of the run's failures."""
     exp, done, fan_out, missing_keys = _groups(expected, tally.completed)
-    completed = sum(done.values())
-    failed_missing = sum(1 for k in fail.keys if k in expected and k not in tally.completed)
-    counts = CheckCounts(
+    result = CheckResult(
+        inputs=inputs,
+        rollouts=rollouts,
+        failures=failures,
+        counts=_counts(inputs, rollouts, expected, tally, fail, sum(done.values())),
+        tasks=_task_counts(exp, done),
+        grouping="task_and_agent" if fan_out else "task",
+        order="sorted_by_key" if tally.sorted_by_key else "completion_order",
+        failures_by_class=dict(fail.by_class.most_common()),
+        agents=[_agent_row(i, name, exp, done, tally) for i, name in enumerate(agent_names)],
+        findings=[],
+        top_failures=fail.digest.top(TOP, collected.api_key_env, collected.fix_mode),
+    )
+    digest = fail.digest
+    retry_helps = bool(digest.other) or any(
+        e.failure.retry_helps for e in digest.entries.values() if e.still_missing
+    )
+    spent = _out_of_attempts(collected.max_attempts, expected, tally, fail)
+    result.findings = findings(result, missing_keys, tally.extra, retry_helps, spent)
+    return result
+
+
+def _counts(
+    inputs: FileStats, rollouts: FileStats, expected: dict[Any, int], tally: Any, fail: Any, completed: int
+) -> CheckCounts:
+    return CheckCounts(
         expected=len(expected),
         completed=completed,
         missing=len(expected) - completed,
@@ -106,36 +135,22 @@ def summarize(
         absent_reward=sum(tally.absent_reward.values()),
         failed_attempts=sum(fail.by_class.values()),
         failed_keys=len(fail.keys),
-        failed_keys_still_missing=failed_missing,
+        failed_keys_still_missing=sum(1 for k in fail.keys if k in expected and k not in tally.completed),
         failed_keys_recovered=sum(1 for k in fail.keys if k in tally.completed),
         failure_keys_not_in_inputs=fail.unknown_keys,
         zero_completion_tokens=tally.zero_tokens,
         stopped_at_token_cap=tally.capped,
     )
-    agents = [_agent_row(i, name, exp, done, tally) for i, name in enumerate(agent_names)]
-    result = CheckResult(
-        inputs=inputs,
-        rollouts=rollouts,
-        failures=failures,
-        counts=counts,
-        tasks=_task_counts(exp, done),
-        grouping="task_and_agent" if fan_out else "task",
-        order="sorted_by_key" if tally.sorted_by_key else "completion_order",
-        failures_by_class=dict(fail.by_class.most_common()),
-        agents=agents,
-        findings=[],
-        top_failures=fail.digest.top(TOP, api_key_env, fix_mode),
-    )
-    digest = fail.digest
-    retry_helps = bool(digest.other) or any(
-        e.failure.retry_helps for e in digest.entries.values() if e.still_missing
-    )
-    spent = None
-    if max_attempts is not None:
-        missing = (k for k, n in fail.attempts.items() if k in expected and k not in tally.completed)
-        spent = OutOfAttempts(max_attempts, sum(1 for k in missing if fail.attempts[k] >= max_attempts))
-    result.findings = findings(result, missing_keys, tally.extra, retry_helps, spent)
-    return result
+
+
+def _out_of_attempts(
+    limit: int | None, expected: dict[Any, int], tally: Any, fail: Any
+) -> OutOfAttempts | None:
+    """How many still-missing keys used up the run's --max-attempts (None when the limit is unknown)."""
+    if limit is None:
+        return None
+    missing = (k for k, n in fail.attempts.items() if k in expected and k not in tally.completed)
+    return OutOfAttempts(limit, sum(1 for k in missing if fail.attempts[k] >= limit))
 
 
 def _agent_row(agent: int, name: str | None, exp: Counter, done: Counter, tally: Any) -> AgentCheck:

@@ -63,6 +63,27 @@ def mark_duplicates(copies: list[Digest]) -> None:
 _NO_TASK = object()
 
 
+def _count_repeat(current: list[int], group: Any) -> None:
+    """Count one repeat of a task in its counts (`current`): the digests of one rollout identity (several
+    when it is duplicated) give one verdict, unobserved unless they agree."""
+    current[REPEATS] += 1
+    if len(group) > 1:
+        verdicts = {d.verdict for d in group}
+        verdict = verdicts.pop() if len(verdicts) == 1 else "unobserved"
+        observed = all(d.successful_call is not None for d in group)
+        successful = any(d.successful_call for d in group)
+    else:
+        first = group[0]
+        verdict = first.verdict
+        observed, successful = first.successful_call is not None, first.successful_call is True
+    if verdict == "unhealthy":
+        current[UNHEALTHY] += 1
+    elif verdict == "unobserved":
+        current[UNOBSERVED] += 1
+    current[OBSERVED] += observed
+    current[SUCCESSFUL] += successful
+
+
 def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
     """Mark duplicates, collapse repeats and count, in one walk over the digests in identity order."""
     mark = "rollout_duplicate_identity" not in settings.ignored
@@ -108,21 +129,7 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
             only += d.from_failures
         if task != current_task:
             current_task, current = task, repeats.setdefault(task, [0] * 5)
-        current[REPEATS] += 1
-        if j - i > 1:
-            verdicts = {d.verdict for d in group}
-            verdict = verdicts.pop() if len(verdicts) == 1 else "unobserved"
-            observed = all(d.successful_call is not None for d in group)
-            successful = any(d.successful_call for d in group)
-        else:
-            verdict = first.verdict
-            observed, successful = first.successful_call is not None, first.successful_call is True
-        if verdict == "unhealthy":
-            current[UNHEALTHY] += 1
-        elif verdict == "unobserved":
-            current[UNOBSERVED] += 1
-        current[OBSERVED] += observed
-        current[SUCCESSFUL] += successful
+        _count_repeat(current, group)
         i = j
     if plain:
         patterns[((), ())] += plain

@@ -84,19 +84,21 @@ def command(
     Exit codes: 0 ok, 1 the runs cover different tasks (use --intersect), 2 bad options,
     3 unreadable or malformed input.
     """
-    from ..stats.compare import compare_profiles
+    from ..stats.compare import CompareOptions, compare_profiles
     from .compare_text import render_compare
 
     result = compare_profiles(
         profile_a,
         profile_b,
-        intersect=intersect,
-        metric=metric,
-        seed=seed,
-        n_bootstrap=n_bootstrap,
-        pass_threshold=pass_threshold,
-        alpha=alpha,
-        effect=effect,
+        CompareOptions(
+            intersect=intersect,
+            metric=metric,
+            seed=seed,
+            n_bootstrap=n_bootstrap,
+            pass_threshold=pass_threshold,
+            alpha=alpha,
+            effect=effect,
+        ),
     )
     result.reward_components = paired_components_of(
         rollouts_a or rollouts_beside(profile_a), rollouts_b or rollouts_beside(profile_b)

@@ -156,7 +156,7 @@ def command(
     2 bad options or output exists (use --overwrite), 3 unreadable or malformed input.
     """
     from ..errors import UsageError
-    from ..stats.curriculum import Selection, export_curriculum
+    from ..stats.curriculum import RateOptions, Selection, export_curriculum
 
     if group_size is not None and (min_rate is not None or max_rate is not None):
         raise UsageError("choose one mode: --min/--max (band) or --learnable-for (learnability)")
@@ -172,11 +172,8 @@ def command(
         tasks,
         output,
         selection,
-        key=key,
-        pass_threshold=pass_threshold,
-        agent=agent,
+        RateOptions(key, pass_threshold, agent, exclude_unhealthy),
         overwrite=overwrite,
-        exclude_unhealthy=exclude_unhealthy,
     )
     emit(result, as_json, _render)
     return 0

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..jsonvalues import finite
-from ..stats.compare import compare_profiles
+from ..stats.compare import CompareOptions, compare_profiles
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Paired:
 def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
     """B − A with a 95% paired t interval over the tasks both profiles hold."""
     # Only the paired t interval is used here; the bootstrap would cost time for nothing.
-    result = compare_profiles(a, b, intersect=True, metric=metric, n_bootstrap=0)
+    result = compare_profiles(a, b, CompareOptions(intersect=True, metric=metric, n_bootstrap=0))
     return Paired(
         result.n_tasks,
         result.n_dropped,

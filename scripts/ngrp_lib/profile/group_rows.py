@@ -5,7 +5,7 @@ memory stays flat however many rollouts there are."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,16 +129,8 @@ def _chunk(table: Table, rows: Any, starts: Any, uniform: bool, samples: dict, o
     per_agent, names = table.per_agent, table.label_names
     run_keys = [NONE, *table.run_key_of_label]  # label code + 1 -> run key code
     for g, task in enumerate(tasks):
-        head: dict[str, Any] = {TASK_KEY: task}
-        if has_nan[g]:
-            for name, value in zip(stat_keys, stat_rows[g], strict=True):
-                if value == value:  # not NaN: pandas drops NaN stats from the row
-                    head[name] = value
-        else:
-            head.update(zip(stat_keys, stat_rows[g], strict=True))
         label = names[labels[g]] if labels[g] >= 0 else None
-        if per_agent:
-            head["agent_ref"] = {"name": label}
+        head = _head(task, zip(stat_keys, stat_rows[g], strict=True), has_nan[g], label, per_agent)
         lo, hi = bounds[g], bounds[g + 1]
         num = hi - lo
         tail = {
@@ -163,3 +155,19 @@ def _chunk(table: Table, rows: Any, starts: Any, uniform: bool, samples: dict, o
         rewards = [] if reward_values is None else [r for r in reward_values[lo:hi] if r == r]
         extra = component_bytes(kept, positions[lo:hi]) if kept else b""
         yield GroupRow(task, label, gym, num, rewards, nulls[g], rollouts[lo:hi], matrix[lo:hi], extra)
+
+
+def _head(
+    task: int, stats: Iterable[tuple[str, float]], has_nan: bool, label: str | None, per_agent: bool
+) -> dict:
+    """A profile row's first fields: the task, its stats (pandas drops NaN ones), fanned out its agent."""
+    head: dict[str, Any] = {TASK_KEY: task}
+    if has_nan:
+        for name, value in stats:
+            if value == value:  # not NaN: pandas drops NaN stats from the row
+                head[name] = value
+    else:
+        head.update(stats)
+    if per_agent:
+        head["agent_ref"] = {"name": label}
+    return head

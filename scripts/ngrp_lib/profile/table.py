@@ -141,14 +141,7 @@ def build_table(data: Dataset) -> Table:
         rows = np.nonzero(found)[0] if measured is None else measured[found]
         labels = labels[found]
     del found, tasks
-    tasks, rollouts = numbers(inputs, "task"), numbers(inputs, "rollout")
-    if rows is not None:
-        tasks, rollouts = tasks[rows], rollouts[rows]
-    if len(tasks) > 1 and not keys_increasing(tasks, rollouts):  # inputs usually come sorted by key already
-        order = np.lexsort((rollouts, tasks))  # keys are unique, so the order is total
-        rows = order if rows is None else rows[order]
-        labels, tasks, rollouts = labels[order], tasks[order], rollouts[order]
-        del order
+    rows, labels, tasks, rollouts = _in_key_order(inputs, rows, labels)
     results = linked if rows is None else linked[rows]
     plans = plans_of_store[results]
     columns, firsts, sources = _columns(store, plans)
@@ -172,6 +165,20 @@ def build_table(data: Dataset) -> Table:
         unique_tasks=unique_tasks,
         agent_by_key=agent_by_key,
     )
+
+
+def _in_key_order(inputs: Any, rows: Any, labels: Any) -> tuple[Any, Any, Any, Any]:
+    """The table's input rows (None: all, in file order), labels, tasks and rollouts, sorted by key."""
+    import numpy as np
+
+    tasks, rollouts = numbers(inputs, "task"), numbers(inputs, "rollout")
+    if rows is not None:
+        tasks, rollouts = tasks[rows], rollouts[rows]
+    if len(tasks) > 1 and not keys_increasing(tasks, rollouts):  # inputs usually come sorted by key already
+        order = np.lexsort((rollouts, tasks))  # keys are unique, so the order is total
+        rows = order if rows is None else rows[order]
+        labels, tasks, rollouts = labels[order], tasks[order], rollouts[order]
+    return rows, labels, tasks, rollouts
 
 
 def masked_inputs(linked: Any, plans_of_store: Any) -> Any:

@@ -19,7 +19,7 @@ from ..inspect.join import InputsIndex, resolve
 from ..inspect.select import pick_examples
 from ..inspect.task_line import task_summary
 from ..inspect.tasks import summarize, tally
-from ..view.markup import Markup, escape, join, static_text
+from ..view.markup import Markup, join, render, static_text
 from ..view.pages import plain_header, rollout_card, task_table
 from ..view.turns import input_html
 
@@ -74,28 +74,11 @@ def build_explorer(
     paths = resolve(rollouts)
     facts, scan, builder = scan_all(paths.rollouts, previews=True)
     table = summarize(tally(facts, threshold), facts.agents, threshold)
-    inputs = InputsIndex.build(paths.inputs) if paths.inputs else None
     picked = pick_examples(facts, examples, threshold) if examples else facts.task[:0]
     chars, fit = _budget(len(picked))
     if fit is not None:
         picked = picked[:fit]
-    by_task: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    handle = open_regular(paths.rollouts)
-    try:
-        for i in picked:
-            row = parse_row(
-                read_at(handle, int(facts.offset[i]), int(facts.length[i])),
-                int(facts.line[i]),
-                paths.rollouts,
-            )
-            task, code = int(facts.task[i]), int(facts.agent[i])
-            input_row = inputs.row(task, facts.agents[code]) if inputs else None
-            d = digest(row, input_row, line=int(facts.line[i]), threshold=threshold, answer_key=answer_key)
-            by_task.setdefault((task, code), []).append(d.to_json(chars))
-    finally:
-        handle.close()
-        if inputs:
-            inputs.close()
+    by_task = _example_cards(paths, facts, picked, chars, threshold, answer_key)
     rows = []
     for g in range(len(table)):
         row = table.row(g)
@@ -115,43 +98,53 @@ def build_explorer(
         + f". Read from {paths.rollouts} ({scan.rows} rollouts). Every rollout, with filters: "
     )
     url = lambda t: f"#{_anchor(t['task'], t['agent'])}" if t["examples"] else None  # noqa: E731
-    table_html = (
-        Markup("<div class='scroll'>")
-        + task_table(rows, url, plain_header)
-        + Markup("</div>")
-        + join(sections)
+    table_html = render(
+        "report_explorer_table", table=task_table(rows, url, plain_header), sections=join(sections)
     )
-    size = (
-        f" This section is about {(len(table_html.encode()) + len(intro) + 200) / 1024:,.0f} KB of the page."
-    )
-    html = (
-        Markup("<h2 id='explorer'>Explorer</h2><div class='explorer'><p class='note'>")
-        + intro
-        + Markup("<code>")
-        + f"ngrp view {paths.rollouts}"
-        + Markup("</code>.")
-        + size
-        + Markup("</p>")
-        + table_html
-        + Markup("</div>")
+    kb = (len(table_html.encode()) + len(intro) + 200) / 1024
+    html = render(
+        "report_explorer",
+        intro=intro,
+        rollouts=paths.rollouts,
+        size=f" This section is about {kb:,.0f} KB of the page.",
+        table=table_html,
     )
     return Explorer(html, len(rows), len(sections), n_examples, chars)
 
 
+def _example_cards(
+    paths: Any, facts: Any, picked: Any, chars: int, threshold: float, answer_key: str
+) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """The picked rollouts read back by offset and digested, per (task, agent code), texts cut to `chars`."""
+    by_task: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    inputs = InputsIndex.build(paths.inputs) if paths.inputs else None
+    handle = open_regular(paths.rollouts)
+    try:
+        for i in picked:
+            line = int(facts.line[i])
+            row = parse_row(read_at(handle, int(facts.offset[i]), int(facts.length[i])), line, paths.rollouts)
+            task, code = int(facts.task[i]), int(facts.agent[i])
+            input_row = inputs.row(task, facts.agents[code]) if inputs else None
+            by_task.setdefault((task, code), []).append(
+                digest(row, input_row, line=line, threshold=threshold, answer_key=answer_key).to_json(chars)
+            )
+    finally:
+        handle.close()
+        if inputs:
+            inputs.close()
+    return by_task
+
+
 def _task_section(t: dict[str, Any], chars: int) -> Markup:
-    agent = f" (agent {t['agent']})" if t["agent"] is not None else ""
-    return (
-        Markup(f'<section class="task" id="{escape(_anchor(t["task"], t["agent"]))}"><h3>')
-        + f"Task {t['task']}{agent}"
-        + Markup("</h3><p class='note'>")
-        + task_summary(t)
-        + Markup("</p><pre class='text'>")
-        + cut_middle(t["examples"][0]["prompt"], chars)
-        + Markup("</pre>")
-        + input_html(t["examples"][0]["input"])
-        + Markup("<div class='rollouts'>")
-        + join(rollout_card(card) for card in t["examples"])
-        + Markup("</div></section>")
+    return render(
+        "report_explorer_task",
+        anchor=_anchor(t["task"], t["agent"]),
+        task=t["task"],
+        agent=f" (agent {t['agent']})" if t["agent"] is not None else "",
+        summary=task_summary(t),
+        prompt=cut_middle(t["examples"][0]["prompt"], chars),
+        input=input_html(t["examples"][0]["input"]),
+        cards=join(rollout_card(card) for card in t["examples"]),
     )
 
 

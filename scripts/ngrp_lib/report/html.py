@@ -263,15 +263,17 @@ def _difficulty(o: ScopeStats, per_task: list[dict]) -> tuple[Markup, int]:
 def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> Markup:
     """`report P --compare Q` is `ngrp compare Q P`: Q is the baseline (A), this report's profile is B,
     and every difference is B - A. Labels carry the file names, so no reader has to guess."""
-    from ..stats.compare import compare_profiles
+    from ..stats.compare import CompareOptions, compare_profiles
 
     r = compare_profiles(
         baseline,
         profile,
-        intersect=True,
-        seed=settings.seed,
-        n_bootstrap=settings.n_bootstrap,
-        pass_threshold=settings.pass_threshold,
+        CompareOptions(
+            intersect=True,
+            seed=settings.seed,
+            n_bootstrap=settings.n_bootstrap,
+            pass_threshold=settings.pass_threshold,
+        ),
     )
     a, b = f"A = baseline {baseline.name}", f"B = this profile {profile.name}"
     table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], _compare_rows(r))

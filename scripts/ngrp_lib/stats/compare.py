@@ -364,52 +364,57 @@ def _power(p: _Pairs, defined: Any, d: Any, interval: Any, alpha: float, effect:
     )  # fmt: skip
 
 
-def compare_profiles(
-    a: Path,
-    b: Path,
-    *,
-    intersect: bool = False,
-    metric: str = "reward",
-    seed: int = 0,
-    n_bootstrap: int = 2000,
-    pass_threshold: float | None = None,
-    alpha: float = 0.05,
-    effect: float | None = 0.05,
-) -> CompareResult:
+@dataclass(frozen=True)
+class CompareOptions:
+    """How two profiles are compared: on their shared keys only (`intersect`), which metric, the
+    resampling (seed, bootstrap resamples; 0: none), what counts as a pass (None: rewards must be 0 or 1),
+    the tests' alpha and the effect whose power is reported (None: none)."""
+
+    intersect: bool = False
+    metric: str = "reward"
+    seed: int = 0
+    n_bootstrap: int = 2000
+    pass_threshold: float | None = None
+    alpha: float = 0.05
+    effect: float | None = 0.05
+
+
+def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions()) -> CompareResult:
     """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
     import numpy as np
 
-    _check_options(n_bootstrap, seed, alpha, effect)
-    da, db = load_profile(a, (metric,)), load_profile(b, (metric,))
+    _check_options(options.n_bootstrap, options.seed, options.alpha, options.effect)
+    da, db = load_profile(a, (options.metric,)), load_profile(b, (options.metric,))
     da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
-    pairs, only_a, only_b = _match(da, db, intersect)
-    p = _Pairs.of(da, db, pairs, metric)
+    pairs, only_a, only_b = _match(da, db, options.intersect)
+    p = _Pairs.of(da, db, pairs, options.metric)
     rows, diffs = p.rows()
     defined = ~np.isnan(diffs)
     if not defined.any():
-        what = "share no task" if not pairs else f"share no task that has '{metric}' in both profiles"
+        what = "share no task" if not pairs else f"share no task that has '{options.metric}' in both profiles"
         raise FindingsError(
             f"{a} and {b} {what}: nothing to compare",
             hint="compare runs of the same tasks (--metric names a key of the profile rows, e.g. reward)",
         )
     d = diffs[defined]
-    difference, interval = _difference(d, n_bootstrap, seed)
+    difference, interval = _difference(d, options.n_bootstrap, options.seed)
     used = [r for r, ok in zip(rows, defined, strict=True) if ok]
-    binary = _binary(p, defined, used, pass_threshold, alpha, metric)
-    power = _power(p, defined, d, interval, alpha, effect)
+    binary = _binary(p, defined, used, options.pass_threshold, options.alpha, options.metric)
+    power = _power(p, defined, d, interval, options.alpha, options.effect)
     counted = {
-        "a": denominators(da, metric, beside_summary=True),
-        "b": denominators(db, metric, beside_summary=True),
+        "a": denominators(da, options.metric, beside_summary=True),
+        "b": denominators(db, options.metric, beside_summary=True),
     }
     notes = _notes(counted, int(defined.sum()), power["identical"], _differing_note(da, db, pairs), binary)
     notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
     means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]
     return CompareResult(
-        path_a=str(a), path_b=str(b), metric=metric, n_tasks=int(defined.sum()), n_dropped=only_a + only_b,
+        path_a=str(a), path_b=str(b), metric=options.metric, n_tasks=int(defined.sum()),
+        n_dropped=only_a + only_b,
         n_only_a=only_a, n_only_b=only_b, n_undefined=int((~defined).sum()), denominators=counted,
         mean_a=_mean(means_a), mean_b=_mean(means_b), **difference, **power,
         correlation=paired.correlation(means_a, means_b), binary=binary["binary"], mcnemar=binary["mcnemar"],
-        alpha=alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
+        alpha=options.alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
         row_differences=rowdiff.between(da.samples, db.samples, [(i, j) for _, i, j in pairs]).to_json(),
         adaptive=adaptive,

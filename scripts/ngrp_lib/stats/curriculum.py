@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -245,90 +246,132 @@ def _keep(selection: Selection, rate: float, n: int, c: int) -> bool | None:
     return None if math.isnan(value) else value >= selection.min_informative
 
 
+@dataclass(frozen=True)
+class RateOptions:
+    """How the pass rate is taken and written: the field (`key`, with `key_n`), what counts as a pass
+    (None: rewards must be 0 or 1), whose rows (None: the one agent there is), and the verdicts file
+    whose unhealthy rollouts are left out."""
+
+    key: str = "pass_rate"
+    pass_threshold: float | None = None
+    agent: str | None = None
+    exclude_unhealthy: Path | str | None = None
+
+
+@dataclass
+class _Chosen:
+    rows: dict[int, tuple[float, int]]  # task -> (pass rate, n)
+    undetermined: int
+    unscored: int
+
+
 def export_curriculum(
     profile: Path | str,
     tasks: Path | str,
     output: Path | str,
     selection: Selection,
+    rate: RateOptions = RateOptions(),
     *,
-    key: str = "pass_rate",
-    pass_threshold: float | None = None,
-    agent: str | None = None,
     overwrite: bool = False,
-    exclude_unhealthy: Path | str | None = None,
 ) -> CurriculumResult:
-    """Write the selected original task rows with `key` (pass rate) and `key_n` (its n) added.
+    """Write the selected original task rows with `rate.key` (pass rate) and `key_n` (its n) added.
 
-    With `exclude_unhealthy` (a rollout_verdicts.jsonl), pass rates stand on the healthy rollouts only."""
+    With `rate.exclude_unhealthy` (a rollout_verdicts.jsonl), pass rates stand on the healthy rollouts."""
     from ..artifacts.verdicts import load_unhealthy
 
     selection.check()
-    check_key(key)
+    check_key(rate.key)
     refuse_existing([Path(output)], overwrite, inputs=[profile, tasks])
     refuse_wrong_kind(tasks, (TASKS, MATERIALIZED), option="--tasks")  # before the profile is read
-    unhealthy = None if exclude_unhealthy is None else load_unhealthy(exclude_unhealthy).keys
+    excluded = rate.exclude_unhealthy
+    unhealthy = None if excluded is None else load_unhealthy(excluded).keys
     data = load_profile(profile, ("reward",), unhealthy, exclude=unhealthy is not None)
-    picked = _pick_agent(data.keys, agent)
+    picked = _pick_agent(data.keys, rate.agent)
+    n, c = _pass_counts(data, picked, rate.pass_threshold)
+    lines = map_task_lines(tasks)
+    _refuse_unmapped(tasks, lines, [data.keys[i][0] for i in picked])
+    run = find_adaptive(profile)
+    by_decision = None if run is None else decision_selector(run, selection)
+    chosen = _choose(Path(tasks), lines, data, picked, selection, (n, c), by_decision)
+    written, replaced = _write(output, lines, chosen.rows, rate.key, overwrite)
+    bands = estimators.difficulty_band(n, c)
+    return CurriculumResult(
+        profile=str(profile),
+        tasks=str(tasks),
+        output=str(output),
+        selection=asdict(selection),
+        key=rate.key,
+        pass_threshold=rate.pass_threshold,
+        agent=rate.agent,
+        n_task_lines=lines.n_lines,
+        n_tasks_in_file=len(lines.rows),
+        n_duplicate_lines=lines.n_duplicate_lines,
+        n_profiled=int((n > 0).sum()),
+        n_unscored=chosen.unscored,
+        n_undetermined=chosen.undetermined,
+        n_not_profiled=len(set(lines.rows) - {data.keys[i][0] for i in picked}),
+        n_selected=len(chosen.rows),
+        n_written_lines=written,
+        n_key_replaced=replaced,
+        bands={b: int((bands == b).sum()) for b in ("all_fail", "mixed", "all_pass")},
+        tasks_kind=lines.kind,
+        dropped_fields=lines.dropped_fields,
+        exclude_unhealthy=None if excluded is None else str(excluded),
+        n_unhealthy_excluded=data.n_unhealthy,
+        adaptive=None if run is None else {**run.summary(), "selected_by": adaptive_basis(by_decision)},
+        denominators=_counted(data, picked),
+    )
+
+
+def _pass_counts(data: ProfileData, picked: list[int], pass_threshold: float | None) -> tuple[Any, Any]:
+    """Scored rollouts and passes per picked row; refused when rewards are shaped and no threshold given."""
     success = estimators.successes(data.values["reward"][picked], pass_threshold)
     if success is None:
         raise UsageError(
             "rewards are not all 0 or 1; the pass rate needs a threshold",
             hint="pass --pass-threshold X (success means reward >= X)",
         )
-    n, c = estimators.counts(success)
-    run = find_adaptive(profile)
-    by_decision = None if run is None else decision_selector(run, selection)
-    lines = map_task_lines(tasks)
-    missing = [data.keys[i][0] for i in picked if data.keys[i][0] not in lines.rows]
+    return estimators.counts(success)
+
+
+def _refuse_unmapped(tasks: Path | str, lines: TaskLines, profiled: list[int]) -> None:
+    missing = [task for task in profiled if task not in lines.rows]
     if missing:
         raise FindingsError(
             f"{len(missing)} profiled tasks have no line in {tasks} (for example task {missing[0]})",
             hint="pass the original tasks file the run was made from",
         )
-    chosen: dict[int, tuple[float, int]] = {}
-    undetermined = unscored = 0
+
+
+def _choose(
+    tasks: Path,
+    lines: TaskLines,
+    data: ProfileData,
+    picked: list[int],
+    selection: Selection,
+    counts: tuple,
+    by_decision: Callable[[int], bool | None] | None = None,
+) -> _Chosen:
+    """The tasks the selection keeps, each checked against the profile's sample of its row; an adaptive
+    run's own decisions (`by_decision`) select where its rule answers the selection."""
+    n, c = counts
+    chosen = _Chosen({}, 0, 0)
     for row_i, i in enumerate(picked):
         task = data.keys[i][0]
-        _check_same_rows(Path(tasks), lines.rows[task], data.samples[i], task)
+        _check_same_rows(tasks, lines.rows[task], data.samples[i], task)
         if n[row_i] == 0:
-            unscored += 1
+            chosen.unscored += 1
             continue
-        rate = float(c[row_i] / n[row_i])
+        pass_rate = float(c[row_i] / n[row_i])
         keep = (
-            _keep(selection, rate, int(n[row_i]), int(c[row_i])) if by_decision is None else by_decision(task)
+            _keep(selection, pass_rate, int(n[row_i]), int(c[row_i]))
+            if by_decision is None
+            else by_decision(task)
         )
-        undetermined += keep is None
+        chosen.undetermined += keep is None
         if keep:
-            chosen[task] = (rate, int(n[row_i]))
-    written, replaced = _write(output, lines, chosen, key, overwrite)
-    bands = estimators.difficulty_band(n, c)
-    profiled = {data.keys[i][0] for i in picked}
-    return CurriculumResult(
-        profile=str(profile),
-        tasks=str(tasks),
-        output=str(output),
-        selection=asdict(selection),
-        key=key,
-        pass_threshold=pass_threshold,
-        agent=agent,
-        n_task_lines=lines.n_lines,
-        n_tasks_in_file=len(lines.rows),
-        n_duplicate_lines=lines.n_duplicate_lines,
-        n_profiled=int((n > 0).sum()),
-        n_unscored=unscored,
-        n_undetermined=undetermined,
-        n_not_profiled=len(set(lines.rows) - profiled),
-        n_selected=len(chosen),
-        n_written_lines=written,
-        n_key_replaced=replaced,
-        bands={b: int((bands == b).sum()) for b in ("all_fail", "mixed", "all_pass")},
-        tasks_kind=lines.kind,
-        dropped_fields=lines.dropped_fields,
-        exclude_unhealthy=None if exclude_unhealthy is None else str(exclude_unhealthy),
-        n_unhealthy_excluded=data.n_unhealthy,
-        adaptive=None if run is None else {**run.summary(), "selected_by": adaptive_basis(by_decision)},
-        denominators=_counted(data, picked),
-    )
+            chosen.rows[task] = (pass_rate, int(n[row_i]))
+    return chosen
 
 
 def check_key(key: str) -> None:

@@ -113,8 +113,6 @@ def load_profile(
     `unhealthy` (packed rollout keys, from `artifacts.verdicts.load_unhealthy`) is counted into
     `n_unhealthy`; with `exclude` those rollouts are also left out, as if masked.
     """
-    import numpy as np
-
     path = Path(path)
     refuse_wrong_kind(path, PROFILE)
     keys: list[TaskKey] = []
@@ -145,9 +143,23 @@ def load_profile(
             n_unhealthy += n
             infos = kept if exclude else infos
         per_task.append(infos)
+    rollout_index, values = _arrays(per_task, fields)
+    for name in fields:
+        _refuse_oversize(values[name], name, keys, path)
+    measured = int((rollout_index >= 0).sum())
+    return ProfileData(
+        path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy, expected=expected,
+        listed=listed,
+    )  # fmt: skip
+
+
+def _arrays(per_task: list[list[dict]], fields: tuple[str, ...]) -> tuple[Any, dict[str, Any]]:
+    """The rollout indices (-1: no rollout) and each field's values (NaN: none), a row per profile row."""
+    import numpy as np
+
     width = max((len(infos) for infos in per_task), default=0)
-    rollout_index = np.full((len(keys), width), -1, dtype=np.int64)
-    values = {name: np.full((len(keys), width), np.nan) for name in fields}
+    rollout_index = np.full((len(per_task), width), -1, dtype=np.int64)
+    values = {name: np.full((len(per_task), width), np.nan) for name in fields}
     nan = float("nan")
     for i, infos in enumerate(per_task):
         m = len(infos)
@@ -157,13 +169,7 @@ def load_profile(
             # bool is an int here (True -> 1.0), as Gym counts bools; null, strings and absent values are NaN.
             raw = [info.get(name) for info in infos]
             values[name][i, :m] = [float(v) if isinstance(v, (int, float)) else nan for v in raw]
-    for name in fields:
-        _refuse_oversize(values[name], name, keys, path)
-    measured = int((rollout_index >= 0).sum())
-    return ProfileData(
-        path, keys, samples, rollout_index, values, measured, n_unhealthy=n_unhealthy, expected=expected,
-        listed=listed,
-    )  # fmt: skip
+    return rollout_index, values
 
 
 def _expected(row: dict) -> int | None:

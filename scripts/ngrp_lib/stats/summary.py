@@ -415,6 +415,37 @@ def _per_task_rows(data: ProfileData, cols: dict, labels: list[str] | None, size
     return rows
 
 
+def _overall_notes(
+    data: ProfileData, overall: ScopeStats, settings: StatsSettings, read: dict[str, Any] | None
+) -> list[str]:
+    """The notes on the whole profile's numbers: shaped rewards, few tasks, fan-out, rollouts missing from
+    the rollouts file (`read`: what attach_rollouts found, None without one) and majority@k's rules."""
+    notes: list[str] = []
+    if not overall.binary:
+        notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
+    few = few_task_estimates(overall)
+    if few:
+        notes.append(few_tasks_note(few))
+    if len({task for task, _ in data.keys}) < data.n_tasks:
+        notes.append(
+            "fan-out profile: each (task, agent) row is one cluster; "
+            "use --group-by agent for per-agent numbers"
+        )
+    if read is not None and read["profile_rollouts_not_in_file"]:
+        notes.append(
+            f"{read['profile_rollouts_not_in_file']} profiled rollouts are not in the "
+            "rollouts file: left out of majority@k and truncation"
+        )
+    if overall.majority_at_k is not None:
+        notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
+        if all(answer is None for answer in data.extras["answer"].flat):
+            notes.append(
+                f"no rollout has a value under --answer-key {settings.answer_key!r}: every rollout counts as"
+                " 'no answer', so majority@k says nothing (check the key name)"
+            )
+    return notes
+
+
 def compute_stats(
     profile: Path | str,
     rollouts: Path | str | None = None,
@@ -456,28 +487,7 @@ def compute_stats(
         data = first_round_view(data, run.first_round)
         notes.append(run.note())
     overall, cols = scope_stats(data, settings, "all")
-    if not overall.binary:
-        notes.append("rewards are not all 0/1: pass metrics need --pass-threshold; showing best/worst-of-k")
-    few = few_task_estimates(overall)
-    if few:
-        notes.append(few_tasks_note(few))
-    if len({task for task, _ in data.keys}) < data.n_tasks:
-        notes.append(
-            "fan-out profile: each (task, agent) row is one cluster; "
-            "use --group-by agent for per-agent numbers"
-        )
-    if rollouts is not None and inputs["rollouts"]["profile_rollouts_not_in_file"]:
-        notes.append(
-            f"{inputs['rollouts']['profile_rollouts_not_in_file']} profiled rollouts are not in the "
-            "rollouts file: left out of majority@k and truncation"
-        )
-    if overall.majority_at_k is not None:
-        notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
-        if all(answer is None for answer in data.extras["answer"].flat):
-            notes.append(
-                f"no rollout has a value under --answer-key {settings.answer_key!r}: every rollout counts as"
-                " 'no answer', so majority@k says nothing (check the key name)"
-            )
+    notes += _overall_notes(data, overall, settings, inputs.get("rollouts"))
     labels = _group_labels(data, settings.group_by) if settings.group_by else None
     if labels is not None and settings.group_by != "agent" and set(labels) == {"(missing)"}:
         notes.append(f"no profile row has '{settings.group_by}' in its sample: one group '(missing)'")
