@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_fixtures import browser, page  # noqa: F401  (a real Chromium and a fresh tab in it)
 from cli_helpers import SCRIPT, ngrp_process  # noqa: F401  (SCRIPT: tests import it from here too)
 from gym_stack_fixture import gym_stack  # noqa: F401  (session fixture: a real NeMo Gym stack)
 from ledger_helpers import repo  # noqa: F401  (a throwaway git repository; see its ledger_campaign mark)

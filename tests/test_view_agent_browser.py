@@ -5,24 +5,12 @@ a tool output shows as text and never runs."""
 
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 from agent_rows import SCRIPT, write_run
+from browser_fixtures import BROWSER_MARK
 from view_helpers import Viewer
 
-CHROMIUM = shutil.which("chromium")
-REQUIRED = os.environ.get("NGRP_REQUIRE_BROWSER") == "1"
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - the dev extra installs it
-    sync_playwright = None
-
-if not REQUIRED and (CHROMIUM is None or sync_playwright is None):
-    pytestmark = pytest.mark.skip(
-        reason="needs Debian chromium (apt-get install chromium) and playwright (dev extra)"
-    )
+pytestmark = BROWSER_MARK
 
 TURNS, CHARS = 6, 2000
 AGENT = "docs_simple_agent"
@@ -35,26 +23,6 @@ def viewer(tmp_path_factory):
     b = write_run(root / "b", tasks=3, repeats=2, turns=TURNS, chars=CHARS, defects={(1, 0): "script"})
     with Viewer(b, "--compare", a, cache=root / "cache", cwd=root) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    assert CHROMIUM and sync_playwright, "chromium and playwright are required here (NGRP_REQUIRE_BROWSER=1)"
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    tab = context.new_page()
-    tab.errors = []
-    tab.on("pageerror", lambda exc: tab.errors.append(str(exc)))
-    tab.on("dialog", lambda dialog: (tab.errors.append("dialog: " + dialog.message), dialog.dismiss()))
-    yield tab
-    context.close()
 
 
 def test_task_page_shows_every_turn_in_order(viewer, page):

@@ -9,24 +9,14 @@ Screenshots of the task table and a task page go to $NGRP_SCREENSHOT_DIR when it
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
+from browser_fixtures import BROWSER_MARK
 from run_helpers import SCRIPT, reward_of, text_of, write_run
 from view_helpers import Viewer
 
-CHROMIUM = shutil.which("chromium")
-REQUIRED = os.environ.get("NGRP_REQUIRE_BROWSER") == "1"  # CI sets it: a missing browser fails, not skips
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - the dev extra installs it
-    sync_playwright = None
-
-if not REQUIRED and (CHROMIUM is None or sync_playwright is None):
-    pytestmark = pytest.mark.skip(
-        reason="needs Debian chromium (apt-get install chromium) and playwright (dev extra)"
-    )
+pytestmark = BROWSER_MARK
 
 TASKS, REPEATS, FLIPPED, SCRIPTED = 24, 8, 5, 3
 
@@ -45,26 +35,6 @@ def viewer(tmp_path_factory):
     b, _ = write_run(root / "b", flip=1, **common)
     with Viewer(b, "--compare", a, cache=root / "cache", cwd=root) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser():
-    assert CHROMIUM and sync_playwright, "chromium and playwright are required here (NGRP_REQUIRE_BROWSER=1)"
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
-    tab = context.new_page()
-    tab.errors = []
-    tab.on("pageerror", lambda exc: tab.errors.append(str(exc)))
-    tab.on("dialog", lambda dialog: (tab.errors.append("dialog: " + dialog.message), dialog.dismiss()))
-    yield tab
-    context.close()
 
 
 def shoot(tab, name: str) -> None:

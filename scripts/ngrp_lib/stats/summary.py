@@ -446,6 +446,32 @@ def _overall_notes(
     return notes
 
 
+def _checked(settings: StatsSettings, rollouts: Path | str | None) -> StatsSettings:
+    settings.check()
+    if settings.answer_key and rollouts is None:
+        raise UsageError(
+            "--answer-key needs --rollouts (answers are not in the profile)",
+            hint="pass the rollouts.jsonl the profile was made from",
+        )
+    return settings
+
+
+def _groups(data: ProfileData, settings: StatsSettings, notes: list[str]) -> tuple[list | None, list]:
+    """The --group-by labels of the profile rows and each group's statistics (a note when no row has the
+    field)."""
+    import numpy as np
+
+    labels = _group_labels(data, settings.group_by) if settings.group_by else None
+    if labels is None:
+        return None, []
+    if settings.group_by != "agent" and set(labels) == {"(missing)"}:
+        notes.append(f"no profile row has '{settings.group_by}' in its sample: one group '(missing)'")
+    array = np.array(labels, dtype=object)
+    return labels, [
+        scope_stats(data.subset(array == label), settings, label)[0] for label in sorted(set(labels))
+    ]
+
+
 def compute_stats(
     profile: Path | str,
     rollouts: Path | str | None = None,
@@ -460,13 +486,7 @@ def compute_stats(
 
     from ..artifacts.verdicts import health_input
 
-    settings = settings or StatsSettings()
-    settings.check()
-    if settings.answer_key and rollouts is None:
-        raise UsageError(
-            "--answer-key needs --rollouts (answers are not in the profile)",
-            hint="pass the rollouts.jsonl the profile was made from",
-        )
+    settings = _checked(settings or StatsSettings(), rollouts)
     health = health_input(exclude_unhealthy, profile, rollouts)
     keys = None if health.unhealthy is None else health.unhealthy.keys
     data = load_profile(profile, ("reward", LENGTH_FIELD), keys, exclude=health.applied)
@@ -488,14 +508,7 @@ def compute_stats(
         notes.append(run.note())
     overall, cols = scope_stats(data, settings, "all")
     notes += _overall_notes(data, overall, settings, inputs.get("rollouts"))
-    labels = _group_labels(data, settings.group_by) if settings.group_by else None
-    if labels is not None and settings.group_by != "agent" and set(labels) == {"(missing)"}:
-        notes.append(f"no profile row has '{settings.group_by}' in its sample: one group '(missing)'")
-    groups = []
-    if labels is not None:
-        array = np.array(labels, dtype=object)
-        for label in sorted(set(labels)):
-            groups.append(scope_stats(data.subset(array == label), settings, label)[0])
+    labels, groups = _groups(data, settings, notes)
     sizes = [g.group_size for g in overall.grpo_informative]
     if run is None:
         per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
