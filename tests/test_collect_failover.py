@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ngrp_lib.collect.failover import FailoverRouter, make_router
+from ngrp_lib.collect.failover import FailoverRouter, ProbeSchedule, make_router
 from ngrp_lib.collect.http import AttemptFailed
 from ngrp_lib.collect.routing import Endpoint
 
@@ -120,7 +120,12 @@ def test_probe_brings_a_server_back_with_backoff():
         clock = Clock()
         async with ClientSession() as session:
             r = router(
-                A, up, session=session, clock=clock, probe_after=2.0, headers={"authorization": "Bearer k"}
+                A,
+                up,
+                session=session,
+                clock=clock,
+                probes=ProbeSchedule(after=2.0),
+                headers={"authorization": "Bearer k"},
             )
             r.mark_down(r.servers[1], "test")
             await r.probe_due()

@@ -40,6 +40,16 @@ class ServerState:
     went_down: int = 0
 
 
+@dataclass(frozen=True)
+class ProbeSchedule:
+    """When a server that is out is probed: after `after` s, doubling up to `max_after`; each probe waits
+    at most `timeout` s for its answer."""
+
+    after: float = 2.0
+    max_after: float = 30.0
+    timeout: float = 5.0
+
+
 def no_reply(failure: AttemptFailed) -> bool:
     """The server did not answer at all (as opposed to answering with an error)."""
     return failure.status is None and failure.failure_class in NO_REPLY_CLASSES
@@ -53,9 +63,7 @@ class FailoverRouter:
         capacity: int,
         session: Any = None,
         headers: dict[str, str] | None = None,  # the run's (its API key): a keyed server answers 401 without
-        probe_after: float = 2.0,
-        max_probe_after: float = 30.0,
-        probe_timeout: float = 5.0,
+        probes: ProbeSchedule = ProbeSchedule(),
         clock: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] | None = None,
     ) -> None:
@@ -64,11 +72,7 @@ class FailoverRouter:
         self.capacity = max(1, capacity)
         self.session = session
         self.headers = headers or {}
-        self.probe_after, self.max_probe_after, self.probe_timeout = (
-            probe_after,
-            max_probe_after,
-            probe_timeout,
-        )
+        self.probes = probes
         self.clock = clock
         self.log = log or (lambda text: print(f"ngrp collect: {text}", file=sys.stderr, flush=True))
 
@@ -121,7 +125,7 @@ class FailoverRouter:
             return
         state.healthy = False
         state.went_down += 1
-        state.backoff = self.probe_after
+        state.backoff = self.probes.after
         state.next_probe = self.clock() + state.backoff
         self.log(f"server {state.endpoint.public_url} is out ({reason}); probing it every few seconds")
 
@@ -142,7 +146,7 @@ class FailoverRouter:
                 state.healthy = True
                 self.log(f"server {state.endpoint.public_url} answers again; sending it rows")
             else:
-                state.backoff = min(self.max_probe_after, state.backoff * 2)
+                state.backoff = min(self.probes.max_after, state.backoff * 2)
                 state.next_probe = self.clock() + state.backoff
 
     async def _probe(self, endpoint: Endpoint) -> bool:
@@ -151,7 +155,7 @@ class FailoverRouter:
         import aiohttp
 
         try:
-            timeout = aiohttp.ClientTimeout(total=self.probe_timeout)
+            timeout = aiohttp.ClientTimeout(total=self.probes.timeout)
             url = endpoint.base_url + "/models"
             get = self.session.get(url, headers=self.headers, timeout=timeout, allow_redirects=False)
             async with get as reply:

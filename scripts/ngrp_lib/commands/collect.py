@@ -29,9 +29,13 @@ from .materialize import materialize_options
 
 SAMPLING_PARAMS = ("temperature", "top_p", "max_output_tokens", "sets")
 
+HELP = """Collect rollouts: every materialized row once, verified, in Gym's rollout shape.
 
-@click.command(
-    epilog="""\b
+All repeats of a task go to one server. Results and failed attempts are appended as they
+complete; kill it at any moment and --resume finishes the run with every key exactly once.
+"""
+
+EPILOG = """\b
 Example:
   ngrp collect --input tasks.jsonl --output results/rollouts.jsonl --num-repeats 8 \\
       --base-url http://127.0.0.1:8000/v1 --model my-policy --verifier math --api chat
@@ -70,7 +74,9 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
 (file:line named), 130 Ctrl-C (once rows run: the summary is printed, every row written stays, and
 --resume sends the rest).
 """
-)
+
+
+@click.command(help=HELP, epilog=EPILOG)
 @click.option(
     "--input",
     "input_path",
@@ -209,62 +215,36 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
 @pass_threshold_option("With --adaptive: a pass means reward >= X (default 1).")
 @overwrite_option
 @json_option
-def command(
-    input_path,
-    materialized,
-    output,
-    num_repeats,
-    agent,
-    seed_per_repeat,
-    interleave,
-    limit,
-    temperature,
-    top_p,
-    max_output_tokens,
-    sets,
-    base_urls,
-    endpoint_files,
-    model,
-    api,
-    api_key_env,
-    verifier,
-    verifier_pattern,
-    answer_key,
-    verify_url,
-    verifier_fn,
-    return_token_ids,
-    one_request_per_rollout,
-    concurrency,
-    timeout,
-    max_retries,
-    retry_base_delay,
-    max_response_mb,
-    follow_redirects,
-    max_attempts,
-    abort_after,
-    abort_after_same,
-    skip_preflight,
-    resume,
-    gym_url,
-    shard_spec,
-    adaptive_rule,
-    first_round,
-    pass_threshold,
-    overwrite,
-    as_json,
-):
-    """Collect rollouts: every materialized row once, verified, in Gym's rollout shape.
+def command(**options):
+    shard = _refuse_expansion_options_with_materialized(options)
+    output, resume = options["output"], options["resume"]
+    servers = options["base_urls"] or options["endpoint_files"] or options["gym_url"]
+    source = options["input_path"] or options["materialized"]
+    if resume and not (servers and source):
+        _bare_resume(_shard_output(output, shard), source)
+    collect_options = _collect_options(options, shard)
+    settings = _adaptive_settings(
+        options["adaptive_rule"], options["first_round"], options["pass_threshold"], options["num_repeats"]
+    )
+    result = asyncio.run(_collect(collect_options, settings))
+    emit(result, options["as_json"], _render_adaptive if settings else _render)
+    if result.next_step:
+        say(result.next_step, err=True)
+    return result.exit_code
 
-    All repeats of a task go to one server. Results and failed attempts are appended as they
-    complete; kill it at any moment and --resume finishes the run with every key exactly once.
-    """
-    from ..artifacts.sampling import overrides_from_options
-    from ..collect.http import RetryPolicy
-    from ..collect.materialize import MaterializeOptions
-    from ..collect.options import CollectOptions
-    from ..collect.shards import parse_shard, shard_output_path
 
-    if materialized:  # these shape the expansion of --input; a materialized file already holds its rows
+def _shard_output(output, shard):
+    from ..collect.shards import shard_output_path
+
+    return shard_output_path(output, shard) if shard else output
+
+
+def _refuse_expansion_options_with_materialized(options):
+    """The options that shape the expansion of --input are refused with --materialized (its file already
+    holds its rows); returns the parsed --shard."""
+    from ..collect.shards import parse_shard
+
+    if options["materialized"]:
         context = click.get_current_context()
         given = [
             "--" + name.replace("_", "-").removesuffix("s" if name == "sets" else "")
@@ -276,61 +256,69 @@ def command(
                 f"{', '.join(given)} only apply with --input; --materialized rows are run as they are",
                 hint="drop them, or materialize again (ngrp materialize) with the repeats you want",
             )
-    shard = parse_shard(shard_spec) if shard_spec else None
-    if resume and not ((base_urls or endpoint_files or gym_url) and (input_path or materialized)):
-        _bare_resume(shard_output_path(output, shard) if shard else output, input_path or materialized)
-    gym_only = gym_url and not (base_urls or endpoint_files)
-    endpoints = () if gym_only else tuple(_endpoints(base_urls, endpoint_files, model))
-    # Rows without an agent_ref are routed to the model's name, so Gym's profiler writes agent metrics.
-    options = CollectOptions(
-        output=shard_output_path(output, shard) if shard else output,
+    return parse_shard(options["shard_spec"]) if options["shard_spec"] else None
+
+
+def _collect_options(o, shard):
+    """The CollectOptions the command's options (a dict, by parameter name) describe."""
+    from ..collect.http import RetryPolicy
+    from ..collect.options import CollectOptions
+
+    gym_only = o["gym_url"] and not (o["base_urls"] or o["endpoint_files"])
+    endpoints = () if gym_only else tuple(_endpoints(o["base_urls"], o["endpoint_files"], o["model"]))
+    return CollectOptions(
+        output=_shard_output(o["output"], shard),
         endpoints=endpoints,
-        endpoint_files=tuple(str(f) for f in endpoint_files),
-        gym_url=gym_url,
+        endpoint_files=tuple(str(f) for f in o["endpoint_files"]),
+        gym_url=o["gym_url"],
         shard=shard,
-        input=input_path,
-        materialized=materialized,
-        materialize=MaterializeOptions(
-            num_repeats=num_repeats,
-            agent=agent,
-            default_agent=None if gym_only else (model or next((e.model for e in endpoints), None)),
-            seed_per_repeat=seed_per_repeat,
-            interleave=interleave,
-            limit=limit,
-            overrides=overrides_from_options(temperature, top_p, max_output_tokens, sets),
-        ),
-        api=api,
-        verifier=verifier,
-        verifier_pattern=verifier_pattern,
-        answer_key=answer_key,
-        verify_url=verify_url,
-        verifier_fn=verifier_fn,
-        return_token_ids=return_token_ids,
-        group_requests=not one_request_per_rollout,
-        concurrency=concurrency,
+        input=o["input_path"],
+        materialized=o["materialized"],
+        materialize=_materialize_options(o, None if gym_only else endpoints),
+        api=o["api"],
+        verifier=o["verifier"],
+        verifier_pattern=o["verifier_pattern"],
+        answer_key=o["answer_key"],
+        verify_url=o["verify_url"],
+        verifier_fn=o["verifier_fn"],
+        return_token_ids=o["return_token_ids"],
+        group_requests=not o["one_request_per_rollout"],
+        concurrency=o["concurrency"],
         retry=RetryPolicy(
-            timeout=timeout,
-            max_retries=max_retries,
-            base_delay=retry_base_delay,
-            max_response_bytes=max_response_mb * 2**20,
-            follow_redirects=follow_redirects,
+            timeout=o["timeout"],
+            max_retries=o["max_retries"],
+            base_delay=o["retry_base_delay"],
+            max_response_bytes=o["max_response_mb"] * 2**20,
+            follow_redirects=o["follow_redirects"],
         ),
-        max_attempts=max_attempts,
-        abort_after=abort_after,
-        abort_after_same=abort_after_same,
-        api_key_env=api_key_env,
-        api_key=os.environ.get(api_key_env) or None,
-        skip_preflight=skip_preflight,
-        resume=resume,
-        overwrite=overwrite,
-        progress=not as_json and sys.stderr.isatty(),
+        max_attempts=o["max_attempts"],
+        abort_after=o["abort_after"],
+        abort_after_same=o["abort_after_same"],
+        api_key_env=o["api_key_env"],
+        api_key=os.environ.get(o["api_key_env"]) or None,
+        skip_preflight=o["skip_preflight"],
+        resume=o["resume"],
+        overwrite=o["overwrite"],
+        progress=not o["as_json"] and sys.stderr.isatty(),
     )
-    settings = _adaptive_settings(adaptive_rule, first_round, pass_threshold, num_repeats)
-    result = asyncio.run(_collect(options, settings))
-    emit(result, as_json, _render_adaptive if settings else _render)
-    if result.next_step:
-        say(result.next_step, err=True)
-    return result.exit_code
+
+
+def _materialize_options(o, endpoints):
+    """How --input is expanded. Rows without an agent_ref are routed to the model's name (none in Gym-only
+    mode, `endpoints` None), so Gym's profiler writes agent metrics."""
+    from ..artifacts.sampling import overrides_from_options
+    from ..collect.materialize import MaterializeOptions
+
+    default_agent = None if endpoints is None else (o["model"] or next((e.model for e in endpoints), None))
+    return MaterializeOptions(
+        num_repeats=o["num_repeats"],
+        agent=o["agent"],
+        default_agent=default_agent,
+        seed_per_repeat=o["seed_per_repeat"],
+        interleave=o["interleave"],
+        limit=o["limit"],
+        overrides=overrides_from_options(o["temperature"], o["top_p"], o["max_output_tokens"], o["sets"]),
+    )
 
 
 def _adaptive_settings(rule, first_round, pass_threshold, num_repeats):

@@ -71,7 +71,33 @@ def _render(result) -> str:
     return "\n".join(lines)
 
 
-@click.command("curriculum")
+HELP = """Select training tasks from a profile; write their original rows with the pass rate added.
+
+Band mode (--min/--max, inclusive) filters on the raw binary outcome, not a shaped reward. Learnability
+mode (--learnable-for G) keeps tasks whose unbiased probability that a group of G rollouts has both a
+success and a failure is at least --min-informative. Profile rows map to task lines as NeMo Gym
+numbers them (an existing _ng_task_index is kept, byte-identical lines share an index); ambiguous
+files are refused.
+
+The profile of an adaptive run (`collect --adaptive`, found by the run manifest beside its rollouts)
+is selected by the run's per-task decisions when its rule answers the question: `learnable` for
+--learnable-for G (the tasks found mixed; --min-informative is not applied), `band:LOW,HIGH` for the
+same --min LOW --max HIGH (the tasks decided inside). Otherwise by rates over all repeats, which an
+adaptive run biases: the summary says which.
+
+\b
+Example:
+  ngrp curriculum results/rollouts_reward_profiling.jsonl --tasks data/train.jsonl \\
+      --output data/train_band.jsonl --min 0.1 --max 0.9
+  ngrp curriculum profile.jsonl --tasks train.jsonl -o learnable.jsonl --learnable-for 8
+
+\b
+Exit codes: 0 ok, 1 tasks file does not match the profile or the mapping is ambiguous,
+2 bad options or output exists (use --overwrite), 3 unreadable or malformed input.
+"""
+
+
+@click.command("curriculum", help=HELP)
 @profile_argument
 @click.option(
     "--tasks",
@@ -131,30 +157,6 @@ def command(
     overwrite: bool,
     as_json: bool,
 ) -> int:
-    """Select training tasks from a profile; write their original rows with the pass rate added.
-
-    Band mode (--min/--max, inclusive) filters on the raw binary outcome, not a shaped reward. Learnability
-    mode (--learnable-for G) keeps tasks whose unbiased probability that a group of G rollouts has both a
-    success and a failure is at least --min-informative. Profile rows map to task lines as NeMo Gym
-    numbers them (an existing _ng_task_index is kept, byte-identical lines share an index); ambiguous
-    files are refused.
-
-    The profile of an adaptive run (`collect --adaptive`, found by the run manifest beside its rollouts)
-    is selected by the run's per-task decisions when its rule answers the question: `learnable` for
-    --learnable-for G (the tasks found mixed; --min-informative is not applied), `band:LOW,HIGH` for the
-    same --min LOW --max HIGH (the tasks decided inside). Otherwise by rates over all repeats, which an
-    adaptive run biases: the summary says which.
-
-    \b
-    Example:
-      ngrp curriculum results/rollouts_reward_profiling.jsonl --tasks data/train.jsonl \\
-          --output data/train_band.jsonl --min 0.1 --max 0.9
-      ngrp curriculum profile.jsonl --tasks train.jsonl -o learnable.jsonl --learnable-for 8
-
-    \b
-    Exit codes: 0 ok, 1 tasks file does not match the profile or the mapping is ambiguous,
-    2 bad options or output exists (use --overwrite), 3 unreadable or malformed input.
-    """
     from ..errors import UsageError
     from ..stats.curriculum import RateOptions, Selection, export_curriculum
 

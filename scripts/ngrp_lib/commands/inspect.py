@@ -12,8 +12,29 @@ from ._common import FINITE, INPUT_FILE, count, pass_threshold_option
 
 FILE = INPUT_FILE
 
+HELP = """Show the rollouts behind a number: each selected rollout joined with its materialized input and
+profile row by (_ng_task_index, _ng_rollout_index), under a header per task with its pass rate, n and
+Wilson interval. Per rollout: key, agent, reward, output tokens, finish status (completed, or
+incomplete and why), the prompt's last user message, the reasoning apart from the final answer, and
+the verifier's extracted answer next to the expected one. A rollout with tool calls or several turns
+also shows its items in order by turn: reasoning, assistant text, each call with its name and
+pretty-printed JSON arguments, and each tool output (--json: `items`, and `input` for the input
+conversation). Streams: works on a run still being
+collected (a cut-off last line is skipped).
 
-@click.command("inspect")
+\b
+Example:
+  ngrp inspect results/rollouts.jsonl --task 412
+  ngrp inspect results/rollouts.jsonl --failed --band mixed --sort tokens --limit 5
+  ngrp inspect results/rollouts.jsonl --where level=hard --grep 'boxed\\{\\}' --json > why.jsonl
+  ngrp inspect results/rollouts.jsonl --finding ngrp/truncated_at_token_cap   # after ngrp health
+
+\b
+Exit codes: 0 ok (also when nothing matched), 2 bad options, 3 unreadable or malformed input.
+"""
+
+
+@click.command("inspect", help=HELP)
 @click.argument("rollouts", type=FILE)
 @click.option(
     "--inputs", type=FILE, help="Materialized inputs (default: <stem>_materialized_inputs.jsonl beside)."
@@ -116,32 +137,9 @@ def command(
     answer_key: str,
     as_json: bool,
 ) -> int:
-    """Show the rollouts behind a number: each selected rollout joined with its materialized input and
-    profile row by (_ng_task_index, _ng_rollout_index), under a header per task with its pass rate, n and
-    Wilson interval. Per rollout: key, agent, reward, output tokens, finish status (completed, or
-    incomplete and why), the prompt's last user message, the reasoning apart from the final answer, and
-    the verifier's extracted answer next to the expected one. A rollout with tool calls or several turns
-    also shows its items in order by turn: reasoning, assistant text, each call with its name and
-    pretty-printed JSON arguments, and each tool output (--json: `items`, and `input` for the input
-    conversation). Streams: works on a run still being
-    collected (a cut-off last line is skipped).
-
-    \b
-    Example:
-      ngrp inspect results/rollouts.jsonl --task 412
-      ngrp inspect results/rollouts.jsonl --failed --band mixed --sort tokens --limit 5
-      ngrp inspect results/rollouts.jsonl --where level=hard --grep 'boxed\\{\\}' --json > why.jsonl
-      ngrp inspect results/rollouts.jsonl --finding ngrp/truncated_at_token_cap   # after ngrp health
-
-    \b
-    Exit codes: 0 ok (also when nothing matched), 2 bad options, 3 unreadable or malformed input.
-    """
-    import orjson
-
     from ..inspect.join import resolve
     from ..inspect.run import inspect_run
     from ..inspect.select import Filters, make_selection
-    from .inspect_text import footer, render_lines
 
     selection = make_selection(
         Filters(
@@ -165,16 +163,24 @@ def command(
     result = inspect_run(
         resolve(rollouts, inputs, profile), selection, sort=sort, limit=limit or None, answer_key=answer_key
     )
-    cut = None if full else max_chars
+    show(result, None if full else max_chars, as_json)
+    return 0
+
+
+def show(result, cut: int | None, as_json: bool) -> None:
+    """The rollouts as text, or as JSON lines on stdout with the footer on stderr."""
+    import orjson
+
+    from .inspect_text import footer, render_lines
+
     if as_json:
         for shown in result.rollouts():
             click.echo(orjson.dumps(shown.to_json(cut)).decode())
         say(footer(result), err=True)
-        return 0
+        return
     for line in render_lines(result, cut):
         say(line)
     say(footer(result))
-    return 0
 
 
 def with_findings(selection, rollouts: Path, verdicts: Path | None, findings: tuple[str, ...]):

@@ -151,7 +151,28 @@ def _rules_text(c) -> str:
     return text + f"\nbranches: {c.prefix()}/<index>-<slug> (ngrp ledger branch)"
 
 
-@command.command("record")
+RECORD_HELP = """Append one run to the ledger, with a suggested keep/discard from a paired comparison.
+
+The suggestion compares this run with the best kept run (or --compare-to): with both profiles,
+a paired 95% t interval of the per-task difference; keep only when it excludes zero in the
+campaign's compare direction. Without profiles, only non-overlapping intervals count; without any
+interval the suggestion is discard. A --status that disagrees is recorded with a note.
+Crash rows carry metric 0.000000, memory 0.0 and no interval.
+
+\b
+Example:
+  ngrp ledger record --campaign prompt-v2 --from-json stats.json \\
+      --metric-key overall.mean_reward.task_weighted --profile run/rollouts_reward_profiling.jsonl \\
+      --command "uv run run_grpo.py --config c.yaml" --log run/run.log --elapsed-min 71
+  ngrp ledger record --campaign prompt-v2 --status crash --log run/run.log --description "OOM at step 3"
+
+\b
+Exit codes: 0 recorded, 2 bad option, 3 malformed ledger or campaign file, unreadable input,
+or a metric that cannot be found (nothing is written then).
+"""
+
+
+@command.command("record", help=RECORD_HELP)
 @campaign_option
 @dir_option
 @click.option(
@@ -241,25 +262,6 @@ def record_cmd(
     dry_run,
     as_json,
 ):
-    """Append one run to the ledger, with a suggested keep/discard from a paired comparison.
-
-    The suggestion compares this run with the best kept run (or --compare-to): with both profiles,
-    a paired 95% t interval of the per-task difference; keep only when it excludes zero in the
-    campaign's compare direction. Without profiles, only non-overlapping intervals count; without any
-    interval the suggestion is discard. A --status that disagrees is recorded with a note.
-    Crash rows carry metric 0.000000, memory 0.0 and no interval.
-
-    \b
-    Example:
-      ngrp ledger record --campaign prompt-v2 --from-json stats.json \\
-          --metric-key overall.mean_reward.task_weighted --profile run/rollouts_reward_profiling.jsonl \\
-          --command "uv run run_grpo.py --config c.yaml" --log run/run.log --elapsed-min 71
-      ngrp ledger record --campaign prompt-v2 --status crash --log run/run.log --description "OOM at step 3"
-
-    \b
-    Exit codes: 0 recorded, 2 bad option, 3 malformed ledger or campaign file, unreadable input,
-    or a metric that cannot be found (nothing is written then).
-    """
     paths = resolve_dir(directory, campaign)
     source = MetricSource(
         json_path,

@@ -14,8 +14,50 @@ from ..ledger.run_request import RunRequest
 from ._common import DELAY, FOLDER, INPUT_FILE, emit, json_option
 from .ledger_common import campaign_option, dir_option, render_record
 
+RUN_HELP = """Run one experiment, classify how it ended, and record it in the ledger.
 
-@click.command("run", context_settings={"allow_interspersed_args": False})
+Refuses to start (exit 1, naming the rule) when a stop rule is met; runs still going count as
+attempted. The command runs in its own process group (stdin /dev/null), its stdout and stderr
+teed to <ledger>/logs/<index>/run.log (and to stderr unless --quiet). At the timeout the whole group gets
+SIGTERM, then SIGKILL after --grace; Ctrl-C does the same and the run is still recorded. The
+command sees NGRP_LEDGER_INDEX, NGRP_LEDGER_RUN_DIR (write artifacts there) and
+NGRP_LEDGER_CAMPAIGN.
+
+\b
+How it ended (run_class):
+  ok         exit 0 and the metric was read: recorded with record's rules
+             (paired keep/discard against the best run when --profile is given)
+  timeout    stopped at the timeout
+  oom        out-of-memory text in the log's tail (CUDA OOM...), or SIGKILL /
+             exit 137 with no timeout (the kernel's OOM killer)
+  nan        a non-finite loss or metric in the log, or a non-finite metric
+  killed     ended by a signal, stopped with Ctrl-C, or a cancelled Slurm job
+  exit:N     exited with status N
+  no_metric  exit 0 but extraction found nothing: read the log's tail (shown)
+
+Every class but ok is a crash row, with the class and its evidence in the description.
+memory_gb is the peak GPU memory of the run's processes where nvidia-smi exists, else the
+process tree's peak resident memory (both sampled). With --launcher slurm the command is
+submitted with `sbatch --wait` (the log must be on a file system the compute node shares) and
+classified from the job's state (scontrol) and its log; the timeout counts from when the job
+starts running. SLURM_JOB_ID, when set (a run inside an allocation), is recorded as job_id.
+
+\b
+Example:
+  ngrp ledger run --campaign prompt-v2 --timeout 90m --description "prompt: compact" \\
+      --metric-from-json '{run_dir}/stats.json' --metric-key overall.mean_reward.task_weighted \\
+      --profile '{run_dir}/rollouts_reward_profiling.jsonl' -- bash run_exp3.sh
+  ngrp ledger run --campaign dapo --metric-regex 'val/reward=(?P<value>[0-9.]+)' \\
+      --launcher slurm --sbatch-arg=--gres=gpu:8 -- uv run examples/run_grpo.py --config c.yaml
+
+\b
+Exit codes: 0 the run was recorded (whatever its class: read run_class), 1 refused because a
+stop rule is met (nothing ran), 2 bad option or command not found, 3 missing or malformed
+ledger or campaign file, 130 stopped by Ctrl-C or SIGTERM (the run was recorded as killed).
+"""
+
+
+@click.command("run", context_settings={"allow_interspersed_args": False}, help=RUN_HELP)
 @campaign_option
 @dir_option
 @click.option("--timeout", help="Per-run timeout (90m, 2h, 45s). Default: the campaign's --per-run-timeout.")
@@ -77,47 +119,6 @@ from .ledger_common import campaign_option, dir_option, render_record
 @json_option
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- COMMAND [ARGS]...")
 def run_cmd(campaign, directory, quiet, as_json, argv, sbatch_args, metric_json, **options) -> int:
-    """Run one experiment, classify how it ended, and record it in the ledger.
-
-    Refuses to start (exit 1, naming the rule) when a stop rule is met; runs still going count as
-    attempted. The command runs in its own process group (stdin /dev/null), its stdout and stderr
-    teed to <ledger>/logs/<index>/run.log (and to stderr unless --quiet). At the timeout the whole group gets
-    SIGTERM, then SIGKILL after --grace; Ctrl-C does the same and the run is still recorded. The
-    command sees NGRP_LEDGER_INDEX, NGRP_LEDGER_RUN_DIR (write artifacts there) and
-    NGRP_LEDGER_CAMPAIGN.
-
-    \b
-    How it ended (run_class):
-      ok         exit 0 and the metric was read: recorded with record's rules
-                 (paired keep/discard against the best run when --profile is given)
-      timeout    stopped at the timeout
-      oom        out-of-memory text in the log's tail (CUDA OOM...), or SIGKILL /
-                 exit 137 with no timeout (the kernel's OOM killer)
-      nan        a non-finite loss or metric in the log, or a non-finite metric
-      killed     ended by a signal, stopped with Ctrl-C, or a cancelled Slurm job
-      exit:N     exited with status N
-      no_metric  exit 0 but extraction found nothing: read the log's tail (shown)
-
-    Every class but ok is a crash row, with the class and its evidence in the description.
-    memory_gb is the peak GPU memory of the run's processes where nvidia-smi exists, else the
-    process tree's peak resident memory (both sampled). With --launcher slurm the command is
-    submitted with `sbatch --wait` (the log must be on a file system the compute node shares) and
-    classified from the job's state (scontrol) and its log; the timeout counts from when the job
-    starts running. SLURM_JOB_ID, when set (a run inside an allocation), is recorded as job_id.
-
-    \b
-    Example:
-      ngrp ledger run --campaign prompt-v2 --timeout 90m --description "prompt: compact" \\
-          --metric-from-json '{run_dir}/stats.json' --metric-key overall.mean_reward.task_weighted \\
-          --profile '{run_dir}/rollouts_reward_profiling.jsonl' -- bash run_exp3.sh
-      ngrp ledger run --campaign dapo --metric-regex 'val/reward=(?P<value>[0-9.]+)' \\
-          --launcher slurm --sbatch-arg=--gres=gpu:8 -- uv run examples/run_grpo.py --config c.yaml
-
-    \b
-    Exit codes: 0 the run was recorded (whatever its class: read run_class), 1 refused because a
-    stop rule is met (nothing ran), 2 bad option or command not found, 3 missing or malformed
-    ledger or campaign file, 130 stopped by Ctrl-C or SIGTERM (the run was recorded as killed).
-    """
     paths = resolve_dir(directory, campaign)
     printed: list[str] = []
 

@@ -15,7 +15,32 @@ from ._common import INPUT_FILE, FiniteFloat, pass_threshold_option
 FILE = INPUT_FILE
 
 
-@click.command("view")
+HELP = """Browse a run in a local web page: a task table (pass rate with n and Wilson interval, mean reward,
+tokens, truncation, band; sortable, filtered by band, agent, reward, any input field and text), a page
+per task with its prompt once and every rollout (reward, tokens, finish status, verifier fields,
+reasoning folded), keyboard navigation, and with --compare the tasks paired by key with the flipped
+ones first (the per-task test of ngrp compare) and A's and B's rollouts side by side.
+
+The rollouts file is read once into a byte-offset index, cached outside the run folder
+(~/.cache/ngrp/view-index, or $NGRP_CACHE_DIR) by file size and modification time; rows are read
+back only when shown. Every page has a JSON twin (/tasks.json, /task/N.json, /compare.json).
+Listens on 127.0.0.1 only unless --host says otherwise, and answers only requests addressed to
+127.0.0.1, localhost, [::1] or that host on its port. A rollouts file still being collected is
+followed: each reload indexes only the rows appended since ("37 of 48 expected rollouts" from the
+materialized inputs; a cut-off last line is skipped with a note). Once a file is replaced, truncated or
+rewritten, every request answers 409 (restart to index it again). Ctrl-C or SIGTERM stops it.
+
+\b
+Example:
+  ngrp view results/rollouts.jsonl
+  ngrp view runs/B/rollouts.jsonl --compare runs/A/rollouts.jsonl --port 8800
+
+\b
+Exit codes: 0 stopped with Ctrl-C, 2 bad options or the port is taken, 3 unreadable or malformed input.
+"""
+
+
+@click.command("view", help=HELP)
 @click.argument("rollouts", type=FILE)
 @click.option(
     "--compare", "other", type=FILE, help="A second run's rollouts on the same tasks: adds compare mode."
@@ -62,29 +87,6 @@ def command(
     alpha: float,
     no_cache: bool,
 ) -> int:
-    """Browse a run in a local web page: a task table (pass rate with n and Wilson interval, mean reward,
-    tokens, truncation, band; sortable, filtered by band, agent, reward, any input field and text), a page
-    per task with its prompt once and every rollout (reward, tokens, finish status, verifier fields,
-    reasoning folded), keyboard navigation, and with --compare the tasks paired by key with the flipped
-    ones first (the per-task test of ngrp compare) and A's and B's rollouts side by side.
-
-    The rollouts file is read once into a byte-offset index, cached outside the run folder
-    (~/.cache/ngrp/view-index, or $NGRP_CACHE_DIR) by file size and modification time; rows are read
-    back only when shown. Every page has a JSON twin (/tasks.json, /task/N.json, /compare.json).
-    Listens on 127.0.0.1 only unless --host says otherwise, and answers only requests addressed to
-    127.0.0.1, localhost, [::1] or that host on its port. A rollouts file still being collected is
-    followed: each reload indexes only the rows appended since ("37 of 48 expected rollouts" from the
-    materialized inputs; a cut-off last line is skipped with a note). Once a file is replaced, truncated or
-    rewritten, every request answers 409 (restart to index it again). Ctrl-C or SIGTERM stops it.
-
-    \b
-    Example:
-      ngrp view results/rollouts.jsonl
-      ngrp view runs/B/rollouts.jsonl --compare runs/A/rollouts.jsonl --port 8800
-
-    \b
-    Exit codes: 0 stopped with Ctrl-C, 2 bad options or the port is taken, 3 unreadable or malformed input.
-    """
     from ..errors import UsageError
     from ..inspect.join import resolve
     from ..profile.extras import DEFAULT_PASS_THRESHOLD
