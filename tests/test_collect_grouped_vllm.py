@@ -65,7 +65,15 @@ def test_grouped_run_each_key_once_with_its_own_tokens_and_cost(vllm_server, tmp
         assert usage["output_tokens"] == len(item["generation_token_ids"])  # the choice's own count
         assert usage["input_tokens"] == len(item["prompt_token_ids"])  # the prompt this rollout saw
         assert row["_ngrp_shared_prefill"]["rows"] == 6
-        assert row["response"]["status"] == ("incomplete" if usage["output_tokens"] == 12 else "completed")
+        # a choice below the cap stopped by itself; one at the cap stopped for length, or its 12th token was
+        # the end of its answer (vLLM then says "stop"): its status is the choice's own finish reason
+        if usage["output_tokens"] < 12:
+            assert row["response"]["status"] == "completed"
+        if row["response"]["status"] == "incomplete":
+            assert usage["output_tokens"] == 12
+    # each choice keeps its own finish: 12 tokens of the tiny model rarely end an answer, so some rows stop
+    # for length (incomplete) while they share one request
+    assert any(row["response"]["status"] == "incomplete" for row in rows)
     by_request: dict[str, list[dict]] = {}
     for row in rows:
         by_request.setdefault(row["_ngrp_shared_prefill"]["request"], []).append(row)
