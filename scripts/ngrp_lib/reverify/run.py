@@ -24,8 +24,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .. import __version__
 from ..artifacts import jsonl, names
 from ..artifacts.failures import Failure
@@ -376,7 +374,7 @@ class _Run:
         if self._inputs_fd is None or self.plan.inputs is None:
             return None
         offset, length = self.plan.inputs[pack_key(key)]
-        return orjson.loads(os.pread(self._inputs_fd, length, offset))
+        return jsonl.loads(os.pread(self._inputs_fd, length, offset))
 
     async def worker(self, rows: Iterator[tuple[dict, int]], results: Any, failures: Any) -> None:
         for row, attempt in rows:  # one shared generator: a row is admitted only when a worker is free
