@@ -121,7 +121,7 @@ def _length_lines(rl: RewardLength | None) -> list[str]:
         gap_ci = tagged(gap.ci_low, gap.ci_high, gap.ci_method)
         extra.append(f"correct - incorrect length {num(gap.value, 1)} {gap_ci} (n={gap.n} tasks)")
     if tps:
-        extra.append(f"tokens per success {num(tps.value, 1)} (n={tps.successes} successes)")
+        extra.append(f"{rl.length_field} per success {num(tps.value, 1)} (n={tps.successes} successes)")
     if trunc:
         extra.append(
             f"truncated {pct(trunc.rate)} of "
