@@ -9,7 +9,7 @@ from ..stats import methods
 from ..stats.cost import cost_lines
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
-from .stats_grpo_text import grpo_task_lines
+from .stats_grpo_text import grpo_task_lines, lowest_task_lines
 
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
@@ -151,6 +151,7 @@ def render_stats(result: Any) -> str:
                 f"{tagged(tw.ci_low, tw.ci_high, tw.ci_method)} "
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
+    lines += lowest_task_lines(result)
     lines += grpo_task_lines(result)
     lines += adaptive_lines(result.adaptive)
     lines += cost_lines(result.cost)
