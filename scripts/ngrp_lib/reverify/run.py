@@ -39,6 +39,7 @@ from ..collect.routing import public_url, split_http_url
 from ..collect.run import IDENTITY_KEYS
 from ..collect.state import CollectorLock, check_manifest, nothing_written, now_iso, scan_outputs
 from ..collect.verify import describe, score, verifier_for
+from ..collect.workers import run_workers
 from ..errors import FindingsError, InputError, UsageError
 
 PREVIOUS_REWARD = "ngrp/previous_reward"
@@ -355,7 +356,7 @@ class _Run:
             async with _session(self.verifier, self.options.concurrency) as self.session:
                 rows = self.pending()
                 workers = (self.worker(rows, results, failures) for _ in range(self.options.concurrency))
-                await asyncio.gather(*workers)
+                await run_workers(workers)  # one failing (a full disk) stops the others before the session
         finally:
             self.bar.close()
             results.close()
