@@ -89,3 +89,20 @@ def test_a_reply_holding_a_lone_surrogate_is_a_row_with_fffd(tmp_path, run_ngrp)
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 2 and all(FFFD in json.dumps(r["response"], ensure_ascii=False) for r in rows)
     assert all(r["responses_create_params"]["input"].endswith(FFFD) for r in rows)
+
+
+def test_the_report_shows_fffd(tmp_path, run_ngrp):
+    from health_data import clean_run
+
+    inputs, rollouts, _ = clean_run(tasks=4).write(tmp_path / "run")
+    text = rollouts.read_bytes()
+    first = json.loads(text.splitlines()[0])["response"]["output"][-1]["content"][0]["text"]
+    rollouts.write_bytes(text.replace(json.dumps(first)[1:-1].encode(), b"half " + HALF + b" a pair", 1))
+    made = run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts, "--output-dir", tmp_path / "p")
+    assert made.returncode == 0, made.stderr
+    (profile,) = (tmp_path / "p").glob("*_reward_profiling.jsonl")
+    page = tmp_path / "report.html"
+    done = run_ngrp("report", profile, "--rollouts", rollouts, "-o", page)
+    assert done.returncode == 0, done.stderr
+    html = page.read_text(encoding="utf-8")
+    assert f"half {FFFD} a pair" in html and "\\ud83d" not in html
