@@ -9,16 +9,20 @@ from hypothesis import strategies as st
 
 from ngrp_lib.errors import UsageError
 from ngrp_lib.stats.adaptive import (
+    BAND_RISK,
     FAILED,
     PENDING,
     REACHED_N,
     SETTLED,
     Rule,
     Schedule,
+    band_class,
+    band_settle,
     decide,
     decide_at_end,
     parse_rule,
     play,
+    regularized_beta,
     replay,
 )
 
@@ -63,20 +67,125 @@ def test_learnable_by_hand():
 
 
 def test_band_by_hand():
-    # Wilson 95% (z = 1.95996): 2/4 -> [0.150, 0.850] straddles 0.2; 4/8 -> [0.215, 0.785] inside;
-    # 0/8 -> upper 3.8415/11.8415 = 0.324; 0/16 -> upper 3.8415/19.8415 = 0.194 < 0.2: below.
+    # the interval test alone (no draws to come: remaining 0). Wilson 95% (z = 1.95996): 2/4 -> [0.150,
+    # 0.850] straddles 0.2; 4/8 -> [0.215, 0.785] inside; 0/8 -> upper 3.8415/11.8415 = 0.324;
+    # 0/16 -> upper 3.8415/19.8415 = 0.194 < 0.2: below.
     assert decide(BAND, [T, F, T, F]) is None
     assert decide(BAND, [T, F] * 4) == "inside"
     assert decide(BAND, [F] * 8) is None and decide(BAND, [F] * 16) == "below"
     assert decide(BAND, [T] * 16) == "above"
-    state = play(BAND, Schedule(4, 16), [T, F] * 8)
-    assert (state.size, state.decision) == (8, "inside")
-    state = play(BAND, Schedule(8, 32), [F] * 32)
-    assert (state.size, state.reason, state.decision) == (16, SETTLED, "below")
     # unsettled at N: the pass rate decides, as fixed N does (3/4: 0.75 is inside; Wilson is not)
     state = play(BAND, Schedule(4, 4), [T, T, T, F])
     assert (state.reason, state.decision) == (REACHED_N, "inside")
     assert decide_at_end(BAND, [T] * 4) == "above" and decide_at_end(BAND, [F] * 4) == "below"
+
+
+def test_band_deterministic_curtailment_by_hand():
+    # 4 passes in 12, 4 draws to come: fixed N=16 ends between 4/16 = 0.25 and 8/16 = 0.5, inside
+    # whatever they are; Wilson 4/12 is [0.138, 0.609] and straddles 0.2, so only curtailment settles it
+    assert decide(BAND, [T] * 4 + [F] * 8) is None
+    assert decide(BAND, [T] * 4 + [F] * 8, remaining=4) == "inside"
+    # 3 in 12 with 4 to come: 3/16 = 0.1875 is below, 7/16 inside: not certain
+    assert band_settle(BAND, 3, 12, 4, risk=0.0) is None
+    state = play(BAND, Schedule(6, 16), [T, F, F] * 4 + [T, T, T, T])  # 4/12 after round 2 of 6, 6, 4
+    assert (state.size, state.reason, state.decision) == (12, SETTLED, "inside")
+
+
+def test_band_value_of_information_by_hand():
+    # Worked with scipy (`_drawing_on_gain` below, independent of the library): the chance of misclassifying
+    # the true rate now (1 - the Jeffreys posterior's largest class mass) minus that after fixed N=16's
+    # remaining draws.
+    # 2/4, 12 to come: 0.15438 now, 0.12917 after: gain 0.0252 < 0.03, settled inside
+    # 0/4, 12 to come: 0.16785 now, 0.09511 after: gain 0.0727, not settled
+    # 0/8, 8 to come: 0.05488 now, 0.04852 after: gain 0.0064, settled below
+    # 1/8, 8 to come: 0.32682 now, 0.21821 after: gain 0.1086, not settled
+    cases = [
+        ((2, 4, 12), 0.0252, "inside"),
+        ((0, 4, 12), 0.0727, None),
+        ((0, 8, 8), 0.0064, "below"),
+        ((1, 8, 8), 0.1086, None),
+    ]
+    for (passes, n, remaining), gain, expected in cases:
+        assert _drawing_on_gain(BAND, passes, n, remaining) == pytest.approx(gain, abs=1e-4)
+        outcomes = [T] * passes + [F] * (n - passes)
+        assert decide(BAND, outcomes, remaining=remaining) == expected
+    assert BAND_RISK == 0.03
+    state = play(BAND, Schedule(4, 16), [T, T, F, F] + [F] * 12)  # settled in round 1, inside
+    assert (state.size, state.reason, state.decision) == (4, SETTLED, "inside")
+    state = play(BAND, Schedule(4, 16), [F] * 16)  # 0/4 goes on; 0/8 settles below
+    assert (state.size, state.reason, state.decision) == (8, SETTLED, "below")
+
+
+def _drawing_on_gain(rule, passes, n, remaining):
+    """scipy's beta and beta-binomial: misclassification chance now minus after fixed N's draws."""
+    from scipy.stats import beta, betabinom
+
+    def masses(k, size):
+        a, b = k + 0.5, size - k + 0.5
+        below, above = beta.cdf(rule.low, a, b), beta.sf(rule.high, a, b)
+        return {"below": below, "above": above, "inside": 1 - below - above}
+
+    def fixed(k, size):
+        rate = k / size
+        return "below" if rate < rule.low else "above" if rate > rule.high else "inside"
+
+    total = n + remaining
+    later = sum(
+        betabinom.pmf(j, remaining, passes + 0.5, n - passes + 0.5)
+        * (1 - masses(passes + j, total)[fixed(passes + j, total)])
+        for j in range(remaining + 1)
+    )
+    return 1 - max(masses(passes, n).values()) - later
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 40).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    st.integers(1, 40),
+    st.floats(0.0, 1.0).flatmap(lambda low: st.tuples(st.just(low), st.floats(low, 1.0))),
+)
+def test_band_settle_matches_scipy(counts, remaining, band):
+    passes, n = counts
+    rule = Rule("band", low=band[0], high=band[1])
+    total = n + remaining
+    decision = band_settle(rule, passes, n, remaining, BAND_RISK)
+    first, last = band_class(rule, passes, total), band_class(rule, passes + remaining, total)
+    if first == last:
+        assert decision == first
+        return
+    gain = _drawing_on_gain(rule, passes, n, remaining)
+    if abs(gain - BAND_RISK) > 1e-9:  # away from the threshold, where rounding could tip it
+        assert (decision is not None) == (gain < BAND_RISK)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1e-6, 1 - 1e-6), st.floats(0.05, 300.0), st.floats(0.05, 300.0))
+def test_regularized_beta_matches_scipy(x, a, b):
+    from scipy.special import betainc
+
+    assert regularized_beta(x, a, b) == pytest.approx(float(betainc(a, b, x)), abs=1e-9)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_band_curtailment_gives_fixed_n_decision(data):
+    """Whenever no draw to come could change fixed N's decision, band settles on that decision."""
+    n = data.draw(st.integers(1, 24), label="N")
+    r = data.draw(st.integers(1, n), label="R")
+    low = data.draw(st.floats(0.0, 1.0), label="low")
+    rule = Rule("band", low=low, high=data.draw(st.floats(low, 1.0), label="high"))
+    draws = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="draws")
+    schedule, fixed = Schedule(r, n), decide_at_end(rule, draws)
+    size = r
+    while size < n:
+        passes = sum(draws[:size])
+        if band_class(rule, passes, n) == band_class(rule, passes + n - size, n):
+            assert decide(rule, draws[:size], remaining=n - size) == fixed
+        size = schedule.next_size(size)
+    state = play(rule, schedule, draws)
+    passes = sum(draws[: state.size])
+    if band_class(rule, passes, n) == band_class(rule, passes + n - state.size, n):
+        assert state.decision == fixed
 
 
 def test_width_by_hand():

@@ -29,6 +29,7 @@ from .estimators import wilson_one
 LEARNABLE, BAND, WIDTH = "learnable", "band", "width"
 RULE_SYNTAX = "learnable, band:LOW,HIGH (0 <= LOW <= HIGH <= 1) or width:W (0 < W <= 1)"
 INTERVAL = "wilson_95"  # the interval band and width use; learnable uses none
+BAND_RISK = 0.03  # band settles early when drawing to N would lower its chance of misclassifying by less
 
 # a task's stop reason: what the manifest records
 SETTLED, REACHED_N, FAILED, PENDING = "settled", "reached_n", "out_of_attempts", "pending"
@@ -100,8 +101,9 @@ class Schedule:
         return self.round_of(self.num_repeats - 1)
 
 
-def decide(rule: Rule, outcomes: Sequence[bool]) -> str | None:
-    """The task's decision when the rule settles it on these outcomes, else None."""
+def decide(rule: Rule, outcomes: Sequence[bool], remaining: int = 0) -> str | None:
+    """The task's decision when the rule settles it on these outcomes, else None. `remaining`: the repeats
+    a fixed-N run would still draw for it (band's forecast of that run's decision; 0: none to forecast)."""
     passes, n = sum(outcomes), len(outcomes)
     if rule.kind == LEARNABLE:
         return "mixed" if 0 < passes < n else None
@@ -117,7 +119,84 @@ def decide(rule: Rule, outcomes: Sequence[bool]) -> str | None:
         return "below"
     if low > rule.high:
         return "above"
-    return None
+    return band_settle(rule, passes, n, remaining, BAND_RISK) if remaining > 0 else None
+
+
+def band_class(rule: Rule, passes: int, n: int) -> str:
+    """Fixed N's band decision on `passes` of `n` scored draws: its pass rate below, in or above the band."""
+    rate = passes / n
+    return "below" if rate < rule.low else "above" if rate > rule.high else "inside"
+
+
+def band_settle(rule: Rule, passes: int, n: int, remaining: int, risk: float) -> str | None:
+    """Band's decision after `passes` of `n` draws when fixed N would draw `remaining` more, or None:
+    - fixed N's own decision when the draws to come cannot change it (deterministic curtailment: all
+      passes and all fails to come give the same one);
+    - else the class the task's Jeffreys posterior Beta(passes + 1/2, fails + 1/2) makes likeliest, when
+      drawing the rest would lower the chance of misclassifying its true rate by less than `risk`: now
+      the chance is 1 - that class's posterior mass; after the rest (beta-binomial under the same
+      posterior) it is what fixed N's decision on all draws would miss, averaged over the draws to come."""
+    total = n + remaining
+    first, last = band_class(rule, passes, total), band_class(rule, passes + remaining, total)
+    if first == last:
+        return first
+    now = band_posterior(rule, passes, n)
+    likeliest = max(now, key=now.__getitem__)
+    later = 0.0
+    for more, chance in enumerate(beta_binomial_pmf(remaining, passes + 0.5, n - passes + 0.5)):
+        decided = band_class(rule, passes + more, total)
+        later += chance * (1.0 - band_posterior(rule, passes + more, total)[decided])
+    return likeliest if (1.0 - now[likeliest]) - later < risk else None
+
+
+def band_posterior(rule: Rule, passes: int, n: int) -> dict[str, float]:
+    """The Jeffreys posterior Beta(passes + 1/2, n - passes + 1/2) mass below, above and inside the band."""
+    a, b = passes + 0.5, n - passes + 0.5
+    below = regularized_beta(rule.low, a, b)
+    above = 1.0 - regularized_beta(rule.high, a, b)
+    return {"below": below, "above": above, "inside": max(0.0, 1.0 - below - above)}
+
+
+def regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b), the Beta(a, b) distribution function at x, by its continued fraction (Lentz's method),
+    evaluated on the side where it converges fast."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = a * math.log(x) + b * math.log1p(-x) - (math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_fraction(x, a, b) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(1.0 - x, b, a) / b
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 10_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return fraction
+
+
+def beta_binomial_pmf(m: int, a: float, b: float) -> list[float]:
+    """P(j successes in m draws) for j = 0..m when the rate is Beta(a, b): C(m, j) B(j + a, m - j + b) / B(a, b)."""
+    log_beta_ab = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return [
+        math.comb(m, j)
+        * math.exp(math.lgamma(j + a) + math.lgamma(m - j + b) - math.lgamma(m + a + b) - log_beta_ab)
+        for j in range(m + 1)
+    ]
 
 
 def decide_at_end(rule: Rule, outcomes: Sequence[bool]) -> str:
@@ -129,8 +208,7 @@ def decide_at_end(rule: Rule, outcomes: Sequence[bool]) -> str:
         return "mixed" if 0 < passes < n else ("all_pass" if passes == n else "all_fail")
     if rule.kind == WIDTH:
         return decide(rule, outcomes) or "wide"
-    rate = passes / n
-    return "below" if rate < rule.low else "above" if rate > rule.high else "inside"
+    return band_class(rule, passes, n)
 
 
 @dataclass(frozen=True)
@@ -177,7 +255,7 @@ def _state_at(
     if any(i not in outcomes for i in range(size)):
         return TaskState(size, PENDING, None, first)
     seen = [outcome for i in range(size) if (outcome := outcomes[i]) is not None]
-    decision = decide(rule, seen)
+    decision = decide(rule, seen, remaining=schedule.num_repeats - size)
     if decision is not None:
         return TaskState(size, SETTLED, decision, first)
     if size >= schedule.num_repeats:
