@@ -190,7 +190,7 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
 
 
 def beta_binomial_pmf(m: int, a: float, b: float) -> list[float]:
-    """P(j successes in m draws) for j = 0..m when the rate is Beta(a, b): C(m, j) B(j + a, m - j + b) / B(a, b)."""
+    """P(j passes in m draws), j = 0..m, under a Beta(a, b) rate: C(m, j) B(j + a, m - j + b) / B(a, b)."""
     log_beta_ab = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
     return [
         math.comb(m, j)
