@@ -37,6 +37,7 @@ def test_rules_parse_and_refuse():
     assert parse_rule("width:0.3") == Rule("width", width=0.3)
     assert parse_rule("band:0.2,0.8").spec == "band:0.2,0.8"
     assert parse_rule("learnable").interval is None and parse_rule("width:0.3").interval == "wilson_95"
+    assert parse_rule("band:0.2,0.8").interval == "wilson_95+jeffreys_gain_0.03"
     for bad in ("", "learnable:1", "band:0.8,0.2", "band:0.2", "band:a,b", "width:0", "width:1.5", "mixed"):
         with pytest.raises(UsageError, match="not a rule"):
             parse_rule(bad)

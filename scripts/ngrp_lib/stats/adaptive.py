@@ -30,6 +30,7 @@ LEARNABLE, BAND, WIDTH = "learnable", "band", "width"
 RULE_SYNTAX = "learnable, band:LOW,HIGH (0 <= LOW <= HIGH <= 1) or width:W (0 < W <= 1)"
 INTERVAL = "wilson_95"  # the interval band and width use; learnable uses none
 BAND_RISK = 0.03  # band settles early when drawing to N would lower its chance of misclassifying by less
+BAND_METHOD = f"{INTERVAL}+jeffreys_gain_{BAND_RISK:g}"  # what band decides by (the manifest records it)
 
 # a task's stop reason: what the manifest records
 SETTLED, REACHED_N, FAILED, PENDING = "settled", "reached_n", "out_of_attempts", "pending"
@@ -52,7 +53,8 @@ class Rule:
 
     @property
     def interval(self) -> str | None:
-        return None if self.kind == LEARNABLE else INTERVAL
+        """How the rule decides, as the manifest records it (a change refuses --resume)."""
+        return None if self.kind == LEARNABLE else BAND_METHOD if self.kind == BAND else INTERVAL
 
 
 def parse_rule(text: str) -> Rule:
