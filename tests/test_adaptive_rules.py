@@ -233,3 +233,29 @@ def test_a_decision_reads_only_the_repeats_it_was_given(data):
     state = play(rule, Schedule(r, n), draws)
     tail = [not d for d in draws[state.size :]]  # other draws after the stop change nothing
     assert play(rule, Schedule(r, n), draws[: state.size] + tail) == state
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_benchmark_table_is_play_on_every_sequence(data):
+    """benchmarks/adaptive_bench.py looks each simulated task up in a table of play's results by the
+    task's draws (bit i = draw i): the looked-up state is play's on those draws."""
+    import importlib.util
+    from pathlib import Path
+
+    import numpy as np
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "adaptive_bench.py"
+    spec = importlib.util.spec_from_file_location("adaptive_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    n = data.draw(st.integers(1, 8), label="N")
+    schedule = Schedule(data.draw(st.integers(1, n), label="R"), n)
+    rule = data.draw(st.sampled_from([LEARNABLE, BAND, Rule("width", width=0.5)]), label="rule")
+    table = bench.decision_table(rule, schedule)
+    rows = data.draw(st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=1, max_size=8))
+    for draws, index in zip(rows, table.look_up(np.array(rows, dtype=bool)), strict=True):
+        state = play(rule, schedule, draws)
+        assert table.size[index] == state.size
+        assert table.decision[index] == bench.CODES[state.decision or "wide"]
+        assert table.fixed[index] == bench.CODES[decide_at_end(rule, draws)]

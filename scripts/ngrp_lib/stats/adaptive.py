@@ -113,6 +113,8 @@ def decide(rule: Rule, outcomes: Sequence[bool], remaining: int = 0) -> str | No
     if bounds is None:
         return None
     low, high = bounds
+    # the Wilson interval holds the pass rate; rounding can put a bound a hair past it (0/n: low 1e-17)
+    low, high = min(low, passes / n), max(high, passes / n)
     if rule.kind == WIDTH:
         return "narrow" if high - low <= rule.width else None
     if rule.low <= low and high <= rule.high:
