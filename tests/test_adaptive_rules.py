@@ -12,6 +12,7 @@ from ngrp_lib.stats.adaptive import (
     BAND_RISK,
     FAILED,
     PENDING,
+    PRIORS,
     REACHED_N,
     SETTLED,
     Rule,
@@ -37,8 +38,21 @@ def test_rules_parse_and_refuse():
     assert parse_rule("width:0.3") == Rule("width", width=0.3)
     assert parse_rule("band:0.2,0.8").spec == "band:0.2,0.8"
     assert parse_rule("learnable").interval is None and parse_rule("width:0.3").interval == "wilson_95"
-    assert parse_rule("band:0.2,0.8").interval == "wilson_95+jeffreys_gain_0.03"
-    for bad in ("", "learnable:1", "band:0.8,0.2", "band:0.2", "band:a,b", "width:0", "width:1.5", "mixed"):
+    assert parse_rule("band:0.2,0.8").interval == "wilson_95+curtailment+jeffreys_uniform_gain_0.03"
+    assert parse_rule("band:0.2,0.8,0.01") == Rule("band", low=0.2, high=0.8, risk=0.01)
+    assert parse_rule("band:0.2,0.8,0.01").spec == "band:0.2,0.8,0.01"
+    assert parse_rule("band:0.2,0.8,0.03").spec == "band:0.2,0.8"  # the default risk, spelled out
+    assert parse_rule("band:0.2,0.8,0").interval == "wilson_95+curtailment+jeffreys_uniform_gain_0"
+    bad_rules = (
+        "",
+        "learnable:1",
+        "band:0.8,0.2",
+        "band:0.2",
+        "band:a,b",
+        "band:0.2,0.8,1",
+        "band:0.2,0.8,-0.1",
+    )
+    for bad in (*bad_rules, "band:0.2,0.8,0.1,0.1", "width:0", "width:1.5", "mixed"):
         with pytest.raises(UsageError, match="not a rule"):
             parse_rule(bad)
 
@@ -93,36 +107,48 @@ def test_band_deterministic_curtailment_by_hand():
 
 
 def test_band_value_of_information_by_hand():
-    # Worked with scipy (`_drawing_on_gain` below, independent of the library): the chance of misclassifying
-    # the true rate now (1 - the Jeffreys posterior's largest class mass) minus that after fixed N=16's
-    # remaining draws.
-    # 2/4, 12 to come: 0.15438 now, 0.12917 after: gain 0.0252 < 0.03, settled inside
-    # 0/4, 12 to come: 0.16785 now, 0.09511 after: gain 0.0727, not settled
-    # 0/8, 8 to come: 0.05488 now, 0.04852 after: gain 0.0064, settled below
-    # 1/8, 8 to come: 0.32682 now, 0.21821 after: gain 0.1086, not settled
+    # Worked with scipy (`_drawing_on_gain` below, independent of the library): under a Beta(x, x) prior,
+    # the chance of misclassifying the true rate now (1 - the posterior's largest class mass) minus that
+    # after fixed N=16's remaining draws. Settled when both priors (Jeffreys 1/2, uniform 1) agree on the
+    # class and both gains are under 0.03:
+    # 2/4, 12 to come: Jeffreys 0.15438 - 0.12917 = 0.0252, uniform 0.0038: settled inside
+    # 0/4, 12 to come: Jeffreys 0.0727, uniform 0.1546: not settled
+    # 0/8, 8 to come: Jeffreys 0.0064, uniform 0.0180: settled below
+    # 1/8, 8 to come: Jeffreys 0.1086, uniform 0.1613: not settled
+    # 3/8, 8 to come: Jeffreys 0.0030, uniform -0.0052 (fixed N's k/N rule is not the Bayes decision): inside
     cases = [
-        ((2, 4, 12), 0.0252, "inside"),
-        ((0, 4, 12), 0.0727, None),
-        ((0, 8, 8), 0.0064, "below"),
-        ((1, 8, 8), 0.1086, None),
+        ((2, 4, 12), (0.0252, 0.0038), "inside"),
+        ((0, 4, 12), (0.0727, 0.1546), None),
+        ((0, 8, 8), (0.0064, 0.0180), "below"),
+        ((1, 8, 8), (0.1086, 0.1613), None),
+        ((3, 8, 8), (0.0030, -0.0052), "inside"),
     ]
-    for (passes, n, remaining), gain, expected in cases:
-        assert _drawing_on_gain(BAND, passes, n, remaining) == pytest.approx(gain, abs=1e-4)
+    for (passes, n, remaining), gains, expected in cases:
+        for prior, gain in zip(PRIORS, gains, strict=True):
+            assert _drawing_on_gain(BAND, passes, n, remaining, prior)[1] == pytest.approx(gain, abs=1e-4)
         outcomes = [T] * passes + [F] * (n - passes)
         assert decide(BAND, outcomes, remaining=remaining) == expected
-    assert BAND_RISK == 0.03
+    assert (BAND_RISK, PRIORS) == (0.03, (0.5, 1.0))
+    # 4/4 with 12 to come for band [0.3, 0.7]: Jeffreys says above (gain 0.0271 < 0.03) but uniform's
+    # gain is larger: the priors must both find more draws of little use
+    narrow = Rule("band", low=0.3, high=0.7)
+    gains = [_drawing_on_gain(narrow, 4, 4, 12, prior)[1] for prior in PRIORS]
+    assert gains[0] < 0.03 < gains[1] and decide(narrow, [T] * 4, remaining=12) is None
     state = play(BAND, Schedule(4, 16), [T, T, F, F] + [F] * 12)  # settled in round 1, inside
     assert (state.size, state.reason, state.decision) == (4, SETTLED, "inside")
     state = play(BAND, Schedule(4, 16), [F] * 16)  # 0/4 goes on; 0/8 settles below
     assert (state.size, state.reason, state.decision) == (8, SETTLED, "below")
+    assert play(Rule("band", low=0.2, high=0.8, risk=0.0), Schedule(4, 16), [F] * 16).size == 16
+    assert play(Rule("band", low=0.2, high=0.8, risk=0.01), Schedule(4, 16), [T, T, F, F] * 4).size > 4
 
 
-def _drawing_on_gain(rule, passes, n, remaining):
-    """scipy's beta and beta-binomial: misclassification chance now minus after fixed N's draws."""
+def _drawing_on_gain(rule, passes, n, remaining, prior):
+    """scipy's beta and beta-binomial under a Beta(prior, prior) prior: the likeliest class now, and the
+    misclassification chance now minus after fixed N's draws."""
     from scipy.stats import beta, betabinom
 
     def masses(k, size):
-        a, b = k + 0.5, size - k + 0.5
+        a, b = k + prior, size - k + prior
         below, above = beta.cdf(rule.low, a, b), beta.sf(rule.high, a, b)
         return {"below": below, "above": above, "inside": 1 - below - above}
 
@@ -132,11 +158,13 @@ def _drawing_on_gain(rule, passes, n, remaining):
 
     total = n + remaining
     later = sum(
-        betabinom.pmf(j, remaining, passes + 0.5, n - passes + 0.5)
+        betabinom.pmf(j, remaining, passes + prior, n - passes + prior)
         * (1 - masses(passes + j, total)[fixed(passes + j, total)])
         for j in range(remaining + 1)
     )
-    return 1 - max(masses(passes, n).values()) - later
+    now = masses(passes, n)
+    likeliest = max(now, key=now.get)
+    return likeliest, 1 - now[likeliest] - later
 
 
 @settings(max_examples=300, deadline=None)
@@ -154,9 +182,14 @@ def test_band_settle_matches_scipy(counts, remaining, band):
     if first == last:
         assert decision == first
         return
-    gain = _drawing_on_gain(rule, passes, n, remaining)
-    if abs(gain - BAND_RISK) > 1e-9:  # away from the threshold, where rounding could tip it
-        assert (decision is not None) == (gain < BAND_RISK)
+    answers = [_drawing_on_gain(rule, passes, n, remaining, prior) for prior in PRIORS]
+    if all(
+        abs(gain - BAND_RISK) > 1e-9 for _, gain in answers
+    ):  # off the threshold, where rounding could tip it
+        settles = len({c for c, _ in answers}) == 1 and all(gain < BAND_RISK for _, gain in answers)
+        assert (decision is not None) == settles
+        if settles:
+            assert decision == answers[0][0]
 
 
 @settings(max_examples=300, deadline=None)

@@ -40,10 +40,10 @@ from ..errors import UsageError
 from .estimators import wilson_one
 
 LEARNABLE, BAND, WIDTH = "learnable", "band", "width"
-RULE_SYNTAX = "learnable, band:LOW,HIGH (0 <= LOW <= HIGH <= 1) or width:W (0 < W <= 1)"
+RULE_SYNTAX = "learnable, band:LOW,HIGH[,RISK] (0 <= LOW <= HIGH <= 1, 0 <= RISK < 1) or width:W (0 < W <= 1)"
 INTERVAL = "wilson_95"  # the interval band and width use; learnable uses none
-BAND_RISK = 0.03  # band settles early when drawing to N would lower its chance of misclassifying by less
-BAND_METHOD = f"{INTERVAL}+jeffreys_gain_{BAND_RISK:g}"  # what band decides by (the manifest records it)
+BAND_RISK = 0.03  # band's default: settle when drawing to N would lower the chance of misclassifying by less
+PRIORS = (0.5, 1.0)  # Beta(x, x) priors band's gain must be small under: Jeffreys and uniform
 
 # a task's stop reason: what the manifest records
 SETTLED, REACHED_N, FAILED, PENDING = "settled", "reached_n", "out_of_attempts", "pending"
@@ -55,11 +55,13 @@ class Rule:
     low: float = 0.0
     high: float = 1.0
     width: float = 1.0
+    risk: float = BAND_RISK  # band only
 
     @property
     def spec(self) -> str:
         if self.kind == BAND:
-            return f"band:{self.low:g},{self.high:g}"
+            risk = "" if self.risk == BAND_RISK else f",{self.risk:g}"
+            return f"band:{self.low:g},{self.high:g}{risk}"
         if self.kind == WIDTH:
             return f"width:{self.width:g}"
         return LEARNABLE
@@ -67,19 +69,23 @@ class Rule:
     @property
     def interval(self) -> str | None:
         """How the rule decides, as the manifest records it (a change refuses --resume)."""
-        return None if self.kind == LEARNABLE else BAND_METHOD if self.kind == BAND else INTERVAL
+        if self.kind == BAND:
+            return f"{INTERVAL}+curtailment+jeffreys_uniform_gain_{self.risk:g}"
+        return None if self.kind == LEARNABLE else INTERVAL
 
 
 def parse_rule(text: str) -> Rule:
-    """`learnable`, `band:0.2,0.8` or `width:0.3`; a usage error naming the syntax otherwise."""
+    """`learnable`, `band:0.2,0.8` (`band:0.2,0.8,0.01`: risk 0.01) or `width:0.3`; a usage error naming the
+    syntax otherwise."""
     name, _, args = text.strip().partition(":")
     try:
         if name == LEARNABLE and not args:
             return Rule(LEARNABLE)
         if name == BAND:
-            low, high = (float(part) for part in args.split(","))
-            if 0.0 <= low <= high <= 1.0:
-                return Rule(BAND, low=low, high=high)
+            low, high, *rest = (float(part) for part in args.split(","))
+            risk = rest[0] if len(rest) == 1 else BAND_RISK if not rest else -1.0
+            if 0.0 <= low <= high <= 1.0 and 0.0 <= risk < 1.0:
+                return Rule(BAND, low=low, high=high, risk=risk)
         elif name == WIDTH:
             width = float(args)
             if 0.0 < width <= 1.0:
@@ -136,7 +142,7 @@ def decide(rule: Rule, outcomes: Sequence[bool], remaining: int = 0) -> str | No
         return "below"
     if low > rule.high:
         return "above"
-    return band_settle(rule, passes, n, remaining, BAND_RISK) if remaining > 0 else None
+    return band_settle(rule, passes, n, remaining, rule.risk) if remaining > 0 else None
 
 
 def band_class(rule: Rule, passes: int, n: int) -> str:
@@ -149,26 +155,42 @@ def band_settle(rule: Rule, passes: int, n: int, remaining: int, risk: float) ->
     """Band's decision after `passes` of `n` draws when fixed N would draw `remaining` more, or None:
     - fixed N's own decision when the draws to come cannot change it (deterministic curtailment: all
       passes and all fails to come give the same one);
-    - else the class the task's Jeffreys posterior Beta(passes + 1/2, fails + 1/2) makes likeliest, when
-      drawing the rest would lower the chance of misclassifying its true rate by less than `risk`: now
-      the chance is 1 - that class's posterior mass; after the rest (beta-binomial under the same
-      posterior) it is what fixed N's decision on all draws would miss, averaged over the draws to come."""
+    - else, under each prior of PRIORS, the class the task's posterior makes likeliest, when the priors
+      agree on it and under each one drawing the rest to N would lower the chance of misclassifying the
+      true rate by less than `risk` (`misclassification_gain`)."""
     total = n + remaining
     first, last = band_class(rule, passes, total), band_class(rule, passes + remaining, total)
     if first == last:
         return first
-    now = band_posterior(rule, passes, n)
+    if risk <= 0.0:
+        return None
+    answers = {misclassification_gain(rule, passes, n, remaining, prior) for prior in PRIORS}
+    classes = {likeliest for likeliest, _ in answers}
+    if len(classes) == 1 and all(gain < risk for _, gain in answers):
+        return classes.pop()
+    return None
+
+
+def misclassification_gain(
+    rule: Rule, passes: int, n: int, remaining: int, prior: float
+) -> tuple[str, float]:
+    """Under the posterior Beta(passes + prior, fails + prior): the likeliest class now, and by how much
+    drawing `remaining` more lowers the chance of misclassifying the true rate. Now that chance is 1 - the
+    likeliest class's mass; after, the draws to come are beta-binomial under the same posterior, fixed N
+    decides on all of them, and the chance is the mass outside its decision, averaged over those draws."""
+    total = n + remaining
+    now = band_posterior(rule, passes, n, prior)
     likeliest = max(now, key=now.__getitem__)
     later = 0.0
-    for more, chance in enumerate(beta_binomial_pmf(remaining, passes + 0.5, n - passes + 0.5)):
+    for more, chance in enumerate(beta_binomial_pmf(remaining, passes + prior, n - passes + prior)):
         decided = band_class(rule, passes + more, total)
-        later += chance * (1.0 - band_posterior(rule, passes + more, total)[decided])
-    return likeliest if (1.0 - now[likeliest]) - later < risk else None
+        later += chance * (1.0 - band_posterior(rule, passes + more, total, prior)[decided])
+    return likeliest, (1.0 - now[likeliest]) - later
 
 
-def band_posterior(rule: Rule, passes: int, n: int) -> dict[str, float]:
-    """The Jeffreys posterior Beta(passes + 1/2, n - passes + 1/2) mass below, above and inside the band."""
-    a, b = passes + 0.5, n - passes + 0.5
+def band_posterior(rule: Rule, passes: int, n: int, prior: float) -> dict[str, float]:
+    """The posterior Beta(passes + prior, n - passes + prior) mass below, above and inside the band."""
+    a, b = passes + prior, n - passes + prior
     below = regularized_beta(rule.low, a, b)
     above = 1.0 - regularized_beta(rule.high, a, b)
     return {"below": below, "above": above, "inside": max(0.0, 1.0 - below - above)}
