@@ -12,10 +12,13 @@ reward >= the pass threshold), never at another task's, so a task's decision dep
      wholly below LOW / above HIGH (`below` / `above`): a claim about the true rate;
   2. deterministic curtailment: fixed N's decision (pass rate at N in the band or not) is the same
      whatever the draws still to come, so the decision is fixed N's on the same draws;
-  3. value of information: the task's Jeffreys posterior Beta(passes + 1/2, fails + 1/2) makes one class
-     likeliest, and drawing the rest to N would lower the chance of misclassifying the true rate by less
-     than BAND_RISK = 0.03 (the draws to come are beta-binomial under that posterior; after them the
-     decision is fixed N's). Decided as that likeliest class, which can differ from fixed N's decision.
+  3. value of information: under a Beta(x, x) prior for each x in PRIORS (Jeffreys 1/2 and uniform 1),
+     the task's posterior makes the same class likeliest, and drawing the rest to N would lower the
+     chance of misclassifying the true rate by less than the rule's risk (default BAND_RISK = 0.03;
+     `band:LOW,HIGH,RISK` sets it, 0 turns this condition off). The draws to come are beta-binomial under
+     the posterior; after them the decision is fixed N's. Decided as that likeliest class, which can
+     differ from fixed N's decision on the same draws. Two priors, because one alone is overconfident
+     somewhere: Jeffreys puts much mass near 0 and 1, so 0 passes in 4 looks surely below 0.3.
   A task unsettled at N is decided by its pass rate, as a fixed-N run decides it.
 - `width:W`: settled once that Wilson interval is at most W wide (`narrow`); else it runs to N.
 
@@ -24,10 +27,13 @@ figures are in references/statistics.md): the Wilson interval covers about 95% a
 after every round `width`'s final interval missed the true rate at most 0.3 points more often than fixed
 N's. `band:0.2,0.8` at N=16, R=4 uses 0.56-0.58 of fixed N's rollouts and misclassifies the true rate at
 most 0.93 points more often than fixed N (exact expectation; fewer on Beta(2,3)); its decision differs
-from fixed N's on the same draws in 3-7% of tasks. The risk 0.03 was chosen by that simulation: at N=16
-risks 0.028 to 0.05 give the same figures, 0.025 needs 0.65 of the rollouts on two populations, and 0.05
-at N=8 misclassifies 6 points more often than fixed N on Beta(2,3). At N=8 with R=2 band uses 0.76-0.78
-of fixed N's rollouts; no rule meets 0.6 there on Beta(1,1) or Beta(0.3,0.3) (`adaptive_bench.py bound`).
+from fixed N's on the same draws in 3-7% of tasks. Other bands at N=16 stay within +0.5 points when
+symmetric (0.1-0.9, 0.3-0.7) and reach +1.43 one-sided (0.4-1), +3.9 at N=8 (0-0.5); risk 0.01 keeps every
+measured band within +0.52 points at N=16 and +0.73 at N=8, at 0.74-0.79 of the rollouts for 0.2-0.8 at
+N=16. The risk 0.03 was chosen by the simulation: at N=16 risks 0.026 to 0.05 give the same figures for
+0.2-0.8, and 0.025 needs 0.65 of the rollouts on two populations. At N=8 with R=2 band uses 0.76-0.78
+of fixed N's rollouts; no rule meets 0.6 within +1 point there on Beta(1,1) or Beta(0.3,0.3)
+(`adaptive_bench.py bound`).
 """
 
 from __future__ import annotations
