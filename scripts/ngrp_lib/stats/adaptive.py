@@ -38,6 +38,7 @@ of fixed N's rollouts; no rule meets 0.6 within +1 point there on Beta(1,1) or B
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ def band_class(rule: Rule, passes: int, n: int) -> str:
     return "below" if rate < rule.low else "above" if rate > rule.high else "inside"
 
 
+@functools.lru_cache(maxsize=1 << 16)  # replay plays every round again: a task's states recur, and are few
 def band_settle(rule: Rule, passes: int, n: int, remaining: int, risk: float) -> str | None:
     """Band's decision after `passes` of `n` draws when fixed N would draw `remaining` more, or None:
     - fixed N's own decision when the draws to come cannot change it (deterministic curtailment: all
