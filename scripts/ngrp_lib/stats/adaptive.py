@@ -7,7 +7,7 @@ reward >= the pass threshold), never at another task's, so a task's decision dep
 - `learnable`: settled once the task has both a pass and a fail (decision `mixed`); a task that never
   mixes runs to N (`all_pass` or `all_fail`). No interval: its keep/drop decision is the one a fixed-N run
   makes on the same draws (once mixed, N draws are mixed too; never mixed, it ran all N).
-- `band:LOW,HIGH`: settled by the first of:
+- `band:LOW,HIGH[,RISK]`: settled by the first of:
   1. the Wilson 95% score interval of the task's pass rate lies wholly inside [LOW, HIGH] (`inside`) or
      wholly below LOW / above HIGH (`below` / `above`): a claim about the true rate;
   2. deterministic curtailment: fixed N's decision (pass rate at N in the band or not) is the same
