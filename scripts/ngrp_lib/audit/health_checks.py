@@ -296,12 +296,8 @@ def _expected_check(row: dict[str, Any], answer: str | None, ignored: frozenset[
         judged.not_applicable = _NO_EXPECTED
         return
     reward = row.get("reward")
-    if (
-        answer is None
-        or EXPECTED_IN_REPLY in ignored
-        or type(reward) not in (int, float, bool)
-        or reward >= 1
-    ):
+    below_pass = isinstance(reward, (int, float)) and reward < 1  # the built-in verifiers score 1 or 0
+    if answer is None or not below_pass or EXPECTED_IN_REPLY in ignored:
         return
     detail = stated_expected(answer, *fields)
     if detail is not None:
