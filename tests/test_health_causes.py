@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import orjson
 import pytest
 from health_data import CAP, clean_run
 
-from ngrp_lib.artifacts import schemas
+from ngrp_lib.artifacts import answers, schemas
 from ngrp_lib.audit.health import run_health
 from ngrp_lib.audit.health_causes import PRECEDENCE, deciding
 from ngrp_lib.audit.health_checks import REGISTRY, ROLLOUT
@@ -226,3 +227,18 @@ def test_answer_line_on_a_real_run_that_lost_its_server(tmp_path):
     )
     assert "16 without a rollout (no failures file was read: whether attempted is unknown)" in unknown
     assert "never attempted" not in unknown
+
+
+def test_the_fast_number_scan_finds_what_the_verifiers_regex_finds():
+    """iter_numbers (the check's scan) against NUMBER.finditer (the math verifier's), on random strings of
+    the characters that matter: the same matches at the same places."""
+    rng = random.Random(7)
+    alphabet = "ab 0123456789-\u2212.,/eE+x_"
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+        slow = [(m.start(), m.group()) for m in answers.NUMBER.finditer(text)]
+        assert [(m.start(), m.group()) for m in answers.iter_numbers(text)] == slow, text
+    boxed = "so 3*4 = 12 and \\boxed{1,000} then -5"
+    assert [a for _, _, a in answers.math_candidates(boxed)] == ["3", "4", "12", "1,000", "-5"]
+    assert answers.math_matcher("8")("8.0") and not answers.math_matcher("8")("80")
+    assert answers.math_matcher("1000000")("1000001")  # the verifier's relative tolerance, kept

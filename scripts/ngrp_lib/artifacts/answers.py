@@ -9,7 +9,7 @@ Pure functions; they never raise on any string.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 
 
@@ -40,6 +40,25 @@ _SIGN = r"(?:(?<!\w)[-\u2212])?"
 # A comma belongs to a number only between digits ("1,000"): "the answer is 4, so" extracts 4, not "4,".
 NUMBER = re.compile(_SIGN + r"\d+(?:,\d+)*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|" + _SIGN + r"\.\d+")
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\{")
+# The characters a NUMBER match can start with: a scan for them skips plain text fast, unlike NUMBER
+# itself, whose optional sign and look-behind are tried at every position.
+_NUMBER_START = re.compile(r"[\d.\-\u2212]")
+
+
+def iter_numbers(text: str) -> Iterator[re.Match[str]]:
+    """The matches of NUMBER.finditer(text), the same ones in the same order (tested), found faster:
+    NUMBER is tried only where a number can start."""
+    search, match, pos = _NUMBER_START.search, NUMBER.match, 0
+    while True:
+        start = search(text, pos)
+        if start is None:
+            return
+        found = match(text, start.start())
+        if found is None:  # a point ending a sentence, or a sign right after a letter or digit
+            pos = start.start() + 1
+            continue
+        yield found
+        pos = found.end()
 
 
 def extract_math(text: str) -> str | None:
@@ -54,17 +73,19 @@ def extract_math(text: str) -> str | None:
 def math_candidates(text: str) -> Iterator[tuple[int, int, str]]:
     """Every answer the `math` verifier could have taken from `text` had it stopped there, as (start,
     end, answer) in text order: each boxed answer, and each number outside a box."""
+    if "\\" not in text:  # no box: the numbers alone
+        return ((m.start(), m.end(), m.group()) for m in iter_numbers(text))
     boxes = []
     for match in _BOX_OPEN.finditer(text):
         inner = _braced(text, match.end())
         if inner is not None:
             boxes.append((match.start(), match.end() + len(inner) + 1, inner.strip()))
-    numbers = (
+    numbers = [
         (m.start(), m.end(), m.group())
-        for m in NUMBER.finditer(text)
+        for m in iter_numbers(text)
         if not any(start <= m.start() < end for start, end, _ in boxes)
-    )
-    yield from sorted([*boxes, *numbers])
+    ]
+    return iter(sorted([*boxes, *numbers]))
 
 
 def normalize_answer(answer: str) -> str:
@@ -99,7 +120,27 @@ def as_number(answer: str) -> Fraction | None:
 
 
 def math_equal(got: str, expected: str) -> bool:
-    a, b = as_number(got), as_number(expected)
-    if a is not None and b is not None:
-        return abs(a - b) <= Fraction(1, 10**6) * max(abs(a), abs(b))  # relative: 0 is not 1e-7
-    return normalize_answer(got) == normalize_answer(expected)
+    return math_matcher(expected)(got)
+
+
+_TOLERANCE = Fraction(1, 10**6)
+_SMALL_INT = re.compile(r"\d{1,6}")
+
+
+def math_matcher(expected: str) -> Callable[[str], bool]:
+    """`math_equal(got, expected)` as a function of `got`, with `expected` read once, and only when
+    needed (for many answers: two integers below 10**6 are compared as integers, with the same result)."""
+    small = int(expected) if _SMALL_INT.fullmatch(expected) else None
+    read: list = []  # [as_number(expected), normalize_answer(expected)], once asked
+
+    def equal(got: str) -> bool:
+        if small is not None and _SMALL_INT.fullmatch(got):
+            return int(got) == small  # below 10**6 the relative tolerance cannot join two integers
+        if not read:
+            read.extend((as_number(expected), normalize_answer(expected)))
+        a, b = as_number(got), read[0]
+        if a is not None and b is not None:
+            return abs(a - b) <= _TOLERANCE * max(abs(a), abs(b))  # relative: 0 is not 1e-7
+        return normalize_answer(got) == read[1]
+
+    return equal

@@ -32,7 +32,7 @@ from ..errors import UsageError
 from .agent_checks import CONTEXT_FULL, agent_findings, context_overflow
 from .health_text import find_loop
 from .verifier_checks import CHECK as EXPECTED_IN_REPLY
-from .verifier_checks import answer_fields, stated_expected
+from .verifier_checks import answer_fields, has_answers, stated_expected
 
 ROLLOUT, TASK = "rollout", "task"
 # What a finding says about whose fault a rollout's zero (or missing score) is, one class per check.
@@ -291,15 +291,14 @@ def _expected_check(row: dict[str, Any], answer: str | None, ignored: frozenset[
     """ngrp/expected_answer_in_reply on a row that holds an extracted answer: not applicable without an
     expected one (or with a blank extraction); judged only below a reward of 1 and when nothing already
     explains the answer (`answer` None: a failed call or a stop at the cap, whose cut reply says little)."""
-    fields = answer_fields(row)
-    if fields is None:
+    if not has_answers(row):
         judged.not_applicable = _NO_EXPECTED
         return
     reward = row.get("reward")
     below_pass = isinstance(reward, (int, float)) and reward < 1  # the built-in verifiers score 1 or 0
     if answer is None or not below_pass or EXPECTED_IN_REPLY in ignored:
         return
-    detail = stated_expected(answer, *fields)
+    detail = stated_expected(answer, *answer_fields(row))
     if detail is not None:
         offset = detail.pop("offset")
         judged.findings.append(finding(EXPECTED_IN_REPLY, detail, {"offset": offset}))

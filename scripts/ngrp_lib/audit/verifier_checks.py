@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..artifacts.answers import as_number, math_candidates, math_equal, normalize_answer
+from ..artifacts.answers import as_number, math_candidates, math_equal, math_matcher, normalize_answer
 
 CHECK = "ngrp/expected_answer_in_reply"
 ANSWER_KEY = "expected_answer"
@@ -25,53 +25,64 @@ CONTEXT_CHARS = 40  # characters either side of the stated answer copied into th
 _STATED = re.compile(
     r"(?:=|:|\\(?:boxed|fbox)\{|\b(?:is|are|was|were|equals?|gives?|get|got))$", re.IGNORECASE
 )
+_PLAIN_NUMBER = re.compile(r"-?\d+")  # the usual expected answer: a number without asking Fraction
 _MARKUP = " \t\n*$_(\\["
 _EXPRESSION = re.compile(r"\s*[-+*/^\u00d7\u00f7\u2212]\s*\d")
 
 
-def answer_fields(row: dict[str, Any]) -> tuple[str, str] | None:
-    """(expected, extracted) as text when the row holds both, non-blank; None when the check does not
-    apply (a row without an expected or an extracted answer)."""
-    expected, extracted = row.get(ANSWER_KEY), row.get("extracted_answer")
-    if not (_answer_like(expected) and _answer_like(extracted)):
-        return None
-    return str(expected).strip(), str(extracted).strip()
+def has_answers(row: dict[str, Any]) -> bool:
+    """The check applies: the row holds a non-blank expected answer and a non-blank extracted one."""
+    return _answer_like(row.get(ANSWER_KEY)) and _answer_like(row.get("extracted_answer"))
+
+
+def answer_fields(row: dict[str, Any]) -> tuple[str, str]:
+    """(expected, extracted) as text, on a row where `has_answers`."""
+    return str(row[ANSWER_KEY]).strip(), str(row["extracted_answer"]).strip()
 
 
 def _answer_like(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(value.strip())
+    if type(value) is str:
+        return not value.isspace() and value != ""
     return type(value) in (int, float)
 
 
 def stated_expected(reply: str, expected: str, extracted: str) -> dict[str, Any] | None:
     """The finding's detail when `reply` states `expected` as a result and `extracted` is not it."""
-    if math_equal(extracted, expected):
-        return None  # the verifier took the expected answer: this zero has another reason
-    for start, end in _occurrences(reply, expected):
-        if _stated_as_result(reply, start, end):
-            context = reply[max(0, start - CONTEXT_CHARS) : end + CONTEXT_CHARS]
-            return {
-                "expected_answer": expected[:200],
-                "extracted_answer": extracted[:200],
-                "offset": start,
-                "context": context,
-            }
+    if _PLAIN_NUMBER.fullmatch(expected) or as_number(expected) is not None:
+        spans = (
+            (start, end, answer)
+            for start, end, answer in math_candidates(reply)
+            if _stated_as_result(reply, start, end)  # cheap text test first: most numbers are not results
+        )
+        equal = math_matcher(expected)
+        found = next(((start, end) for start, end, answer in spans if equal(answer)), None)
+    else:
+        found = _text_occurrence(reply, expected)
+    if found is None or math_equal(extracted, expected):
+        return None  # not stated; or the verifier took the expected answer, and this zero has another reason
+    start, end = found
+    return {
+        "expected_answer": expected[:200],
+        "extracted_answer": extracted[:200],
+        "offset": start,
+        "context": reply[max(0, start - CONTEXT_CHARS) : end + CONTEXT_CHARS],
+    }
+
+
+def _text_occurrence(reply: str, expected: str) -> tuple[int, int] | None:
+    """An expected answer that is not a number: the first whole-token occurrence stated as a result."""
+    want = normalize_answer(expected)
+    if not want or expected not in reply:
+        return None
+    token = re.compile(r"(?<!\w)" + re.escape(expected) + r"(?!\w)")
+    for m in token.finditer(reply):
+        if normalize_answer(m.group()) == want and _stated_as_result(reply, m.start(), m.end()):
+            return m.start(), m.end()
     return None
 
 
-def _occurrences(reply: str, expected: str) -> list[tuple[int, int]]:
-    if as_number(expected) is not None:
-        return [(s, e) for s, e, answer in math_candidates(reply) if math_equal(answer, expected)]
-    want = normalize_answer(expected)
-    if not want:
-        return []
-    token = re.compile(r"(?<!\w)" + re.escape(expected) + r"(?!\w)")
-    return [(m.start(), m.end()) for m in token.finditer(reply) if normalize_answer(m.group()) == want]
-
-
 def _stated_as_result(reply: str, start: int, end: int) -> bool:
-    before = reply[max(0, start - 40) : start].rstrip(_MARKUP)
     if reply.startswith(("\\boxed{", "\\fbox{"), start):
         return True
+    before = reply[max(0, start - 40) : start].rstrip(_MARKUP)
     return bool(_STATED.search(before)) and not _EXPRESSION.match(reply, end)
