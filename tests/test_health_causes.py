@@ -161,12 +161,13 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
     )
     assert causes["answer"] == (
         "of 32 expected rollouts, 3 have no score: 1 infrastructure (model_call_failed 1), 1 verifier "
-        "(ngrp/reward_not_numeric 1; read those replies: ngrp inspect --finding CHECK), 1 never attempted "
+        "(ngrp/reward_not_numeric 1), 1 never attempted "
         "(no row, no failed attempt); of 14 zero rewards, 7 are the policy's (6 clean wrong answers, "
         "ngrp/repetition_loop 1), 2 infrastructure (model_call_failed 2), 2 setting "
         "(ngrp/truncated_at_token_cap 2; max_output_tokens 64), 3 verifier (ngrp/answer_not_extracted 1, "
-        "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp inspect --finding "
-        "CHECK) (each counted once: record > infrastructure > setting > verifier > policy)"
+        "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp inspect ROLLOUTS "
+        "--finding ngrp/answer_not_extracted) (each counted once: record > infrastructure > setting > "
+        "verifier > policy)"
     )
     assert render_text(result).splitlines()[-1] == "answer: " + causes["answer"]
     verdicts = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in _verdicts(result, tmp_path)}

@@ -94,7 +94,7 @@ def _checks(by_check: dict[str, int], cause: str) -> str:
     return ", ".join(f"{c} {n}" for c, n in by_check.items() if CAUSE_OF[c] == cause)
 
 
-def _others(part: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
+def _others(part: dict[str, Any], skip: tuple[str, ...] = (), hint: bool = False) -> list[str]:
     """'16 setting (ngrp/truncated_at_token_cap 16)' for each cause with a count, in PRECEDENCE order."""
     out = []
     for cause in PRECEDENCE:
@@ -104,8 +104,9 @@ def _others(part: dict[str, Any], skip: tuple[str, ...] = ()) -> list[str]:
             caps = part.get("max_output_tokens")
             if cause == SETTING and caps:
                 extra += f"; max_output_tokens {', '.join(map(str, caps))}"
-            if cause == VERIFIER:  # a hint, not a verdict: a reply may hold no answer at all
-                extra += "; read those replies: ngrp inspect --finding CHECK"
+            if cause == VERIFIER and hint:  # a verifier's zero is a hint: a reply may hold no answer at all
+                first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
+                extra += f"; read those replies: ngrp inspect ROLLOUTS --finding {first}"
             out.append(f"{n} {cause} ({extra})")
     return out
 
@@ -136,6 +137,6 @@ def answer_text(block: dict[str, Any]) -> str:
     if _checks(zero["by_check"], POLICY):
         own.append(_checks(zero["by_check"], POLICY))
     parts = [f"{policy} are the policy's" + (f" ({', '.join(own)})" if own else "")]
-    parts += _others(zero, skip=(POLICY,))
+    parts += _others(zero, skip=(POLICY,), hint=True)
     order = " > ".join(PRECEDENCE)
     return f"{head}; of {zero['total']} zero rewards, {', '.join(parts)} (each counted once: {order})"
