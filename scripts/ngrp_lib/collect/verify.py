@@ -147,6 +147,8 @@ class UrlVerifier:
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
         import orjson
 
+        from ..artifacts import jsonl
+
         body = orjson.dumps({**row, "response": response})
         try:
             payload = await post_json(
@@ -157,7 +159,7 @@ class UrlVerifier:
             failure.message = f"/verify: {failure.message}"
             raise
         try:
-            result = orjson.loads(payload)
+            result = jsonl.loads(payload)  # a lone surrogate escape reads as U+FFFD
         except orjson.JSONDecodeError as exc:
             raise VerifyError(f"/verify answered something that is not JSON: {payload[:300]!r}") from exc
         if not isinstance(result, dict) or "reward" not in result:
