@@ -90,6 +90,7 @@ class HealthResult:
                 "id": check.id,
                 "origin": check.origin,
                 "scope": check.scope,
+                "cause": check.cause,
                 "findings": run["issues"][check.id],
                 "affected": self.affected[check.id],
                 **run["artifacts"]["coverage"][check.id],
@@ -108,6 +109,7 @@ class HealthResult:
             "checks": checks,
             "flagged_tasks": self.flagged_tasks,
             "zero_rewards": ours["zero_rewards"],
+            "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
         }
 
@@ -194,7 +196,9 @@ def _unreadable(path: Path, line: int, error: str, settings: Settings) -> Digest
     if "record_unreadable" not in settings.ignored:
         detail = {"reason": "rollout record is unreadable", "error": error}
         findings.append(finding("record_unreadable", detail, {"source_file": str(path), "line": line}))
-    return Digest(task, 0, f"{task}-0", findings, unobserved)
+    digest = Digest(task, 0, f"{task}-0", findings, unobserved)
+    digest.unscored = True
+    return digest
 
 
 def _failed_checks(exc: Exception, settings: Settings) -> Digest:
@@ -277,7 +281,7 @@ def _failure_only(
         if check not in settings.ignored:
             detail = {"source": "failures", "failure_class": cls, "attempts": attempts}
             findings.append(finding(check, detail, {"source_file": str(failures.path), "line": line}))
-        digest = Digest(task, rollout, "", findings, list(unobserved), from_failures=True)
+        digest = Digest(task, rollout, "", findings, list(unobserved), unscored=True, from_failures=True)
         digest.packed = packed if type(packed) is int else -1
         digest.successful_call = cls == VERIFY_FAILED  # the model answered; its verifier failed
         digest.failed_call = cls != VERIFY_FAILED
