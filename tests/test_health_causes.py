@@ -169,7 +169,10 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
         "--finding ngrp/answer_not_extracted) (each counted once: record > infrastructure > setting > "
         "verifier > policy)"
     )
-    assert render_text(result).splitlines()[-1] == "answer: " + causes["answer"]
+    # the text's hint is a command to copy: this run's rollouts, after a health run that writes verdicts
+    command = f"ngrp health without --no-write, then ngrp inspect {result.rollouts} --finding"
+    text = render_text(result).splitlines()[-1]
+    assert text == "answer: " + causes["answer"].replace("ngrp inspect ROLLOUTS --finding", command)
     verdicts = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in _verdicts(result, tmp_path)}
     assert [f["check"] for f in verdicts[(4, 1)]["findings"]] == [CHECK]
     assert verdicts[(4, 1)]["findings"][0]["locator"] == {"offset": 8}

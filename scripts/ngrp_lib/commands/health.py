@@ -183,8 +183,20 @@ def render_text(result) -> str:
             "next: look at the verdicts, fix what is fixable (ngrp reverify for a verifier problem), or "
             f"leave them out: ngrp profile ... --exclude-unhealthy {data['outputs']['rollout_verdicts']}"
         )
-    lines.append(f"answer: {data['causes']['answer']}")
+    lines.append(f"answer: {_runnable(data['causes']['answer'], data)}")
     return "\n".join(lines)
+
+
+def _runnable(answer: str, data: dict) -> str:
+    """The answer with its inspect hint made a command to copy: this run's rollouts file, and (under
+    --no-write, when there is no verdicts file for --finding to read) what must run first."""
+    hint = "ngrp inspect ROLLOUTS --finding"
+    if hint not in answer:
+        return answer
+    command = f"ngrp inspect {data['files']['rollouts']} --finding"
+    if data["outputs"] is None:
+        command = "ngrp health without --no-write, then " + command
+    return answer.replace(hint, command)
 
 
 def _list(values: list) -> str:
