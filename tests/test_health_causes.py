@@ -246,3 +246,53 @@ def test_the_fast_number_scan_finds_what_the_verifiers_regex_finds():
     assert [a for _, _, a in answers.math_candidates(boxed)] == ["3", "4", "12", "1,000", "-5"]
     assert answers.math_matcher("8")("8.0") and not answers.math_matcher("8")("80")
     assert answers.math_matcher("1000000")("1000001")  # the verifier's relative tolerance, kept
+
+
+def test_the_answer_says_why_keys_were_never_attempted_from_the_collect_manifest(tmp_path, run_ngrp):
+    """Keys with no row and no failed attempt: the rows cannot say why. A collector that stopped early
+    records its reason in the manifest's runs[], and health's answer quotes it (a user asked "were the
+    51 missing rollouts the infrastructure's fault?" and had to infer the abort rule)."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on: every attempt is refused, a real no-reply
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps(
+                {"responses_create_params": {"input": f"What is {i}+1?"}, "expected_answer": str(i + 1)}
+            )
+            + "\n"
+            for i in range(6)
+        )
+    )
+    out = tmp_path / "out" / "rollouts.jsonl"
+    res = run_ngrp(
+        "collect", "--input", str(tasks), "--output", str(out), "--num-repeats", "2", "--skip-preflight",
+        "--base-url", f"http://127.0.0.1:{port}", "--model", "m", "--max-retries", "0",
+        "--abort-after", "2", "--concurrency", "1", "--one-request-per-rollout", "--verifier", "math",
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    manifest = json.loads((tmp_path / "out" / "rollouts_run_manifest.json").read_text())
+    last = manifest["runs"][-1]
+    assert last["stopped_early"].startswith("2 attempts in a row got no reply")
+    assert (last["succeeded"], last["failed_attempts"], last["interrupted"]) == (0, 2, False)
+    _valid("run_manifest", manifest)
+    inputs = tmp_path / "out" / "rollouts_materialized_inputs.jsonl"
+    report = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", out, "--json", "--no-write").stdout
+    )
+    unscored = report["causes"]["unscored"]
+    assert unscored["not_judged"] == 10 and unscored["collector_stopped"] == last["stopped_early"]
+    said = "10 never attempted (no row, no failed attempt) because the collector stopped: "
+    said += last["stopped_early"]
+    assert said in report["causes"]["answer"]
+    _valid("health_result", report)
+    # without a manifest the answer claims no cause it cannot know
+    (tmp_path / "out" / "rollouts_run_manifest.json").unlink()
+    bare = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", out, "--json", "--no-write").stdout
+    )
+    assert bare["causes"]["unscored"]["collector_stopped"] is None
+    assert "because the collector stopped" not in bare["causes"]["answer"]

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..artifacts import jsonl
 from ..artifacts.jsonl import (
     BLANK,
     NOT_OBJECT,
@@ -37,6 +38,7 @@ from ..artifacts.names import (
     health_paths_for,
     is_index,
     key_problem,
+    manifest_path_for,
     pack_key,
     rollout_key,
 )
@@ -330,6 +332,7 @@ def run_health(
         "failures": None if failures is None else {"path": str(failures), "rows": sidecar.rows,
                                                    "unreadable_lines": sidecar.unreadable},
     }  # fmt: skip
+    _add_collector_stop(summary["ngrp"]["causes"], rollouts)
     if write:
         _write(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
@@ -369,6 +372,27 @@ def _sort_key(digest: Digest) -> tuple[Any, ...]:
 
 
 _STAGE_NONE = (1, "None")  # Gym's part(None)
+
+
+def _add_collector_stop(causes: dict[str, Any], rollouts: Path) -> None:
+    """Keys never attempted have a cause the rows cannot show: the collector stopped. Its manifest beside
+    the rollouts records why (the last invocation's stopped_early); the answer line then says it. A
+    manifest that is absent, not a regular file or unreadable leaves the answer as it was."""
+    from .health_causes import answer_text
+
+    unscored = causes["unscored"]
+    manifest = manifest_path_for(rollouts)
+    if not unscored["not_judged"] or not manifest.is_file():
+        return
+    try:
+        runs = jsonl.read_json(manifest).get("runs")
+    except (InputError, OSError, AttributeError):
+        return
+    last = runs[-1] if isinstance(runs, list) and runs and isinstance(runs[-1], dict) else {}
+    reason = last.get("stopped_early")
+    if isinstance(reason, str) and reason:
+        unscored["collector_stopped"] = reason
+        causes["answer"] = answer_text(causes)
 
 
 def verdict_row(digest: Digest) -> dict[str, Any]:

@@ -77,6 +77,7 @@ def causes_block(tally: CauseTally, expected: int, missing: int, failures_read: 
             "unexplained": tally.unscored[UNEXPLAINED],
             "not_judged": missing,
             "not_judged_attempted": ("never" if failures_read else "unknown") if missing else None,
+            "collector_stopped": None,  # run_health fills it from the run manifest
         },
         "zero_rewards": {
             "total": zero_total,
@@ -124,6 +125,8 @@ def answer_text(block: dict[str, Any]) -> str:
                 if unscored["not_judged_attempted"] == "never"
                 else "without a rollout (no failures file was read: whether attempted is unknown)"
             )
+            if unscored.get("collector_stopped"):
+                words += f" because the collector stopped: {unscored['collector_stopped']}"
             parts.append(f"{unscored['not_judged']} {words}")
         head = (
             f"of {block['expected']} expected rollouts, {unscored['total']} have no score: {', '.join(parts)}"
