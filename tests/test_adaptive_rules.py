@@ -292,3 +292,22 @@ def test_benchmark_table_is_play_on_every_sequence(data):
         assert table.size[index] == state.size
         assert table.decision[index] == bench.CODES[state.decision or "wide"]
         assert table.fixed[index] == bench.CODES[decide_at_end(rule, draws)]
+
+
+@pytest.mark.parametrize("m", [1, 40, 1030, 2000, 20_000])
+def test_beta_binomial_pmf_past_float_binomials(m):
+    """--num-repeats goes to 100,000: C(m, j) past about m = 1030 is an integer no float holds, so the pmf
+    is worked in logs (before, band's forecast raised OverflowError for a task with 1030+ draws to come)."""
+    from scipy.stats import betabinom
+
+    from ngrp_lib.stats.adaptive import beta_binomial_pmf
+
+    pmf = beta_binomial_pmf(m, 2.5, 3.5)
+    assert sum(pmf) == pytest.approx(1.0, abs=1e-9)
+    for j in sorted({0, 1, m // 3, m // 2, m}):
+        assert pmf[j] == pytest.approx(float(betabinom.pmf(j, m, 2.5, 3.5)), rel=1e-8, abs=1e-300)
+
+
+def test_band_plays_a_large_num_repeats():
+    state = play(BAND, Schedule(4, 1100), [T, F] * 550)
+    assert state.reason == SETTLED

@@ -237,11 +237,19 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
 
 
 def beta_binomial_pmf(m: int, a: float, b: float) -> list[float]:
-    """P(j passes in m draws), j = 0..m, under a Beta(a, b) rate: C(m, j) B(j + a, m - j + b) / B(a, b)."""
-    log_beta_ab = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    """P(j passes in m draws), j = 0..m, under a Beta(a, b) rate: C(m, j) B(j + a, m - j + b) / B(a, b),
+    worked in logs: C(m, j) past m = 1030 is an integer too large for a float (N goes to 100,000)."""
+    log_front = (
+        math.lgamma(m + 1) + math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) - math.lgamma(m + a + b)
+    )
     return [
-        math.comb(m, j)
-        * math.exp(math.lgamma(j + a) + math.lgamma(m - j + b) - math.lgamma(m + a + b) - log_beta_ab)
+        math.exp(
+            log_front
+            - math.lgamma(j + 1)
+            - math.lgamma(m - j + 1)
+            + math.lgamma(j + a)
+            + math.lgamma(m - j + b)
+        )
         for j in range(m + 1)
     ]
 
