@@ -44,8 +44,26 @@ def lowest_task_lines(result: Any) -> list[str]:
         more = f" and {len(at[1]) - MAX_LOWEST} more" if len(at[1]) > MAX_LOWEST else ""
         lines.append(f"  next lowest: {named}{more}")
     if result.rollouts:
-        tasks = " ".join(f"--task {r['task']}" for r in at[0][:MAX_LOWEST])
-        lines.append(f"  why they fail: ngrp inspect {result.rollouts} {tasks} --failed")
+        lines += _inspect_lines(result, at[0][:MAX_LOWEST])
+    return lines
+
+
+def _inspect_lines(result: Any, rows: list[dict]) -> list[str]:
+    """`ngrp inspect` commands that show the failed rollouts of exactly these tasks, as stats counted them:
+    one per agent (a task index names one task per agent), at stats' pass threshold."""
+    import shlex
+
+    threshold = (getattr(result, "settings", None) or {}).get("pass_threshold")
+    at = "" if threshold is None else f" --pass-threshold {threshold}"
+    by_agent: dict[str, list[dict]] = {}
+    for r in rows:
+        by_agent.setdefault(r.get("agent") or "", []).append(r)
+    lines = []
+    for agent in sorted(by_agent):
+        tasks = " ".join(f"--task {r['task']}" for r in by_agent[agent])
+        only = f" --agent {shlex.quote(agent)}" if agent else ""
+        path = shlex.quote(result.rollouts)
+        lines.append(f"  why they fail: ngrp inspect {path}{only} {tasks} --failed{at}")
     return lines
 
 
