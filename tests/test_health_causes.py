@@ -296,3 +296,11 @@ def test_the_answer_says_why_keys_were_never_attempted_from_the_collect_manifest
     )
     assert bare["causes"]["unscored"]["collector_stopped"] is None
     assert "because the collector stopped" not in bare["causes"]["answer"]
+
+
+def test_the_answer_hint_quotes_a_rollouts_path_with_a_space():
+    from ngrp_lib.commands.health import _runnable
+
+    answer = "3 verifier (x 3; read those replies: ngrp inspect ROLLOUTS --finding x)"
+    data = {"files": {"rollouts": "my runs/r.jsonl"}, "outputs": {"rollout_verdicts": "v"}}
+    assert _runnable(answer, data).endswith("ngrp inspect 'my runs/r.jsonl' --finding x)")

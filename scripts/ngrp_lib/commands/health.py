@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -193,7 +194,7 @@ def _runnable(answer: str, data: dict) -> str:
     hint = "ngrp inspect ROLLOUTS --finding"
     if hint not in answer:
         return answer
-    command = f"ngrp inspect {data['files']['rollouts']} --finding"
+    command = f"ngrp inspect {shlex.quote(data['files']['rollouts'])} --finding"
     if data["outputs"] is None:
         command = "ngrp health without --no-write, then " + command
     return answer.replace(hint, command)
