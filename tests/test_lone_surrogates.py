@@ -106,3 +106,29 @@ def test_the_report_shows_fffd(tmp_path, run_ngrp):
     assert done.returncode == 0, done.stderr
     html = page.read_text(encoding="utf-8")
     assert f"half {FFFD} a pair" in html and "\\ud83d" not in html
+
+
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+@pytest.mark.parametrize("surrogate_first", [True, False])
+def test_a_lone_surrogate_does_not_let_a_non_finite_number_in(literal, surrogate_first):
+    """The lenient reading is Python's json, which also takes NaN, Infinity and 1e400 (as inf): a row
+    with a lone surrogate must meet the same rule as any row (non_finite_literal), in either order."""
+    parts = [b'"a": "' + HALF + b'"', b'"r": ' + literal]
+    raw = b"{" + b", ".join(parts if surrogate_first else parts[::-1]) + b"}"
+    found = jsonl.parse_line(raw, 3)
+    assert isinstance(found, jsonl.Problem)
+    if literal != b"1e400":  # orjson names no literal for an overflowing number: invalid JSON, as without
+        assert found.kind == jsonl.NON_FINITE
+    with pytest.raises(ValueError):
+        jsonl.loads(raw)
+
+
+def test_a_lone_surrogate_row_reads_numbers_as_orjson_does():
+    """Python's json keeps an integer past 64 bits, which no writer (orjson) can write back: read as
+    orjson reads it (a float), so the row is written like any other."""
+    raw = b'{"a": "' + HALF + b'", "big": 1' + b"0" * 30 + b', "max": 18446744073709551615}'
+    row = jsonl.parse_line(raw, 1)
+    assert isinstance(row, jsonl.Row)
+    assert row.data["big"] == 1e30 and type(row.data["big"]) is float
+    assert row.data["max"] == 18446744073709551615
+    assert jsonl.dumps(row.data)

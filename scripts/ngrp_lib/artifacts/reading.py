@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -73,10 +74,12 @@ def _non_finite_literal(raw: bytes) -> str | None:
     found = _NON_FINITE.search(raw)
     if found is None:
         return None
+    nulled = _NON_FINITE.sub(b"null", raw)
     try:
-        orjson.loads(_NON_FINITE.sub(b"null", raw))
-    except orjson.JSONDecodeError:
-        return None
+        orjson.loads(nulled)
+    except orjson.JSONDecodeError as exc:
+        if "surrogate" not in str(exc) or _with_lone_surrogates(nulled) is None:
+            return None
     return found.group().decode()
 
 
@@ -101,12 +104,28 @@ def _with_lone_surrogates(raw: bytes | str) -> tuple[Any, int] | None:
     lone surrogate replaced by U+FFFD: (value, how many). None when it is not valid JSON either."""
     import json
 
-    try:
-        value = json.loads(raw)
+    try:  # numbers as orjson reads them: no NaN or infinity, an integer past 64 bits a float
+        value = json.loads(raw, parse_constant=_refuse, parse_float=_finite, parse_int=_orjson_int)
     except ValueError:
         return None
     count = [0]
     return _replaced_surrogates(value, count), count[0]
+
+
+def _refuse(literal: str) -> Any:
+    raise ValueError(f"{literal} is not valid JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is infinity when read as a double")
+    return value
+
+
+def _orjson_int(text: str) -> int | float:
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 64 else float(text)
 
 
 def loads(raw: bytes | str) -> Any:
