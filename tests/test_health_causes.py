@@ -304,3 +304,32 @@ def test_the_answer_hint_quotes_a_rollouts_path_with_a_space():
     answer = "3 verifier (x 3; read those replies: ngrp inspect ROLLOUTS --finding x)"
     data = {"files": {"rollouts": "my runs/r.jsonl"}, "outputs": {"rollout_verdicts": "v"}}
     assert _runnable(answer, data).endswith("ngrp inspect 'my runs/r.jsonl' --finding x)")
+
+
+def test_rows_that_name_no_expected_rollout_are_not_counted_as_expected_ones(tmp_path):
+    """An unreadable line and a row without identity have no key of the inputs: the keys they may have
+    been are counted as never judged already. Counting them too gave 'of 2 expected rollouts, 4 have no
+    score'."""
+    inputs, rollouts = tmp_path / "m.jsonl", tmp_path / "r.jsonl"
+    rows = [{"responses_create_params": {"input": "q"}, "_ng_task_index": 0, "_ng_rollout_index": i}
+            for i in range(2)]  # fmt: skip
+    inputs.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    rollouts.write_text(
+        '{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": NaN}\n'
+        '{"_ng_task_index": "a", "_ng_rollout_index": 1, "reward": "x"}\n'
+        '{"_ng_task_index": 7, "_ng_rollout_index": 0, "reward": null}\n'
+    )
+    result = run_health(inputs, rollouts, write=False)
+    unscored = result.to_json()["causes"]["unscored"]
+    assert (unscored["total"], unscored["not_judged"]) == (2, 2)
+    assert unscored["outside_inputs"] == {
+        "total": 3,
+        "by_check": {"ngrp/record_without_identity": 1, "ngrp/reward_not_numeric": 1, "record_unreadable": 1},
+    }
+    assert result.to_json()["causes"]["answer"] == (
+        "of 2 expected rollouts, 2 have no score: 2 without a rollout (no failures file was read: whether"
+        " attempted is unknown); 3 more rows without a score name no expected rollout (record 2:"
+        " ngrp/record_without_identity 1, record_unreadable 1; verifier 1: ngrp/reward_not_numeric 1);"
+        " no reward is 0"
+    )
+    _valid("health_result", json.loads(json.dumps(result.to_json())))

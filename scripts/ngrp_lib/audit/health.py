@@ -241,6 +241,7 @@ def _judge(
         if type(trajectory) is dict:
             explicit = trajectory.get("rollout_id")
     digest.task, digest.rollout, digest.stage = task, rollout, row.get("stage_index")
+    digest.in_inputs = keyed and packed in caps
     if keyed and type(packed) is int and digest.stage is None:
         digest.packed = packed
     if explicit:  # else "<task>-<rollout>", made when the row is written
@@ -283,7 +284,8 @@ def _failure_only(
         if check not in settings.ignored:
             detail = {"source": "failures", "failure_class": cls, "attempts": attempts}
             findings.append(finding(check, detail, {"source_file": str(failures.path), "line": line}))
-        digest = Digest(task, rollout, "", findings, list(unobserved), unscored=True, from_failures=True)
+        digest = Digest(task, rollout, "", findings, list(unobserved), unscored=True, in_inputs=True,
+                        from_failures=True)  # fmt: skip
         digest.packed = packed if type(packed) is int else -1
         digest.successful_call = cls == VERIFY_FAILED  # the model answered; its verifier failed
         digest.failed_call = cls != VERIFY_FAILED

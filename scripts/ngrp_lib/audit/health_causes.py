@@ -36,6 +36,9 @@ def deciding(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
 class CauseTally:
     zero: Counter = field(default_factory=Counter)  # deciding check (or CLEAN) -> zero-reward rollouts
     unscored: Counter = field(default_factory=Counter)  # deciding check (or UNEXPLAINED) -> rollouts
+    # the same for rows with no score and no key of the inputs (unreadable, without identity, a stray key):
+    # not expected rollouts, whose keys are counted as never judged already
+    outside: Counter = field(default_factory=Counter)
     caps: set = field(default_factory=set)  # max_output_tokens of the zeros a token-cap check decided
 
     def add(self, digest: Digest) -> None:
@@ -48,7 +51,8 @@ class CauseTally:
                 if type(cap) is int:
                     self.caps.add(cap)
         else:
-            self.unscored[UNEXPLAINED if first is None else first["check"]] += 1
+            counts = self.unscored if digest.in_inputs else self.outside
+            counts[UNEXPLAINED if first is None else first["check"]] += 1
 
 
 def _by_cause(counts: Counter) -> dict[str, int]:
@@ -78,6 +82,7 @@ def causes_block(tally: CauseTally, expected: int, missing: int, failures_read: 
             "not_judged": missing,
             "not_judged_attempted": ("never" if failures_read else "unknown") if missing else None,
             "collector_stopped": None,  # run_health fills it from the run manifest
+            "outside_inputs": {"total": sum(tally.outside.values()), "by_check": _by_check(tally.outside)},
         },
         "zero_rewards": {
             "total": zero_total,
@@ -112,6 +117,17 @@ def _others(part: dict[str, Any], skip: tuple[str, ...] = (), hint: bool = False
     return out
 
 
+def _outside(part: dict[str, Any]) -> str:
+    """'; 3 more rows without a score name no expected rollout (record 2: ...)', or nothing."""
+    if not part["total"]:
+        return ""
+    causes = [(cause, _checks(part["by_check"], cause)) for cause in PRECEDENCE]
+    named = [f"{cause} {sum(part['by_check'][c] for c in part['by_check'] if CAUSE_OF[c] == cause)}: {checks}"
+             for cause, checks in causes if checks]  # fmt: skip
+    why = f" ({'; '.join(named)})" if named else ""
+    return f"; {part['total']} more rows without a score name no expected rollout{why}"
+
+
 def answer_text(block: dict[str, Any]) -> str:
     """Infrastructure or policy? One sentence: who lacks a score and why, then whose each zero is."""
     unscored, zero = block["unscored"], block["zero_rewards"]
@@ -133,6 +149,7 @@ def answer_text(block: dict[str, Any]) -> str:
         )
     else:
         head = f"of {block['expected']} expected rollouts, none lacks a score"
+    head += _outside(unscored["outside_inputs"])
     if not zero["total"]:
         return f"{head}; no reward is 0"
     policy = zero["by_cause"][POLICY]

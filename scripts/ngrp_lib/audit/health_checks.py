@@ -225,6 +225,7 @@ class Digest:
     completion_tokens: int = 0
     zero_reward: bool = False
     unscored: bool = False  # no numeric reward: a failure-only key, an unreadable line, a reward not numeric
+    in_inputs: bool = False  # its key is one of the materialized inputs' (an expected rollout)
     from_failures: bool = False
     packed: int = -1  # pack_key of an integer identity below 2^32 rollouts with no stage (sorts fast)
 
