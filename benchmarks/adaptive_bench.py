@@ -178,12 +178,22 @@ def exact(
     return {"exact_share": share, "exact_wrong": None, "exact_fixed_wrong": None}
 
 
+def stop_error(a: float, b: float, low: float, high: float) -> float:
+    """The least chance of a wrong band decision on a Beta(a, b) posterior, wrong as `truth_wrong` counts
+    it: `inside` against the true rate being in [LOW, HIGH] (below and above are both outside)."""
+    from scipy.stats import beta
+
+    inside = float(beta.cdf(high, a, b) - beta.cdf(low, a, b))
+    return min(inside, 1.0 - inside)
+
+
 def band_bound(population: tuple[float, float], n: int, r: int, low: float, high: float) -> dict[str, float]:
     """The fewest rollouts (share of fixed N's) any stopping rule with these rounds can use while its band
     misclassification stays within fixed N's + 1 point. Even a rule that knows the population's Beta prior
     cannot do better: for a price lam a rollout, dynamic programming gives the least expected
-    misclassification + lam * rollouts, V(lam), over all rules (stop with the likeliest class of the
-    posterior, or draw the next round); every rule with misclassification <= T then uses at least
+    misclassification + lam * rollouts, V(lam), over all rules (stop deciding inside or outside,
+    whichever the posterior makes likelier: the misclassification `truth_wrong` counts; or draw the next
+    round); every rule with misclassification <= T then uses at least
     (V(lam) - T) / (lam N) of fixed N's rollouts, for every lam; the best lam is printed."""
     from scipy.stats import beta, betabinom
 
@@ -195,20 +205,15 @@ def band_bound(population: tuple[float, float], n: int, r: int, low: float, high
     fixed_inside = (low <= rate) & (rate <= high)
     target = float(pmf_n @ np.where(fixed_inside, 1 - post_inside, post_inside)) + 0.01
 
-    def stop_error(k: int, size: int) -> float:
-        below = beta.cdf(low, a + k, b + size - k)
-        above = beta.sf(high, a + k, b + size - k)
-        return float(min(below + above, 1 - below, 1 - above))
-
     def value(lam: float) -> float:
-        costs = [stop_error(k, n) + lam * n for k in range(n + 1)]
+        costs = [stop_error(a + k, b + n - k, low, high) + lam * n for k in range(n + 1)]
         size = n
         while size > r:
             previous = r * ((size - 1) // r)  # the schedule's sizes: R, 2R, ... and N
             step = size - previous
             costs = [
                 min(
-                    stop_error(k, previous) + lam * previous,
+                    stop_error(a + k, b + previous - k, low, high) + lam * previous,
                     float(
                         betabinom.pmf(np.arange(step + 1), step, a + k, b + previous - k)
                         @ costs[k : k + step + 1]

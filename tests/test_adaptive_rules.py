@@ -311,3 +311,26 @@ def test_beta_binomial_pmf_past_float_binomials(m):
 def test_band_plays_a_large_num_repeats():
     state = play(BAND, Schedule(4, 1100), [T, F] * 550)
     assert state.reason == SETTLED
+
+
+def test_bound_prices_a_stop_by_the_misclassification_the_simulation_counts():
+    """The simulation counts a band decision wrong when `inside` disagrees with the true rate being in
+    [LOW, HIGH] (below and above are both 'outside'), so the bound's stopping error is the posterior's
+    min(P(in), 1 - P(in)). With mass in both tails, min(1 - P(below), 1 - P(above)) is larger, and the
+    'lower bound' could exceed what a rule achieves."""
+    import importlib.util
+    from pathlib import Path
+
+    from scipy.stats import beta
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "adaptive_bench.py"
+    spec = importlib.util.spec_from_file_location("adaptive_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    a = b = 1.3  # Beta(0.3, 0.3) after one pass and one fail; band 0.3-0.7: P(in) about 0.48
+    inside = beta.cdf(0.7, a, b) - beta.cdf(0.3, a, b)
+    assert inside < 0.5
+    assert bench.stop_error(a, b, 0.3, 0.7) == pytest.approx(inside)
+    assert bench.stop_error(3.0, 3.0, 0.2, 0.8) == pytest.approx(
+        1 - (beta.cdf(0.8, 3, 3) - beta.cdf(0.2, 3, 3))
+    )
