@@ -336,3 +336,16 @@ def test_a_key_too_short_to_mask_is_warned_about_once(run_ngrp, tmp_path, peer):
     proc = _collect(run_ngrp, tmp_path, peer, env={"OPENAI_API_KEY": "ab"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("$OPENAI_API_KEY is shorter than") == 1, proc.stderr
+
+
+def test_a_stop_reason_that_quotes_an_echoed_key_reaches_the_manifest_masked(run_ngrp, tmp_path, peer):
+    """The reason collect stopped (the failure's message) is stored in the run manifest's runs[] for
+    health to quote: the server's echo of the key in it is masked, as in the failures file."""
+    peer["mode"] = "echo400"  # the same refusal of every row: --abort-after-same stops the run
+    proc = _collect(run_ngrp, tmp_path, peer, "--abort-after-same", "2")
+    from ngrp_lib.artifacts.names import manifest_path_for
+
+    manifest = json.loads(manifest_path_for(tmp_path / "out" / "r.jsonl").read_text())
+    reason = manifest["runs"][-1]["stopped_early"]
+    assert reason and "Bearer ***" in reason, (reason, proc.stderr)
+    assert KEY not in _written(tmp_path, proc)
