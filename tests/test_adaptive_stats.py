@@ -211,3 +211,33 @@ def test_curriculum_band_selection_reads_a_band_rule_with_or_without_its_risk(ru
     assert keep is not None and [keep(t) for t in (0, 1, 2)] == [True, False, None]
     other = SimpleNamespace(mode="band", min_rate=0.1, max_rate=0.8)  # another band: rates decide
     assert decision_selector(run, other) is None
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"rule": "band:0.2", "first_round": 4},  # not a rule
+        {"rule": "band:0.2,0.8"},  # no first_round
+        {"rule": "band:0.2,0.8", "first_round": "four"},
+        {"rule": "band:0.2,0.8", "first_round": 4, "extra": 1, "task_states": None},
+    ],
+)
+def test_a_malformed_adaptive_manifest_is_an_input_error_naming_it(tmp_path, block):
+    """stats, compare, profile and curriculum read the adaptive block of the manifest beside the rollouts:
+    a damaged one is a one-line input error naming the file (exit 3), not a traceback or a usage error
+    about an --adaptive option the command never had."""
+    from types import SimpleNamespace
+
+    from ngrp_lib.artifacts.names import manifest_path_for
+    from ngrp_lib.errors import InputError
+    from ngrp_lib.stats.adaptive_run import decision_selector, find_adaptive
+
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("")
+    manifest = manifest_path_for(rollouts)
+    adaptive = {"task_states": {"x": {"decision": "inside"}}} if "extra" in block else {}
+    manifest.write_text(json.dumps({"identity": {"adaptive": block, "materialize": {"num_repeats": 8}},
+                                    "adaptive": adaptive}))  # fmt: skip
+    with pytest.raises(InputError, match=str(manifest.name)):
+        run = find_adaptive(None, rollouts)
+        decision_selector(run, SimpleNamespace(mode="band", min_rate=0.2, max_rate=0.8))

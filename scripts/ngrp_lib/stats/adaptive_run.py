@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import jsonl, names
-from ..errors import NgrpError
+from ..errors import InputError, NgrpError
 from .adaptive import parse_rule
 from .load import ProfileData
 
@@ -91,9 +91,26 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
     repeats = (identity.get("materialize") or {}).get("num_repeats")
     found = manifest.get("adaptive")
     progress: dict[str, Any] = found if isinstance(found, dict) else {}
-    return AdaptiveRun(
-        str(path), str(block.get("rule")), int(block["first_round"]), int(repeats or 0), progress
-    )
+    _check_block(path, block, repeats, progress)
+    return AdaptiveRun(str(path), str(block["rule"]), block["first_round"], repeats or 0, progress)
+
+
+def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict[str, Any]) -> None:
+    """What the readers rely on, as collect writes it: an InputError naming the manifest otherwise."""
+    try:
+        parse_rule(str(block.get("rule")))
+    except NgrpError:
+        raise InputError(f"identity.adaptive.rule {block.get('rule')!r} is not a rule", path=path) from None
+    first = block.get("first_round")
+    if type(first) is not int or first < 1:
+        raise InputError(f"identity.adaptive.first_round is {first!r}, not a positive integer", path=path)
+    if repeats is not None and (type(repeats) is not int or repeats < 1):
+        raise InputError(
+            f"identity.materialize.num_repeats is {repeats!r}, not a positive integer", path=path
+        )
+    states = progress.get("task_states")
+    if isinstance(states, dict) and not all(type(k) is str and k.isdigit() for k in states):
+        raise InputError("adaptive.task_states has a key that is not a task index", path=path)
 
 
 def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
