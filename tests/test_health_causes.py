@@ -13,6 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 from health_data import CAP, clean_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ngrp_lib.artifacts import answers, schemas
 from ngrp_lib.audit.health import run_health
@@ -333,3 +335,24 @@ def test_rows_that_name_no_expected_rollout_are_not_counted_as_expected_ones(tmp
         " no reward is 0"
     )
     _valid("health_result", json.loads(json.dumps(result.to_json())))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["\\boxed{", "\\fbox{", "{", "}", "1", "-2", " ", "x", "3.5", ","]), max_size=40)
+)
+def test_numbers_inside_boxes_are_left_out_as_by_a_scan_of_every_box(parts):
+    """The binary search over merged box spans leaves out exactly the numbers any box covers (nested and
+    unclosed boxes too)."""
+    text = "".join(parts)
+    got = list(answers.math_candidates(text))
+    if "\\" not in text:
+        return
+    boxes = []
+    for match in answers._BOX_OPEN.finditer(text):
+        inner = answers._braced(text, match.end())
+        if inner is not None:
+            boxes.append((match.start(), match.end() + len(inner) + 1, inner.strip()))
+    numbers = [(m.start(), m.end(), m.group()) for m in answers.iter_numbers(text)
+               if not any(s <= m.start() < e for s, e, _ in boxes)]  # fmt: skip
+    assert got == sorted([*boxes, *numbers])

@@ -80,12 +80,29 @@ def math_candidates(text: str) -> Iterator[tuple[int, int, str]]:
         inner = _braced(text, match.end())
         if inner is not None:
             boxes.append((match.start(), match.end() + len(inner) + 1, inner.strip()))
-    numbers = [
-        (m.start(), m.end(), m.group())
-        for m in iter_numbers(text)
-        if not any(start <= m.start() < end for start, end, _ in boxes)
-    ]
+    boxed = _covered(boxes)
+    numbers = [(m.start(), m.end(), m.group()) for m in iter_numbers(text) if not boxed(m.start())]
     return iter(sorted([*boxes, *numbers]))
+
+
+def _covered(boxes: list[tuple[int, int, str]]) -> Callable[[int], bool]:
+    """Whether a position lies in one of the boxes (in start order; nested ones too), by a binary search
+    over their merged spans: a reply looping on thousands of boxes is not read in quadratic time."""
+    from bisect import bisect_right
+
+    spans: list[list[int]] = []
+    for start, end, _ in boxes:
+        if spans and start < spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    starts = [start for start, _ in spans]
+
+    def inside(position: int) -> bool:
+        i = bisect_right(starts, position) - 1
+        return i >= 0 and position < spans[i][1]
+
+    return inside
 
 
 def normalize_answer(answer: str) -> str:
