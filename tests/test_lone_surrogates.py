@@ -132,3 +132,17 @@ def test_a_lone_surrogate_row_reads_numbers_as_orjson_does():
     assert row.data["big"] == 1e30 and type(row.data["big"]) is float
     assert row.data["max"] == 18446744073709551615
     assert jsonl.dumps(row.data)
+
+
+def test_two_keys_that_differ_only_in_lone_surrogates_are_not_merged():
+    """Both keys would read as U+FFFD: one value would be dropped without a word. The line is refused
+    (named, as any line that is not a row), never silently shortened."""
+    raw = b'{"\\ud800": 1, "\\ud801": 2}'
+    found = jsonl.parse_line(raw, 4)
+    assert isinstance(found, jsonl.Problem) and found.line == 4
+    with pytest.raises(ValueError):
+        jsonl.loads(raw)
+    assert jsonl.parse_line(b'{"\\ud800": {"a": 1}, "b": ["\\ud801"]}', 1).data == {
+        FFFD: {"a": 1},
+        "b": [FFFD],
+    }

@@ -95,7 +95,10 @@ def _replaced_surrogates(value: Any, count: list[int]) -> Any:
     if isinstance(value, list):
         return [_replaced_surrogates(v, count) for v in value]
     if isinstance(value, dict):
-        return {_replaced_surrogates(k, count): _replaced_surrogates(v, count) for k, v in value.items()}
+        out = {_replaced_surrogates(k, count): _replaced_surrogates(v, count) for k, v in value.items()}
+        if len(out) < len(value):  # keys that differ only in lone surrogates: one value would be lost
+            raise ValueError("two keys differ only in lone surrogates")
+        return out
     return value
 
 
@@ -109,7 +112,10 @@ def _with_lone_surrogates(raw: bytes | str) -> tuple[Any, int] | None:
     except ValueError:
         return None
     count = [0]
-    return _replaced_surrogates(value, count), count[0]
+    try:
+        return _replaced_surrogates(value, count), count[0]
+    except ValueError:
+        return None
 
 
 def _refuse(literal: str) -> Any:
