@@ -46,3 +46,27 @@ def test_a_path_with_a_space_is_quoted():
     assert (
         lowest_task_lines(result)[-1] == "  why they fail: ngrp inspect 'my runs/r.jsonl' --task 0 --failed"
     )
+
+
+def test_each_printed_command_shows_only_its_agents_failed_rollouts(tmp_path, run_ngrp):
+    """End to end on a two-agent run (a task index names one task per agent): every 'why they fail'
+    command runs and shows failed rollouts of the named agent and tasks only."""
+    import json
+    import shlex
+
+    from run_helpers import write_run
+
+    rollouts, inputs = write_run(tmp_path / "run", tasks=6, repeats=4, agents=("alpha", "beta"))
+    run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts)
+    profile = tmp_path / "run" / "rollouts_reward_profiling.jsonl"
+    text = run_ngrp("stats", profile, "--rollouts", rollouts).stdout
+    marker = "why they fail: "
+    commands = [line.split(marker, 1)[1] for line in text.splitlines() if marker in line]
+    assert commands
+    for command in commands:
+        argv = shlex.split(command)[1:]  # without "ngrp"
+        agent = argv[argv.index("--agent") + 1]
+        tasks = {int(argv[i + 1]) for i, word in enumerate(argv) if word == "--task"}
+        shown = [json.loads(line) for line in run_ngrp(*argv, "--json").stdout.splitlines()]
+        assert all(r["agent"] == agent and r["_ng_task_index"] in tasks for r in shown)
+        assert all(r["reward"] < 1 for r in shown)
