@@ -356,3 +356,15 @@ def test_numbers_inside_boxes_are_left_out_as_by_a_scan_of_every_box(parts):
     numbers = [(m.start(), m.end(), m.group()) for m in answers.iter_numbers(text)
                if not any(s <= m.start() < e for s, e, _ in boxes)]  # fmt: skip
     assert got == sorted([*boxes, *numbers])
+
+
+def test_rows_outside_the_inputs_when_every_expected_rollout_has_a_score(tmp_path):
+    inputs, rollouts = tmp_path / "m.jsonl", tmp_path / "r.jsonl"
+    inputs.write_text(json.dumps({"responses_create_params": {"input": "q"}, "_ng_task_index": 0,
+                                  "_ng_rollout_index": 0}) + "\n")  # fmt: skip
+    rollouts.write_text('{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}\nnot json\n')
+    answer = run_health(inputs, rollouts, write=False).to_json()["causes"]["answer"]
+    assert answer == (
+        "of 1 expected rollouts, none lacks a score; 1 rows without a score name no expected rollout"
+        " (record 1: record_unreadable 1); no reward is 0"
+    )

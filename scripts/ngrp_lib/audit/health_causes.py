@@ -117,7 +117,7 @@ def _others(part: dict[str, Any], skip: tuple[str, ...] = (), hint: bool = False
     return out
 
 
-def _outside(part: dict[str, Any]) -> str:
+def _outside(part: dict[str, Any], more: bool) -> str:
     """'; 3 more rows without a score name no expected rollout (record 2: ...)', or nothing."""
     if not part["total"]:
         return ""
@@ -125,7 +125,7 @@ def _outside(part: dict[str, Any]) -> str:
     named = [f"{cause} {sum(part['by_check'][c] for c in part['by_check'] if CAUSE_OF[c] == cause)}: {checks}"
              for cause, checks in causes if checks]  # fmt: skip
     why = f" ({'; '.join(named)})" if named else ""
-    return f"; {part['total']} more rows without a score name no expected rollout{why}"
+    return f"; {part['total']}{' more' if more else ''} rows without a score name no expected rollout{why}"
 
 
 def answer_text(block: dict[str, Any]) -> str:
@@ -149,7 +149,7 @@ def answer_text(block: dict[str, Any]) -> str:
         )
     else:
         head = f"of {block['expected']} expected rollouts, none lacks a score"
-    head += _outside(unscored["outside_inputs"])
+    head += _outside(unscored["outside_inputs"], more=bool(unscored["total"]))
     if not zero["total"]:
         return f"{head}; no reward is 0"
     policy = zero["by_cause"][POLICY]
