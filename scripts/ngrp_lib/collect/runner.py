@@ -48,6 +48,7 @@ from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
 from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
 from .verify import verifier_for
+from .work import FollowUp
 
 if TYPE_CHECKING:
     from .shards import Shard
@@ -128,10 +129,12 @@ async def collect(
     session: Any,
     log: Callable[[str], None] = stderr_log,
     interrupt: Interrupt | None = None,
+    follow_up: FollowUp | None = None,
 ) -> CollectResult:
     """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
     `options.api_key`. Rows and servers are checked before an earlier run's files are replaced.
-    `interrupt` (fired by Ctrl-C) ends the rows phase early with a result, as an early stop does."""
+    `interrupt` (fired by Ctrl-C) ends the rows phase early with a result, as an early stop does.
+    `follow_up` may answer each written rollout with rows to add to the run (`work.FollowUp`)."""
     verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with masked_errors(redactor), CollectorLock(options.output):
@@ -165,12 +168,15 @@ async def collect(
         plan.to_run = len(keys) - len(disk.completed) - plan.exhausted
         del keys
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
+        run.follow_up = follow_up
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
         cache_before = await read_counts(session, sampled, run.headers)
         try:
             interrupted = await _work(run, options.concurrency, interrupt)
         finally:
             run.close()
+        plan.rows, plan.to_run = plan.rows + len(run.added), plan.to_run + len(run.added)
+        plan.seeded += run.added_seeded
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
         result.cost["prefix_cache_hit_rate"] = hit_rate(
