@@ -13,6 +13,8 @@ SmolLM2-135M-Instruct, prepared by scripts/prepare_smollm2.py as the demo does (
 from __future__ import annotations
 
 import json
+import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -40,12 +42,14 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
     return VLLMServer(python, Path(model_dir), workdir / "server.log").start()
 
 
-def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], seeded: bool) -> dict:
+def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], args: Any) -> dict:
     out = folder / "rollouts.jsonl"
     # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
-    extra = ["--timeout", "1800", *(["--seed-per-repeat"] if seeded else []), *adaptive]
-    args = ["collect", "--input", str(TASKS), "--output", str(out), "--base-url", base_url, "--model", model,
-            "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
+    extra = ["--timeout", "1800", "--concurrency", str(args.concurrency), *adaptive]
+    extra += ["--seed-per-repeat"] if args.seed_per_repeat else []
+    args = ["collect", "--input", str(args.task_file), "--output", str(out), "--base-url", base_url,
+            "--model", model, "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
+    load_before = os.getloadavg()[0]
     start = time.monotonic()
     proc = subprocess.run([*NGRP, *args], capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -60,7 +64,23 @@ def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: lis
         "wall_s": round(wall, 2),
         "rollouts": sum(len(v) for v in per_task.values()),
         "decisions": decisions,
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
     }
+
+
+def arithmetic_tasks(path: Path, count: int, seed: int) -> Path:
+    """`count` demo-style tasks (a product or a sum of two numbers, the demo's settings), for a design with
+    more tasks than the demo's 16: seeded, so every run of the bench asks the same questions."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(count):
+        a, b = rng.randint(2, 60), rng.randint(2, 60)
+        op, answer = ("*", a * b) if i % 2 else ("+", a + b)
+        prompt = f"What is {a}{op}{b}? Answer with just the number."
+        params = {"input": [{"role": "user", "content": prompt}], "max_output_tokens": 48, "temperature": 0.7}
+        rows.append({"responses_create_params": params, "expected_answer": str(answer)})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 def _decision(outcomes: list[bool]) -> str:
@@ -74,22 +94,22 @@ def real_run(args: Any) -> dict:
         server = None if args.base_url else start_server(workdir, getattr(args, "model_dir", None))
         base_url = args.base_url or server.base_url
         model = args.model if args.base_url else server.model
+        if args.generated:
+            args.task_file = arithmetic_tasks(workdir / "tasks.jsonl", args.generated, args.seed)
         try:
             runs: dict[str, list[dict]] = {"fixed": [], "adaptive": []}
             adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
             for i in range(args.rounds):
-                seeded = args.seed_per_repeat
-                runs["fixed"].append(
-                    one_run(workdir / f"fixed{i}", base_url, model, args.repeats, [], seeded)
-                )
+                runs["fixed"].append(one_run(workdir / f"fixed{i}", base_url, model, args.repeats, [], args))
                 runs["adaptive"].append(
-                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive, seeded)
+                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive, args)
                 )
         finally:
             if server is not None:
                 server.stop()
     results = {
-        "tasks": str(TASKS.relative_to(REPO)),
+        "tasks": f"{args.generated} generated arithmetic tasks" if args.generated else _shown(args.task_file),
+        "concurrency": args.concurrency,
         "repeats": args.repeats,
         "first_round": args.first_round,
         "seed_per_repeat": args.seed_per_repeat,
@@ -98,10 +118,18 @@ def real_run(args: Any) -> dict:
     return results
 
 
+def _shown(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def print_real(results: dict) -> None:
-    print(f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable")
-    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable,"
+        f" --concurrency {results['concurrency']}"
+    )
+    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's | load |")
+    print("|---|---|---|---|---|---|---|---|")
     for i, (fixed, adaptive) in enumerate(zip(results["fixed"], results["adaptive"], strict=True)):
         same = sum(fixed["decisions"][t] == d for t, d in adaptive["decisions"].items())
         for name, run in (("fixed", fixed), ("adaptive", adaptive)):
@@ -110,4 +138,5 @@ def print_real(results: dict) -> None:
             print(
                 f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} | {kinds.count('mixed')} |"
                 f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
+                f" {run['load_1min'][0]} to {run['load_1min'][1]} |"
             )

@@ -30,16 +30,20 @@ HELD = 0  # the task whose requests the peer holds
 @pytest.fixture
 def holding_peer():
     """Answers chat requests with the right sum (n choices for n), except that a request for task HELD
-    waits until `state["hold"]` is False (at most 60 s)."""
+    waits until `state["hold"]` is False (at most 60 s), and a task's k-th request is a 503 when
+    `state["fail"][task] == k`."""
     import asyncio
 
     from aiohttp import web
 
-    state = {"hold": True, "held": 0}
+    state = {"hold": True, "held": 0, "fail": {}}  # fail: task -> its request (1-based) answered 503
 
     async def chat(request):
         body = await request.json()
         number = int(body["messages"][-1]["content"].split()[-1].split("+")[0])
+        state[number] = state.get(number, 0) + 1
+        if state["fail"].get(number) == state[number]:
+            return web.Response(status=503, text="busy")
         if number == HELD:
             state["held"] += 1
             for _ in range(1200):
@@ -161,3 +165,51 @@ def test_kill_9_mid_pipeline_then_resume_gives_the_files_of_an_unkilled_run(fold
 
     assert rewards(killed) == rewards(plain_dir / "r.jsonl")
     assert sorted(_keys(killed)) == sorted({(t, r) for t, n in _sizes().items() for r in range(n)})
+
+
+def test_ctrl_c_mid_pipeline_leaves_files_in_round_order_and_resume_finishes(folder, holding_peer):
+    import signal
+
+    out = folder / "run" / "r.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *_argv(folder, holding_peer["url"], "run/r.jsonl", "--json")],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and (1, 2) in set(_keys(out)):
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    summary = json.loads(stdout)
+    assert summary["interrupted"] and summary["adaptive"]["tasks_by_reason"].get("pending", 0) >= 1
+    materialized = folder / "run" / "r_materialized_inputs.jsonl"
+    keys = _keys(materialized)
+    assert keys == sorted(keys, key=lambda k: (k[1], k[0])) and (HELD, 0) in keys  # put in round order
+    manifest = json.loads((folder / "run" / "r_run_manifest.json").read_text())
+    states = manifest["adaptive"]["task_states"]
+    assert manifest["materialized"]["rows"] == len(keys)
+    assert states[str(HELD)]["reason"] == "pending" and states["1"]["reason"] == "reached_n"
+    holding_peer["hold"] = False
+    resumed = _run(folder, holding_peer["url"], "run/r.jsonl", "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(_keys(out)) == sorted({(t, r) for t, n in _sizes().items() for r in range(n)})
+
+
+def test_a_failed_attempt_holds_only_its_task_and_another_pass_retries_it(folder, holding_peer):
+    holding_peer["hold"] = False
+    holding_peer["fail"] = {1: 2}  # task 1's round 2 fails once: its rounds 3 and 4 wait for the retry
+    proc = _run(folder, holding_peer["url"], "run/r.jsonl", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["adaptive"]["runner_calls"] == 2 and summary["adaptive"]["failed_all_rounds"] == 1
+    assert "1 tasks wait on a failed attempt" in proc.stderr
+    out = folder / "run" / "r.jsonl"
+    assert sorted(_keys(out)) == sorted({(t, r) for t, n in _sizes().items() for r in range(n)})
+    failures = [json.loads(line) for line in out.with_name("r_failures.jsonl").read_text().splitlines()]
+    assert [(f["_ng_task_index"], f["_ng_rollout_index"]) for f in failures] == [(1, 1)]
