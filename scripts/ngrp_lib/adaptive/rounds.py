@@ -1,17 +1,25 @@
-"""`collect --adaptive RULE`: rounds of repeats, above the runner (`runner.collect`), never inside it.
+"""`collect --adaptive RULE`: rounds of repeats, per task, driven from above the runner (`runner.collect`).
 
-A round is: the materialized inputs hold, for every task, the repeats it has been given so far; the runner
-runs the pending keys to completion (the path `--resume` takes); then the rule (`stats.adaptive`) looks at
-each task's outcomes and gives the unsettled ones R more repeats, up to N. Between rounds the layer
-(holding the collector lock) rewrites the materialized file atomically with the new rows appended (the next
-`_ng_rollout_index`, rows in round order), so the file is whole and Gym-readable at every moment, then
-records the file's digest and every task's state in the run manifest.
+Every task gets R repeats; the rule (`stats.adaptive`) looks at a task's outcomes and gives an unsettled
+task R more, up to N. Rounds are per task, not barriers: the runner is called once with a follow-up
+(`NextRounds`, the runner's `work.FollowUp`) that is told each rollout as it is written, replays that
+task's rule on its outcomes so far, and answers the rows of the task's next round the moment its own
+round is complete. The runner appends them to the materialized file in one write (the next
+`_ng_rollout_index`; under the collector lock it holds) and queues them ahead of the file's rest, while
+other tasks are still in earlier rounds. So a later round no longer waits for the slowest task of the
+round before, and a server whose throughput grows with its batch keeps more in flight.
 
-Nothing is remembered between rounds but the files: each step replays the rule on the rollouts on disk
-(`stats.adaptive.replay`), so a run killed anywhere and resumed makes the same decisions on the same
-rewards, and writes the same files, as a run never killed. The rows of later rounds come from expanding
-the tasks with N repeats (the same expansion the first round's R repeats come from), so seeds and fields
-are those a fixed-N run would send.
+Until the call ends the materialized file holds the rounds in the order they began; then `advance`
+(under the lock) rewrites it atomically in round order (every task's round 1, then round 2's rows...,
+each round in the plan's order) and records the file's digest and every task's state in the manifest.
+It does the same before a resumed call, which puts back a file a kill left mid-pipeline.
+
+Nothing is remembered but the files: `advance` and the follow-up decide through the same replay
+(`stats.adaptive.replay`) on the same outcomes, and a rollout is written before its task's next round is
+appended, so a run killed anywhere and resumed makes the same decisions on the same rewards, and ends
+with the same files, as a run never killed. The rows of later rounds come from expanding the tasks with
+N repeats (the same expansion the first round's R repeats come from), so seeds and fields are those a
+fixed-N run would send.
 """
 
 from __future__ import annotations

@@ -199,7 +199,8 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     metavar="RULE",
     default=None,
     help="Rounds: every task gets --first-round repeats, then rounds of that many more go to the tasks RULE"
-    " has not settled, up to --num-repeats. RULE: learnable (stop at the first pass and fail: the keep/drop"
+    " has not settled, up to --num-repeats; a task's next round starts as soon as its own round is done."
+    " RULE: learnable (stop at the first pass and fail: the keep/drop"
     " decision of fixed N, no interval), band:LOW,HIGH (stop when the task's Wilson 95% interval is wholly"
     " inside or outside [LOW, HIGH]) or width:W (stop when it is at most W wide). Wilson covers 95% at one"
     " look; looked at after every round, a task's interval misses more often (measured figures:"
