@@ -21,6 +21,12 @@ class Plan:
     exhausted: int = 0
     seeded: int = 0  # rows whose request carries a seed (never sent with n > 1)
 
+    def grow(self, rows: int, seeded: int) -> None:
+        """Rows a follow-up added to the materialized file while the run went (`work.FollowUp`)."""
+        self.rows += rows
+        self.to_run += rows
+        self.seeded += seeded
+
 
 @dataclass
 class CollectResult:

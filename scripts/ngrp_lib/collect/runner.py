@@ -175,8 +175,7 @@ async def collect(
             interrupted = await _work(run, options.concurrency, interrupt)
         finally:
             run.close()
-        plan.rows, plan.to_run = plan.rows + len(run.added), plan.to_run + len(run.added)
-        plan.seeded += run.added_seeded
+        plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
         result.cost["prefix_cache_hit_rate"] = hit_rate(
