@@ -8,6 +8,12 @@ seed the same in both runs (its draws then match as far as the server reproduces
 price of one request per rollout (vLLM's CPU engine cannot take a seed with n > 1). The runs are
 interleaved (fixed, adaptive, fixed, adaptive...) to spread the machine's load over both. The model is
 SmolLM2-135M-Instruct, prepared by scripts/prepare_smollm2.py as the demo does (or `--model-dir`).
+
+`--barrier-checkout DIR` adds a third arm: the same adaptive run by another ngrp checkout, e.g. one from
+before rounds were pipelined per task (`git archive <commit> scripts | tar -x -C DIR`), where each round
+waited for the slowest task of the round before. `--generated N` asks N seeded arithmetic questions
+instead of the demo's 16 (a design where the first round alone fills the server). Each run records the
+1-minute load average before and after it: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -42,8 +48,12 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
     return VLLMServer(python, Path(model_dir), workdir / "server.log").start()
 
 
-def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], args: Any) -> dict:
+def one_run(
+    folder: Path, base_url: str, model: str, adaptive: list[str], args: Any, ngrp: list[str] = NGRP
+) -> dict:
+    """One `collect` (by `ngrp`: this checkout's, or another's for the barrier arm), timed."""
     out = folder / "rollouts.jsonl"
+    repeats = args.repeats
     # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
     extra = ["--timeout", "1800", "--concurrency", str(args.concurrency), *adaptive]
     extra += ["--seed-per-repeat"] if args.seed_per_repeat else []
@@ -51,7 +61,8 @@ def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: lis
             "--model", model, "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
     load_before = os.getloadavg()[0]
     start = time.monotonic()
-    proc = subprocess.run([*NGRP, *args], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never write into another checkout
+    proc = subprocess.run([*ngrp, *args], capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
     if proc.returncode != 0:
         sys.exit(f"collect failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -97,13 +108,7 @@ def real_run(args: Any) -> dict:
         if args.generated:
             args.task_file = arithmetic_tasks(workdir / "tasks.jsonl", args.generated, args.seed)
         try:
-            runs: dict[str, list[dict]] = {"fixed": [], "adaptive": []}
-            adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
-            for i in range(args.rounds):
-                runs["fixed"].append(one_run(workdir / f"fixed{i}", base_url, model, args.repeats, [], args))
-                runs["adaptive"].append(
-                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive, args)
-                )
+            runs = _interleaved(workdir, base_url, model, args)
         finally:
             if server is not None:
                 server.stop()
@@ -118,6 +123,23 @@ def real_run(args: Any) -> dict:
     return results
 
 
+def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[str, list[dict]]:
+    """fixed, adaptive (pipelined: this checkout), adaptive (barrier: `--barrier-checkout`, when given),
+    then again, `--rounds` times."""
+    adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
+    arms: dict[str, tuple[list[str], list[str]]] = {"fixed": ([], NGRP), "adaptive": (adaptive, NGRP)}
+    if args.barrier_checkout:
+        arms["adaptive_barrier"] = (
+            adaptive,
+            [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
+        )
+    runs: dict[str, list[dict]] = {name: [] for name in arms}
+    for i in range(args.rounds):
+        for name, (extra, ngrp) in arms.items():
+            runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp))
+    return runs
+
+
 def _shown(path: Path) -> str:
     path = Path(path).resolve()
     return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
@@ -130,11 +152,13 @@ def print_real(results: dict) -> None:
     )
     print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's | load |")
     print("|---|---|---|---|---|---|---|---|")
-    for i, (fixed, adaptive) in enumerate(zip(results["fixed"], results["adaptive"], strict=True)):
-        same = sum(fixed["decisions"][t] == d for t, d in adaptive["decisions"].items())
-        for name, run in (("fixed", fixed), ("adaptive", adaptive)):
+    arms = [name for name in ("fixed", "adaptive", "adaptive_barrier") if name in results]
+    for i, fixed in enumerate(results["fixed"]):
+        for name in arms:
+            run = results[name][i]
             kinds = list(run["decisions"].values())
-            agree = f"{same}/{len(kinds)}" if name == "adaptive" else "-"
+            same = sum(fixed["decisions"][t] == d for t, d in run["decisions"].items())
+            agree = f"{same}/{len(kinds)}" if name != "fixed" else "-"
             print(
                 f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} | {kinds.count('mixed')} |"
                 f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"

@@ -154,7 +154,7 @@ def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_se
     out = folder / "killed" / "rollouts.jsonl"
     base = adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2")
     rng = random.Random(26)
-    killed_mid_run = 0
+    killed_mid_run = mid_pipeline = 0
     for attempt in range(6):
         proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), *map(str, base + (["--resume"] if attempt else []))],
@@ -169,9 +169,15 @@ def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_se
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         killed_mid_run += before < _rows_in(out)
+        # mid-pipeline: a task was in a later round while another's first round was not all written
+        materialized = out.with_name("rollouts_materialized_inputs.jsonl")
+        if materialized.exists() and out.exists():
+            rows, done = _keys_in_order(materialized), set(keys_of(out))
+            later = any(k[1] >= 3 for k in rows)
+            mid_pipeline += later and any(k[1] < 3 and k not in done for k in rows)
     final = ngrp(*base, "--resume", "--json", cwd=folder)
     assert final.returncode == 0, final.stderr
-    assert killed_mid_run >= 3
+    assert killed_mid_run >= 3 and mid_pipeline >= 1
     for name in ("rollouts_materialized_inputs.jsonl",):
         assert (out.parent / name).read_bytes() == (plain.parent / name).read_bytes()
     killed_manifest = json.loads((out.parent / "rollouts_run_manifest.json").read_text())
