@@ -9,11 +9,11 @@ price of one request per rollout (vLLM's CPU engine cannot take a seed with n > 
 interleaved (fixed, adaptive, fixed, adaptive...) to spread the machine's load over both. The model is
 SmolLM2-135M-Instruct, prepared by scripts/prepare_smollm2.py as the demo does (or `--model-dir`).
 
-`--barrier-checkout DIR` adds a third arm: the same adaptive run by another ngrp checkout, e.g. one from
-before rounds were pipelined per task (`git archive <commit> scripts | tar -x -C DIR`), where each round
-waited for the slowest task of the round before. `--generated N` asks N seeded arithmetic questions
-instead of the demo's 16 (a design where the first round alone fills the server). Each run records the
-1-minute load average before and after it: the machine may be shared.
+`--barrier-checkout DIR` adds a third arm: the same adaptive run by another ngrp checkout, e.g. one
+from before rounds were pipelined per task (`git archive <commit> scripts schemas | tar -x -C DIR`),
+where each round waited for the slowest task of the round before. `--generated N` asks N seeded
+arithmetic questions instead of the demo's 16 (a design where the first round alone fills the server).
+Each run records the 1-minute load average before and after it: the machine may be shared.
 """
 
 from __future__ import annotations
@@ -80,13 +80,19 @@ def one_run(
 
 
 def arithmetic_tasks(path: Path, count: int, seed: int) -> Path:
-    """`count` demo-style tasks (a product or a sum of two numbers, the demo's settings), for a design with
-    more tasks than the demo's 16: seeded, so every run of the bench asks the same questions."""
+    """`count` demo-style questions with the demo's settings, for a design with more tasks than its 16:
+    in turn a sum of two numbers up to 12, a product of two digits, and a product of a teen and a digit
+    (the hard kind, like the demo's 13*11), seeded, so every run of the bench asks the same questions."""
     rng = random.Random(seed)
     rows = []
     for i in range(count):
-        a, b = rng.randint(2, 60), rng.randint(2, 60)
-        op, answer = ("*", a * b) if i % 2 else ("+", a + b)
+        kind = i % 3
+        a, b = (
+            (rng.randint(1, 12), rng.randint(1, 12)) if kind == 0 else (rng.randint(2, 9), rng.randint(2, 9))
+        )
+        if kind == 2:
+            a = rng.randint(11, 19)
+        op, answer = ("+", a + b) if kind == 0 else ("*", a * b)
         prompt = f"What is {a}{op}{b}? Answer with just the number."
         params = {"input": [{"role": "user", "content": prompt}], "max_output_tokens": 48, "temperature": 0.7}
         rows.append({"responses_create_params": params, "expected_answer": str(answer)})
