@@ -80,22 +80,32 @@ def one_run(
 
 
 def arithmetic_tasks(path: Path, count: int, seed: int) -> Path:
-    """`count` demo-style questions with the demo's settings, for a design with more tasks than its 16:
-    in turn a sum of two numbers up to 12, a product of two digits, and a product of a teen and a digit
-    (the hard kind, like the demo's 13*11), seeded, so every run of the bench asks the same questions."""
+    """`count` different demo-style questions with the demo's settings, for a design with more tasks than
+    its 16: in turn a sum of two numbers up to 12, a product of two digits, and a product of a teen and a
+    digit (the hard kind, like the demo's 13*11), seeded, so every run of the bench asks the same ones.
+    No two alike: byte-identical task lines would share a task index, which `--adaptive` refuses."""
     rng = random.Random(seed)
-    rows = []
-    for i in range(count):
-        kind = i % 3
+    prompts: dict[str, int] = {}
+    while len(prompts) < count:
+        kind = len(prompts) % 3
         a, b = (
             (rng.randint(1, 12), rng.randint(1, 12)) if kind == 0 else (rng.randint(2, 9), rng.randint(2, 9))
         )
         if kind == 2:
             a = rng.randint(11, 19)
         op, answer = ("+", a + b) if kind == 0 else ("*", a * b)
-        prompt = f"What is {a}{op}{b}? Answer with just the number."
-        params = {"input": [{"role": "user", "content": prompt}], "max_output_tokens": 48, "temperature": 0.7}
-        rows.append({"responses_create_params": params, "expected_answer": str(answer)})
+        prompts.setdefault(f"What is {a}{op}{b}? Answer with just the number.", answer)
+    rows = [
+        {
+            "responses_create_params": {
+                "input": [{"role": "user", "content": prompt}],
+                "max_output_tokens": 48,
+                "temperature": 0.7,
+            },
+            "expected_answer": str(answer),
+        }
+        for prompt, answer in prompts.items()
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
