@@ -134,6 +134,7 @@ def real_run(args: Any) -> dict:
         "repeats": args.repeats,
         "first_round": args.first_round,
         "seed_per_repeat": args.seed_per_repeat,
+        "warmup": args.warmup,
         **runs,
     }
     return results
@@ -150,6 +151,8 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
             [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
         )
     runs: dict[str, list[dict]] = {name: [] for name in arms}
+    if args.warmup:  # the server's first large batches are slow (its CPU kernels warm up): not timed
+        one_run(workdir / "warmup", base_url, model, [], args)
     for i in range(args.rounds):
         for name, (extra, ngrp) in arms.items():
             runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp))
