@@ -3,15 +3,22 @@
 
 1. `simulate` (default): tasks with known pass rates drawn from four Beta populations. Each task gets N
    seeded Bernoulli draws; fixed N sees all of them, each rule plays its rounds (R, then R more) on the
-   same draws through the library's own `stats.adaptive.play`. Printed per population and N: rollouts used
-   as a share of fixed N's, decisions that differ from fixed N's on the same draws, and misclassification
-   against the truth next to fixed N's (band: is the true rate in [LOW, HIGH]; width: does the task's final
-   Wilson interval miss its true rate).
-2. `real`: the demo's tasks (examples/tasks.jsonl) against the real vLLM CPU server, `--adaptive learnable`
+   same draws. A task's rounds depend on its N draws only, so every rule is first played through the
+   library's own `stats.adaptive.play` on every one of the 2^N sequences of N draws (`decision_table`),
+   and each simulated task looks its sequence up (bit i = draw i): the decisions are play's own, and
+   200,000 tasks a population take seconds. Printed per population and N: rollouts used as a share of
+   fixed N's, decisions that differ from fixed N's on the same draws, misclassification against the truth
+   next to fixed N's (band: is the true rate in [LOW, HIGH]; width: does the task's final Wilson interval
+   miss its true rate), and the exact expected difference (no sampling noise: every sequence weighted by
+   its beta-binomial chance, the truth by the population's posterior given all N draws).
+2. `bound` (the bands of --rules, else band:0.2,0.8): the fewest rollouts ANY rule with the same rounds
+   can use and stay within fixed N's misclassification + 1 point, even one that knows the population
+   (Bayes-optimal stopping by dynamic programming, a Lagrangian lower bound; see `band_bound`).
+3. `real`: the demo's tasks (examples/tasks.jsonl) against the real vLLM CPU server, `--adaptive learnable`
    against fixed N, side by side: rollouts, wall time, decisions (see `real_run`).
 
-    python3 benchmarks/adaptive_bench.py                      # simulation, 50,000 tasks a population
-    python3 benchmarks/adaptive_bench.py --tasks 200000 --json
+    python3 benchmarks/adaptive_bench.py                          # simulation, 200,000 tasks (under a minute)
+    python3 benchmarks/adaptive_bench.py bound --rules band:0.2,0.8 band:0.3,0.7
     NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh) python3 benchmarks/adaptive_bench.py real
 """
 
@@ -19,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests"), str(REPO / "benchmarks")]
@@ -37,47 +46,208 @@ POPULATIONS = {
     "Beta(0.25,2)": (0.25, 2.0),
 }
 DESIGNS = ((16, 4), (8, 2))  # (N, R); later rounds add R
-RULES = ("learnable", "band:0.2,0.8", "width:0.3")
+RULES = ("learnable", "band:0.2,0.8", "width:0.3", "width:0.5")
+CODES = {
+    "inside": 0,
+    "below": 1,
+    "above": 2,
+    "mixed": 3,
+    "all_pass": 4,
+    "all_fail": 5,
+    "narrow": 6,
+    "wide": 7,
+}
 
 
-def truth_wrong(rule: Rule, p: float, decision: str, outcomes: list[bool]) -> bool | None:
-    """Is this decision wrong about the true pass rate p? None for learnable: its decision is about the
-    draws (did the group mix), and its benchmark is fixed N's decision on the same draws."""
+@dataclass(frozen=True)
+class DecisionTable:
+    """One rule and schedule played on every sequence of N draws, indexed by the sequence's bits."""
+
+    size: np.ndarray  # repeats the rule used
+    decision: np.ndarray  # its decision (CODES)
+    fixed: np.ndarray  # fixed N's decision on all N draws (CODES)
+    low: np.ndarray  # the Wilson interval on the repeats used (width's estimate)
+    high: np.ndarray
+
+    def look_up(self, draws: np.ndarray) -> np.ndarray:
+        """Rows of N booleans -> their table indices (bit i = draw i)."""
+        return draws.astype(np.int64) @ (1 << np.arange(draws.shape[1], dtype=np.int64))
+
+
+def decision_table(rule: Rule, schedule: Schedule) -> DecisionTable:
+    n = schedule.num_repeats
+    if n > 20:
+        raise SystemExit(f"decision_table: 2^{n} sequences is too many; N <= 20")
+    columns: dict[str, list] = {"size": [], "decision": [], "fixed": [], "low": [], "high": []}
+    for index in range(1 << n):
+        draws = [(index >> i) & 1 == 1 for i in range(n)]
+        state = play(rule, schedule, draws)
+        low, high = wilson_one(sum(draws[: state.size]), state.size) or (0.0, 1.0)
+        columns["size"].append(state.size)
+        columns["decision"].append(CODES[state.decision or "wide"])
+        columns["fixed"].append(CODES[decide_at_end(rule, draws)])
+        columns["low"].append(low)
+        columns["high"].append(high)
+    return DecisionTable(**{key: np.array(values) for key, values in columns.items()})
+
+
+def truth_wrong(
+    rule: Rule, table: DecisionTable, p: np.ndarray, index: np.ndarray, fixed: bool
+) -> np.ndarray:
+    """Per task: is the decision (fixed N's when `fixed`) wrong about the true pass rate p? Band: the
+    decision `inside` against p in [LOW, HIGH]; width: the final Wilson interval misses p (fixed N's: the
+    interval on all N draws). Learnable has none: its benchmark is fixed N's decision on the same draws."""
     if rule.kind == "band":
-        return (decision == "inside") != (rule.low <= p <= rule.high)
+        decided = (table.fixed if fixed else table.decision)[index] == CODES["inside"]
+        return decided != ((rule.low <= p) & (p <= rule.high))
     if rule.kind == "width":
-        bounds = wilson_one(sum(outcomes), len(outcomes))
-        return bounds is None or not bounds[0] <= p <= bounds[1]
-    return None
+        n = len(table.size).bit_length() - 1
+        passes = np.array([bin(i).count("1") for i in range(len(table.size))])[index]
+        low, high = _wilson_arrays(passes, n) if fixed else (table.low[index], table.high[index])
+        return (p < low) | (p > high)
+    return np.zeros(len(p), dtype=bool)
+
+
+def _wilson_arrays(passes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    bounds = [wilson_one(k, n) or (0.0, 1.0) for k in range(n + 1)]
+    lows, highs = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+    return lows[passes], highs[passes]
 
 
 def simulate(
-    population: tuple[float, float], n: int, r: int, rules: list[Rule], tasks: int, seed: int
+    population: tuple[float, float],
+    tables: dict[str, tuple[Rule, DecisionTable]],
+    n: int,
+    tasks: int,
+    seed: int,
 ) -> dict:
-    rng = random.Random(seed)
-    schedule = Schedule(first_round=r, num_repeats=n)
-    figures = {rule.spec: {"used": 0, "differ": 0, "wrong": 0, "fixed_wrong": 0} for rule in rules}
-    for _ in range(tasks):
-        p = rng.betavariate(*population)
-        draws = [rng.random() < p for _ in range(n)]
-        for rule in rules:
-            state = play(rule, schedule, draws)
-            fixed = decide_at_end(rule, draws)
-            seen = draws[: state.size]
-            cell = figures[rule.spec]
-            cell["used"] += state.size
-            cell["differ"] += _decision_class(rule, state.decision) != _decision_class(rule, fixed)
-            cell["wrong"] += bool(truth_wrong(rule, p, state.decision or "", seen))
-            cell["fixed_wrong"] += bool(truth_wrong(rule, p, fixed, draws))
-    return {
-        spec: {
-            "rollout_share": cell["used"] / (tasks * n),
-            "differ_from_fixed": None if rules_kind(spec) == "width" else cell["differ"] / tasks,
-            "wrong_vs_truth": None if rules_kind(spec) == "learnable" else cell["wrong"] / tasks,
-            "fixed_wrong_vs_truth": None if rules_kind(spec) == "learnable" else cell["fixed_wrong"] / tasks,
+    rng = np.random.default_rng(seed)
+    p = rng.beta(*population, size=tasks)
+    draws = rng.random((tasks, n)) < p[:, None]
+    out = {}
+    for spec, (rule, table) in tables.items():
+        index = table.look_up(draws)
+        differ = table.decision[index] != table.fixed[index]
+        out[spec] = {
+            "rollout_share": float(table.size[index].mean() / n),
+            "differ_from_fixed": None if rule.kind == "width" else float(differ.mean()),
+            "wrong_vs_truth": None
+            if rule.kind == "learnable"
+            else float(truth_wrong(rule, table, p, index, False).mean()),
+            "fixed_wrong_vs_truth": None
+            if rule.kind == "learnable"
+            else float(truth_wrong(rule, table, p, index, True).mean()),
+            **exact(rule, table, population, n),
         }
-        for spec, cell in figures.items()
-    }
+    return out
+
+
+def exact(
+    rule: Rule, table: DecisionTable, population: tuple[float, float], n: int
+) -> dict[str, float | None]:
+    """Expected share and misclassification over the population without sampling noise: each sequence
+    weighted by its chance B(a + k, b + N - k) / B(a, b), the truth by the posterior given all N draws."""
+    from scipy.special import betaln
+    from scipy.stats import beta
+
+    a, b = population
+    passes = np.array([bin(i).count("1") for i in range(1 << n)])
+    weight = np.exp(betaln(a + passes, b + n - passes) - betaln(a, b))
+    post = beta(a + passes, b + n - passes)
+    share = float(weight @ table.size / n)
+    if rule.kind == "band":
+        inside = post.cdf(rule.high) - post.cdf(rule.low)
+
+        def miss(codes: np.ndarray) -> float:
+            return float(weight @ np.where(codes == CODES["inside"], 1 - inside, inside))
+
+        return {
+            "exact_share": share,
+            "exact_wrong": miss(table.decision),
+            "exact_fixed_wrong": miss(table.fixed),
+        }
+    if rule.kind == "width":
+        low_n, high_n = _wilson_arrays(passes, n)
+        covered = post.cdf(table.high) - post.cdf(table.low)
+        covered_n = post.cdf(high_n) - post.cdf(low_n)
+        return {
+            "exact_share": share,
+            "exact_wrong": float(weight @ (1 - covered)),
+            "exact_fixed_wrong": float(weight @ (1 - covered_n)),
+        }
+    return {"exact_share": share, "exact_wrong": None, "exact_fixed_wrong": None}
+
+
+def band_bound(population: tuple[float, float], n: int, r: int, low: float, high: float) -> dict[str, float]:
+    """The fewest rollouts (share of fixed N's) any stopping rule with these rounds can use while its band
+    misclassification stays within fixed N's + 1 point. Even a rule that knows the population's Beta prior
+    cannot do better: for a price lam a rollout, dynamic programming gives the least expected
+    misclassification + lam * rollouts, V(lam), over all rules (stop with the likeliest class of the
+    posterior, or draw the next round); every rule with misclassification <= T then uses at least
+    (V(lam) - T) / (lam N) of fixed N's rollouts, for every lam; the best lam is printed."""
+    from scipy.stats import beta, betabinom
+
+    a, b = population
+    ks = np.arange(n + 1)
+    pmf_n = betabinom.pmf(ks, n, a, b)
+    post_inside = beta.cdf(high, a + ks, b + n - ks) - beta.cdf(low, a + ks, b + n - ks)
+    rate = ks / n
+    fixed_inside = (low <= rate) & (rate <= high)
+    target = float(pmf_n @ np.where(fixed_inside, 1 - post_inside, post_inside)) + 0.01
+
+    def stop_error(k: int, size: int) -> float:
+        below = beta.cdf(low, a + k, b + size - k)
+        above = beta.sf(high, a + k, b + size - k)
+        return float(min(below + above, 1 - below, 1 - above))
+
+    def value(lam: float) -> float:
+        costs = [stop_error(k, n) + lam * n for k in range(n + 1)]
+        size = n
+        while size > r:
+            previous = r * ((size - 1) // r)  # the schedule's sizes: R, 2R, ... and N
+            step = size - previous
+            costs = [
+                min(
+                    stop_error(k, previous) + lam * previous,
+                    float(
+                        betabinom.pmf(np.arange(step + 1), step, a + k, b + previous - k)
+                        @ costs[k : k + step + 1]
+                    ),
+                )
+                for k in range(previous + 1)
+            ]
+            size = previous
+        return float(betabinom.pmf(np.arange(r + 1), r, a, b) @ costs)
+
+    best = max(((value(lam) - target) / (lam * n), lam) for lam in np.geomspace(1e-5, 0.05, 400))
+    return {"fixed_wrong": target - 0.01, "least_share": best[0], "lam": best[1]}
+
+
+def run_bound(args: argparse.Namespace) -> dict:
+    """Per band of --rules (band:0.2,0.8 when they hold none), population and design."""
+    bands = [rule for rule in map(parse_rule, args.rules) if rule.kind == "band"] or [
+        parse_rule("band:0.2,0.8")
+    ]
+    rows = []
+    for band in bands:
+        for name, population in POPULATIONS.items():
+            for n, r in DESIGNS:
+                cell = band_bound(population, n, r, band.low, band.high)
+                rows.append(
+                    {"band": f"{band.low:g},{band.high:g}", "population": name, "n": n, "r": r, **cell}
+                )
+    return {"rows": rows}
+
+
+def print_bound(results: dict[str, Any]) -> None:
+    print("The least share of fixed N's rollouts any band rule needs to stay within fixed N + 1 point")
+    print("| band | population | N, R | fixed N wrong (exact) | least rollouts / fixed N |")
+    print("|---|---|---|---|---|")
+    for row in results["rows"]:
+        print(
+            f"| {row['band']} | {row['population']} | {row['n']}, {row['r']} | {row['fixed_wrong']:.4f} |"
+            f" {row['least_share']:.3f} |"
+        )
 
 
 def rules_kind(spec: str) -> str:
@@ -88,33 +258,34 @@ def _share(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
-def _decision_class(rule: Rule, decision: str | None) -> str:
-    """What the decision keeps or drops (width makes none: it gives an estimate, compared with the truth)."""
-    return "estimate" if rule.kind == "width" else str(decision)
-
-
 def print_simulation(results: dict[str, Any]) -> None:
     print(f"simulation: {results['tasks']:,} tasks a population, seed {results['seed']}")
     print(
         "| population | N, R | rule | rollouts / fixed N | decisions != fixed N | wrong vs truth"
-        " | fixed N wrong |"
+        " | fixed N wrong | exact: rollouts, wrong - fixed wrong |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for row in results["rows"]:
+        gap = row["exact_wrong"] is not None and 100 * (row["exact_wrong"] - row["exact_fixed_wrong"])
         print(
             f"| {row['population']} | {row['n']}, {row['r']} | {row['rule']} | {row['rollout_share']:.3f} |"
             f" {_share(row['differ_from_fixed'])} | {_share(row['wrong_vs_truth'])} |"
-            f" {_share(row['fixed_wrong_vs_truth'])} |"
+            f" {_share(row['fixed_wrong_vs_truth'])} | {row['exact_share']:.3f},"
+            f" {'—' if gap is False else f'{gap:+.2f} pp'} |"
         )
 
 
 def run_simulation(args: argparse.Namespace) -> dict:
     rules = [parse_rule(spec) for spec in args.rules]
     rows = []
-    for seed, (name, population) in enumerate(POPULATIONS.items()):
-        for n, r in DESIGNS:
-            for spec, cell in simulate(population, n, r, rules, args.tasks, args.seed + seed).items():
+    for n, r in DESIGNS:
+        schedule = Schedule(first_round=r, num_repeats=n)
+        tables = {rule.spec: (rule, decision_table(rule, schedule)) for rule in rules}
+        for seed, (name, population) in enumerate(POPULATIONS.items()):
+            for spec, cell in simulate(population, tables, n, args.tasks, args.seed + seed).items():
                 rows.append({"population": name, "n": n, "r": r, "rule": spec, **cell})
+    order = {name: i for i, name in enumerate(POPULATIONS)}
+    rows.sort(key=lambda row: (order[row["population"]], -row["n"]))
     return {"tasks": args.tasks, "seed": args.seed, "rows": rows}
 
 
@@ -122,8 +293,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("part", nargs="?", choices=("simulate", "real"), default="simulate")
-    parser.add_argument("--tasks", type=int, default=50_000)
+    parser.add_argument("part", nargs="?", choices=("simulate", "bound", "real"), default="simulate")
+    parser.add_argument("--tasks", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--rules", nargs="+", default=list(RULES))
     parser.add_argument("--json", action="store_true")
@@ -145,19 +316,16 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.part == "real":
-        from adaptive_real import real_run  # benchmarks/adaptive_real.py: the vLLM part
+        from adaptive_real import print_real, real_run  # benchmarks/adaptive_real.py: the vLLM part
 
-        results = real_run(args)
+        run, show = real_run, print_real
     else:
-        results = run_simulation(args)
+        run, show = (run_bound, print_bound) if args.part == "bound" else (run_simulation, print_simulation)
+    results = run(args)
     if args.json:
         print(json.dumps(results))
-    elif args.part == "simulate":
-        print_simulation(results)
     else:
-        from adaptive_real import print_real
-
-        print_real(results)
+        show(results)
     return 0
 
 

@@ -67,15 +67,7 @@ def prepare(rollouts: Path, inputs: Path, text_chars: int, cap_every: int = 100)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=80_000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--text-chars", type=int, default=0, help="pad each reasoning text to this length")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--agent", action="store_true", help="Agent rollouts (see --turns, --tool-chars).")
-    parser.add_argument("--turns", type=int, default=20)
-    parser.add_argument("--tool-chars", type=int, default=2000)
-    args = parser.parse_args()
+    args = _arguments()
     with tempfile.TemporaryDirectory() as tmp:
         rollouts, inputs = Path(tmp) / "rollouts.jsonl", Path(tmp) / "rollouts_materialized_inputs.jsonl"
         if args.agent:
@@ -90,54 +82,87 @@ def main() -> int:
         if not args.agent:
             capped = result.affected["ngrp/truncated_at_token_cap"]
             assert capped == -(-args.rows // 100), result.affected
-        floors, healths, cpu_floors, cpu_healths = [], [], [], []
-        for _ in range(args.repeat):  # interleaved, so a burst of load on the machine hits both
-            for walls, cpus, work in (
-                (floors, cpu_floors, lambda: (floor(inputs), floor(rollouts))),
-                (healths, cpu_healths, lambda: run_health(inputs, rollouts, overwrite=True)),
-            ):
-                cpu = time.process_time()
-                walls.append(best_of(work, 1))
-                cpus.append(time.process_time() - cpu)
-        t_floor, t_health = min(floors), min(healths)
-        paired = sorted(h / f for h, f in zip(healths, floors, strict=True))
-        cpu_ratio = min(cpu_healths) / min(cpu_floors)
-        tracemalloc.start()
-        run_health(inputs, rollouts, overwrite=True)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+        timed = _timed(inputs, rollouts, args.repeat)
     figures = {
         "rollout_rows": args.rows,
         "text_chars": args.text_chars,
         "input_mb": round(size_mb, 1),
+        **timed,
+        "health_rollouts_per_s": round(args.rows / timed["t_health"]),
+        "unhealthy": result.verdicts["unhealthy"],
+        "python": sys.version.split()[0],
+    }
+    if args.json:
+        print(orjson.dumps({key: figures[key] for key in FIGURE_ORDER}).decode())
+    else:
+        _print_figures(figures, args.rows, args.repeat, size_mb)
+    return 0
+
+
+# the --json keys, in the order they have always been printed
+FIGURE_ORDER = (
+    "rollout_rows", "text_chars", "input_mb", "floor_s", "health_s", "health_rollouts_per_s", "ratio",
+    "median_paired_ratio", "cpu_floor_s", "cpu_health_s", "cpu_ratio", "unhealthy", "peak_python_mb",
+    "python",
+)  # fmt: skip
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=80_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--text-chars", type=int, default=0, help="pad each reasoning text to this length")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--agent", action="store_true", help="Agent rollouts (see --turns, --tool-chars).")
+    parser.add_argument("--turns", type=int, default=20)
+    parser.add_argument("--tool-chars", type=int, default=2000)
+    return parser.parse_args()
+
+
+def _timed(inputs: Path, rollouts: Path, repeat: int) -> dict:
+    """Best wall and CPU seconds of the floor and of health, their ratios, and health's peak memory."""
+    floors, healths, cpu_floors, cpu_healths = [], [], [], []
+    for _ in range(repeat):  # interleaved, so a burst of load on the machine hits both
+        for walls, cpus, work in (
+            (floors, cpu_floors, lambda: (floor(inputs), floor(rollouts))),
+            (healths, cpu_healths, lambda: run_health(inputs, rollouts, overwrite=True)),
+        ):
+            cpu = time.process_time()
+            walls.append(best_of(work, 1))
+            cpus.append(time.process_time() - cpu)
+    t_floor, t_health = min(floors), min(healths)
+    paired = sorted(h / f for h, f in zip(healths, floors, strict=True))
+    tracemalloc.start()
+    run_health(inputs, rollouts, overwrite=True)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {
         "floor_s": round(t_floor, 3),
         "health_s": round(t_health, 3),
-        "health_rollouts_per_s": round(args.rows / t_health),
         "ratio": round(t_health / t_floor, 2),
         "median_paired_ratio": round(paired[len(paired) // 2], 2),
         "cpu_floor_s": round(min(cpu_floors), 3),
         "cpu_health_s": round(min(cpu_healths), 3),
-        "cpu_ratio": round(cpu_ratio, 2),
-        "unhealthy": result.verdicts["unhealthy"],
+        "cpu_ratio": round(min(cpu_healths) / min(cpu_floors), 2),
         "peak_python_mb": round(peak / 1e6, 1),
-        "python": sys.version.split()[0],
+        "t_floor": t_floor,  # unrounded, for the text lines
+        "t_health": t_health,
     }
-    if args.json:
-        print(orjson.dumps(figures).decode())
-    else:
-        rate = figures["health_rollouts_per_s"]
-        print(f"{args.rows} rollouts + {args.rows} inputs ({size_mb:.0f} MB), Python {figures['python']}")
-        print(f"floor (orjson parse of both):  {t_floor:.3f} s (best of {args.repeat})")
-        print(f"ngrp health (read, judge, write): {t_health:.3f} s  ({rate:,} rollouts/s)")
-        print(f"ratio health / floor:          {figures['ratio']:.2f}x  (goal: at most 3x)")
-        print(f"median of the paired ratios:   {figures['median_paired_ratio']:.2f}x")
-        print(
-            f"CPU seconds, floor / health:   {figures['cpu_floor_s']:.3f} / {figures['cpu_health_s']:.3f}"
-            f"  ratio {figures['cpu_ratio']:.2f}x (steady on a loaded machine)"
-        )
-        print(f"unhealthy rollouts found:      {figures['unhealthy']}")
-        print(f"peak Python memory in health:  {figures['peak_python_mb']} MB (tracemalloc)")
-    return 0
+
+
+def _print_figures(figures: dict, rows: int, repeat: int, size_mb: float) -> None:
+    rate = figures["health_rollouts_per_s"]
+    print(f"{rows} rollouts + {rows} inputs ({size_mb:.0f} MB), Python {figures['python']}")
+    print(f"floor (orjson parse of both):  {figures['t_floor']:.3f} s (best of {repeat})")
+    print(f"ngrp health (read, judge, write): {figures['t_health']:.3f} s  ({rate:,} rollouts/s)")
+    print(f"ratio health / floor:          {figures['ratio']:.2f}x  (goal: at most 3x)")
+    print(f"median of the paired ratios:   {figures['median_paired_ratio']:.2f}x")
+    print(
+        f"CPU seconds, floor / health:   {figures['cpu_floor_s']:.3f} / {figures['cpu_health_s']:.3f}"
+        f"  ratio {figures['cpu_ratio']:.2f}x (steady on a loaded machine)"
+    )
+    print(f"unhealthy rollouts found:      {figures['unhealthy']}")
+    print(f"peak Python memory in health:  {figures['peak_python_mb']} MB (tracemalloc)")
 
 
 if __name__ == "__main__":

@@ -37,47 +37,10 @@ def make_row(rng: random.Random, task: int, rollout: int) -> dict:
     reasoning, output = rng.randint(20, 400), rng.randint(5, 120)
     answer = str(rng.randint(0, 1000))
     correct = rng.random() < 0.5
-    input_tokens = 20 + len(prompt) // 4
+    response = _response(rng, task, rollout, 20 + len(prompt) // 4, (reasoning, output), answer)
     return {
         "responses_create_params": {"input": [{"role": "user", "content": prompt}], "temperature": 1.0},
-        "response": {
-            "id": f"resp_{task}_{rollout}",
-            "created_at": 1760000000.0 + task * 10 + rollout,
-            "model": "my-policy",
-            "object": "response",
-            "output": [
-                {
-                    "id": f"rs_{task}_{rollout}",
-                    "type": "reasoning",
-                    "summary": [{"type": "summary_text", "text": _text(rng, reasoning // 8)}],
-                },
-                {
-                    "id": f"msg_{task}_{rollout}",
-                    "type": "message",
-                    "role": "assistant",
-                    "status": "completed",
-                    "content": [
-                        {
-                            "type": "output_text",
-                            "text": f"{_text(rng, output // 4)} \\boxed{{{answer}}}",
-                            "annotations": [],
-                        }
-                    ],
-                },
-            ],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
-            "status": "completed",
-            "incomplete_details": None,
-            "usage": {
-                "input_tokens": input_tokens,
-                "input_tokens_details": {"cached_tokens": 0},
-                "output_tokens": reasoning + output,
-                "output_tokens_details": {"reasoning_tokens": reasoning},
-                "total_tokens": input_tokens + reasoning + output,
-            },
-        },
+        "response": response,
         "reward": 1.0 if correct else 0.0,
         "mask_sample": False,
         "failure_kind": None,
@@ -92,6 +55,52 @@ def make_row(rng: random.Random, task: int, rollout: int) -> dict:
         "agent_ref": {"name": "math_simple_agent"},
         "_ng_environment_server": "math_environment_server",
         "_ng_result_type": "legacy_agent",
+    }
+
+
+def _response(
+    rng: random.Random, task: int, rollout: int, input_tokens: int, lengths: tuple[int, int], answer: str
+) -> dict:
+    """The Responses API object of one rollout: a reasoning item, then the message that boxes `answer`
+    (the texts drawn from `rng` in that order, as the rows have always been drawn)."""
+    reasoning, output = lengths
+    return {
+        "id": f"resp_{task}_{rollout}",
+        "created_at": 1760000000.0 + task * 10 + rollout,
+        "model": "my-policy",
+        "object": "response",
+        "output": [
+            {
+                "id": f"rs_{task}_{rollout}",
+                "type": "reasoning",
+                "summary": [{"type": "summary_text", "text": _text(rng, reasoning // 8)}],
+            },
+            {
+                "id": f"msg_{task}_{rollout}",
+                "type": "message",
+                "role": "assistant",
+                "status": "completed",
+                "content": [
+                    {
+                        "type": "output_text",
+                        "text": f"{_text(rng, output // 4)} \\boxed{{{answer}}}",
+                        "annotations": [],
+                    }
+                ],
+            },
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "incomplete_details": None,
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": reasoning + output,
+            "output_tokens_details": {"reasoning_tokens": reasoning},
+            "total_tokens": input_tokens + reasoning + output,
+        },
     }
 
 

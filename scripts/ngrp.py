@@ -13,6 +13,10 @@ REQUIRED = {"click": "click", "orjson": "orjson", "jsonschema": "jsonschema"}
 # The lowest versions pyproject.toml asks for; pip enforces them for an installed ngrp, this file for a
 # checkout or skill folder run in place. orjson's matters most: from 3.11.7 floats are written as Gym's are.
 MINIMUM = {"click": "8.1", "orjson": "3.11.7", "jsonschema": "4.18", "numpy": "1.24", "aiohttp": "3.9"}
+# An old orjson only changes how floats are spelled in written files, so it is worth a warning only for
+# the commands that write files Gym reads; analysis that prints (check, stats, compare, inspect...) is
+# the same with it, and a warning on every call is noise an agent learns to ignore.
+WRITES_GYM_FILES = {"collect", "materialize", "profile", "reverify", "merge", "curriculum", "health"}
 
 
 def _missing() -> list[str]:
@@ -30,11 +34,19 @@ def _numbers(version: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _too_old() -> list[str]:
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _too_old(command: str | None = None) -> list[str]:
+    """Packages older than MINIMUM; orjson only when `command` writes files Gym reads (or is unknown)."""
     from importlib import metadata
 
     old = []
     for name, minimum in MINIMUM.items():
+        if name == "orjson" and command is not None and command not in WRITES_GYM_FILES:
+            continue
         try:
             have = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -56,7 +68,7 @@ def _run() -> int:
             f"~/.venvs/ngrp/bin/pip install '{here}[report]', then run ~/.venvs/ngrp/bin/ngrp)\n"
         )
         return 2
-    old = _too_old()
+    old = _too_old(_command(sys.argv[1:]))
     if old:
         sys.stderr.write(
             f"ngrp: warning: older packages than this toolkit needs: {', '.join(old)}; outputs may differ "

@@ -92,7 +92,8 @@ def _text(row: dict, text: str) -> None:
 
 
 def planted_run(identityless: bool = True) -> Run:
-    """Clean run of 20 tasks x 4 repeats; rollout 0 of task k carries defect k (one per check).
+    """Clean run of 20 tasks x 4 repeats; rollout 0 of task k carries defect k (one per check; task 17:
+    ngrp/expected_answer_in_reply).
     `identityless=False` leaves out the row without identity (where Gym and ngrp name the row differently)."""
     run = clean_run(20)
     rows = [orjson.loads(line) for line in run.lines]
@@ -148,6 +149,10 @@ def planted_run(identityless: bool = True) -> Run:
     def not_extracted(r):
         r["extracted_answer"] = None
 
+    def stated_not_taken(r):  # the right answer stated, then more numbers: the last one is taken
+        _text(r, "17 + 17 = 34. Check: 34 - 17 = 17.")
+        r["extracted_answer"] = "17"
+
     plant("model_call_zero_completion_tokens", 1, zero_tokens)
     plant("model_call_missing_token_counts", 2, missing_counts)
     plant("model_call_failed", 3, failed)
@@ -159,6 +164,7 @@ def planted_run(identityless: bool = True) -> Run:
     plant("ngrp/reward_not_numeric", 9, reward_null)
     plant("ngrp/verifier_error", 10, verifier_error)
     plant("ngrp/answer_not_extracted", 11, not_extracted)
+    plant("ngrp/expected_answer_in_reply", 17, stated_not_taken)
     lines = [orjson.dumps(r) + b"\n" for r in rows]
     # keys only in the failures sidecar: task 12 rollout 0 (transport), task 13 rollout 0 (verifier)
     for key in ((12, 0), (13, 0)):

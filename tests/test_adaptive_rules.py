@@ -9,16 +9,21 @@ from hypothesis import strategies as st
 
 from ngrp_lib.errors import UsageError
 from ngrp_lib.stats.adaptive import (
+    BAND_RISK,
     FAILED,
     PENDING,
+    PRIORS,
     REACHED_N,
     SETTLED,
     Rule,
     Schedule,
+    band_class,
+    band_settle,
     decide,
     decide_at_end,
     parse_rule,
     play,
+    regularized_beta,
     replay,
 )
 
@@ -33,7 +38,21 @@ def test_rules_parse_and_refuse():
     assert parse_rule("width:0.3") == Rule("width", width=0.3)
     assert parse_rule("band:0.2,0.8").spec == "band:0.2,0.8"
     assert parse_rule("learnable").interval is None and parse_rule("width:0.3").interval == "wilson_95"
-    for bad in ("", "learnable:1", "band:0.8,0.2", "band:0.2", "band:a,b", "width:0", "width:1.5", "mixed"):
+    assert parse_rule("band:0.2,0.8").interval == "wilson_95+curtailment+jeffreys_uniform_gain_0.03"
+    assert parse_rule("band:0.2,0.8,0.01") == Rule("band", low=0.2, high=0.8, risk=0.01)
+    assert parse_rule("band:0.2,0.8,0.01").spec == "band:0.2,0.8,0.01"
+    assert parse_rule("band:0.2,0.8,0.03").spec == "band:0.2,0.8"  # the default risk, spelled out
+    assert parse_rule("band:0.2,0.8,0").interval == "wilson_95+curtailment+jeffreys_uniform_gain_0"
+    bad_rules = (
+        "",
+        "learnable:1",
+        "band:0.8,0.2",
+        "band:0.2",
+        "band:a,b",
+        "band:0.2,0.8,1",
+        "band:0.2,0.8,-0.1",
+    )
+    for bad in (*bad_rules, "band:0.2,0.8,0.1,0.1", "width:0", "width:1.5", "mixed"):
         with pytest.raises(UsageError, match="not a rule"):
             parse_rule(bad)
 
@@ -63,20 +82,144 @@ def test_learnable_by_hand():
 
 
 def test_band_by_hand():
-    # Wilson 95% (z = 1.95996): 2/4 -> [0.150, 0.850] straddles 0.2; 4/8 -> [0.215, 0.785] inside;
-    # 0/8 -> upper 3.8415/11.8415 = 0.324; 0/16 -> upper 3.8415/19.8415 = 0.194 < 0.2: below.
+    # the interval test alone (no draws to come: remaining 0). Wilson 95% (z = 1.95996): 2/4 -> [0.150,
+    # 0.850] straddles 0.2; 4/8 -> [0.215, 0.785] inside; 0/8 -> upper 3.8415/11.8415 = 0.324;
+    # 0/16 -> upper 3.8415/19.8415 = 0.194 < 0.2: below.
     assert decide(BAND, [T, F, T, F]) is None
     assert decide(BAND, [T, F] * 4) == "inside"
     assert decide(BAND, [F] * 8) is None and decide(BAND, [F] * 16) == "below"
     assert decide(BAND, [T] * 16) == "above"
-    state = play(BAND, Schedule(4, 16), [T, F] * 8)
-    assert (state.size, state.decision) == (8, "inside")
-    state = play(BAND, Schedule(8, 32), [F] * 32)
-    assert (state.size, state.reason, state.decision) == (16, SETTLED, "below")
     # unsettled at N: the pass rate decides, as fixed N does (3/4: 0.75 is inside; Wilson is not)
     state = play(BAND, Schedule(4, 4), [T, T, T, F])
     assert (state.reason, state.decision) == (REACHED_N, "inside")
     assert decide_at_end(BAND, [T] * 4) == "above" and decide_at_end(BAND, [F] * 4) == "below"
+
+
+def test_band_deterministic_curtailment_by_hand():
+    # 4 passes in 12, 4 draws to come: fixed N=16 ends between 4/16 = 0.25 and 8/16 = 0.5, inside
+    # whatever they are; Wilson 4/12 is [0.138, 0.609] and straddles 0.2, so only curtailment settles it
+    assert decide(BAND, [T] * 4 + [F] * 8) is None
+    assert decide(BAND, [T] * 4 + [F] * 8, remaining=4) == "inside"
+    # 3 in 12 with 4 to come: 3/16 = 0.1875 is below, 7/16 inside: not certain
+    assert band_settle(BAND, 3, 12, 4, risk=0.0) is None
+    state = play(BAND, Schedule(6, 16), [T, F, F] * 4 + [T, T, T, T])  # 4/12 after round 2 of 6, 6, 4
+    assert (state.size, state.reason, state.decision) == (12, SETTLED, "inside")
+
+
+def test_band_value_of_information_by_hand():
+    # Worked with scipy (`_drawing_on_gain` below, independent of the library): under a Beta(x, x) prior,
+    # the chance of misclassifying the true rate now (1 - the posterior's largest class mass) minus that
+    # after fixed N=16's remaining draws. Settled when both priors (Jeffreys 1/2, uniform 1) agree on the
+    # class and both gains are under 0.03:
+    # 2/4, 12 to come: Jeffreys 0.15438 - 0.12917 = 0.0252, uniform 0.0038: settled inside
+    # 0/4, 12 to come: Jeffreys 0.0727, uniform 0.1546: not settled
+    # 0/8, 8 to come: Jeffreys 0.0064, uniform 0.0180: settled below
+    # 1/8, 8 to come: Jeffreys 0.1086, uniform 0.1613: not settled
+    # 3/8, 8 to come: Jeffreys 0.0030, uniform -0.0052 (fixed N's k/N rule is not the Bayes decision): inside
+    cases = [
+        ((2, 4, 12), (0.0252, 0.0038), "inside"),
+        ((0, 4, 12), (0.0727, 0.1546), None),
+        ((0, 8, 8), (0.0064, 0.0180), "below"),
+        ((1, 8, 8), (0.1086, 0.1613), None),
+        ((3, 8, 8), (0.0030, -0.0052), "inside"),
+    ]
+    for (passes, n, remaining), gains, expected in cases:
+        for prior, gain in zip(PRIORS, gains, strict=True):
+            assert _drawing_on_gain(BAND, passes, n, remaining, prior)[1] == pytest.approx(gain, abs=1e-4)
+        outcomes = [T] * passes + [F] * (n - passes)
+        assert decide(BAND, outcomes, remaining=remaining) == expected
+    assert (BAND_RISK, PRIORS) == (0.03, (0.5, 1.0))
+    # 4/4 with 12 to come for band [0.3, 0.7]: Jeffreys says above (gain 0.0271 < 0.03) but uniform's
+    # gain is larger: the priors must both find more draws of little use
+    narrow = Rule("band", low=0.3, high=0.7)
+    gains = [_drawing_on_gain(narrow, 4, 4, 12, prior)[1] for prior in PRIORS]
+    assert gains[0] < 0.03 < gains[1] and decide(narrow, [T] * 4, remaining=12) is None
+    state = play(BAND, Schedule(4, 16), [T, T, F, F] + [F] * 12)  # settled in round 1, inside
+    assert (state.size, state.reason, state.decision) == (4, SETTLED, "inside")
+    state = play(BAND, Schedule(4, 16), [F] * 16)  # 0/4 goes on; 0/8 settles below
+    assert (state.size, state.reason, state.decision) == (8, SETTLED, "below")
+    assert play(Rule("band", low=0.2, high=0.8, risk=0.0), Schedule(4, 16), [F] * 16).size == 16
+    assert play(Rule("band", low=0.2, high=0.8, risk=0.01), Schedule(4, 16), [T, T, F, F] * 4).size > 4
+
+
+def _drawing_on_gain(rule, passes, n, remaining, prior):
+    """scipy's beta and beta-binomial under a Beta(prior, prior) prior: the likeliest class now, and the
+    misclassification chance now minus after fixed N's draws."""
+    from scipy.stats import beta, betabinom
+
+    def masses(k, size):
+        a, b = k + prior, size - k + prior
+        below, above = beta.cdf(rule.low, a, b), beta.sf(rule.high, a, b)
+        return {"below": below, "above": above, "inside": 1 - below - above}
+
+    def fixed(k, size):
+        rate = k / size
+        return "below" if rate < rule.low else "above" if rate > rule.high else "inside"
+
+    total = n + remaining
+    later = sum(
+        betabinom.pmf(j, remaining, passes + prior, n - passes + prior)
+        * (1 - masses(passes + j, total)[fixed(passes + j, total)])
+        for j in range(remaining + 1)
+    )
+    now = masses(passes, n)
+    likeliest = max(now, key=now.get)
+    return likeliest, 1 - now[likeliest] - later
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 40).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))),
+    st.integers(1, 40),
+    st.floats(0.0, 1.0).flatmap(lambda low: st.tuples(st.just(low), st.floats(low, 1.0))),
+)
+def test_band_settle_matches_scipy(counts, remaining, band):
+    passes, n = counts
+    rule = Rule("band", low=band[0], high=band[1])
+    total = n + remaining
+    decision = band_settle(rule, passes, n, remaining, BAND_RISK)
+    first, last = band_class(rule, passes, total), band_class(rule, passes + remaining, total)
+    if first == last:
+        assert decision == first
+        return
+    answers = [_drawing_on_gain(rule, passes, n, remaining, prior) for prior in PRIORS]
+    if all(
+        abs(gain - BAND_RISK) > 1e-9 for _, gain in answers
+    ):  # off the threshold, where rounding could tip it
+        settles = len({c for c, _ in answers}) == 1 and all(gain < BAND_RISK for _, gain in answers)
+        assert (decision is not None) == settles
+        if settles:
+            assert decision == answers[0][0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1e-6, 1 - 1e-6), st.floats(0.05, 300.0), st.floats(0.05, 300.0))
+def test_regularized_beta_matches_scipy(x, a, b):
+    from scipy.special import betainc
+
+    assert regularized_beta(x, a, b) == pytest.approx(float(betainc(a, b, x)), abs=1e-9)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_band_curtailment_gives_fixed_n_decision(data):
+    """Whenever no draw to come could change fixed N's decision, band settles on that decision."""
+    n = data.draw(st.integers(1, 24), label="N")
+    r = data.draw(st.integers(1, n), label="R")
+    low = data.draw(st.floats(0.0, 1.0), label="low")
+    rule = Rule("band", low=low, high=data.draw(st.floats(low, 1.0), label="high"))
+    draws = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="draws")
+    schedule, fixed = Schedule(r, n), decide_at_end(rule, draws)
+    size = r
+    while size < n:
+        passes = sum(draws[:size])
+        if band_class(rule, passes, n) == band_class(rule, passes + n - size, n):
+            assert decide(rule, draws[:size], remaining=n - size) == fixed
+        size = schedule.next_size(size)
+    state = play(rule, schedule, draws)
+    passes = sum(draws[: state.size])
+    if band_class(rule, passes, n) == band_class(rule, passes + n - state.size, n):
+        assert state.decision == fixed
 
 
 def test_width_by_hand():
@@ -123,3 +266,29 @@ def test_a_decision_reads_only_the_repeats_it_was_given(data):
     state = play(rule, Schedule(r, n), draws)
     tail = [not d for d in draws[state.size :]]  # other draws after the stop change nothing
     assert play(rule, Schedule(r, n), draws[: state.size] + tail) == state
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_benchmark_table_is_play_on_every_sequence(data):
+    """benchmarks/adaptive_bench.py looks each simulated task up in a table of play's results by the
+    task's draws (bit i = draw i): the looked-up state is play's on those draws."""
+    import importlib.util
+    from pathlib import Path
+
+    import numpy as np
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "adaptive_bench.py"
+    spec = importlib.util.spec_from_file_location("adaptive_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    n = data.draw(st.integers(1, 8), label="N")
+    schedule = Schedule(data.draw(st.integers(1, n), label="R"), n)
+    rule = data.draw(st.sampled_from([LEARNABLE, BAND, Rule("width", width=0.5)]), label="rule")
+    table = bench.decision_table(rule, schedule)
+    rows = data.draw(st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=1, max_size=8))
+    for draws, index in zip(rows, table.look_up(np.array(rows, dtype=bool)), strict=True):
+        state = play(rule, schedule, draws)
+        assert table.size[index] == state.size
+        assert table.decision[index] == bench.CODES[state.decision or "wide"]
+        assert table.fixed[index] == bench.CODES[decide_at_end(rule, draws)]

@@ -197,3 +197,17 @@ def test_the_resume_command_of_an_adaptive_run_carries_its_rule():
         "ngrp collect --input t.jsonl --output o/r.jsonl --num-repeats 16 --adaptive band:0.2,0.8"
         " --first-round 4 --pass-threshold 0.5 --base-url http://127.0.0.1:8000/v1 --model m --resume"
     )
+
+
+@pytest.mark.parametrize("rule", ["band:0.2,0.8", "band:0.2,0.8,0.01"])
+def test_curriculum_band_selection_reads_a_band_rule_with_or_without_its_risk(rule):
+    from types import SimpleNamespace
+
+    from ngrp_lib.stats.adaptive_run import AdaptiveRun, decision_selector
+
+    states = {"0": {"decision": "inside"}, "1": {"decision": "below"}, "2": {"decision": None}}
+    run = AdaptiveRun("m.json", rule, 4, 16, {"task_states": states})
+    keep = decision_selector(run, SimpleNamespace(mode="band", min_rate=0.2, max_rate=0.8))
+    assert keep is not None and [keep(t) for t in (0, 1, 2)] == [True, False, None]
+    other = SimpleNamespace(mode="band", min_rate=0.1, max_rate=0.8)  # another band: rates decide
+    assert decision_selector(run, other) is None

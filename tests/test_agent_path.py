@@ -524,3 +524,27 @@ def test_health_says_how_many_zeros_are_unhealthy_and_why(tmp_path, run_ngrp):
     text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
     assert f"zero rewards: {zero['total']}, of which {expected_why} unhealthy" in text
     assert f"why: ngrp/truncated_at_token_cap {expected_why}" in text
+
+
+def test_stats_names_the_lowest_pass_rate_tasks_with_ties_and_the_inspect_command(tmp_path, run_ngrp):
+    """The wrong turn: to answer "why does the lowest task fail" the agent first read stats --json with
+    python3 -c to find that task; two tasks tied at 0/8, which it learnt only later."""
+    rollouts, inputs = write_run(tmp_path / "run", tasks=12, repeats=8)
+    run_ngrp("profile", "--inputs", inputs, "--rollouts", rollouts)
+    profile = tmp_path / "run" / "rollouts_reward_profiling.jsonl"
+    text = run_ngrp("stats", profile, "--rollouts", rollouts).stdout
+    rows = json.loads(run_ngrp("stats", profile, "--json").stdout)["per_task"]
+    rates = sorted({r["successes"] / r["n"] for r in rows})
+    lowest = sorted(r["task"] for r in rows if r["successes"] / r["n"] == rates[0])
+    after = sorted(r["task"] for r in rows if r["successes"] / r["n"] == rates[1])
+    tied = f" ({len(lowest)} tied)" if len(lowest) > 1 else ""
+    assert f"lowest pass rate: {rates[0]:.3f}{tied}, of 12 tasks" in text
+    for task in lowest:
+        row = next(r for r in rows if r["task"] == task)
+        assert f'  task {task}: {row["successes"]}/8 passed  "{row["prompt"]}"' in text
+    assert "  next lowest: " + ", ".join(f"task {t} " for t in after[:1]) in text
+    picks = " ".join(f"--task {t}" for t in lowest[:5])
+    assert f"  why they fail: ngrp inspect {rollouts} {picks} --failed" in text
+    # the printed command runs and shows only those tasks' failed rollouts
+    shown = run_ngrp("inspect", rollouts, *picks.split(), "--failed", "--json").stdout.splitlines()
+    assert shown and {json.loads(line)["_ng_task_index"] for line in shown} <= set(lowest)

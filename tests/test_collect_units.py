@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from ngrp_lib.artifacts import answers
 from ngrp_lib.artifacts.response import response_text
 from ngrp_lib.collect import convert, verify
 from ngrp_lib.collect.failover import make_router
@@ -55,8 +56,8 @@ def test_math_verifier(text, expected, extracted, correct):
 
 
 def test_last_boxed_balances_nested_braces():
-    assert verify.last_boxed("\\boxed{\\frac{a}{b}} and \\boxed{{x}}") == "{x}"
-    assert verify.last_boxed("\\boxed{open") is None
+    assert answers.last_boxed("\\boxed{\\frac{a}{b}} and \\boxed{{x}}") == "{x}"
+    assert answers.last_boxed("\\boxed{open") is None
 
 
 @pytest.mark.parametrize(

@@ -248,7 +248,8 @@ def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_pat
     assert cost["sampling"]["temperature"] == [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}]
     text = run_ngrp("stats", str(profile)).stdout
     assert "sampling: temperature 0.5 (3 rows), 1.0 (3 rows)" in text
-    assert "cost: 19 tokens per rollout, 58 per success; per GRPO-informative task 58 at G=2" in text
+    cost = "cost (input + output tokens): 19 per rollout, 58 per success; per GRPO-informative task 58 at G=2"
+    assert cost in text
 
 
 def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):

@@ -144,3 +144,34 @@ def test_no_output_full_disk_during_appends_names_the_file(tmp_path, peer):
     resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr  # the torn tail the full disk left is repaired
     assert all(json.loads(line) for line in out.read_text().splitlines())
+
+
+@pytest.mark.parametrize("how", ["others_may_write", "another_users", "linked_file"])
+def test_the_viewer_reads_no_cache_from_a_folder_it_would_refuse_to_write(tmp_path, how):
+    """The private-folder condition comes before the cache is read: an index another user could have
+    planted (a folder others may write to or own, a cache file that is a link) is never loaded."""
+    from health_data import clean_run
+
+    from ngrp_lib.inspect.join import resolve
+    from ngrp_lib.view import index as view_index
+
+    _, rollouts, _ = clean_run(tasks=2).write(tmp_path / "run")
+    paths, folder = resolve(rollouts), tmp_path / "cache"
+    view_index.open_index(paths, threshold=1.0, directory=folder, workers=1).close()
+    index = view_index.open_index(paths, threshold=1.0, directory=folder, workers=1)
+    index.close()
+    assert index.cached  # the cache is used where the rule holds
+    where = view_index.cache_path(paths, folder)
+    if how == "others_may_write":
+        folder.chmod(0o777)
+    elif how == "another_users":
+        if os.getuid() != 0:
+            pytest.skip("giving a folder to another user needs root")
+        os.chown(folder, 65534, 65534)
+    else:
+        elsewhere = tmp_path / "elsewhere.npz"
+        os.replace(where, elsewhere)
+        where.symlink_to(elsewhere)
+    index = view_index.open_index(paths, threshold=1.0, directory=folder, workers=1)
+    index.close()
+    assert not index.cached, how

@@ -1,6 +1,6 @@
 """Issue 29, class "one rule per value, in every reader": a reward beyond +-1e150 is flagged by validate as
 profile refuses it; a string reward in a profile is refused by stats and report as validate flags it; a
-lone-surrogate escape (which NeMo Gym's Python json reads and writes) is readable by every reader; the
+lone-surrogate escape (which NeMo Gym's Python json reads and writes) is read as U+FFFD by every reader; the
 --max-retries message names --max-retries; Ctrl-C while ngrp is still loading exits 130 without a
 traceback."""
 
@@ -73,9 +73,13 @@ def test_one_rule_per_value_lone_surrogates_read_as_gym_reads_them(tmp_path, run
     }[command]
     proc = run_ngrp(*argv)
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
-    assert "surrogate" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    if command == "validate":  # the one reader that says so: the line, and what every reader makes of it
+        assert proc.returncode == 1 and f"{rollouts}:2: 1 lone UTF-16 surrogate" in proc.stdout, proc.stdout
+        assert "U+FFFD" in proc.stdout
+    else:
+        assert "surrogate" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     if command == "inspect":
-        assert "half \\ud800 a pair" in proc.stdout
+        assert "half \ufffd a pair" in proc.stdout and "\\ud800" not in proc.stdout
 
 
 @pytest.mark.parametrize("command", ["collect", "reverify"])

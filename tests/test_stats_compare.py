@@ -336,3 +336,30 @@ def test_no_flip_says_why_when_counts_changed(tmp_path):
     assert two.n_flips == 0 and any(
         "no task can (the smallest Fisher p a task can reach is 0.333)" in n for n in two.notes
     )
+
+
+def test_the_task_data_note_and_row_differences_agree(tmp_path):
+    """One check of how paired rows differ (stats.rowdiff): the note names task data exactly when the row
+    differences name a dataset field, and neither calls a routing stamp or a request field task data."""
+    base = [{"expected_answer": e, "responses_create_params": {"input": p, "temperature": 0.7}}
+            for e, p in (("4", "p1"), ("9", "p2"))]  # fmt: skip
+    a = write_profile(tmp_path / "a.jsonl", [[1, 0], [0, 1]], sample=base)
+    variants = {
+        "routing": ([{**s, "task_source": "other"} for s in base], False),
+        "request": ([{**s, "responses_create_params": {"input": "p", "top_p": 0.9}} for s in base], False),
+        "dataset": ([{**base[0], "expected_answer": "5"}, base[1]], True),
+        "both": ([{**base[0], "expected_answer": "5", "task_source": "x"}, base[1]], True),
+    }
+    for name, (samples, differs) in variants.items():
+        b = write_profile(tmp_path / f"{name}.jsonl", [[1, 1], [0, 0]], sample=samples)
+        r = compare_profiles(a, b)
+        noted = [n for n in r.notes if "different task data" in n]
+        named = {f["field"] for f in r.row_differences["fields"]}
+        assert bool(noted) == differs == ("expected_answer" in named), name
+        if differs:
+            assert noted[0].startswith("1 paired task(s) hold different task data") and "task 0" in noted[0]
+    # the viewer's per-pair "same task" flag is the same check
+    from ngrp_lib.stats.rowdiff import same_task
+
+    assert same_task({**base[0], "task_source": "x", "_ng_task_index": 3}, base[0])
+    assert not same_task({**base[0], "expected_answer": "5"}, base[0])

@@ -7,7 +7,11 @@ Reading policy (used by every command):
 - invalid UTF-8, `NaN`/`Infinity` literals, invalid JSON and rows that are not objects are problems with
   the line number, kept as values so a validator can report them all and a loader can stop at the first;
 - a line longer than `opening.max_line_bytes()` (64 MiB) is a problem too (`line_too_long`): its bytes are
-  skipped, never held, so a file without newlines cannot exhaust memory.
+  skipped, never held, so a file without newlines cannot exhaust memory;
+- a lone UTF-16 surrogate escape in a string (`"\ud800"` without its pair; Python's json, so NeMo Gym,
+  reads and writes it) is not a character: the row is read with U+FFFD in its place, the one rule of every
+  reader (rows, model and verifier replies: `loads`), so every writer, page and report shows U+FFFD, and
+  `Row.surrogates` counts them (`validate` names the line: kind `lone_surrogate`).
 Files are opened through `opening.open_input` (regular files only) and read in blocks of 1 MiB.
 `dumps` writes the one line format every writer uses.
 """
@@ -36,6 +40,8 @@ NON_FINITE = "non_finite_literal"
 INVALID_JSON = "invalid_json"
 NOT_OBJECT = "not_an_object"
 TOO_LONG = "line_too_long"
+LONE_SURROGATE = "lone_surrogate"  # a validate finding: the row was read with U+FFFD in their place
+REPLACEMENT = "\ufffd"
 BLOCK = 1 << 20  # bytes read at a time
 
 
@@ -44,6 +50,7 @@ class Row:
     line: int
     data: dict[str, Any]
     raw: bytes
+    surrogates: int = 0  # lone surrogate escapes read as U+FFFD
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,26 +83,42 @@ def _non_finite_literal(raw: bytes) -> str | None:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _escaped_surrogates(value: Any) -> Any:
-    """`value` with every lone surrogate in its strings (keys too) written as its escape text `\\udXXX`."""
+def _replaced_surrogates(value: Any, count: list[int]) -> Any:
+    """`value` with every lone surrogate in its strings (keys too) replaced by U+FFFD, counted in count[0]."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+        replaced, n = _LONE_SURROGATE.subn(REPLACEMENT, value)
+        count[0] += n
+        return replaced
     if isinstance(value, list):
-        return [_escaped_surrogates(v) for v in value]
+        return [_replaced_surrogates(v, count) for v in value]
     if isinstance(value, dict):
-        return {_escaped_surrogates(k): _escaped_surrogates(v) for k, v in value.items()}
+        return {_replaced_surrogates(k, count): _replaced_surrogates(v, count) for k, v in value.items()}
     return value
 
 
-def _with_lone_surrogates(raw: bytes) -> Any:
-    """A line orjson refuses for a lone-surrogate escape (`"\\ud800"`), as Python's json (so NeMo Gym)
-    reads and writes it; its strings keep the escape as text. None when it is not valid JSON either."""
+def _with_lone_surrogates(raw: bytes | str) -> tuple[Any, int] | None:
+    """A document orjson refuses for a lone-surrogate escape, read as Python's json reads it, then each
+    lone surrogate replaced by U+FFFD: (value, how many). None when it is not valid JSON either."""
     import json
 
     try:
-        return _escaped_surrogates(json.loads(raw))
+        value = json.loads(raw)
     except ValueError:
         return None
+    count = [0]
+    return _replaced_surrogates(value, count), count[0]
+
+
+def loads(raw: bytes | str) -> Any:
+    """One JSON document (a server's reply) by the reading rule: orjson, and a lone surrogate escape read
+    as U+FFFD rather than refused. Raises orjson.JSONDecodeError when it is not JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        found = _with_lone_surrogates(raw) if "surrogate" in str(exc) else None
+        if found is None:
+            raise
+        return found[0]
 
 
 def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row | Problem:
@@ -103,9 +126,9 @@ def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        data = _with_lone_surrogates(raw) if "surrogate" in str(exc) else None
-        if isinstance(data, dict):
-            return Row(line, data, raw)
+        found = _with_lone_surrogates(raw) if "surrogate" in str(exc) else None
+        if found is not None and isinstance(found[0], dict):
+            return Row(line, found[0], raw, found[1])
         if last_unterminated:
             return Problem(
                 line, TORN, "last line is cut off (no newline and not valid JSON): an interrupted write"

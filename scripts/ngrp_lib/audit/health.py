@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
+from ..artifacts import jsonl
 from ..artifacts.jsonl import (
     BLANK,
     NOT_OBJECT,
@@ -37,6 +38,7 @@ from ..artifacts.names import (
     health_paths_for,
     is_index,
     key_problem,
+    manifest_path_for,
     pack_key,
     rollout_key,
 )
@@ -90,6 +92,7 @@ class HealthResult:
                 "id": check.id,
                 "origin": check.origin,
                 "scope": check.scope,
+                "cause": check.cause,
                 "findings": run["issues"][check.id],
                 "affected": self.affected[check.id],
                 **run["artifacts"]["coverage"][check.id],
@@ -108,6 +111,7 @@ class HealthResult:
             "checks": checks,
             "flagged_tasks": self.flagged_tasks,
             "zero_rewards": ours["zero_rewards"],
+            "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
         }
 
@@ -194,7 +198,9 @@ def _unreadable(path: Path, line: int, error: str, settings: Settings) -> Digest
     if "record_unreadable" not in settings.ignored:
         detail = {"reason": "rollout record is unreadable", "error": error}
         findings.append(finding("record_unreadable", detail, {"source_file": str(path), "line": line}))
-    return Digest(task, 0, f"{task}-0", findings, unobserved)
+    digest = Digest(task, 0, f"{task}-0", findings, unobserved)
+    digest.unscored = True
+    return digest
 
 
 def _failed_checks(exc: Exception, settings: Settings) -> Digest:
@@ -277,7 +283,7 @@ def _failure_only(
         if check not in settings.ignored:
             detail = {"source": "failures", "failure_class": cls, "attempts": attempts}
             findings.append(finding(check, detail, {"source_file": str(failures.path), "line": line}))
-        digest = Digest(task, rollout, "", findings, list(unobserved), from_failures=True)
+        digest = Digest(task, rollout, "", findings, list(unobserved), unscored=True, from_failures=True)
         digest.packed = packed if type(packed) is int else -1
         digest.successful_call = cls == VERIFY_FAILED  # the model answered; its verifier failed
         digest.failed_call = cls != VERIFY_FAILED
@@ -326,6 +332,7 @@ def run_health(
         "failures": None if failures is None else {"path": str(failures), "rows": sidecar.rows,
                                                    "unreadable_lines": sidecar.unreadable},
     }  # fmt: skip
+    _add_collector_stop(summary["ngrp"]["causes"], rollouts)
     if write:
         _write(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
@@ -365,6 +372,27 @@ def _sort_key(digest: Digest) -> tuple[Any, ...]:
 
 
 _STAGE_NONE = (1, "None")  # Gym's part(None)
+
+
+def _add_collector_stop(causes: dict[str, Any], rollouts: Path) -> None:
+    """Keys never attempted have a cause the rows cannot show: the collector stopped. Its manifest beside
+    the rollouts records why (the last invocation's stopped_early); the answer line then says it. A
+    manifest that is absent, not a regular file or unreadable leaves the answer as it was."""
+    from .health_causes import answer_text
+
+    unscored = causes["unscored"]
+    manifest = manifest_path_for(rollouts)
+    if not unscored["not_judged"] or not manifest.is_file():
+        return
+    try:
+        runs = jsonl.read_json(manifest).get("runs")
+    except (InputError, OSError, AttributeError):
+        return
+    last = runs[-1] if isinstance(runs, list) and runs and isinstance(runs[-1], dict) else {}
+    reason = last.get("stopped_early")
+    if isinstance(reason, str) and reason:
+        unscored["collector_stopped"] = reason
+        causes["answer"] = answer_text(causes)
 
 
 def verdict_row(digest: Digest) -> dict[str, Any]:

@@ -31,8 +31,18 @@ from ..artifacts.response import (
 from ..errors import UsageError
 from .agent_checks import CONTEXT_FULL, agent_findings, context_overflow
 from .health_text import find_loop
+from .verifier_checks import CHECK as EXPECTED_IN_REPLY
+from .verifier_checks import answer_fields, has_answers, stated_expected
 
 ROLLOUT, TASK = "rollout", "task"
+# What a finding says about whose fault a rollout's zero (or missing score) is, one class per check.
+RECORD, INFRASTRUCTURE, SETTING, VERIFIER, POLICY = (
+    "record",
+    "infrastructure",
+    "setting",
+    "verifier",
+    "policy",
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Check:
     scope: str  # "rollout" or "task"
     reads: str  # the evidence it reads
     summary: str
+    cause: str | None  # RECORD ... POLICY; None for a task check that only sums up its rollouts' verdicts
 
     @property
     def origin(self) -> str:
@@ -48,84 +59,95 @@ class Check:
 
 
 REGISTRY: tuple[Check, ...] = (
-    Check("check_execution_error", ROLLOUT, "record", "a check raised on this row (an ngrp bug: report it)"),
-    Check("record_unreadable", ROLLOUT, "record", "the line is not a JSON object (invalid JSON, torn write)"),
+    Check(
+        "check_execution_error", ROLLOUT, "record",
+        "a check raised on this row (an ngrp bug: report it)", RECORD,
+    ),
+    Check(
+        "record_unreadable", ROLLOUT, "record",
+        "the line is not a JSON object (invalid JSON, torn write)", RECORD,
+    ),
     Check(
         "rollout_duplicate_identity", ROLLOUT, "record",
-        "several rows hold the same identity key; every copy is flagged",
+        "several rows hold the same identity key; every copy is flagged", RECORD,
     ),
     Check(
         "model_call_zero_completion_tokens", ROLLOUT, "response.usage",
-        "the model returned 0 completion tokens",
+        "the model returned 0 completion tokens", INFRASTRUCTURE,
     ),
     Check(
         "model_call_missing_token_counts", ROLLOUT, "response.usage",
-        "usage lacks a prompt or completion token count",
+        "usage lacks a prompt or completion token count", INFRASTRUCTURE,
     ),
     Check(
         "model_call_failed", ROLLOUT, "response.status, response.error, failures sidecar",
-        "the response failed, or the key has only failed attempts (sidecar)",
+        "the response failed, or the key has only failed attempts (sidecar)", INFRASTRUCTURE,
     ),
     Check(
         "model_call_runaway_generation", ROLLOUT, "response, materialized max_output_tokens",
-        "stopped at the token cap with no content at all",
+        "stopped at the token cap with no content at all", SETTING,
     ),
     Check(
         "ngrp/record_without_identity", ROLLOUT, "record",
-        "no integer _ng_task_index / _ng_rollout_index: cannot be joined",
+        "no integer _ng_task_index / _ng_rollout_index: cannot be joined", RECORD,
     ),
     Check(
         "ngrp/truncated_at_token_cap", ROLLOUT, "response, materialized max_output_tokens",
-        "stopped at the token cap with some content (answer may be cut off)",
+        "stopped at the token cap with some content (answer may be cut off)", SETTING,
     ),
     Check(
         "ngrp/empty_final_answer", ROLLOUT, "response.output",
-        "no answer text, no reasoning and no tool call",
+        "no answer text, no reasoning and no tool call", POLICY,
     ),
     Check(
         "ngrp/reasoning_without_final_answer", ROLLOUT, "response.output",
-        "reasoning text but no answer text and no tool call",
+        "reasoning text but no answer text and no tool call", POLICY,
     ),
     Check(
         "ngrp/repetition_loop", ROLLOUT, "response.output",
-        "answer or reasoning repeats one unit back to back (--loop-min-*)",
+        "answer or reasoning repeats one unit back to back (--loop-min-*)", POLICY,
     ),
-    Check("ngrp/reward_not_numeric", ROLLOUT, "reward", "reward is null, absent or not a number"),
+    Check("ngrp/reward_not_numeric", ROLLOUT, "reward", "reward is null, absent or not a number", VERIFIER),
     Check(
         "ngrp/verifier_error", ROLLOUT, "failure_kind, failure_reason, invalid_judge_response, sidecar",
-        "an error the verifier recorded in the row, or verify_failed attempts",
+        "an error the verifier recorded in the row, or verify_failed attempts", VERIFIER,
     ),
     Check(
         "ngrp/answer_not_extracted", ROLLOUT, "extracted_answer",
-        "extracted_answer is null or blank (rows without it: not applicable)",
+        "extracted_answer is null or blank (rows without it: not applicable)", VERIFIER,
+    ),
+    Check(
+        EXPECTED_IN_REPLY, ROLLOUT, "reward, expected_answer, extracted_answer, response.output",
+        "scored below 1, the answer states expected_answer as a result, the verifier took another"
+        " (it takes the last match): read the reply", VERIFIER,
     ),
     Check(
         "ngrp/tool_arguments_invalid", ROLLOUT, "response.output",
-        "a tool call's arguments are not a valid JSON object",
+        "a tool call's arguments are not a valid JSON object", POLICY,
     ),
     Check(
         "ngrp/tool_output_error", ROLLOUT, "response.output",
-        "a tool output reports an error (JSON error/detail object, or Error:/Traceback text)",
+        "a tool output reports an error (JSON error/detail object, or Error:/Traceback text)", POLICY,
     ),
     Check(
         "ngrp/tool_call_loop", ROLLOUT, "response.output",
-        "the same tool call (name and arguments) made --tool-loop-min-repeats times or more",
+        "the same tool call (name and arguments) made --tool-loop-min-repeats times or more", POLICY,
     ),
     Check(
         "ngrp/ended_on_tool_call", ROLLOUT, "response.output",
-        "the last item is a tool call or its output: no final answer after it",
+        "the last item is a tool call or its output: no final answer after it", SETTING,
     ),
     Check(
         "ngrp/context_window_exceeded", ROLLOUT, "response.error, incomplete_details, failure_reason",
-        "the server said the context window is full",
+        "the server said the context window is full", SETTING,
     ),
     Check(
         "task_consistently_unhealthy", TASK, "rollout verdicts",
-        "every judged repeat of the task is unhealthy (2 or more judged)",
+        "every judged repeat of the task is unhealthy (2 or more judged)", None,
     ),
     Check(
         "task_no_successful_model_calls", TASK, "rollout responses, failures sidecar",
-        "no repeat of the task got a successful model call",
+        "no repeat of the task got a successful model call", INFRASTRUCTURE,
     ),
 )  # fmt: skip
 CHECK_IDS = tuple(check.id for check in REGISTRY)
@@ -145,9 +167,11 @@ RESPONSE_IDS = (
     "ngrp/tool_output_error",
     "ngrp/tool_call_loop",
     "ngrp/ended_on_tool_call",
+    EXPECTED_IN_REPLY,
 )
 # Checks with a condition under which they do not apply (counted as not applicable, not unobserved).
-CONDITIONAL_IDS = ("ngrp/answer_not_extracted",)
+CONDITIONAL_IDS = ("ngrp/answer_not_extracted", EXPECTED_IN_REPLY)
+_NO_EXPECTED = (EXPECTED_IN_REPLY,)  # a row with an extracted answer but no expected one
 VERIFIER_ERROR_FIELDS = ("failure_kind", "failure_reason", "verifier_error")
 TEXT_LIMIT = 200  # characters of free text (a failure reason, a loop unit) copied into a finding
 
@@ -200,6 +224,7 @@ class Digest:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     zero_reward: bool = False
+    unscored: bool = False  # no numeric reward: a failure-only key, an unreadable line, a reward not numeric
     from_failures: bool = False
     packed: int = -1  # pack_key of an integer identity below 2^32 rollouts with no stage (sorts fast)
 
@@ -228,9 +253,9 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     judged = Digest()
     findings = judged.findings
     response = row.get("response")
-    explained = False
+    explained, answer = False, None
     if type(response) is dict:
-        explained = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
+        explained, answer = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
         agent_findings(response, settings.tool_loop_min_repeats, ignored, findings)
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
@@ -241,9 +266,11 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     reward = row.get("reward", _ABSENT)
     if type(reward) in (int, float, bool):
         judged.zero_reward = reward == 0
-    elif "ngrp/reward_not_numeric" not in ignored:
-        kind = "absent" if reward is _ABSENT else "null" if reward is None else type(reward).__name__
-        findings.append(finding("ngrp/reward_not_numeric", {"reward": kind}))
+    else:
+        judged.unscored = True
+        if "ngrp/reward_not_numeric" not in ignored:
+            kind = "absent" if reward is _ABSENT else "null" if reward is None else type(reward).__name__
+            findings.append(finding("ngrp/reward_not_numeric", {"reward": kind}))
     if (
         row.get("failure_kind") or row.get("failure_reason") or row.get("verifier_error")
         or row.get("invalid_judge_response") is True
@@ -251,11 +278,30 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
         _verifier_error(row, findings)
     if "extracted_answer" not in row:
         judged.not_applicable = CONDITIONAL_IDS
-    elif not explained and "ngrp/answer_not_extracted" not in ignored:
-        extracted = row["extracted_answer"]
-        if extracted is None or (isinstance(extracted, str) and not extracted.strip()):
-            findings.append(finding("ngrp/answer_not_extracted", {"extracted_answer": extracted}))
+    else:
+        if not explained and "ngrp/answer_not_extracted" not in ignored:
+            extracted = row["extracted_answer"]
+            if extracted is None or (isinstance(extracted, str) and not extracted.strip()):
+                findings.append(finding("ngrp/answer_not_extracted", {"extracted_answer": extracted}))
+        _expected_check(row, answer if not explained else None, ignored, judged)
     return judged
+
+
+def _expected_check(row: dict[str, Any], answer: str | None, ignored: frozenset[str], judged: Digest) -> None:
+    """ngrp/expected_answer_in_reply on a row that holds an extracted answer: not applicable without an
+    expected one (or with a blank extraction); judged only below a reward of 1 and when nothing already
+    explains the answer (`answer` None: a failed call or a stop at the cap, whose cut reply says little)."""
+    if not has_answers(row):
+        judged.not_applicable = _NO_EXPECTED
+        return
+    reward = row.get("reward")
+    below_pass = isinstance(reward, (int, float)) and reward < 1  # the built-in verifiers score 1 or 0
+    if answer is None or not below_pass or EXPECTED_IN_REPLY in ignored:
+        return
+    detail = stated_expected(answer, *answer_fields(row))
+    if detail is not None:
+        offset = detail.pop("offset")
+        judged.findings.append(finding(EXPECTED_IN_REPLY, detail, {"offset": offset}))
 
 
 _ABSENT = object()
@@ -263,8 +309,9 @@ _ABSENT = object()
 
 def _response_checks(
     response: dict[str, Any], cap: int | None, settings: Settings, judged: Digest, not_given: Any = None
-) -> bool:
-    """The checks that read the response; True when one that explains a missing answer fired. The common
+) -> tuple[bool, str]:
+    """The checks that read the response: (True when one that explains a missing answer fired, the final
+    answer text). The common
     case (a completed call with counts, an answer, no cap) takes the straight path; anything odd goes to
     the helpers that build findings. `not_given`: the counts ngrp's collector stored as 0 because the
     server gave none (the row's USAGE_MISSING); they are judged missing, not zero."""
@@ -290,7 +337,7 @@ def _response_checks(
     chars = settings.loop_min_chars
     if (len(answer) >= chars or len(reasoning) >= chars) and "ngrp/repetition_loop" not in ignored:
         _loop_check(answer, reasoning, settings, judged.findings)
-    return explained
+    return explained, answer
 
 
 def _locator(response: dict[str, Any]) -> dict[str, str]:

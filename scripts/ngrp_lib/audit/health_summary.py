@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..artifacts.names import pack_key
+from .health_causes import CauseTally, causes_block
 from .health_checks import CHECK_IDS, CONDITIONAL_IDS, ROLLOUT_IDS, TASK_IDS, Settings, finding
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ class _Pass:
     zero: int = 0
     zero_unhealthy: int = 0
     zero_why: Counter = field(default_factory=Counter)  # check -> zero-reward rollouts it flags
+    causes: CauseTally = field(default_factory=CauseTally)  # one cause per zero or missing score
     failure_only: int = 0
 
 
@@ -90,7 +92,8 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
     acc = _Pass()
     repeats, patterns, issues, affected = acc.repeats, acc.patterns, acc.issues, acc.affected
     unhealthy = unobserved = prompt = completion = failed_rows = ended = zero = zero_bad = only = 0
-    plain = not_applicable = 0  # digests with every check judged / with only the conditional ones n/a
+    plain = 0  # digests with every check judged
+    not_applicable: Counter = Counter()  # digests with only conditional checks not applicable, per tuple
     current_task, current = _NO_TASK, [0] * 5
     i, n = 0, len(ordered)
     while i < n:
@@ -113,7 +116,7 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
                 unobserved += not findings
                 patterns[(tuple(missing), d.not_applicable)] += 1
             elif d.not_applicable:
-                not_applicable += 1
+                not_applicable[d.not_applicable] += 1
             else:
                 plain += 1
             prompt += d.prompt_tokens
@@ -126,6 +129,9 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
                 if findings:  # why this zero may not be the policy's
                     zero_bad += 1
                     acc.zero_why.update({f["check"] for f in findings})
+                acc.causes.add(d)
+            elif d.unscored:
+                acc.causes.add(d)
             only += d.from_failures
         if task != current_task:
             current_task, current = task, repeats.setdefault(task, [0] * 5)
@@ -133,8 +139,8 @@ def one_pass(ordered: list[Digest], settings: Settings) -> _Pass:
         i = j
     if plain:
         patterns[((), ())] += plain
-    if not_applicable:
-        patterns[((), CONDITIONAL_IDS)] += not_applicable
+    for na, count in not_applicable.items():
+        patterns[((), na)] += count
     acc.unhealthy, acc.unobserved, acc.prompt, acc.completion = unhealthy, unobserved, prompt, completion
     acc.failed_rows, acc.ended_on_error, acc.zero, acc.zero_unhealthy = failed_rows, ended, zero, zero_bad
     acc.failure_only = only
@@ -266,6 +272,8 @@ def summarize(
         "tasks": _task_table(acc.repeats, task_findings),
         "ngrp": _ngrp_block(acc, len(digests), scan, caps, settings),
     }
+    ours = summary["ngrp"]
+    ours["causes"] = causes_block(acc.causes, len(caps), ours["keys"]["missing"], sidecar.path is not None)
     return summary, {c: affected[c] for c in CHECK_IDS}, flagged
 
 

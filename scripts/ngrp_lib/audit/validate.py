@@ -15,8 +15,8 @@ import orjson
 
 from .. import __version__
 from ..artifacts import schemas
+from ..artifacts.jsonl import LONE_SURROGATE, Row, iter_records, read_json
 from ..artifacts.jsonl import Problem as LineProblem
-from ..artifacts.jsonl import Row, iter_records, read_json
 from ..artifacts.kinds import DESCRIPTION, kind_from_row, sniff
 from ..artifacts.names import (
     AGENT_METRICS_SUFFIX,
@@ -273,6 +273,8 @@ class _RowChecker:
         report.rows += 1
         data, line = row.data, row.line
         problems = self._identity_problems(data, line) if self.identity else []  # always: records the key
+        if row.surrogates:
+            problems.append(_surrogate_problem(row))
         if self.profile_lines is not None:
             problems += self._profile_problems(data, line)
         valid = self.fast(data) if self.fast is not None else None
@@ -307,6 +309,14 @@ class _RowChecker:
             return []
         message = f"duplicate profile row for {task_label(*key)}; first seen at line {first}"
         return [Problem(line, None, DUPLICATE, message)]
+
+
+def _surrogate_problem(row: Row) -> Problem:
+    message = (
+        f"{row.surrogates} lone UTF-16 surrogate escape(s) (\\ud800-\\udfff without its pair) in the row's "
+        "strings: not characters; ngrp reads each as U+FFFD (Python's json, so Gym, keeps them)"
+    )
+    return Problem(row.line, None, LONE_SURROGATE, message)
 
 
 def _float_key_problems(data: dict[str, Any], line: int) -> list[Problem]:

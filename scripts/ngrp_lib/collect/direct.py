@@ -158,7 +158,7 @@ class DirectRun(Run):
 
     async def _post(self, body: dict, url: str) -> dict:
         payload = await post_json(self.session, url, orjson.dumps(body), self.headers, self.options.retry)
-        answer = orjson.loads(payload)
+        answer = jsonl.loads(payload)  # a lone surrogate escape reads as U+FFFD, as every row does
         if not isinstance(answer, dict):
             raise ConversionError(f"the server answered a JSON {type(answer).__name__}, not an object")
         return answer

@@ -49,7 +49,7 @@ async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: R
             failure.failure_class = "agent_request_failed"
         raise
     try:
-        result = orjson.loads(payload)
+        result = jsonl.loads(payload)  # a lone surrogate escape reads as U+FFFD, as every row does
     except orjson.JSONDecodeError as exc:
         raise AttemptFailed("agent_run_error", "JSONDecodeError", f"/run answered non-JSON: {exc}") from exc
     if not isinstance(result, dict):

@@ -12,7 +12,8 @@ is a `redirect_refused` failure, so a prompt is never re-posted to a host nobody
 
 Every other reply the project reads goes through the same bound: `get_bounded` (the pre-flight
 `GET /models`, liveness probes) and `fetch_bounded` (callers without an event loop: serve's `/health`,
-Gym's discovery GETs). Neither follows a redirect.
+Gym's discovery GETs). Neither follows a redirect, but the pre-flight `GET /models` of a run with
+`--follow-redirects`: it follows the redirects the rows will.
 """
 
 from __future__ import annotations
@@ -180,14 +181,16 @@ async def get_bounded(
     headers: dict | None = None,
     timeout: float,
     limit: int = DEFAULT_MAX_RESPONSE_BYTES,
+    follow_redirects: bool = False,
 ) -> tuple[int, bytes]:
-    """`GET url` without following a redirect: the status and the body, a 200 read up to `limit` bytes
-    (AttemptFailed response_too_large past it), any other status only its first ERROR_BODY_READ bytes.
-    A 3xx is returned with no body: the caller decides what a redirect means for it."""
+    """`GET url`, following a redirect only when asked: the status and the body, a 200 read up to `limit`
+    bytes (AttemptFailed response_too_large past it), any other status only its first ERROR_BODY_READ
+    bytes. A 3xx (not followed) is returned with no body: the caller decides what a redirect means for it."""
     import aiohttp
 
     client_timeout = aiohttp.ClientTimeout(total=timeout)
-    async with session.get(url, headers=headers, timeout=client_timeout, allow_redirects=False) as reply:
+    get = session.get(url, headers=headers, timeout=client_timeout, allow_redirects=follow_redirects)
+    async with get as reply:
         if reply.status == 200:
             return 200, await read_limited(reply, limit, url)
         if 300 <= reply.status < 400:

@@ -36,7 +36,9 @@ SKIP_HINT = "a server without GET /v1/models: pass --skip-preflight"
 NO_ROUTE = (404, 405, 501)  # the probe's route is missing: the only case --skip-preflight can help
 REFUSED = "no row was sent"  # the hint of every refusal; a check's own fix names --skip-preflight if it helps
 EXAMPLES = 3
-REDIRECT_FIX = "the pre-flight check follows no redirect: give the URL it points to as --base-url"
+# The probe follows a redirect exactly when the rows would (collect --follow-redirects), so it refuses one
+# only when every row would be a redirect_refused failure.
+REDIRECT_FIX = "give the URL it points to as --base-url, or pass collect --follow-redirects if you trust it"
 
 
 @dataclass(frozen=True)
@@ -85,11 +87,13 @@ async def check_server(
     api_key: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     timeout: float = DEFAULT_TIMEOUT,
+    follow_redirects: bool = False,
 ) -> ServerCheck:
     """Probe an OpenAI-compatible base URL (`.../v1`): reachable, key accepted, `model` served (if given).
+    A redirect is followed when `follow_redirects` (the run's rule for its rows), else refused.
     The caller has refused a URL with `user:pass@` and a key together (`collect.options.check_urls`,
     `credentials_clash` for `serve status`): aiohttp cannot send both."""
-    check = await _check_server(session, base_url, model, api_key, api_key_env, timeout)
+    check = await _check_server(session, base_url, model, api_key, api_key_env, timeout, follow_redirects)
     return masked(check, [base_url], api_key)
 
 
@@ -115,14 +119,23 @@ def masked(check: ServerCheck, urls: list[str], api_key: str | None = None) -> S
 
 
 async def _check_server(
-    session: Any, base_url: str, model: str | None, api_key: str | None, api_key_env: str, timeout: float
+    session: Any,
+    base_url: str,
+    model: str | None,
+    api_key: str | None,
+    api_key_env: str,
+    timeout: float,
+    follow_redirects: bool,
 ) -> ServerCheck:
     import aiohttp
 
     url = public_url(base_url)
     headers = auth_headers(api_key)
     try:
-        status, raw = await get_bounded(session, base_url + "/models", headers=headers, timeout=timeout)
+        get = get_bounded(
+            session, base_url + "/models", headers=headers, timeout=timeout, follow_redirects=follow_redirects
+        )
+        status, raw = await get
     except AttemptFailed as failure:  # a reply over the size limit
         problem = f"GET {url}/models: {failure.message}"
         return ServerCheck(url, model, problem, SKIP_HINT, status=failure.status)
@@ -150,11 +163,13 @@ def check_server_blocking(
     api_key: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     timeout: float = DEFAULT_TIMEOUT,
+    follow_redirects: bool = False,
 ) -> ServerCheck:
     """`check_server` for callers without an event loop (it opens and closes its own session)."""
     return blocking(
-        check_server, base_url, model=model, api_key=api_key, api_key_env=api_key_env, timeout=timeout
-    )
+        check_server, base_url, model=model, api_key=api_key, api_key_env=api_key_env, timeout=timeout,
+        follow_redirects=follow_redirects,
+    )  # fmt: skip
 
 
 async def check_reachable(
@@ -291,13 +306,15 @@ async def check_endpoints(
     api_key_env: str,
     timeout: float = DEFAULT_TIMEOUT,
     log: Callable[[str], None] = lambda text: None,
+    follow_redirects: bool = False,
 ) -> Preflight:
-    """Probe every endpoint at once; leave out the ones that fail; refuse when too few pass."""
+    """Probe every endpoint at once; leave out the ones that fail; refuse when too few pass. A redirect
+    is followed when `follow_redirects` (pass the run's `RetryPolicy.follow_redirects`: the rows' rule)."""
     given = list(dict.fromkeys(endpoints))
     checks = await asyncio.gather(
         *(
             check_server(session, e.base_url, model=e.model, api_key=api_key, api_key_env=api_key_env,
-                         timeout=timeout)
+                         timeout=timeout, follow_redirects=follow_redirects)
             for e in given
         )
     )  # fmt: skip

@@ -144,6 +144,12 @@ def record_cost(path: Path, result: Any) -> None:
         "resumed": result.resumed,
         "cost": result.cost,
         "grouping": result.grouping,
+        # why this invocation ended before every row was done: what a later reader (health, check) can
+        # say of the keys it never attempted, instead of leaving the cause to inference
+        "succeeded": result.succeeded,
+        "failed_attempts": result.failed,
+        "stopped_early": result.stopped_early,
+        "interrupted": bool(getattr(result, "interrupted", False)),
     }
     manifest["runs"] = [*runs, entry]
     jsonl.write_json(path, manifest, overwrite=True, indent=True)

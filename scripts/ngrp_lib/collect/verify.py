@@ -14,9 +14,9 @@ import inspect
 import re
 import sys
 from collections.abc import Callable
-from fractions import Fraction
 from typing import Any, Protocol
 
+from ..artifacts.answers import extract_math, math_equal
 from ..artifacts.response import response_text
 from ..errors import UsageError
 from .http import AttemptFailed, RetryPolicy, post_json
@@ -29,74 +29,6 @@ class VerifyError(Exception):
 
 
 # ---- answer extraction -------------------------------------------------------------------------
-
-
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (or `\\fbox{...}`), with nested braces balanced."""
-    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
-    if start < 0:
-        return None
-    i = text.index("{", start) + 1
-    depth, begin = 1, i
-    while i < len(text):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[begin:i]
-        i += 1
-    return None
-
-
-# A minus sign counts only where no letter or digit stands right before it: "base-2" and "3-2" end in 2.
-_SIGN = r"(?:(?<!\w)[-\u2212])?"
-# A comma belongs to a number only between digits ("1,000"): "the answer is 4, so" extracts 4, not "4,".
-_NUMBER = re.compile(_SIGN + r"\d+(?:,\d+)*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|" + _SIGN + r"\.\d+")
-
-
-def extract_math(text: str) -> str | None:
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return boxed.strip()
-    numbers = _NUMBER.findall(text)
-    return numbers[-1] if numbers else None
-
-
-def _normalize(answer: str) -> str:
-    answer = answer.strip().strip("$").strip()
-    for wrapper in ("\\text{", "\\mathrm{"):
-        if answer.startswith(wrapper) and answer.endswith("}"):
-            answer = answer[len(wrapper) : -1]
-    answer = answer.replace("\\!", "").replace("\\,", "").replace(" ", "").replace("\u2212", "-")
-    return answer.rstrip(".")
-
-
-_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 1,000,000.5; not 1,2
-_HUGE_EXPONENT = re.compile(r"[eE][-+]?0*\d{5,}")  # Fraction would build 10**exponent: compare as text
-
-
-def as_number(answer: str) -> Fraction | None:
-    text = _normalize(answer)
-    if _THOUSANDS.fullmatch(text):
-        text = text.replace(",", "")
-    if _HUGE_EXPONENT.search(text):
-        return None
-    frac = re.fullmatch(r"(-?)\\[dt]?frac\{(-?[\d.]+)\}\{(-?[\d.]+)\}", text)
-    try:
-        if frac:
-            value = Fraction(frac.group(2)) / Fraction(frac.group(3))
-            return -value if frac.group(1) else value
-        return Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def math_equal(got: str, expected: str) -> bool:
-    a, b = as_number(got), as_number(expected)
-    if a is not None and b is not None:
-        return abs(a - b) <= Fraction(1, 10**6) * max(abs(a), abs(b))  # relative: 0 is not 1e-7
-    return _normalize(got) == _normalize(expected)
 
 
 _MCQ_PATTERNS = (
@@ -215,6 +147,8 @@ class UrlVerifier:
     async def __call__(self, row: dict, response: dict, session: Any) -> dict[str, Any]:
         import orjson
 
+        from ..artifacts import jsonl
+
         body = orjson.dumps({**row, "response": response})
         try:
             payload = await post_json(
@@ -225,7 +159,7 @@ class UrlVerifier:
             failure.message = f"/verify: {failure.message}"
             raise
         try:
-            result = orjson.loads(payload)
+            result = jsonl.loads(payload)  # a lone surrogate escape reads as U+FFFD
         except orjson.JSONDecodeError as exc:
             raise VerifyError(f"/verify answered something that is not JSON: {payload[:300]!r}") from exc
         if not isinstance(result, dict) or "reward" not in result:

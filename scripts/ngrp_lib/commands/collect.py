@@ -201,10 +201,14 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     help="Rounds: every task gets --first-round repeats, then rounds of that many more go to the tasks RULE"
     " has not settled, up to --num-repeats; a task's next round starts as soon as its own round is done."
     " RULE: learnable (stop at the first pass and fail: the keep/drop"
-    " decision of fixed N, no interval), band:LOW,HIGH (stop when the task's Wilson 95% interval is wholly"
-    " inside or outside [LOW, HIGH]) or width:W (stop when it is at most W wide). Wilson covers 95% at one"
-    " look; looked at after every round, a task's interval misses more often (measured figures:"
-    " references/statistics.md). Needs --input.",
+    " decision of fixed N on the same draws, no interval); band:LOW,HIGH[,RISK] (stop when the task's Wilson"
+    " 95% interval is wholly inside or outside [LOW, HIGH], when no draw to come can change fixed N's"
+    " decision, or when drawing to N would lower the chance of misclassifying it by under RISK, default"
+    " 0.03, under both a Jeffreys and a uniform prior; band:0.2,0.8 at N=16, R=4 measured 0.56-0.58 of fixed"
+    " N's rollouts, misclassified at most 0.93 points more often than fixed N; some bands more, use RISK 0.01"
+    " for them); width:W (stop when the Wilson 95% interval is at most W wide; its final interval missed the"
+    " true rate at most 0.3 points more often than fixed N's). Figures: references/statistics.md."
+    " Needs --input.",
 )
 @click.option(
     "--first-round",

@@ -12,7 +12,9 @@ from ._common import INPUT_FILE, count, emit, json_option, overwrite_option
 def _check_list() -> str:
     from ..audit.health_checks import REGISTRY
 
-    return "\n".join(f"  {check.id}\n      {check.summary}" for check in REGISTRY)
+    return "\n".join(
+        f"  {check.id}  [{check.cause or 'its rollouts'}]\n      {check.summary}" for check in REGISTRY
+    )
 
 
 @click.command(
@@ -93,8 +95,20 @@ def command(
     incomplete_details and output items; reward and verifier fields), the failures sidecar and the
     materialized max_output_tokens, with NeMo Gym's health-check ids where the meaning is Gym's and
     ngrp/ ids for ours. Writes Gym's two files (verdict healthy, unhealthy, or unobserved where a
-    check cannot be judged) and prints counts per check, tasks where every repeat is unhealthy and the
-    share of zero rewards that are unhealthy.
+    check cannot be judged) and prints counts per check, tasks where every repeat is unhealthy, the
+    share of zero rewards that are unhealthy, and last an `answer:` line: whose fault each zero and
+    each missing score is, with counts per cause.
+
+    \b
+    Causes (each check's is in [brackets] below; --json: checks[].cause, causes):
+      record          the row cannot be used (unreadable, duplicated, without identity)
+      infrastructure  the model call failed, or returned no tokens or no token counts
+      setting         the run's own limits cut the reply: token cap, context window, agent steps
+      verifier        the scoring: an error, no numeric reward, no answer it could read, or the
+                      expected answer stated in the reply but another one taken (read those replies)
+      policy          the policy's own behaviour (empty answer, loops, tool misuse), and every zero
+                      with no finding (a clean wrong answer)
+    A rollout with several findings counts once, under the first cause in that order.
 
     \b
     Checks:
@@ -169,7 +183,20 @@ def render_text(result) -> str:
             "next: look at the verdicts, fix what is fixable (ngrp reverify for a verifier problem), or "
             f"leave them out: ngrp profile ... --exclude-unhealthy {data['outputs']['rollout_verdicts']}"
         )
+    lines.append(f"answer: {_runnable(data['causes']['answer'], data)}")
     return "\n".join(lines)
+
+
+def _runnable(answer: str, data: dict) -> str:
+    """The answer with its inspect hint made a command to copy: this run's rollouts file, and (under
+    --no-write, when there is no verdicts file for --finding to read) what must run first."""
+    hint = "ngrp inspect ROLLOUTS --finding"
+    if hint not in answer:
+        return answer
+    command = f"ngrp inspect {data['files']['rollouts']} --finding"
+    if data["outputs"] is None:
+        command = "ngrp health without --no-write, then " + command
+    return answer.replace(hint, command)
 
 
 def _list(values: list) -> str:

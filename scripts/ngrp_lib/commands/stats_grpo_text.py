@@ -1,4 +1,5 @@
-"""`ngrp stats --group-size G` as text: the tasks that give GRPO no learning signal at G, by id and prompt.
+"""`ngrp stats` per-task lines: the tasks with the lowest pass rate (ties named, with the command that shows
+their rollouts), and with `--group-size G` the tasks that give GRPO no learning signal at G, by id and prompt.
 
 A group of G rollouts of one task teaches nothing when every reward in it is the same (no advantage). A
 task whose P(group informative) at G is below one half does so in most groups: every all-fail and
@@ -14,6 +15,44 @@ from ..numbers import num
 
 LEARNABLE = 0.5  # curriculum --learnable-for keeps tasks with P(informative) >= this
 MAX_LISTED = 20
+MAX_LOWEST = 5  # tasks named on the lowest-pass-rate line (all of them tie)
+
+
+def lowest_task_lines(result: Any) -> list[str]:
+    """The tasks at the lowest pass rate (mean reward when rewards are not pass/fail): every tie, up to
+    MAX_LOWEST, the next rate's tasks, and the inspect command that shows why they fail. "Why does the
+    worst task fail" starts here."""
+    rows = [r for r in result.per_task if r.get("n")]
+    if len(rows) < 2:
+        return []
+    key, what = ("pass_rate", "pass rate") if "successes" in rows[0] else ("mean_reward", "mean reward")
+    rows = [r for r in rows if isinstance(r.get(key), (int, float)) and r[key] == r[key]]  # NaN: no rate
+    rates = sorted({r[key] for r in rows})
+    if len(rows) < 2:
+        return []
+    at = [sorted((r for r in rows if r[key] == rate), key=_task_order) for rate in rates[:2]]
+    tie = f" ({len(at[0])} tied)" if len(at[0]) > 1 else ""
+    lines = [f"lowest {what}: {num(rates[0], 3)}{tie}, of {len(rows)} tasks"]
+    for r in at[0][:MAX_LOWEST]:
+        prompt = " ".join(str(r.get("prompt", "")).split())
+        agent = f" agent {r['agent']}" if r.get("agent") else ""
+        lines.append(f'  task {r["task"]}{agent}: {_score(r)}  "{prompt}"')
+    if len(at[0]) > MAX_LOWEST:
+        lines.append(f"  ... and {len(at[0]) - MAX_LOWEST} more (--json: per_task[])")
+    if len(at) > 1:
+        named = ", ".join(f"task {r['task']} {_score(r, short=True)}" for r in at[1][:MAX_LOWEST])
+        more = f" and {len(at[1]) - MAX_LOWEST} more" if len(at[1]) > MAX_LOWEST else ""
+        lines.append(f"  next lowest: {named}{more}")
+    if result.rollouts:
+        tasks = " ".join(f"--task {r['task']}" for r in at[0][:MAX_LOWEST])
+        lines.append(f"  why they fail: ngrp inspect {result.rollouts} {tasks} --failed")
+    return lines
+
+
+def _score(row: dict, short: bool = False) -> str:
+    if "successes" in row:
+        return f"{row['successes']}/{row['n']}" + ("" if short else " passed")
+    return f"{num(row['mean_reward'], 3)}" + ("" if short else f" mean reward over {row['n']}")
 
 
 def grpo_task_lines(result: Any) -> list[str]:
@@ -56,6 +95,12 @@ def grpo_task_lines(result: Any) -> list[str]:
                 f"--learnable-for {size}"
             )
     return lines
+
+
+def _task_order(row: dict) -> tuple:
+    """Integer task indices in numeric order (2 before 10), any other id after them as text."""
+    task = row["task"]
+    return (0, task, "") if type(task) is int else (1, 0, str(task))
 
 
 def _unknown(row: dict, size: int) -> bool:

@@ -9,7 +9,7 @@ from ..stats import methods
 from ..stats.cost import cost_lines
 from ..stats.registry import k_estimators
 from ..stats.results import AtK, Estimate, RewardLength, ScopeStats
-from .stats_grpo_text import grpo_task_lines
+from .stats_grpo_text import grpo_task_lines, lowest_task_lines
 
 MAX_K_ROWS = 8
 MAX_GROUPS = 20
@@ -121,7 +121,7 @@ def _length_lines(rl: RewardLength | None) -> list[str]:
         gap_ci = tagged(gap.ci_low, gap.ci_high, gap.ci_method)
         extra.append(f"correct - incorrect length {num(gap.value, 1)} {gap_ci} (n={gap.n} tasks)")
     if tps:
-        extra.append(f"tokens per success {num(tps.value, 1)} (n={tps.successes} successes)")
+        extra.append(f"{rl.length_field} per success {num(tps.value, 1)} (n={tps.successes} successes)")
     if trunc:
         extra.append(
             f"truncated {pct(trunc.rate)} of "
@@ -151,6 +151,7 @@ def render_stats(result: Any) -> str:
                 f"{tagged(tw.ci_low, tw.ci_high, tw.ci_method)} "
                 f"pass@1 {num(pass1)} n={g.n_tasks} tasks / {g.n_rollouts} rollouts"
             )
+    lines += lowest_task_lines(result)
     lines += grpo_task_lines(result)
     lines += adaptive_lines(result.adaptive)
     lines += cost_lines(result.cost)

@@ -226,7 +226,7 @@ def _length_section(o: ScopeStats) -> Markup:
         gap_ci = interval(gap.ci_low, gap.ci_high)
         rows.append(["correct - incorrect length", f"{num(gap.value, 1)} {gap_ci}", f"{gap.n} tasks"])
     if tps:
-        rows.append(["tokens per success", num(tps.value, 1), f"{tps.successes} successes"])
+        rows.append([f"{rl.length_field} per success", num(tps.value, 1), f"{tps.successes} successes"])
     if trunc:
         rows.append(
             [

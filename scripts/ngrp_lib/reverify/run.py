@@ -24,8 +24,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .. import __version__
 from ..artifacts import jsonl, names
 from ..artifacts.failures import Failure
@@ -41,6 +39,7 @@ from ..collect.routing import public_url, split_http_url
 from ..collect.run import IDENTITY_KEYS
 from ..collect.state import CollectorLock, check_manifest, nothing_written, now_iso, scan_outputs
 from ..collect.verify import describe, score, verifier_for
+from ..collect.workers import run_workers
 from ..errors import FindingsError, InputError, UsageError
 
 PREVIOUS_REWARD = "ngrp/previous_reward"
@@ -357,7 +356,7 @@ class _Run:
             async with _session(self.verifier, self.options.concurrency) as self.session:
                 rows = self.pending()
                 workers = (self.worker(rows, results, failures) for _ in range(self.options.concurrency))
-                await asyncio.gather(*workers)
+                await run_workers(workers)  # one failing (a full disk) stops the others before the session
         finally:
             self.bar.close()
             results.close()
@@ -376,7 +375,7 @@ class _Run:
         if self._inputs_fd is None or self.plan.inputs is None:
             return None
         offset, length = self.plan.inputs[pack_key(key)]
-        return orjson.loads(os.pread(self._inputs_fd, length, offset))
+        return jsonl.loads(os.pread(self._inputs_fd, length, offset))
 
     async def worker(self, rows: Iterator[tuple[dict, int]], results: Any, failures: Any) -> None:
         for row, attempt in rows:  # one shared generator: a row is admitted only when a worker is free

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..artifacts import jsonl, names
 from ..errors import NgrpError
+from .adaptive import parse_rule
 from .load import ProfileData
 
 FIRST_ROUND_NOTE = (
@@ -166,9 +167,9 @@ def decision_selector(run: AdaptiveRun, selection: Any) -> Callable[[int], bool 
     if selection.mode == "learnable" and run.rule == "learnable":
         wanted = "mixed"
     elif selection.mode == "band" and run.rule.startswith("band:"):
-        low, high = (float(x) for x in run.rule.removeprefix("band:").split(","))
+        band = parse_rule(run.rule)  # band:LOW,HIGH or band:LOW,HIGH,RISK
         chosen = (selection.min_rate or 0.0, 1.0 if selection.max_rate is None else selection.max_rate)
-        wanted = "inside" if (low, high) == chosen else None
+        wanted = "inside" if (band.low, band.high) == chosen else None
     if wanted is None:
         return None
 

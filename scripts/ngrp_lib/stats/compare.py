@@ -405,7 +405,10 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
         "a": denominators(da, options.metric, beside_summary=True),
         "b": denominators(db, options.metric, beside_summary=True),
     }
-    notes = _notes(counted, int(defined.sum()), power["identical"], _differing_note(da, db, pairs), binary)
+    differences = rowdiff.between(da.samples, db.samples, [(i, j) for _, i, j in pairs])
+    notes = _notes(
+        counted, int(defined.sum()), power["identical"], _differing_note(differences, pairs), binary
+    )
     notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
     means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]
     return CompareResult(
@@ -416,7 +419,7 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
         correlation=paired.correlation(means_a, means_b), binary=binary["binary"], mcnemar=binary["mcnemar"],
         alpha=options.alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
-        row_differences=rowdiff.between(da.samples, db.samples, [(i, j) for _, i, j in pairs]).to_json(),
+        row_differences=differences.to_json(),
         adaptive=adaptive,
     )  # fmt: skip
 
@@ -437,23 +440,17 @@ def _notes(
     return notes + differing + binary["notes"]
 
 
-def _differing_note(da: ProfileData, db: ProfileData, pairs: list) -> list[str]:
-    differing = [key for key, i, j in pairs if task_data(da.samples[i]) != task_data(db.samples[j])]
-    if not differing:
+def _differing_note(differences: rowdiff.RowDifferences, pairs: list) -> list[str]:
+    """The pairs whose dataset fields differ (rowdiff's check, the one behind `row_differences`)."""
+    if not differences.data_differs:
         return []
-    task, agent = differing[0]
+    differing = differences.data_differs
+    task, agent = pairs[differing[0]][0]
     return [
         f"{len(differing)} paired task(s) hold different task data in the two profiles' samples (first: "
         f"{task_label(task, agent)}): tasks are paired by _ng_task_index, so check that both runs "
         "used the same task rows in the same order (a prompt change should touch the prompt only)"
     ]
-
-
-def task_data(sample: dict) -> dict:
-    """What identifies a task in a profile row's `sample` (or a materialized input row): everything but the
-    prompt and routing stamps."""
-    skip = ("responses_create_params", "agent_ref")
-    return {k: v for k, v in sample.items() if k not in skip and not k.startswith("_")}
 
 
 def _mean(values) -> float:

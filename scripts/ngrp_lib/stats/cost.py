@@ -87,7 +87,7 @@ def cost_lines(cost: dict | None) -> list[str]:
         return [*lines, f"cost: {NOT_REPORTED} ({where}: run `ngrp profile` again to get token totals)"]
     if cost.get("tokens_per_rollout") is None:
         return [*lines, f"cost: {NOT_REPORTED} (the rows carry no token usage)"]
-    text = f"cost: {_n(cost['tokens_per_rollout'])} tokens per rollout"
+    text = f"cost (input + output tokens): {_n(cost['tokens_per_rollout'])} per rollout"
     text += f", {_n(cost['tokens_per_success'])} per success"
     per_task = [
         f"{_n(entry['tokens'])} at G={entry['group_size']}" for entry in cost["tokens_per_informative_task"]
@@ -95,7 +95,7 @@ def cost_lines(cost: dict | None) -> list[str]:
     if per_task:
         text += "; per GRPO-informative task " + ", ".join(per_task)
     inputs, outputs = tokens.get("input_tokens"), tokens.get("output_tokens")
-    text += f" (input {_n(inputs)}, output {_n(outputs)} tokens over {tokens.get('rows')} rollouts)"
+    text += f" (input {_n(inputs)}, output {_n(outputs)} over {tokens.get('rows')} rollouts)"
     return [*lines, text]
 
 

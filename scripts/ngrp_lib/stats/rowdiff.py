@@ -9,7 +9,7 @@ the rows do not hold (the model, the verifier) it cannot see, and says so when t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -43,6 +43,9 @@ class FieldDiff:
 class RowDifferences:
     n_pairs: int
     fields: list[FieldDiff]
+    # positions (in the order `pairs` came) of the pairs whose dataset fields differ: the task rows are not
+    # the same tasks, which pairing by _ng_task_index cannot see (a reordered or edited task file)
+    data_differs: list[int] = field(default_factory=list)
 
     @property
     def summary(self) -> str:
@@ -71,17 +74,40 @@ class RowDifferences:
 
 def comparable_fields(sample: dict) -> dict[str, Any]:
     """A task row's fields by the name a person uses: request fields (`temperature`, `prompt`...) and
-    dataset fields; identity, routing stamps and underscore keys left out."""
+    dataset fields, in the row's order; identity, routing stamps and underscore keys left out."""
     out: dict[str, Any] = {}
     for key, value in sample.items():
-        if key in ROUTING or key.startswith("_"):
-            continue
         if key == RCP and isinstance(value, dict):
-            for name, sub in value.items():
-                out[FRIENDLY.get(name, name if name in SAMPLING else f"{RCP}.{name}")] = sub
-        else:
+            out.update(request_fields(sample))
+        elif key not in ROUTING and not key.startswith("_"):
             out[key] = value
     return out
+
+
+def request_fields(sample: dict) -> dict[str, Any]:
+    """The row's `responses_create_params` by the name a person uses for each field."""
+    request = sample.get(RCP)
+    if not isinstance(request, dict):
+        return {}
+    return {
+        FRIENDLY.get(name, name if name in SAMPLING else f"{RCP}.{name}"): sub
+        for name, sub in request.items()
+    }
+
+
+def dataset_fields(sample: dict) -> dict[str, Any]:
+    """What makes a row the task it is: every field but the request, routing stamps and underscore keys."""
+    return {
+        key: value
+        for key, value in sample.items()
+        if key not in ROUTING and not key.startswith("_") and not (key == RCP and isinstance(value, dict))
+    }
+
+
+def same_task(a: dict, b: dict) -> bool:
+    """Whether two task rows hold the same task (their dataset fields are equal; a prompt change or another
+    temperature is the same task asked differently)."""
+    return not _differing(dataset_fields(a), dataset_fields(b))
 
 
 # Request fields named bare: the sampling and length settings a comparison is usually about.
@@ -95,16 +121,17 @@ SAMPLING = frozenset(
 
 
 def between(samples_a: list[dict], samples_b: list[dict], pairs: Iterable[tuple[int, int]]) -> RowDifferences:
-    """Every field whose value differs between A's and B's row of a paired task, in first-seen order."""
+    """Every field whose value differs between A's and B's row of a paired task, in first-seen order, and
+    which pairs' dataset fields differ."""
     seen: dict[str, list[tuple[Any, Any]]] = {}
-    n_pairs = 0
-    for i, j in pairs:
+    n_pairs, data_differs = 0, []
+    for position, (i, j) in enumerate(pairs):
         n_pairs += 1
-        fa, fb = comparable_fields(samples_a[i]), comparable_fields(samples_b[j])
-        for name in [*fa, *(k for k in fb if k not in fa)]:
-            va, vb = fa.get(name, _ABSENT), fb.get(name, _ABSENT)
-            if _key(va) != _key(vb):
-                seen.setdefault(name, []).append((va, vb))
+        if not same_task(samples_a[i], samples_b[j]):
+            data_differs.append(position)
+        differing = _differing(comparable_fields(samples_a[i]), comparable_fields(samples_b[j]))
+        for name, pair in differing.items():
+            seen.setdefault(name, []).append(pair)
     fields = []
     for name, values in seen.items():
         distinct = {(_key(a), _key(b)) for a, b in values}
@@ -112,7 +139,17 @@ def between(samples_a: list[dict], samples_b: list[dict], pairs: Iterable[tuple[
         varies = len(distinct) > 1
         shown_a, shown_b = (None, None) if varies else (_plain(a), _plain(b))
         fields.append(FieldDiff(name, len(values), shown_a, shown_b, varies))
-    return RowDifferences(n_pairs, fields)
+    return RowDifferences(n_pairs, fields, data_differs)
+
+
+def _differing(fa: dict[str, Any], fb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The fields whose values differ (absent on one side counts), in first-seen order."""
+    out = {}
+    for name in [*fa, *(k for k in fb if k not in fa)]:
+        va, vb = fa.get(name, _ABSENT), fb.get(name, _ABSENT)
+        if _key(va) != _key(vb):
+            out[name] = (va, vb)
+    return out
 
 
 _ABSENT = object()

@@ -33,7 +33,8 @@ class Pairs:
 
     @classmethod
     def build(cls, a: Views, b: Views, alpha: float = ALPHA) -> Pairs:
-        from ..stats.compare import flip_tests, task_data
+        from ..stats.compare import flip_tests
+        from ..stats.rowdiff import same_task
 
         pairs = cls(a, b, alpha)
         ta, tb = a.index.table, b.index.table
@@ -64,7 +65,7 @@ class Pairs:
             ra, rb = ta.pass_rate[ga], tb.pass_rate[gb]
             same = None
             if both_inputs:
-                same = task_data(a.index.input_row(ga) or {}) == task_data(b.index.input_row(gb) or {})
+                same = same_task(a.index.input_row(ga) or {}, b.index.input_row(gb) or {})
             pairs.rows.append(
                 {
                     "task": int(ta.task[ga]),

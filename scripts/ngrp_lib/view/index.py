@@ -3,7 +3,9 @@
 The cache lives outside the run folder (`$NGRP_CACHE_DIR`, else `$XDG_CACHE_HOME/ngrp`, else
 `~/.cache/ngrp`, under `view-index/`), one `.npz` per rollouts file, named from the file's absolute path,
 size and modification time (and the inputs file's): a changed file is indexed again, an unchanged one
-opens without reading it. Rows are read back by offset only when a page shows them.
+opens without reading it. Rows are read back by offset only when a page shows them. The cache folder's
+condition (this user's, no one else may write to it; the file regular and this user's) is checked before
+anything is read from it, by the rule its write keeps.
 
 A run still being collected appends to its rollouts file. `RunIndex.extend` indexes only the appended
 bytes, from the start of the last line that had no newline when it was last read (a cut-off line is then
@@ -254,11 +256,30 @@ def _private_folder(folder: Path) -> None:
     """The cache folder, created 0700; one another user owns, or others may write to, is not used
     (OSError: the viewer then runs without its cache)."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = _owned_folder(folder)
+    if info.st_mode & 0o077:
+        os.chmod(folder, 0o700)
+
+
+def _owned_folder(folder: Path) -> os.stat_result:
+    """The folder's own status (not a link's); PermissionError when it is not a folder of this user's."""
     info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise PermissionError(f"{folder} is not a folder of this user's: the index is not cached there")
-    if info.st_mode & 0o077:
-        os.chmod(folder, 0o700)
+    return info
+
+
+def _trusted_cache(where: Path) -> bool:
+    """Whether a cache file may be read: checked before anything is read from it, by the rule the write
+    keeps (a folder of this user's that no one else may write to, a regular file of this user's, no link):
+    an index someone else could have planted is never loaded."""
+    try:
+        if _owned_folder(where.parent).st_mode & 0o022:
+            return False  # the write makes it 0700 first; until then anyone may have put this file here
+        info = os.lstat(where)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
 
 
 def _load(path: Path, paths: RunPaths, answer_key: str, threshold: float) -> RunIndex:
@@ -295,7 +316,7 @@ def open_index(
     start = time.perf_counter()
     where = cache_path(paths, directory)
     index = None
-    if use_cache and where.is_file():
+    if use_cache and _trusted_cache(where):
         try:
             index = _load(where, paths, answer_key, threshold)
         except (OSError, ValueError, KeyError, TypeError):  # a damaged or foreign cache file: rebuild it

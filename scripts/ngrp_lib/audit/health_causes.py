@@ -1,0 +1,145 @@
+"""Whose fault is a zero, or a missing score? Each check has a cause class (`Check.cause`); a rollout with
+several findings is counted once, under the first class in PRECEDENCE (then the first check in registry
+order): what lies outside the policy explains a zero before the policy's own behaviour does, and a zero
+with no finding at all is a clean wrong answer, the policy's.
+
+The tally reads the digests `health_summary.one_pass` walks; `causes_block` gives what the summary's
+`ngrp.causes` and `--json`'s `causes` hold, with the one-line answer `ngrp health` prints last.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .health_checks import INFRASTRUCTURE, POLICY, RECORD, REGISTRY, SETTING, VERIFIER
+
+if TYPE_CHECKING:
+    from .health_checks import Digest
+
+PRECEDENCE = (RECORD, INFRASTRUCTURE, SETTING, VERIFIER, POLICY)
+CAUSE_OF = {check.id: check.cause for check in REGISTRY}
+CLEAN = "clean"  # a zero with no finding: a wrong answer, the policy's
+UNEXPLAINED = "unexplained"  # no score and no finding (the check that would say why was ignored)
+_RANK = {c.id: (PRECEDENCE.index(c.cause), i) for i, c in enumerate(REGISTRY) if c.cause is not None}
+_CAP_CHECKS = ("ngrp/truncated_at_token_cap", "model_call_runaway_generation")
+
+
+def deciding(findings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The finding that gives the rollout its cause: the first by PRECEDENCE, then registry order."""
+    ranked = [f for f in findings if f["check"] in _RANK]
+    return min(ranked, key=lambda f: _RANK[f["check"]]) if ranked else None
+
+
+@dataclass
+class CauseTally:
+    zero: Counter = field(default_factory=Counter)  # deciding check (or CLEAN) -> zero-reward rollouts
+    unscored: Counter = field(default_factory=Counter)  # deciding check (or UNEXPLAINED) -> rollouts
+    caps: set = field(default_factory=set)  # max_output_tokens of the zeros a token-cap check decided
+
+    def add(self, digest: Digest) -> None:
+        """Count one rollout with a zero reward or no score (the caller calls it for those only)."""
+        first = deciding(digest.findings)
+        if digest.zero_reward:
+            self.zero[CLEAN if first is None else first["check"]] += 1
+            if first is not None and first["check"] in _CAP_CHECKS:
+                cap = first["detail"].get("max_output_tokens")
+                if type(cap) is int:
+                    self.caps.add(cap)
+        else:
+            self.unscored[UNEXPLAINED if first is None else first["check"]] += 1
+
+
+def _by_cause(counts: Counter) -> dict[str, int]:
+    out = dict.fromkeys(PRECEDENCE, 0)
+    for check, n in counts.items():
+        cause = POLICY if check == CLEAN else CAUSE_OF.get(check)
+        if cause is not None:
+            out[cause] += n
+    return out
+
+
+def _by_check(counts: Counter) -> dict[str, int]:
+    return {c: n for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c in CAUSE_OF}
+
+
+def causes_block(tally: CauseTally, expected: int, missing: int, failures_read: bool) -> dict[str, Any]:
+    """`ngrp.causes`: counts per cause and per deciding check, for zero rewards and for missing scores."""
+    zero_total, unscored_total = sum(tally.zero.values()), sum(tally.unscored.values())
+    block = {
+        "precedence": list(PRECEDENCE),
+        "expected": expected,
+        "unscored": {
+            "total": unscored_total + missing,
+            "by_cause": _by_cause(tally.unscored),
+            "by_check": _by_check(tally.unscored),
+            "unexplained": tally.unscored[UNEXPLAINED],
+            "not_judged": missing,
+            "not_judged_attempted": ("never" if failures_read else "unknown") if missing else None,
+            "collector_stopped": None,  # run_health fills it from the run manifest
+        },
+        "zero_rewards": {
+            "total": zero_total,
+            "by_cause": _by_cause(tally.zero),
+            "by_check": _by_check(tally.zero),
+            "clean": tally.zero[CLEAN],
+            "max_output_tokens": sorted(tally.caps),
+        },
+    }
+    block["answer"] = answer_text(block)
+    return block
+
+
+def _checks(by_check: dict[str, int], cause: str) -> str:
+    return ", ".join(f"{c} {n}" for c, n in by_check.items() if CAUSE_OF[c] == cause)
+
+
+def _others(part: dict[str, Any], skip: tuple[str, ...] = (), hint: bool = False) -> list[str]:
+    """'16 setting (ngrp/truncated_at_token_cap 16)' for each cause with a count, in PRECEDENCE order."""
+    out = []
+    for cause in PRECEDENCE:
+        n = part["by_cause"][cause]
+        if n and cause not in skip:
+            extra = _checks(part["by_check"], cause)
+            caps = part.get("max_output_tokens")
+            if cause == SETTING and caps:
+                extra += f"; max_output_tokens {', '.join(map(str, caps))}"
+            if cause == VERIFIER and hint:  # a verifier's zero is a hint: a reply may hold no answer at all
+                first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
+                extra += f"; read those replies: ngrp inspect ROLLOUTS --finding {first}"
+            out.append(f"{n} {cause} ({extra})")
+    return out
+
+
+def answer_text(block: dict[str, Any]) -> str:
+    """Infrastructure or policy? One sentence: who lacks a score and why, then whose each zero is."""
+    unscored, zero = block["unscored"], block["zero_rewards"]
+    if unscored["total"]:
+        parts = _others(unscored)
+        if unscored["unexplained"]:
+            parts.append(f"{unscored['unexplained']} unexplained (the check was ignored)")
+        if unscored["not_judged"]:
+            words = (
+                "never attempted (no row, no failed attempt)"
+                if unscored["not_judged_attempted"] == "never"
+                else "without a rollout (no failures file was read: whether attempted is unknown)"
+            )
+            if unscored.get("collector_stopped"):
+                words += f" because the collector stopped: {unscored['collector_stopped']}"
+            parts.append(f"{unscored['not_judged']} {words}")
+        head = (
+            f"of {block['expected']} expected rollouts, {unscored['total']} have no score: {', '.join(parts)}"
+        )
+    else:
+        head = f"of {block['expected']} expected rollouts, none lacks a score"
+    if not zero["total"]:
+        return f"{head}; no reward is 0"
+    policy = zero["by_cause"][POLICY]
+    own = [f"{zero['clean']} clean wrong answers"] if zero["clean"] else []
+    if _checks(zero["by_check"], POLICY):
+        own.append(_checks(zero["by_check"], POLICY))
+    parts = [f"{policy} are the policy's" + (f" ({', '.join(own)})" if own else "")]
+    parts += _others(zero, skip=(POLICY,), hint=True)
+    order = " > ".join(PRECEDENCE)
+    return f"{head}; of {zero['total']} zero rewards, {', '.join(parts)} (each counted once: {order})"
