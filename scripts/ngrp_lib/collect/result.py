@@ -20,6 +20,7 @@ class Plan:
     to_run: int = 0
     exhausted: int = 0
     seeded: int = 0  # rows whose request carries a seed (never sent with n > 1)
+    sampling: dict | None = None  # the sampling fields the rows set, with their values (SamplingTally)
 
     def grow(self, rows: int, seeded: int) -> None:
         """Rows a follow-up added to the materialized file while the run went (`work.FollowUp`)."""

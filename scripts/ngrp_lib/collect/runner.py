@@ -22,7 +22,7 @@ from ..artifacts import jsonl, names, schemas
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP, TASK_KEY
 from ..artifacts.redact import Redactor, masked_errors
-from ..artifacts.sampling import apply_overrides
+from ..artifacts.sampling import SamplingTally, apply_overrides
 from ..errors import InputError, UsageError
 from . import gym_run
 from .direct import DirectRun
@@ -48,7 +48,7 @@ from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
 from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
 from .verify import verifier_for
-from .work import FollowUp
+from .work import FollowUp, run_workers
 
 if TYPE_CHECKING:
     from .shards import Shard
@@ -72,6 +72,7 @@ def scan_materialized(
     keys: set[tuple[int, int]] = set()
     seen: set[tuple[int, int]] = set()
     seeded = 0
+    sampling = SamplingTally()  # what the rows ask for, for the manifest (options alone miss the rows' own)
     digest = hashlib.sha256()
     for row in jsonl.iter_rows(path, on_block=digest.update):
         key = names.rollout_key(row.data)
@@ -90,11 +91,13 @@ def scan_materialized(
         _check_row(path, row, needs_answer, budget, row.data[RCP])
         keys.add(key)
         seeded += has_seed(row.data[RCP])
+        sampling.add(row.data)
     if not seen:  # a run of nothing would end "complete" with 0 rows
         raise UsageError(
             f"{path} holds no materialized rows", hint="materialize a task file with at least one row"
         )
-    return Plan(rows=len(keys), sha256=digest.hexdigest(), seeded=seeded), keys
+    plan = Plan(rows=len(keys), sha256=digest.hexdigest(), seeded=seeded, sampling=sampling.to_json())
+    return plan, keys
 
 
 def check_tasks(
@@ -155,6 +158,7 @@ async def collect(
             files = _file_refs(options, input_sha, plan)
             manifest = build_manifest(identity, files, _runtime(options, servers))
             manifest["sampling"] = options.materialize.overrides if options.input is not None else None
+            manifest["sampling_in_rows"] = plan.sampling
             jsonl.write_json(options.manifest_path, manifest, indent=True)
         disk = scan_outputs(options.output, options.failures_path)
         stray = disk.completed - keys
@@ -189,7 +193,8 @@ async def collect(
 async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
     """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
     groups = run.work()
-    workers = asyncio.gather(*(run.worker(groups) for _ in range(concurrency)))
+    # one worker's error (a full disk) cancels the others before the session closes under them
+    workers = asyncio.ensure_future(run_workers(run.worker(groups) for _ in range(concurrency)))
     if interrupt is None:
         await workers
         return False
@@ -261,6 +266,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
         api_key_env=options.api_key_env,
         timeout=timeout,
         log=log,
+        follow_redirects=options.retry.follow_redirects,  # the rows' redirect rule, so they agree
     )
     checks = found.checks
     if options.verify_url:

@@ -6,13 +6,19 @@ With one, a finished request may add rows (`collect --adaptive` gives a task its
 own round is done, `adaptive/rounds.py`), so a worker that finds nothing queued waits while requests are in
 flight, and all stop when nothing is queued and nothing is in flight. Added rows go before the file's
 rest: they are the later rounds of tasks already started, whose chains of rounds set the run's end.
+
+`run_workers`: a run's workers stop together. When one fails (a full disk under `Appender.write`, say),
+the others are cancelled and waited for before the error goes on. `asyncio.gather` alone leaves them
+running while the run unwinds: they would send requests and record "Session is closed" failures (their
+session closed under them) in a sidecar that still had room. Rows they held are dropped unwritten, as
+after a Ctrl-C: `--resume` sends them again.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from typing import Any, Protocol
 
 from .grouping import Item
@@ -69,3 +75,15 @@ class WorkQueue:
 
     def _wake(self) -> None:
         self._changed.set()
+
+
+async def run_workers(workers: Iterable[Awaitable[Any]]) -> None:
+    """Await every worker; the first to raise cancels the rest, which are awaited, then it is raised."""
+    tasks = [asyncio.ensure_future(worker) for worker in workers]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
