@@ -73,6 +73,7 @@ def scan_materialized(
     seen: set[tuple[int, int]] = set()
     seeded = 0
     sampling = SamplingTally()  # what the rows ask for, for the manifest (options alone miss the rows' own)
+    agents: dict[str | None, dict] = {}  # a row for each agent named: Gym mode checks each has a server
     digest = hashlib.sha256()
     for row in jsonl.iter_rows(path, on_block=digest.update):
         key = names.rollout_key(row.data)
@@ -92,11 +93,13 @@ def scan_materialized(
         keys.add(key)
         seeded += has_seed(row.data[RCP])
         sampling.add(row.data)
+        agents.setdefault(names.agent_name(row.data), row.data)
     if not seen:  # a run of nothing would end "complete" with 0 rows
         raise UsageError(
             f"{path} holds no materialized rows", hint="materialize a task file with at least one row"
         )
     plan = Plan(rows=len(keys), sha256=digest.hexdigest(), seeded=seeded, sampling=sampling.to_json())
+    plan.agent_rows = list(agents.values())
     return plan, keys
 
 
@@ -231,7 +234,7 @@ async def _prepare(
         servers = await _check_servers(options, session, lambda text: log(redactor.text(text)))
         budget.check(servers.context)
         if servers.targets is not None:
-            check_agents(servers.targets, source)
+            check_agents(servers.targets, plan.agent_rows)
         if not options.resume:
             _commit(options, staging)  # only now are the earlier run's files replaced
     finally:
