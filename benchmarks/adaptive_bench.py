@@ -312,6 +312,13 @@ def main() -> int:
         "--seed-per-repeat", action="store_true", help="real: seeded, one request per rollout"
     )
     parser.add_argument("--model-dir", help="real: a vLLM-loadable model (default: SmolLM2 as the demo)")
+    parser.add_argument("--task-file", type=Path, default=REPO / "examples" / "tasks.jsonl", help="real")
+    parser.add_argument("--generated", type=int, help="real: this many seeded arithmetic tasks instead")
+    parser.add_argument("--concurrency", type=int, default=32, help="real: collect's --concurrency")
+    parser.add_argument("--warmup", action="store_true", help="real: one untimed fixed run first")
+    parser.add_argument(
+        "--barrier-checkout", help="real: also run adaptive with this ngrp checkout (rounds as barriers)"
+    )
     args = parser.parse_args()
     if args.part == "real":
         from adaptive_real import print_real, real_run  # benchmarks/adaptive_real.py: the vLLM part

@@ -8,11 +8,19 @@ seed the same in both runs (its draws then match as far as the server reproduces
 price of one request per rollout (vLLM's CPU engine cannot take a seed with n > 1). The runs are
 interleaved (fixed, adaptive, fixed, adaptive...) to spread the machine's load over both. The model is
 SmolLM2-135M-Instruct, prepared by scripts/prepare_smollm2.py as the demo does (or `--model-dir`).
+
+`--barrier-checkout DIR` adds a third arm: the same adaptive run by another ngrp checkout, e.g. one
+from before rounds were pipelined per task (`git archive <commit> scripts schemas | tar -x -C DIR`),
+where each round waited for the slowest task of the round before. `--generated N` asks N seeded
+arithmetic questions instead of the demo's 16 (a design where the first round alone fills the server).
+Each run records the 1-minute load average before and after it: the machine may be shared.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -40,14 +48,21 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
     return VLLMServer(python, Path(model_dir), workdir / "server.log").start()
 
 
-def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: list[str], seeded: bool) -> dict:
+def one_run(
+    folder: Path, base_url: str, model: str, adaptive: list[str], args: Any, ngrp: list[str] = NGRP
+) -> dict:
+    """One `collect` (by `ngrp`: this checkout's, or another's for the barrier arm), timed."""
     out = folder / "rollouts.jsonl"
+    repeats = args.repeats
     # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
-    extra = ["--timeout", "1800", *(["--seed-per-repeat"] if seeded else []), *adaptive]
-    args = ["collect", "--input", str(TASKS), "--output", str(out), "--base-url", base_url, "--model", model,
-            "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
+    extra = ["--timeout", "1800", "--concurrency", str(args.concurrency), *adaptive]
+    extra += ["--seed-per-repeat"] if args.seed_per_repeat else []
+    args = ["collect", "--input", str(args.task_file), "--output", str(out), "--base-url", base_url,
+            "--model", model, "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
+    load_before = os.getloadavg()[0]
     start = time.monotonic()
-    proc = subprocess.run([*NGRP, *args], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never write into another checkout
+    proc = subprocess.run([*ngrp, *args], capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
     if proc.returncode != 0:
         sys.exit(f"collect failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -60,7 +75,39 @@ def one_run(folder: Path, base_url: str, model: str, repeats: int, adaptive: lis
         "wall_s": round(wall, 2),
         "rollouts": sum(len(v) for v in per_task.values()),
         "decisions": decisions,
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
     }
+
+
+def arithmetic_tasks(path: Path, count: int, seed: int) -> Path:
+    """`count` different demo-style questions with the demo's settings, for a design with more tasks than
+    its 16: in turn a sum of two numbers up to 12, a product of two digits, and a product of a teen and a
+    digit (the hard kind, like the demo's 13*11), seeded, so every run of the bench asks the same ones.
+    No two alike: byte-identical task lines would share a task index, which `--adaptive` refuses."""
+    rng = random.Random(seed)
+    prompts: dict[str, int] = {}
+    while len(prompts) < count:
+        kind = len(prompts) % 3
+        a, b = (
+            (rng.randint(1, 12), rng.randint(1, 12)) if kind == 0 else (rng.randint(2, 9), rng.randint(2, 9))
+        )
+        if kind == 2:
+            a = rng.randint(11, 19)
+        op, answer = ("+", a + b) if kind == 0 else ("*", a * b)
+        prompts.setdefault(f"What is {a}{op}{b}? Answer with just the number.", answer)
+    rows = [
+        {
+            "responses_create_params": {
+                "input": [{"role": "user", "content": prompt}],
+                "max_output_tokens": 48,
+                "temperature": 0.7,
+            },
+            "expected_answer": str(answer),
+        }
+        for prompt, answer in prompts.items()
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
 
 
 def _decision(outcomes: list[bool]) -> str:
@@ -74,40 +121,65 @@ def real_run(args: Any) -> dict:
         server = None if args.base_url else start_server(workdir, getattr(args, "model_dir", None))
         base_url = args.base_url or server.base_url
         model = args.model if args.base_url else server.model
+        if args.generated:
+            args.task_file = arithmetic_tasks(workdir / "tasks.jsonl", args.generated, args.seed)
         try:
-            runs: dict[str, list[dict]] = {"fixed": [], "adaptive": []}
-            adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
-            for i in range(args.rounds):
-                seeded = args.seed_per_repeat
-                runs["fixed"].append(
-                    one_run(workdir / f"fixed{i}", base_url, model, args.repeats, [], seeded)
-                )
-                runs["adaptive"].append(
-                    one_run(workdir / f"adaptive{i}", base_url, model, args.repeats, adaptive, seeded)
-                )
+            runs = _interleaved(workdir, base_url, model, args)
         finally:
             if server is not None:
                 server.stop()
     results = {
-        "tasks": str(TASKS.relative_to(REPO)),
+        "tasks": f"{args.generated} generated arithmetic tasks" if args.generated else _shown(args.task_file),
+        "concurrency": args.concurrency,
         "repeats": args.repeats,
         "first_round": args.first_round,
         "seed_per_repeat": args.seed_per_repeat,
+        "warmup": args.warmup,
         **runs,
     }
     return results
 
 
+def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[str, list[dict]]:
+    """fixed, adaptive (pipelined: this checkout), adaptive (barrier: `--barrier-checkout`, when given),
+    then again, `--rounds` times."""
+    adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
+    arms: dict[str, tuple[list[str], list[str]]] = {"fixed": ([], NGRP), "adaptive": (adaptive, NGRP)}
+    if args.barrier_checkout:
+        arms["adaptive_barrier"] = (
+            adaptive,
+            [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
+        )
+    runs: dict[str, list[dict]] = {name: [] for name in arms}
+    if args.warmup:  # the server's first large batches are slow (its CPU kernels warm up): not timed
+        one_run(workdir / "warmup", base_url, model, [], args)
+    for i in range(args.rounds):
+        for name, (extra, ngrp) in arms.items():
+            runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp))
+    return runs
+
+
+def _shown(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def print_real(results: dict) -> None:
-    print(f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable")
-    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's |")
-    print("|---|---|---|---|---|---|---|")
-    for i, (fixed, adaptive) in enumerate(zip(results["fixed"], results["adaptive"], strict=True)):
-        same = sum(fixed["decisions"][t] == d for t, d in adaptive["decisions"].items())
-        for name, run in (("fixed", fixed), ("adaptive", adaptive)):
+    print(
+        f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable,"
+        f" --concurrency {results['concurrency']}"
+    )
+    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    arms = [name for name in ("fixed", "adaptive", "adaptive_barrier") if name in results]
+    for i, fixed in enumerate(results["fixed"]):
+        for name in arms:
+            run = results[name][i]
             kinds = list(run["decisions"].values())
-            agree = f"{same}/{len(kinds)}" if name == "adaptive" else "-"
+            same = sum(fixed["decisions"][t] == d for t, d in run["decisions"].items())
+            agree = f"{same}/{len(kinds)}" if name != "fixed" else "-"
             print(
                 f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} | {kinds.count('mixed')} |"
                 f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
+                f" {run['load_1min'][0]} to {run['load_1min'][1]} |"
             )

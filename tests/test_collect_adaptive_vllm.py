@@ -69,33 +69,64 @@ def test_expected_sizes_by_hand():
     assert expected_sizes(4) == {0: 12, 1: 12, 2: 6, 3: 3}
 
 
-def test_every_round_leaves_complete_valid_files(vllm_server, folder, run_ngrp, monkeypatch):
+def _keys_in_order(path: Path) -> list[tuple[int, int]]:
+    return [(r.data["_ng_task_index"], r.data["_ng_rollout_index"]) for r in jsonl.iter_rows(path)]
+
+
+def test_rounds_run_per_task_and_every_moment_leaves_valid_files(vllm_server, folder, run_ngrp, monkeypatch):
+    from ngrp_lib.collect.run import Run
+
     tasks = write_tasks(folder / "tasks.jsonl", 8)
     out = folder / "run" / "rollouts.jsonl"
     materialized = folder / "run" / "rollouts_materialized_inputs.jsonl"
     seen: list[bytes] = []
-    real_advance = adaptive_module.advance
+    real_extend, real_advance = Run.extend, adaptive_module.advance
+
+    def spying_extend(run, rows):
+        # a task's next round, added while the runner runs: appended whole, the rows valid, every
+        # rollout written so far has its row in the file
+        real_extend(run, rows)
+        if not rows:  # told a rollout that ends no round
+            return
+        grown = materialized.read_bytes()
+        assert grown.endswith(b"\n") and (not seen or grown.startswith(seen[-1]) and grown != seen[-1])
+        seen.append(grown)
+        validate_rows(materialized, "materialized_input")
+        assert set(keys_of(out)) <= set(keys_of(materialized))
+
+    finals: list[bytes] = []
 
     def spying_advance(options, settings, plan):
-        # between rounds: the runner has finished, so every key of the file is collected, and valid
+        summary, follow_up = real_advance(options, settings, plan)
+        finals.append(materialized.read_bytes())  # after the call: complete, in round order
         check = ngrp("check", "--inputs", materialized, "--rollouts", out, "--json")
         assert check.returncode == 0, check.stdout + check.stderr
         assert json.loads(check.stdout)["counts"]["missing"] == 0
         assert validate_rows(materialized, "materialized_input") == validate_rows(out, "rollout")
-        extended, summary = real_advance(options, settings, plan)
-        grown = materialized.read_bytes()
-        assert not seen or grown.startswith(seen[-1])  # the file only grows at its end
-        seen.append(grown)
-        return extended, summary
+        return summary, follow_up
 
+    monkeypatch.setattr(Run, "extend", spying_extend)
     monkeypatch.setattr(adaptive_module, "advance", spying_advance)
-    proc = run_ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--json"))
+    proc = run_ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2", "--json"))
     assert proc.returncode == 0, proc.stderr
-    assert len(seen) == 4  # after rounds 1, 2, 3 and 4 (the last one adds nothing)
+    assert len(finals) == 1  # one runner call: the rounds ran inside it, no barrier between them
     summary = json.loads(proc.stdout)
+    assert summary["adaptive"]["runner_calls"] == 1
     schemas.validator("collect_result").validate(summary)
     sizes = expected_sizes(8)
+    # one append per task round after the first: 4 tasks x 3 more rounds, 2 tasks x 1 more
+    assert len(seen) == sum(Schedule(3, 12).round_of(n - 1) - 1 for n in sizes.values()) == 14
     assert keys_of(out) == {(t, r): 1 for t, n in sizes.items() for r in range(n)}
+    # pipelined: a task's round 2 reached the output before another task's round 1 did
+    order = _keys_in_order(out)
+    first_later = min(i for i, (_, r) in enumerate(order) if r >= 3)
+    last_first = max(i for i, (_, r) in enumerate(order) if r < 3)
+    assert first_later < last_first, order
+    # the final file is in round order (every round 1 row, then round 2's...), each round in task order
+    final = _keys_in_order(materialized)
+    assert final == sorted(final, key=lambda k: (Schedule(3, 12).round_of(k[1]), k[0], k[1]))
+    assert finals[-1] == materialized.read_bytes()
+    assert summary["completed"] == summary["expected"] == 66
     assert summary["adaptive"]["rollouts_assigned"] == sum(sizes.values()) == 66
     assert summary["adaptive"]["settled_per_round"] == {"1": 2, "2": 2, "3": 0, "4": 0}
     assert summary["adaptive"]["tasks_by_reason"] == {"reached_n": 4, "settled": 4}
@@ -123,7 +154,7 @@ def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_se
     out = folder / "killed" / "rollouts.jsonl"
     base = adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2")
     rng = random.Random(26)
-    killed_mid_run = 0
+    killed_mid_run = mid_pipeline = 0
     for attempt in range(6):
         proc = subprocess.Popen(
             [sys.executable, str(SCRIPT), *map(str, base + (["--resume"] if attempt else []))],
@@ -138,9 +169,15 @@ def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_se
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
         killed_mid_run += before < _rows_in(out)
+        # mid-pipeline: a task was in a later round while another's first round was not all written
+        materialized = out.with_name("rollouts_materialized_inputs.jsonl")
+        if materialized.exists() and out.exists():
+            rows, done = _keys_in_order(materialized), set(keys_of(out))
+            later = any(k[1] >= 3 for k in rows)
+            mid_pipeline += later and any(k[1] < 3 and k not in done for k in rows)
     final = ngrp(*base, "--resume", "--json", cwd=folder)
     assert final.returncode == 0, final.stderr
-    assert killed_mid_run >= 3
+    assert killed_mid_run >= 3 and mid_pipeline >= 1
     for name in ("rollouts_materialized_inputs.jsonl",):
         assert (out.parent / name).read_bytes() == (plain.parent / name).read_bytes()
     killed_manifest = json.loads((out.parent / "rollouts_run_manifest.json").read_text())

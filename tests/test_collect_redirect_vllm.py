@@ -62,11 +62,6 @@ def test_the_preflight_check_follows_a_redirect_only_when_the_rows_would(redirec
     assert seen == ["GET /v1/models", "GET /v1/models"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="collect/runner.py _check_servers must pass follow_redirects=options.retry.follow_redirects to "
-    "check_endpoints (another helper's file this round); strict: remove this mark once it does",
-)
 def test_collect_with_follow_redirects_runs_through_a_redirect(redirect_to_vllm, vllm_server, tmp_path):
     from cli_helpers import ngrp_process
 

@@ -98,3 +98,30 @@ def test_gym_mode_refuses_direct_mode_options(tmp_path):
     with pytest.raises(UsageError, match="--base-url/--endpoints, --verifier"):
         CollectOptions(output=tmp_path / "r.jsonl", endpoints=(Endpoint("http://h/v1", "m"),), materialized=m,
                        gym_url=HEAD, verifier="math")  # fmt: skip
+
+
+def test_collect_checks_every_agent_named_from_its_one_scan_of_the_rows(tmp_path):
+    """Gym mode refuses a row whose agent no server runs, before any request, from the rows the runner's
+    scan kept (one for each agent named), so the materialized file is not read a second time."""
+
+    from ngrp_lib.collect.gym_run import check_agents
+    from ngrp_lib.collect.runner import scan_materialized
+
+    def row(task, rollout, agent):
+        return {"_ng_task_index": task, "_ng_rollout_index": rollout, "agent_ref": {"name": agent},
+                "responses_create_params": {"input": "hi"}}  # fmt: skip
+
+    path = tmp_path / "m.jsonl"
+    rows = [
+        row(0, 0, "string_match_simple_agent"),
+        row(0, 1, "string_match_simple_agent"),
+        row(1, 0, "other"),
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plan, _ = scan_materialized(path, None)
+    assert [r["agent_ref"]["name"] for r in plan.agent_rows] == ["string_match_simple_agent", "other"]
+    answers = {HEAD + "/server_instances": INSTANCES, HEAD + "/global_config_dict_yaml": CONFIG_YAML}
+    targets = resolve_gym_url(HEAD + "/", fetcher(answers))
+    with pytest.raises(UsageError, match="'other'"):
+        check_agents(targets, plan.agent_rows)
+    check_agents(targets, plan.agent_rows[:1])  # the served agent alone passes

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 from health_data import CAP, clean_run
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ngrp_lib.artifacts import answers, schemas
@@ -368,3 +368,31 @@ def test_rows_outside_the_inputs_when_every_expected_rollout_has_a_score(tmp_pat
         "of 1 expected rollouts, none lacks a score; 1 rows without a score name no expected rollout"
         " (record 1: record_unreadable 1); no reward is 0"
     )
+
+
+_PIECES = ["4", "2", "42", "0", "7", "1", ".", "e", "E", "/", ",", "-", "=", " is ", " ", "\\boxed{", "}",
+           "\\frac{84}{2}", "41.9999999", "4.2e1", "1,000", "x", "\n", "**"]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@example(pieces=["=", " ", "41.9999999"], expected="42", extracted="41")  # each form without the digits
+@example(pieces=[" is ", "4.2e1"], expected="42", extracted="41")
+@example(pieces=["=", " ", "84", "/", "2"], expected="42", extracted="41")
+@example(pieces=[" is ", "1,000"], expected="1000", extracted="1")
+@example(pieces=["\\boxed{", "\\frac{84}{2}", "}", " x ", "1"], expected="42", extracted="1")
+@given(
+    pieces=st.lists(st.sampled_from(_PIECES), max_size=14),
+    expected=st.sampled_from(["42", "7", "0", "1000", "5", "-5", "2.5", "abc"]),
+    extracted=st.sampled_from(["1", "13", "41", "x"]),
+)
+def test_the_cheap_pre_test_never_changes_the_expected_answer_check(pieces, expected, extracted):
+    """`_cannot_hold` skips the scan only where the scan would find nothing: same result with and without."""
+    from unittest import mock
+
+    from ngrp_lib.audit import verifier_checks
+
+    reply = "".join(pieces)
+    fast = stated_expected(reply, expected, extracted)
+    with mock.patch.object(verifier_checks, "_cannot_hold", return_value=False):
+        full = stated_expected(reply, expected, extracted)
+    assert fast == full, reply

@@ -140,7 +140,8 @@ def test_sampling_used_counts_distinct_values_per_field():
 
 def test_resume_with_a_changed_sampling_value_is_refused_naming_the_field(run_ngrp, tmp_path):
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps(TASK) + "\n")
+    capped = {**TASK, "responses_create_params": {**TASK["responses_create_params"], "max_output_tokens": 48}}
+    tasks.write_text(json.dumps(capped) + "\n")
     out = tmp_path / "r.jsonl"
     base = ["collect", "--input", str(tasks), "--output", str(out), "--base-url", "http://127.0.0.1:9",
             "--model", "m", "--verifier", "exact", "--skip-preflight", "--max-retries", "0",
@@ -149,6 +150,11 @@ def test_resume_with_a_changed_sampling_value_is_refused_naming_the_field(run_ng
     assert first.returncode == 1, first.stderr  # port 9 answers nothing: one failed attempt is written
     manifest = json.loads((tmp_path / "r_run_manifest.json").read_text())
     assert manifest["sampling"] == {"temperature": 0.2, "top_k": 20}
+    # what the rows ask for, the task row's own cap included (the options alone do not show it)
+    in_rows = manifest["sampling_in_rows"]
+    assert in_rows["temperature"] == [{"value": 0.2, "rows": 1}]
+    assert in_rows["top_k"] == [{"value": 20, "rows": 1}]
+    assert in_rows["max_output_tokens"] == [{"value": 48, "rows": 1}]
     again = run_ngrp(*base, "--temperature", "0.5", "--set", "top_k=20", "--resume")
     assert again.returncode == 2
     assert "temperature: was 0.2, now 0.5" in again.stderr

@@ -1,17 +1,25 @@
-"""`collect --adaptive RULE`: rounds of repeats, above the runner (`runner.collect`), never inside it.
+"""`collect --adaptive RULE`: rounds of repeats, per task, driven from above the runner (`runner.collect`).
 
-A round is: the materialized inputs hold, for every task, the repeats it has been given so far; the runner
-runs the pending keys to completion (the path `--resume` takes); then the rule (`stats.adaptive`) looks at
-each task's outcomes and gives the unsettled ones R more repeats, up to N. Between rounds the layer
-(holding the collector lock) rewrites the materialized file atomically with the new rows appended (the next
-`_ng_rollout_index`, rows in round order), so the file is whole and Gym-readable at every moment, then
-records the file's digest and every task's state in the run manifest.
+Every task gets R repeats; the rule (`stats.adaptive`) looks at a task's outcomes and gives an unsettled
+task R more, up to N. Rounds are per task, not barriers: the runner is called once with a follow-up
+(`NextRounds`, the runner's `work.FollowUp`) that is told each rollout as it is written, replays that
+task's rule on its outcomes so far, and answers the rows of the task's next round the moment its own
+round is complete. The runner appends them to the materialized file in one write (the next
+`_ng_rollout_index`; under the collector lock it holds) and queues them ahead of the file's rest, while
+other tasks are still in earlier rounds. So a later round no longer waits for the slowest task of the
+round before, and a server whose throughput grows with its batch keeps more in flight.
 
-Nothing is remembered between rounds but the files: each step replays the rule on the rollouts on disk
-(`stats.adaptive.replay`), so a run killed anywhere and resumed makes the same decisions on the same
-rewards, and writes the same files, as a run never killed. The rows of later rounds come from expanding
-the tasks with N repeats (the same expansion the first round's R repeats come from), so seeds and fields
-are those a fixed-N run would send.
+Until the call ends the materialized file holds the rounds in the order they began; then `advance`
+(under the lock) rewrites it atomically in round order (every task's round 1, then round 2's rows...,
+each round in the plan's order) and records the file's digest and every task's state in the manifest.
+It does the same before a resumed call, which puts back a file a kill left mid-pipeline.
+
+Nothing is remembered but the files: `advance` and the follow-up decide through the same replay
+(`stats.adaptive.replay`) on the same outcomes, and a rollout is written before its task's next round is
+appended, so a run killed anywhere and resumed makes the same decisions on the same rewards, and ends
+with the same files, as a run never killed. The rows of later rounds come from expanding the tasks with
+N repeats (the same expansion the first round's R repeats come from), so seeds and fields are those a
+fixed-N run would send.
 """
 
 from __future__ import annotations
@@ -129,27 +137,74 @@ async def collect_adaptive(
     log: Callable[[str], None] = stderr_log,
     interrupt: Any = None,
 ) -> AdaptiveResult:
-    """Rounds until no task gets more repeats, the runner stops early, or Ctrl-C."""
+    """One runner call in which every task runs its rounds as its own outcomes arrive (`NextRounds`);
+    then the files are put in their final order (`advance`). Another call follows only for tasks a failed
+    attempt held back, and only while a call completes rollouts and the run was neither stopped nor
+    interrupted (a key past --max-attempts holds its task no more: it is out of attempts)."""
     runner_options = round_options(options, settings)
     plan = full_plan(options, settings)
-    fresh = not options.resume or nothing_written(options.output, options.failures_path)
-    result: AdaptiveResult | None = None
-    if fresh:  # round 1 through the runner's fresh path: staging, pre-flight, manifest
-        result = _add(None, await collect(runner_options, session, log, interrupt))
     resume_options = replace(runner_options, resume=True, overwrite=False)
+    if not options.resume or nothing_written(options.output, options.failures_path):
+        # round 1 through the runner's fresh path: staging, pre-flight, manifest
+        first = NextRounds.start(plan, settings, task_states(plan, settings, {}, {}), {}, {})
+        result = _add(None, await collect(runner_options, session, log, interrupt, first))
+    else:
+        _, follow_up = advance(resume_options, settings, plan)
+        result = _add(None, await collect(resume_options, session, log, interrupt, follow_up))
     while True:
-        if result is not None and (result.collect.stopped_early or result.collect.interrupted):
-            break
-        extended, summary = advance(resume_options, settings, plan)
-        if result is not None:
-            result.adaptive = summary
-            if not extended:
-                break
-            more = summary["tasks_by_reason"].get(PENDING, 0)
-            log(f"round {summary['rounds_started']}: {more} tasks get more repeats")
-        result = _add(result, await collect(resume_options, session, log, interrupt))
-    assert result is not None
-    return result
+        summary, follow_up = advance(resume_options, settings, plan)
+        result.adaptive = summary
+        call = result.collect
+        held = summary["tasks_by_reason"].get(PENDING, 0)
+        if not held or call.stopped_early or call.interrupted or not call.succeeded:
+            return result
+        log(f"{held} tasks wait on a failed attempt: another pass for them")
+        result = _add(result, await collect(resume_options, session, log, interrupt, follow_up))
+
+
+@dataclass
+class NextRounds:
+    """The runner's follow-up (`collect.work.FollowUp`): told each rollout as it is written, it replays
+    that task's rule on the task's outcomes so far and answers the rows of the task's next round the
+    moment its own round is complete, while other tasks are still in earlier rounds. It decides as
+    `advance` does on the same files (the same `replay`), so a run killed anywhere and resumed gives
+    every task the same repeats."""
+
+    settings: AdaptiveSettings
+    rows_of: dict[int, dict[int, dict]]  # task -> rollout index -> its row in the fixed-N plan
+    outcomes: dict[int, dict[int, bool | None]]
+    spent: dict[int, set[int]]  # per task: indices out of attempts when the call began
+    sizes: dict[int, int]  # per task: repeats in the materialized file
+
+    @classmethod
+    def start(
+        cls,
+        plan: list[dict],
+        settings: AdaptiveSettings,
+        states: dict[int, TaskState],
+        outcomes: dict[int, dict[int, bool | None]],
+        spent: dict[int, set[int]],
+    ) -> NextRounds:
+        rows_of: dict[int, dict[int, dict]] = defaultdict(dict)
+        for row in plan:
+            rows_of[row[TASK_KEY]][row[ROLLOUT_KEY]] = row
+        sizes = {task: state.size for task, state in states.items()}
+        return cls(settings, rows_of, {t: dict(o) for t, o in outcomes.items()}, spent, sizes)
+
+    def __call__(self, row: dict, reward: Any) -> list[dict]:
+        key = names.rollout_key(row)
+        if key is None or key[0] not in self.sizes:
+            return []
+        task, index = key
+        self.outcomes.setdefault(task, {})[index] = _outcome(reward, self.settings.pass_threshold)
+        size = self.sizes[task]
+        state = replay(
+            self.settings.rule, self.settings.schedule, self.outcomes[task], self.spent.get(task, set())
+        )
+        if state.size <= size:
+            return []
+        self.sizes[task] = state.size
+        return [self.rows_of[task][i] for i in range(size, state.size)]
 
 
 def _add(total: AdaptiveResult | None, call: CollectResult) -> AdaptiveResult:
@@ -166,16 +221,19 @@ def _add(total: AdaptiveResult | None, call: CollectResult) -> AdaptiveResult:
     return total
 
 
-def advance(options: CollectOptions, settings: AdaptiveSettings, plan: list[dict]) -> tuple[bool, dict]:
+def advance(
+    options: CollectOptions, settings: AdaptiveSettings, plan: list[dict]
+) -> tuple[dict[str, Any], NextRounds]:
     """Under the collector lock: replay the rule on the files, rewrite the materialized file with every
-    task's assigned repeats (atomically; the same content when nothing changed) and record the state in
-    the manifest. True when some task got repeats the file did not hold."""
+    task's assigned repeats in round order (atomically; rows a pipelined call appended in the order their
+    rounds began are put in place) and record the state in the manifest. Returns the manifest's progress
+    block and the follow-up that goes on from this state."""
     with CollectorLock(options.output):
         manifest = _checked_manifest(options)
         outcomes, attempts = read_outcomes(options, settings.pass_threshold)
-        states = task_states(plan, settings, outcomes, attempts, options.max_attempts)
+        spent = spent_indices(outcomes, attempts, options.max_attempts)
+        states = task_states(plan, settings, outcomes, spent)
         rows = assigned_rows(plan, states, settings.schedule)
-        before = manifest["materialized"].get("rows")
         jsonl.write_jsonl(options.materialized_path, rows, overwrite=True)
         sha = sha256_file(options.materialized_path)
         summary = summarize(states, settings)
@@ -183,7 +241,7 @@ def advance(options: CollectOptions, settings: AdaptiveSettings, plan: list[dict
         manifest["materialized"].update(sha256=sha, rows=len(rows))
         manifest[MANIFEST_KEY] = summary
         jsonl.write_json(options.manifest_path, manifest, overwrite=True, indent=True)
-    return before is not None and len(rows) > int(before), summary
+    return summary, NextRounds.start(plan, settings, states, outcomes, spent)
 
 
 def _checked_manifest(options: CollectOptions) -> dict[str, Any]:
@@ -240,17 +298,23 @@ def _outcome(reward: Any, threshold: float) -> bool | None:
     return reward >= threshold
 
 
+def spent_indices(
+    outcomes: dict[int, dict[int, bool | None]], attempts: Counter, max_attempts: int
+) -> dict[int, set[int]]:
+    """Per task: the rollout indices that used up --max-attempts without completing."""
+    spent: dict[int, set[int]] = defaultdict(set)
+    for (task, index), n in attempts.items():
+        if n >= max_attempts and index not in outcomes.get(task, {}):
+            spent[task].add(index)
+    return spent
+
+
 def task_states(
     plan: list[dict],
     settings: AdaptiveSettings,
     outcomes: dict[int, dict[int, bool | None]],
-    attempts: Counter,
-    max_attempts: int,
+    spent: dict[int, set[int]],
 ) -> dict[int, TaskState]:
-    spent: dict[int, set[int]] = defaultdict(set)  # per task: indices out of attempts, not completed
-    for (task, index), n in attempts.items():
-        if n >= max_attempts and index not in outcomes.get(task, {}):
-            spent[task].add(index)
     states: dict[int, TaskState] = {}
     for task in dict.fromkeys(r[TASK_KEY] for r in plan):
         states[task] = replay(
@@ -261,7 +325,7 @@ def task_states(
 
 def assigned_rows(plan: list[dict], states: dict[int, TaskState], schedule: Schedule) -> list[dict]:
     """The rows every task has been given, round by round (a later round's rows after every earlier
-    round's), each round in the plan's order: the file only ever grows at its end."""
+    round's), each round in the plan's order: the canonical order of a finished run's file."""
     chosen = [
         (schedule.round_of(row[ROLLOUT_KEY]), position, row)
         for position, row in enumerate(plan)

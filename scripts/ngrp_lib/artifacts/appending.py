@@ -97,6 +97,19 @@ class Appender:
             if self._fsync:
                 os.fsync(self._handle.fileno())
 
+    def write_many(self, rows: list[Any]) -> None:
+        """Append several rows in one write (a kill leaves all, none or a torn last line, never a row
+        cut in the middle of the file)."""
+        lines = [self._redact.line(row, dumps) if self._redact else dumps(row) for row in rows]
+        too_long = max((len(line) for line in lines), default=0)
+        if too_long > self._limit + 1:
+            raise LineTooLong(f"a row is {too_long} bytes, more than the line limit ({self._limit})")
+        with named_errors(self.path):
+            self._handle.write(b"".join(lines))
+            self._handle.flush()
+            if self._fsync:
+                os.fsync(self._handle.fileno())
+
     def close(self) -> None:
         with named_errors(self.path):  # closing flushes what a failed write left: a full disk fails it again
             self._handle.close()

@@ -28,6 +28,10 @@ _STATED = re.compile(
 _PLAIN_NUMBER = re.compile(r"-?\d+")  # the usual expected answer: a number without asking Fraction
 _MARKUP = " \t\n*$_(\\["
 _EXPRESSION = re.compile(r"\s*[-+*/^\u00d7\u00f7\u2212]\s*\d")
+_SMALL_INT = re.compile(r"\d{1,6}")  # math_matcher compares these as integers
+# Every way a reply can hold a number equal to a small integer N without N's digits in it: a decimal
+# (41.9999999 is within the tolerance), an exponent, a fraction, thousands commas, or a box (\frac{}{}).
+_OTHER_FORMS = re.compile(r"\\|\.\d|\d[eE][-+]?\d|\d/|\d,\d")
 
 
 def has_answers(row: dict[str, Any]) -> bool:
@@ -48,6 +52,8 @@ def _answer_like(value: Any) -> bool:
 
 def stated_expected(reply: str, expected: str, extracted: str) -> dict[str, Any] | None:
     """The finding's detail when `reply` states `expected` as a result and `extracted` is not it."""
+    if _cannot_hold(reply, expected):
+        return None  # most wrong replies: no candidate to read, the same answer as the full scan gives
     if _PLAIN_NUMBER.fullmatch(expected) or as_number(expected) is not None:
         spans = (
             (start, end, answer)
@@ -67,6 +73,14 @@ def stated_expected(reply: str, expected: str, extracted: str) -> dict[str, Any]
         "offset": start,
         "context": reply[max(0, start - CONTEXT_CHARS) : end + CONTEXT_CHARS],
     }
+
+
+def _cannot_hold(reply: str, expected: str) -> bool:
+    """True when no number in `reply` can equal the small integer `expected`: its digits are nowhere in
+    the reply, and the reply holds none of the other forms (_OTHER_FORMS). A cheap test before the scan."""
+    if not _SMALL_INT.fullmatch(expected):
+        return False
+    return str(int(expected)) not in reply and _OTHER_FORMS.search(reply) is None
 
 
 def _text_occurrence(reply: str, expected: str) -> tuple[int, int] | None:

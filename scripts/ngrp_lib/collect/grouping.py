@@ -121,6 +121,12 @@ class Grouper:
         if group:
             yield self._close(group, next_row=None, next_sig=None, group_sig=group_sig)
 
+    def batch(self, items: list[Item]) -> list[list[Item]]:
+        """The groups of rows added in one piece (a task's next round): its rows are next to each other by
+        construction, so a lone one is never said to be apart (the reasons counted are this run's)."""
+        fresh = Grouper(log=self.log, cap=self.cap, fallbacks=self.fallbacks)
+        return list(fresh.groups(iter(items)))
+
     def _close(
         self, group: list[Item], *, next_row: dict | None, next_sig: bytes | None, group_sig: bytes | None
     ) -> list[Item]:

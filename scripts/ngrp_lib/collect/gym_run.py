@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -57,18 +57,11 @@ async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: R
     return result
 
 
-def check_agents(targets: GymTargets, materialized: Any) -> None:
-    """Fail before any request when a row names an agent no Gym server runs."""
-    seen: set[str | None] = set()
-    for row in jsonl.iter_rows(materialized):
-        name = (
-            (row.data.get("agent_ref") or {}).get("name")
-            if isinstance(row.data.get("agent_ref"), dict)
-            else None
-        )
-        if name not in seen:
-            seen.add(name)
-            targets.for_row(row.data)
+def check_agents(targets: GymTargets, rows: Iterable[dict]) -> None:
+    """Fail before any request when a row names an agent no Gym server runs. `rows`: one row for each
+    agent the materialized file names (the runner's scan keeps them, so the file is not read again)."""
+    for row in rows:
+        targets.for_row(row)
 
 
 async def preflight(

@@ -20,6 +20,14 @@ class Plan:
     to_run: int = 0
     exhausted: int = 0
     seeded: int = 0  # rows whose request carries a seed (never sent with n > 1)
+    sampling: dict | None = None  # the sampling fields the rows set, with their values (SamplingTally)
+    agent_rows: list = field(default_factory=list)  # the first row naming each agent (Gym mode's check)
+
+    def grow(self, rows: int, seeded: int) -> None:
+        """Rows a follow-up added to the materialized file while the run went (`work.FollowUp`)."""
+        self.rows += rows
+        self.to_run += rows
+        self.seeded += seeded
 
 
 @dataclass

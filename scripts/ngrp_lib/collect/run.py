@@ -2,9 +2,11 @@
 the rules for stopping early. A backend (`direct.DirectRun`, `gym_run.GymRun`) adds `run_row`, and
 `run_group` when it sends one request per task group (`grouping.py`).
 
-Workers pull requests (a row, or a task group of rows) from one shared generator that streams the
-materialized file, so at most `concurrency` requests are in flight and memory does not grow with the
-number of rows. Every result and every failed attempt is appended and flushed as it completes.
+Workers pull requests (a row, or a task group of rows) from one shared queue (`work.WorkQueue`) that
+streams the materialized file, so at most `concurrency` requests are in flight and memory does not grow
+with the number of rows. Every result and every failed attempt is appended and flushed as it completes.
+A follow-up (`work.FollowUp`, given by `collect --adaptive`) may answer a written rollout with more rows:
+they are appended to the materialized file in one write, then queued (`Run.extend`).
 
 Stopping early (admission stops; requests in flight finish, so up to `concurrency - 1` more are sent):
 - `abort_after` requests in a row got no reply: the server is gone;
@@ -24,14 +26,15 @@ from typing import Any
 
 from ..artifacts import jsonl
 from ..artifacts.failures import Failure
-from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
+from ..artifacts.names import RCP, ROLLOUT_KEY, TASK_KEY
 from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
 from ..artifacts.terminal import visible
 from ..artifacts.usage import CostTally
-from .grouping import Grouper, Item
+from .grouping import Grouper, Item, has_seed
 from .http import AttemptFailed
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
+from .work import FollowUp, WorkQueue
 
 IDENTITY_KEYS = (TASK_KEY, ROLLOUT_KEY, "agent_ref")
 
@@ -117,6 +120,7 @@ class Run:
         redactor: Redactor | None = None,
     ) -> None:
         self.options, self.disk, self.session, self.headers = options, disk, session, headers
+        self.follow_up: FollowUp | None = None  # set by the caller before `work`
         # a server may echo the key: masked everywhere. An empty redactor is falsy: test for None, or the
         # caller's would be rebuilt (and the short-key warning printed twice)
         self.redactor = redactor if redactor is not None else run_redactor(options)
@@ -130,6 +134,10 @@ class Run:
         self.requests = 0  # requests sent: one per group of rows (a grouped request carries several)
         self.grouper: Grouper | None = None  # set by a backend that sends one request per task group
         self.fallback: str | None = None  # why the whole run sends one request per rollout
+        self.queue: WorkQueue | None = None  # set by `work`
+        self.added: set[tuple[int, int]] = set()  # keys a follow-up added to the materialized file
+        self.added_seeded = 0  # of them, rows whose request carries a seed
+        self._materialized: jsonl.Appender | None = None  # opened by the first `extend`
 
     def log(self, text: str) -> None:
         self._log(self.redactor.text(text))
@@ -144,26 +152,48 @@ class Run:
             key = (row.data[TASK_KEY], row.data[ROLLOUT_KEY])
             if key in self.disk.completed or self.disk.attempts[key] >= self.options.max_attempts:
                 continue
+            if key in self.added:  # appended while this stream reads the file: queued by `extend`
+                continue
             if self.options.shard is not None and not self.options.shard.owns(key[0]):
                 continue
             yield row.data, self.disk.attempts[key]
 
-    def work(self) -> Iterator[list[Item]]:
+    def work(self) -> WorkQueue:
         """The pending rows cut into requests: task groups when the backend groups, else one row each."""
-        if self.grouper is None:
-            return ([item] for item in self.pending())
-        return self.grouper.groups(self.pending())
+        pending = self.pending()
+        groups = ([item] for item in pending) if self.grouper is None else self.grouper.groups(pending)
+        self.queue = WorkQueue(groups, grows=self.follow_up is not None)
+        return self.queue
 
-    async def worker(self, groups: Iterator[list[Item]]) -> None:
-        for group in groups:  # one shared generator: a request is admitted only when a worker is free
-            if self.stop.reason:
-                return
-            self.requests += 1
-            if len(group) == 1:
-                await self.run_row(*group[0])
-            else:
-                await self.run_group(group)
-            self.bar.update()
+    async def worker(self, queue: WorkQueue) -> None:
+        while (group := await queue.take()) is not None:  # a request is admitted only when a worker is free
+            try:
+                if self.stop.reason:
+                    return
+                self.requests += 1
+                if len(group) == 1:
+                    await self.run_row(*group[0])
+                else:
+                    await self.run_group(group)
+                self.bar.update()
+            finally:
+                queue.done()
+
+    def extend(self, rows: list[dict]) -> None:
+        """Rows a follow-up added: appended to the materialized file in one write (so a kill leaves whole
+        lines; `--resume` cuts a torn one), then queued as requests, grouped as the file's rows are."""
+        if not rows:
+            return
+        if self._materialized is None:
+            self._materialized = jsonl.Appender(self.options.materialized_path)
+        self._materialized.write_many(rows)
+        items = [(row, self.disk.attempts[(row[TASK_KEY], row[ROLLOUT_KEY])]) for row in rows]
+        self.added.update((row[TASK_KEY], row[ROLLOUT_KEY]) for row in rows)
+        self.added_seeded += sum(has_seed(row.get(RCP)) for row in rows)
+        self.tally.total += len(rows)
+        groups = [[item] for item in items] if self.grouper is None else self.grouper.batch(items)
+        assert self.queue is not None
+        self.queue.add(groups)
 
     async def run_row(self, row: dict, attempt: int) -> None:
         raise NotImplementedError
@@ -185,6 +215,8 @@ class Run:
         self.stop.success()
         self.tally.add_result(reward, tokens)
         self.cost.add(out, cached_reported=cached_reported)
+        if self.follow_up is not None:  # after the write: a kill between leaves what --resume redoes
+            self.extend(self.follow_up(out, reward))
 
     def record_failure(
         self,
@@ -242,3 +274,5 @@ class Run:
         self.bar.close()
         self.results.close()
         self.failures.close()
+        if self._materialized is not None:
+            self._materialized.close()

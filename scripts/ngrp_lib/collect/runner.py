@@ -22,7 +22,7 @@ from ..artifacts import jsonl, names, schemas
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP, TASK_KEY
 from ..artifacts.redact import Redactor, masked_errors
-from ..artifacts.sampling import apply_overrides
+from ..artifacts.sampling import SamplingTally, apply_overrides
 from ..errors import InputError, UsageError
 from . import gym_run
 from .direct import DirectRun
@@ -48,6 +48,7 @@ from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
 from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
 from .verify import verifier_for
+from .work import FollowUp, run_workers
 
 if TYPE_CHECKING:
     from .shards import Shard
@@ -71,6 +72,8 @@ def scan_materialized(
     keys: set[tuple[int, int]] = set()
     seen: set[tuple[int, int]] = set()
     seeded = 0
+    sampling = SamplingTally()  # what the rows ask for, for the manifest (options alone miss the rows' own)
+    agents: dict[str | None, dict] = {}  # a row for each agent named: Gym mode checks each has a server
     digest = hashlib.sha256()
     for row in jsonl.iter_rows(path, on_block=digest.update):
         key = names.rollout_key(row.data)
@@ -89,11 +92,15 @@ def scan_materialized(
         _check_row(path, row, needs_answer, budget, row.data[RCP])
         keys.add(key)
         seeded += has_seed(row.data[RCP])
+        sampling.add(row.data)
+        agents.setdefault(names.agent_name(row.data), row.data)
     if not seen:  # a run of nothing would end "complete" with 0 rows
         raise UsageError(
             f"{path} holds no materialized rows", hint="materialize a task file with at least one row"
         )
-    return Plan(rows=len(keys), sha256=digest.hexdigest(), seeded=seeded), keys
+    plan = Plan(rows=len(keys), sha256=digest.hexdigest(), seeded=seeded, sampling=sampling.to_json())
+    plan.agent_rows = list(agents.values())
+    return plan, keys
 
 
 def check_tasks(
@@ -128,10 +135,12 @@ async def collect(
     session: Any,
     log: Callable[[str], None] = stderr_log,
     interrupt: Interrupt | None = None,
+    follow_up: FollowUp | None = None,
 ) -> CollectResult:
     """Run a collection with the caller's aiohttp session (`http.open_session`); the API key comes in
     `options.api_key`. Rows and servers are checked before an earlier run's files are replaced.
-    `interrupt` (fired by Ctrl-C) ends the rows phase early with a result, as an early stop does."""
+    `interrupt` (fired by Ctrl-C) ends the rows phase early with a result, as an early stop does.
+    `follow_up` may answer each written rollout with rows to add to the run (`work.FollowUp`)."""
     verifier = None if options.gym_url else verifier_for(options)
     redactor = run_redactor(options)  # a server may echo the key: masked in every message too
     with masked_errors(redactor), CollectorLock(options.output):
@@ -152,6 +161,7 @@ async def collect(
             files = _file_refs(options, input_sha, plan)
             manifest = build_manifest(identity, files, _runtime(options, servers))
             manifest["sampling"] = options.materialize.overrides if options.input is not None else None
+            manifest["sampling_in_rows"] = plan.sampling
             jsonl.write_json(options.manifest_path, manifest, indent=True)
         disk = scan_outputs(options.output, options.failures_path)
         stray = disk.completed - keys
@@ -165,12 +175,14 @@ async def collect(
         plan.to_run = len(keys) - len(disk.completed) - plan.exhausted
         del keys
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
+        run.follow_up = follow_up
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
         cache_before = await read_counts(session, sampled, run.headers)
         try:
             interrupted = await _work(run, options.concurrency, interrupt)
         finally:
             run.close()
+        plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
         result.cost["prefix_cache_hit_rate"] = hit_rate(
@@ -184,7 +196,8 @@ async def collect(
 async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
     """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
     groups = run.work()
-    workers = asyncio.gather(*(run.worker(groups) for _ in range(concurrency)))
+    # one worker's error (a full disk) cancels the others before the session closes under them
+    workers = asyncio.ensure_future(run_workers(run.worker(groups) for _ in range(concurrency)))
     if interrupt is None:
         await workers
         return False
@@ -221,7 +234,7 @@ async def _prepare(
         servers = await _check_servers(options, session, lambda text: log(redactor.text(text)))
         budget.check(servers.context)
         if servers.targets is not None:
-            check_agents(servers.targets, source)
+            check_agents(servers.targets, plan.agent_rows)
         if not options.resume:
             _commit(options, staging)  # only now are the earlier run's files replaced
     finally:
@@ -256,6 +269,7 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
         api_key_env=options.api_key_env,
         timeout=timeout,
         log=log,
+        follow_redirects=options.retry.follow_redirects,  # the rows' redirect rule, so they agree
     )
     checks = found.checks
     if options.verify_url:

@@ -199,7 +199,8 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     metavar="RULE",
     default=None,
     help="Rounds: every task gets --first-round repeats, then rounds of that many more go to the tasks RULE"
-    " has not settled, up to --num-repeats. RULE: learnable (stop at the first pass and fail: the keep/drop"
+    " has not settled, up to --num-repeats; a task's next round starts as soon as its own round is done."
+    " RULE: learnable (stop at the first pass and fail: the keep/drop"
     " decision of fixed N on the same draws, no interval); band:LOW,HIGH[,RISK] (stop when the task's Wilson"
     " 95% interval is wholly inside or outside [LOW, HIGH], when no draw to come can change fixed N's"
     " decision, or when drawing to N would lower the chance of misclassifying it by under RISK, default"

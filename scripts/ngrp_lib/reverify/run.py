@@ -39,7 +39,7 @@ from ..collect.routing import public_url, split_http_url
 from ..collect.run import IDENTITY_KEYS
 from ..collect.state import CollectorLock, check_manifest, nothing_written, now_iso, scan_outputs
 from ..collect.verify import describe, score, verifier_for
-from ..collect.workers import run_workers
+from ..collect.work import run_workers
 from ..errors import FindingsError, InputError, UsageError
 
 PREVIOUS_REWARD = "ngrp/previous_reward"
