@@ -291,6 +291,15 @@ def test_the_answer_says_why_keys_were_never_attempted_from_the_collect_manifest
     said += last["stopped_early"]
     assert said in report["causes"]["answer"]
     _valid("health_result", report)
+    # a later collect that died before recording itself touched the files: that old reason is stale
+    import os
+
+    later = os.stat(out).st_mtime + 60
+    os.utime(out, (later, later))
+    stale = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", out, "--json", "--no-write").stdout
+    )
+    assert stale["causes"]["unscored"]["collector_stopped"] is None
     # without a manifest the answer claims no cause it cannot know
     (tmp_path / "out" / "rollouts_run_manifest.json").unlink()
     bare = json.loads(

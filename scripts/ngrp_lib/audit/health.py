@@ -392,9 +392,23 @@ def _add_collector_stop(causes: dict[str, Any], rollouts: Path) -> None:
         return
     last = runs[-1] if isinstance(runs, list) and runs and isinstance(runs[-1], dict) else {}
     reason = last.get("stopped_early")
-    if isinstance(reason, str) and reason:
+    if isinstance(reason, str) and reason and not _written_since(rollouts, last.get("finished_at")):
         unscored["collector_stopped"] = reason
         causes["answer"] = answer_text(causes)
+
+
+def _written_since(rollouts: Path, finished_at: Any) -> bool:
+    """True when the rollouts or failures file changed after the manifest's last invocation ended: a
+    later collect that crashed before recording itself wrote them, so that entry's reason is stale
+    (finished_at has whole seconds; a 2 s margin). Unknown times count as changed: say nothing."""
+    from datetime import datetime
+
+    try:
+        ended = datetime.fromisoformat(str(finished_at).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return True
+    paths = [rollouts, failures_beside(rollouts, None)]
+    return any(p is not None and p.is_file() and p.stat().st_mtime > ended + 2 for p in paths)
 
 
 def verdict_row(digest: Digest) -> dict[str, Any]:

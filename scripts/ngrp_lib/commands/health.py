@@ -182,7 +182,8 @@ def render_text(result) -> str:
     if v["unhealthy"] and outputs is not None:
         lines.append(
             "next: look at the verdicts, fix what is fixable (ngrp reverify for a verifier problem), or "
-            f"leave them out: ngrp profile ... --exclude-unhealthy {data['outputs']['rollout_verdicts']}"
+            "leave them out: ngrp profile ... --exclude-unhealthy "
+            + shlex.quote(data["outputs"]["rollout_verdicts"])
         )
     lines.append(f"answer: {_runnable(data['causes']['answer'], data)}")
     return "\n".join(lines)
