@@ -52,3 +52,27 @@ def sum_tasks(folder: Any, n: int) -> Any:
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def chat_app(chat: Any, max_model_len: int | None = None) -> Any:
+    """An aiohttp app of a canned OpenAI-compatible peer: POST /v1/chat/completions is `chat`, and
+    GET /v1/models lists model `m` (with `max_model_len` when given, as vLLM reports it)."""
+    from aiohttp import web
+
+    model: dict = {"id": "m", "object": "model"}
+    if max_model_len is not None:
+        model["max_model_len"] = max_model_len
+
+    async def models(request):
+        return web.json_response({"object": "list", "data": [model]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    return app
+
+
+def with_n_choices(reply: dict, body: dict) -> dict:
+    """The reply with the `n` choices a grouped request asks for (one per rollout of the task's group)."""
+    reply["choices"] = [{**reply["choices"][0], "index": i} for i in range(int(body.get("n") or 1))]
+    return reply

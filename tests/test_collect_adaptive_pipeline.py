@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import SCRIPT
-from http_helpers import chat_reply, serve_app, sum_tasks
+from http_helpers import chat_app, chat_reply, serve_app, sum_tasks, with_n_choices
 from test_collect_adaptive_vllm import KEYED_VERIFIER, outcome
 
 from ngrp_lib.artifacts import jsonl
@@ -50,21 +50,19 @@ def holding_peer():
                 if not state["hold"]:
                     break
                 await asyncio.sleep(0.05)
-        reply = chat_reply(str(number + 1))
-        reply["choices"] = [{**reply["choices"][0], "index": i} for i in range(int(body.get("n") or 1))]
-        return web.json_response(reply)
+        return web.json_response(with_n_choices(chat_reply(str(number + 1)), body))
 
-    async def models(request):
-        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/v1/models", models)
-    with serve_app(app) as url:
+    with serve_app(chat_app(chat)) as url:
         state["url"] = url
         yield state
         state["hold"] = False
         time.sleep(0.2)  # the held handlers return before the server stops
+
+
+def _start_json_run(folder: Path, url: str) -> subprocess.Popen:
+    """`collect --adaptive ... --json` into run/r.jsonl as a subprocess (a test may signal or wait on it)."""
+    argv = [sys.executable, str(SCRIPT), *_argv(folder, url, "run/r.jsonl", "--json")]
+    return subprocess.Popen(argv, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _argv(folder: Path, url: str, out: str, *extra: str) -> list[str]:
@@ -94,13 +92,7 @@ def test_the_sizes_by_hand():
 
 
 def test_a_task_goes_through_its_rounds_while_another_is_still_in_its_first(folder, holding_peer):
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *_argv(folder, holding_peer["url"], "run/r.jsonl", "--json")],
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_json_run(folder, holding_peer["url"])
     out = folder / "run" / "r.jsonl"
     deadline = time.monotonic() + 60
     # every task but the held one finishes all its rounds while the held one's first is in flight
@@ -171,13 +163,7 @@ def test_ctrl_c_mid_pipeline_leaves_files_in_round_order_and_resume_finishes(fol
     import signal
 
     out = folder / "run" / "r.jsonl"
-    proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *_argv(folder, holding_peer["url"], "run/r.jsonl", "--json")],
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _start_json_run(folder, holding_peer["url"])
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         if out.exists() and (1, 2) in set(_keys(out)):

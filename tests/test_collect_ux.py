@@ -13,7 +13,7 @@ import time
 
 import pytest
 from cli_helpers import SCRIPT
-from http_helpers import chat_reply, serve_app, sum_tasks
+from http_helpers import chat_app, chat_reply, serve_app, sum_tasks, with_n_choices
 from vllm_fixture import free_port
 
 _chat = chat_reply
@@ -41,20 +41,10 @@ def slow_peer():
                     break
                 await asyncio.sleep(0.05)
         prompt = body["messages"][-1]["content"]
-        reply = _chat(str(int(prompt.split()[-1].split("+")[0]) + 1))
         # n choices, as a real server answers a grouped request (one per rollout of the task's group)
-        reply["choices"] = [{**reply["choices"][0], "index": i} for i in range(int(body.get("n") or 1))]
-        return web.json_response(reply)
+        return web.json_response(with_n_choices(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)), body))
 
-    async def models(request):
-        return web.json_response(
-            {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]}
-        )
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/v1/models", models)
-    with serve_app(app) as url:
+    with serve_app(chat_app(chat, max_model_len=4096)) as url:
         state["url"] = url
         yield state
         state["fast"] = 1 << 30
@@ -165,18 +155,10 @@ def flaky_peer():
         if state["down"]:
             return web.Response(status=state["status"], text="warming up")
         prompt = body["messages"][-1]["content"]
-        reply = _chat(str(int(prompt.split()[-1].split("+")[0]) + 1))
         # n choices, as a real server answers a grouped request (one per rollout of the task's group)
-        reply["choices"] = [{**reply["choices"][0], "index": i} for i in range(int(body.get("n") or 1))]
-        return web.json_response(reply)
+        return web.json_response(with_n_choices(_chat(str(int(prompt.split()[-1].split("+")[0]) + 1)), body))
 
-    async def models(request):
-        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_get("/v1/models", models)
-    with serve_app(app) as url:
+    with serve_app(chat_app(chat)) as url:
         state["url"] = url
         yield state
 
