@@ -167,14 +167,11 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
         "(no row, no failed attempt); of 14 zero rewards, 7 are the policy's (6 clean wrong answers, "
         "ngrp/repetition_loop 1), 2 infrastructure (model_call_failed 2), 2 setting "
         "(ngrp/truncated_at_token_cap 2; max_output_tokens 64), 3 verifier (ngrp/answer_not_extracted 1, "
-        "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp inspect ROLLOUTS "
-        "--finding ngrp/answer_not_extracted) (each counted once: record > infrastructure > setting > "
-        "verifier > policy)"
-    )
-    # the text's hint is a command to copy: this run's rollouts, after a health run that writes verdicts
-    command = f"ngrp health without --no-write, then ngrp inspect {result.rollouts} --finding"
-    text = render_text(result).splitlines()[-1]
-    assert text == "answer: " + causes["answer"].replace("ngrp inspect ROLLOUTS --finding", command)
+        "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp health without "
+        f"--no-write, then ngrp inspect {result.rollouts} --finding ngrp/answer_not_extracted) (each counted "
+        "once: record > infrastructure > setting > verifier > policy)"
+    )  # the hint is a command to copy: this run's rollouts, after a health run that writes verdicts
+    assert render_text(result).splitlines()[-1] == "answer: " + causes["answer"]
     verdicts = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in _verdicts(result, tmp_path)}
     assert [f["check"] for f in verdicts[(4, 1)]["findings"]] == [CHECK]
     assert verdicts[(4, 1)]["findings"][0]["locator"] == {"offset": 8}
@@ -309,12 +306,11 @@ def test_the_answer_says_why_keys_were_never_attempted_from_the_collect_manifest
     assert "because the collector stopped" not in bare["causes"]["answer"]
 
 
-def test_the_answer_hint_quotes_a_rollouts_path_with_a_space():
-    from ngrp_lib.commands.health import _runnable
-
-    answer = "3 verifier (x 3; read those replies: ngrp inspect ROLLOUTS --finding x)"
-    data = {"files": {"rollouts": "my runs/r.jsonl"}, "outputs": {"rollout_verdicts": "v"}}
-    assert _runnable(answer, data).endswith("ngrp inspect 'my runs/r.jsonl' --finding x)")
+def test_the_answer_hint_quotes_a_rollouts_path_with_a_space(tmp_path):
+    inputs, rollouts, _ = _causes_run(tmp_path / "my runs")
+    written = run_health(inputs, rollouts).to_json()["causes"]["answer"]
+    assert f"read those replies: ngrp inspect '{rollouts}' --finding ngrp/answer_not_extracted)" in written
+    assert "without --no-write" not in written  # the verdicts --finding reads are written
 
 
 def test_rows_that_name_no_expected_rollout_are_not_counted_as_expected_ones(tmp_path):

@@ -11,6 +11,7 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -44,6 +45,7 @@ from ..artifacts.names import (
 )
 from ..artifacts.opening import require_regular
 from ..errors import InputError, OutputExistsError
+from .health_causes import answer_text
 from .health_checks import (
     CONDITIONAL_IDS,
     REGISTRY,
@@ -334,7 +336,13 @@ def run_health(
         "failures": None if failures is None else {"path": str(failures), "rows": sidecar.rows,
                                                    "unreadable_lines": sidecar.unreadable},
     }  # fmt: skip
-    _add_collector_stop(summary["ngrp"]["causes"], rollouts)
+    causes = summary["ngrp"]["causes"]
+    _add_collector_stop(causes, rollouts)
+    # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
+    inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
+    causes["answer"] = answer_text(
+        causes, inspect if write else f"ngrp health without --no-write, then {inspect}"
+    )
     if write:
         _write(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
@@ -379,9 +387,7 @@ _STAGE_NONE = (1, "None")  # Gym's part(None)
 def _add_collector_stop(causes: dict[str, Any], rollouts: Path) -> None:
     """Keys never attempted have a cause the rows cannot show: the collector stopped. Its manifest beside
     the rollouts records why (the last invocation's stopped_early); the answer line then says it. A
-    manifest that is absent, not a regular file or unreadable leaves the answer as it was."""
-    from .health_causes import answer_text
-
+    manifest that is absent, not a regular file or unreadable leaves `collector_stopped` null."""
     unscored = causes["unscored"]
     manifest = manifest_path_for(rollouts)
     if not unscored["not_judged"] or not manifest.is_file():
@@ -394,7 +400,6 @@ def _add_collector_stop(causes: dict[str, Any], rollouts: Path) -> None:
     reason = last.get("stopped_early")
     if isinstance(reason, str) and reason and not _written_since(rollouts, last.get("finished_at")):
         unscored["collector_stopped"] = reason
-        causes["answer"] = answer_text(causes)
 
 
 def _written_since(rollouts: Path, finished_at: Any) -> bool:

@@ -92,15 +92,14 @@ def causes_block(tally: CauseTally, expected: int, missing: int, failures_read: 
             "max_output_tokens": sorted(tally.caps),
         },
     }
-    block["answer"] = answer_text(block)
-    return block
+    return block  # its `answer` is written by run_health, once every fact (the stop reason) is in
 
 
 def _checks(by_check: dict[str, int], cause: str) -> str:
     return ", ".join(f"{c} {n}" for c, n in by_check.items() if CAUSE_OF[c] == cause)
 
 
-def _others(part: dict[str, Any], skip: tuple[str, ...] = (), hint: bool = False) -> list[str]:
+def _others(part: dict[str, Any], skip: tuple[str, ...] = (), inspect: str | None = None) -> list[str]:
     """'16 setting (ngrp/truncated_at_token_cap 16)' for each cause with a count, in PRECEDENCE order."""
     out = []
     for cause in PRECEDENCE:
@@ -110,9 +109,9 @@ def _others(part: dict[str, Any], skip: tuple[str, ...] = (), hint: bool = False
             caps = part.get("max_output_tokens")
             if cause == SETTING and caps:
                 extra += f"; max_output_tokens {', '.join(map(str, caps))}"
-            if cause == VERIFIER and hint:  # a verifier's zero is a hint: a reply may hold no answer at all
+            if cause == VERIFIER and inspect:  # a verifier's zero is a hint: a reply may hold no answer
                 first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
-                extra += f"; read those replies: ngrp inspect ROLLOUTS --finding {first}"
+                extra += f"; read those replies: {inspect} --finding {first}"
             out.append(f"{n} {cause} ({extra})")
     return out
 
@@ -128,8 +127,9 @@ def _outside(part: dict[str, Any], more: bool) -> str:
     return f"; {part['total']}{' more' if more else ''} rows without a score name no expected rollout{why}"
 
 
-def answer_text(block: dict[str, Any]) -> str:
-    """Infrastructure or policy? One sentence: who lacks a score and why, then whose each zero is."""
+def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -> str:
+    """Infrastructure or policy? One sentence: who lacks a score and why, then whose each zero is.
+    `inspect`: the command that shows the verifier's zeros (before `--finding CHECK`)."""
     unscored, zero = block["unscored"], block["zero_rewards"]
     if unscored["total"]:
         parts = _others(unscored)
@@ -157,6 +157,6 @@ def answer_text(block: dict[str, Any]) -> str:
     if _checks(zero["by_check"], POLICY):
         own.append(_checks(zero["by_check"], POLICY))
     parts = [f"{policy} are the policy's" + (f" ({', '.join(own)})" if own else "")]
-    parts += _others(zero, skip=(POLICY,), hint=True)
+    parts += _others(zero, skip=(POLICY,), inspect=inspect)
     order = " > ".join(PRECEDENCE)
     return f"{head}; of {zero['total']} zero rewards, {', '.join(parts)} (each counted once: {order})"

@@ -185,20 +185,8 @@ def render_text(result) -> str:
             "leave them out: ngrp profile ... --exclude-unhealthy "
             + shlex.quote(data["outputs"]["rollout_verdicts"])
         )
-    lines.append(f"answer: {_runnable(data['causes']['answer'], data)}")
+    lines.append(f"answer: {data['causes']['answer']}")
     return "\n".join(lines)
-
-
-def _runnable(answer: str, data: dict) -> str:
-    """The answer with its inspect hint made a command to copy: this run's rollouts file, and (under
-    --no-write, when there is no verdicts file for --finding to read) what must run first."""
-    hint = "ngrp inspect ROLLOUTS --finding"
-    if hint not in answer:
-        return answer
-    command = f"ngrp inspect {shlex.quote(data['files']['rollouts'])} --finding"
-    if data["outputs"] is None:
-        command = "ngrp health without --no-write, then " + command
-    return answer.replace(hint, command)
 
 
 def _list(values: list) -> str:
