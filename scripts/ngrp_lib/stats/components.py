@@ -22,6 +22,7 @@ from typing import Any
 from ..artifacts.jsonl import iter_rows
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 from . import methods
+from .distributions import t_ppf
 
 KEY = "reward_components"
 EXAMPLES = 5  # rollout ids named per missing component
@@ -89,9 +90,8 @@ def read_components(path: Path | str, rows: Iterable[dict] | None = None) -> Com
 
 
 def _t(level: float, df: int) -> float:
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + level / 2, df))
+    # ngrp's own quantile (checked against scipy in the tests): the analysis install has no scipy.
+    return t_ppf(0.5 + level / 2, df)
 
 
 def clustered_mean(tasks: list[int], values: list[float], level: float = 0.95) -> dict[str, Any]:
