@@ -13,12 +13,11 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import ENTRY
 from profile_compare import compare_outputs, gym_profile
 from test_collect_vllm import keys_of, ngrp, validate_rows, write_tasks
 
@@ -157,7 +156,7 @@ def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_se
     killed_mid_run = mid_pipeline = 0
     for attempt in range(6):
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), *map(str, base + (["--resume"] if attempt else []))],
+            [*ENTRY, *map(str, base + (["--resume"] if attempt else []))],
             cwd=folder,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
