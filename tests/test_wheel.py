@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 LIB = REPO / "scripts" / "ngrp_lib"
 
 # The installs the docs give for the commands: README's "Plain installation" is `pip install .` (add
-# `[report]` for HTML reports); SKILL.md's set-up is `pip install '<this folder>[report]'`.
+# `[report]` for HTML reports); SKILL.md's set-up block runs `pip install -q '.[report]'` in the skill folder.
 DOCUMENTED_EXTRAS = ("report",)
 
 
