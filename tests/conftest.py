@@ -106,6 +106,17 @@ def run_ngrp(tmp_path):
 
 
 @pytest.fixture
+def run_ngrp_in_process(tmp_path):
+    """Run `ngrp ARGS` through `ngrp_lib.cli.main` in this process, always: for a test that spies on the
+    library with monkeypatch. In the installed-copy tier that library is the install's (see above)."""
+
+    def run(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
+        return _run_in_process(args, cwd or tmp_path, input, env)
+
+    return run
+
+
+@pytest.fixture
 def run_ngrp_process(tmp_path):
     """Run `python3 <repo>/scripts/ngrp.py ARGS` as a subprocess, by absolute path, from a temporary cwd."""
 

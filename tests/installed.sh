@@ -84,5 +84,5 @@ SLICE=(
   test_collect_vllm.py test_collect_grouped_vllm.py test_collect_adaptive_vllm.py test_reverify_vllm.py
   test_merge_shards.py test_reverify.py test_profile_cli.py test_view_api.py test_view_browser.py
 )
-run_pytest env NGRP_TEST_NGRP="$WORK/test/bin/ngrp" "${PYTEST[@]}" -q "${SLICE[@]/#/$REPO/tests/}"
+run_pytest env NGRP_TEST_NGRP="$WORK/test/bin/ngrp" "${PYTEST[@]}" -q --durations=12 "${SLICE[@]/#/$REPO/tests/}"
 step "passed"

@@ -72,7 +72,9 @@ def _keys_in_order(path: Path) -> list[tuple[int, int]]:
     return [(r.data["_ng_task_index"], r.data["_ng_rollout_index"]) for r in jsonl.iter_rows(path)]
 
 
-def test_rounds_run_per_task_and_every_moment_leaves_valid_files(vllm_server, folder, run_ngrp, monkeypatch):
+def test_rounds_run_per_task_and_every_moment_leaves_valid_files(
+    vllm_server, folder, run_ngrp, run_ngrp_in_process, monkeypatch
+):
     from ngrp_lib.collect.run import Run
 
     tasks = write_tasks(folder / "tasks.jsonl", 8)
@@ -106,7 +108,10 @@ def test_rounds_run_per_task_and_every_moment_leaves_valid_files(vllm_server, fo
 
     monkeypatch.setattr(Run, "extend", spying_extend)
     monkeypatch.setattr(adaptive_module, "advance", spying_advance)
-    proc = run_ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2", "--json"))
+    # in this process: the spies above must see the run
+    proc = run_ngrp_in_process(
+        *adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2", "--json")
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(finals) == 1  # one runner call: the rounds ran inside it, no barrier between them
     summary = json.loads(proc.stdout)
