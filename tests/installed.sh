@@ -67,7 +67,7 @@ NGRP_VLLM_VENV=${NGRP_VLLM_VENV:-$(bash "$REPO/.ci/install_vllm.sh")}
 export NGRP_VLLM_VENV
 
 # pytest reads the tree's tests and settings; the code under test is the install's.
-PYTEST=("$WORK/test/bin/python" -m pytest --rootdir "$REPO" -c "$REPO/pyproject.toml" -p no:cacheprovider)
+PYTEST=("$WORK/test/bin/python" -m pytest --rootdir "$REPO" -c "$REPO/pyproject.toml")
 run_pytest() {
   set +e
   "$@"
