@@ -20,10 +20,16 @@ from .routing import Endpoint
 
 QUERIES = "vllm:prefix_cache_queries_total"
 HITS = "vllm:prefix_cache_hits_total"
+# tokens the server generated and prefilled (an aborted request's included): what a killed invocation
+# lost in flight is their growth less what its rows hold (`invocations.lost_in_flight`)
+GENERATED = "vllm:generation_tokens_total"
+PROMPT = "vllm:prompt_tokens_total"
+READ = (QUERIES, HITS, GENERATED, PROMPT)
 METRICS_LIMIT = 4 << 20  # bytes of /metrics read at most
 TIMEOUT_S = 5.0
 
 Counts = dict[str, tuple[float, float]]  # server URL -> (queries, hits)
+Counters = dict[str, dict[str, float]]  # server URL -> counter name -> value (those it reports)
 
 
 def metrics_url(endpoint: Endpoint) -> str:
@@ -48,14 +54,24 @@ def parse_counters(text: str, names: Iterable[str]) -> dict[str, float]:
     return found
 
 
-async def read_counts(session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str]) -> Counts:
-    """The prefix-cache counters of every server that reports them now (the others are left out)."""
+async def read_counters(session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str]) -> Counters:
+    """The counters in `READ` of every server whose `/metrics` answers now (the others are left out)."""
     endpoints = tuple(endpoints)
     found = await asyncio.gather(*(_one(session, e, headers) for e in endpoints))
-    return {e.public_url: counts for e, counts in zip(endpoints, found, strict=True) if counts is not None}
+    return {e.public_url: counters for e, counters in zip(endpoints, found, strict=True) if counters}
 
 
-async def _one(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> tuple[float, float] | None:
+def prefix_counts(counters: Counters) -> Counts:
+    """The prefix-cache (queries, hits) of the servers that report both."""
+    return {url: (c[QUERIES], c[HITS]) for url, c in counters.items() if QUERIES in c and HITS in c}
+
+
+async def read_counts(session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str]) -> Counts:
+    """The prefix-cache counters of every server that reports them now (the others are left out)."""
+    return prefix_counts(await read_counters(session, endpoints, headers))
+
+
+async def _one(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> dict[str, float] | None:
     import aiohttp
 
     url = metrics_url(endpoint)
@@ -67,10 +83,7 @@ async def _one(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> tup
             body = await read_limited(reply, METRICS_LIMIT, url)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, AttemptFailed):
         return None
-    counters = parse_counters(body.decode("utf-8", errors="replace"), (QUERIES, HITS))
-    if QUERIES not in counters or HITS not in counters:
-        return None
-    return counters[QUERIES], counters[HITS]
+    return parse_counters(body.decode("utf-8", errors="replace"), READ)
 
 
 def hit_rate(before: Counts, after: Counts) -> float | None:

@@ -31,8 +31,9 @@ from .gym_run import GymRun, check_agents
 from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
+from .invocations import open_invocation, record_cost
 from .materialize import expand, read_task_lines, sha256_file
-from .metrics import hit_rate, read_counts
+from .metrics import hit_rate, prefix_counts, read_counters, read_counts
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -46,7 +47,7 @@ from .preflight import (
 from .result import CollectResult, Plan, build_result
 from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
-from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
+from .state import CollectorLock, build_manifest, check_manifest, nothing_written, scan_outputs
 from .verify import verifier_for
 from .work import FollowUp, run_workers
 
@@ -177,7 +178,12 @@ async def collect(
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
         run.follow_up = follow_up
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
-        cache_before = await read_counts(session, sampled, run.headers)
+        counters = await read_counters(session, sampled, run.headers)
+        cache_before = prefix_counts(counters)
+        # this invocation's runs[] entry, before any row: a kill leaves it for the next start to close
+        invocation = open_invocation(
+            options.manifest_path, options.output, options.failures_path, counters, options.resume
+        )
         try:
             interrupted = await _work(run, options.concurrency, interrupt)
         finally:
@@ -189,7 +195,7 @@ async def collect(
             cache_before, await read_counts(session, sampled, run.headers)
         )
         result.interrupted = interrupted
-        record_cost(options.manifest_path, result)
+        record_cost(options.manifest_path, result, invocation)
         return result
 
 
