@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import jsonl, names, schemas
+from ..artifacts import jsonl, names, schemas, task_lines
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP, TASK_KEY
 from ..artifacts.redact import Redactor, masked_errors
@@ -32,7 +32,7 @@ from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .invocations import open_invocation, record_cost
-from .materialize import expand, read_task_lines, sha256_file
+from .materialize import expand, read_task_lines, sha256_file, task_source_lines
 from .metrics import hit_rate, prefix_counts, read_counters, read_counts
 from .options import CollectOptions
 from .preflight import (
@@ -355,6 +355,8 @@ def _file_refs(options: CollectOptions, input_sha: str | None, plan: Plan) -> di
         "materialized": {"path": str(options.materialized_path), "sha256": plan.sha256, "rows": plan.rows},
         "rollouts": {"path": str(options.output)},
     }
-    if options.input is not None:
-        files["input"] = {"path": str(options.input), "sha256": input_sha}
+    if options.input is not None:  # with each task's source lines, for the reports (`task_lines`)
+        records = read_task_lines(options.input, options.materialize.limit)
+        lines = task_lines.encode(task_source_lines(records, options.input))
+        files["input"] = {"path": str(options.input), "sha256": input_sha, task_lines.KEY: lines}
     return files
