@@ -41,6 +41,19 @@ def server_counts(base_url: str) -> dict[str, float]:
     raise AssertionError("the server kept running requests")
 
 
+def decoding(base_url: str) -> None:
+    """Return once the server is generating tokens for a running request (sampled twice, 50 ms apart)."""
+    url = base_url.removesuffix("/v1") + "/metrics"
+    last = None
+    for _ in range(400):
+        counts = parse_counters(urllib.request.urlopen(url, timeout=10).read().decode(), (GENERATED, RUNNING))
+        if counts.get(RUNNING, 0) > 0 and last is not None and counts[GENERATED] > last:
+            return
+        last = counts.get(GENERATED)
+        time.sleep(0.05)
+    raise AssertionError("the server generated nothing while the collector ran")
+
+
 def usage_sums(path: Path) -> tuple[int, int, int, int]:
     """(rows, requests, input tokens, output tokens) of the complete rollout rows (a torn last line left
     out), from their usage: the rows of one grouped request (n > 1) share its prompt, counted once."""
@@ -51,6 +64,13 @@ def usage_sums(path: Path) -> tuple[int, int, int, int]:
         requests.setdefault(shared["request"] if shared else i, row["response"]["usage"]["input_tokens"])
     output = sum(row["response"]["usage"]["output_tokens"] for row in rows)
     return len(rows), len(requests), sum(requests.values()), output
+
+
+def prompts_per_sequence(path: Path) -> int:
+    """The prompt tokens of the complete rows, each row's own: vLLM prefills (and counts) a grouped
+    request's prompt once for each of its n sequences."""
+    lines = path.read_bytes().split(b"\n")[:-1]
+    return sum(json.loads(line)["response"]["usage"]["input_tokens"] for line in lines)
 
 
 def complete_rows(path: Path) -> int:
@@ -67,6 +87,7 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and complete_rows(out) < 12 and proc.poll() is None:
         time.sleep(0.01)
+    decoding(vllm_server.base_url)  # kill mid-generation: tokens in flight are lost
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
@@ -76,6 +97,7 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     assert [r["status"] for r in running] == ["running"] and running[0]["cost"] is None
     written = complete_rows(out)  # a torn last line is the kill's, cut by the resume: not written
     _, killed_requests, killed_in, killed_out = usage_sums(out)
+    killed_prompts = prompts_per_sequence(out)
 
     final = ngrp(*base, "--resume", "--json")
     assert final.returncode == 0, final.stderr
@@ -93,8 +115,8 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     lost = killed["cost"]["lost_in_flight"]
     generated = at_kill[GENERATED] - before[GENERATED]
     prefilled = at_kill[PROMPT] - before[PROMPT]
-    assert lost["output_tokens"] == round(generated - killed_out) >= 0
-    assert lost["input_tokens"] == round(prefilled - killed_in) >= 0
+    assert lost["output_tokens"] == round(generated - killed_out) > 0  # killed mid-generation
+    assert lost["input_tokens"] == round(prefilled - killed_prompts) >= 0
     assert lost["source"] == "server /metrics"
     # the totals add both invocations, over every row in the file, and name the killed one's share
     rows, _, all_in, all_out = usage_sums(out)

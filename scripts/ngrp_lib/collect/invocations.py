@@ -7,7 +7,8 @@ does; the next invocation (it holds the collector lock, so the dead one is gone)
 - what it wrote: the rows and failure rows past its starting sizes, their tokens (`usage.CostTally`), and
   the requests they answer (the rows of one grouped request count once);
 - what it lost in flight: the servers' generated and prompt tokens between its start and now, less the
-  tokens of the rows it wrote, summed over the servers whose counters were read both times; "unknown"
+  tokens of the rows it wrote (per sequence, as vLLM counts: a grouped request's prompt once for each of
+  its n rows), summed over the servers whose counters were read both times; "unknown"
   when a server's counters were not readable either time, or went down (a restart), never 0.
   A server other clients also used in that time makes the figure an upper bound.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..artifacts import jsonl
 from ..artifacts.names import SHARED_PREFILL
-from ..artifacts.usage import CostTally
+from ..artifacts.usage import CostTally, usage_counts
 from ..errors import InputError
 from .metrics import GENERATED, PROMPT, Counters
 from .state import now_iso
@@ -80,10 +81,10 @@ def close_killed(entry: dict[str, Any], output: Path, failures: Path, counters: 
     """Turn a dead invocation's `running` entry into its `killed` record (in place)."""
     found = entry.get("start")
     start: dict[str, Any] = found if isinstance(found, dict) else {}
-    tally, requests = _written(output, int(start.get("rollouts_bytes") or 0))
+    tally, requests, per_sequence = _written(output, int(start.get("rollouts_bytes") or 0))
     failed = len(list(_rows_past(failures, int(start.get("failures_bytes") or 0))))
     tokens = tally.to_json()
-    lost = lost_in_flight(entry.get("server_counters"), counters, tokens, tally.rows)
+    lost = lost_in_flight(entry.get("server_counters"), counters, per_sequence, tally.rows)
     entry.update(
         status=KILLED,
         closed_at=now_iso(),
@@ -112,17 +113,24 @@ def _rows_past(path: Path, offset: int) -> Any:
                     yield row
 
 
-def _written(output: Path, offset: int) -> tuple[CostTally, int]:
-    """The token tally of the rows past `offset`, and the requests they answer (a grouped request once)."""
+def _written(output: Path, offset: int) -> tuple[CostTally, int, dict[str, int | None]]:
+    """The token tally of the rows past `offset`, the requests they answer (a grouped request once), and
+    their tokens per sequence, as the server counts them: a grouped request's prompt once per row (vLLM
+    prefills it for each of its n sequences, and counts it so)."""
     tally, grouped, alone = CostTally(), set(), 0
+    per_sequence: dict[str, int | None] = {"input_tokens": None, "output_tokens": None}
     for row in _rows_past(output, offset):
         tally.add(row)
+        prompt, _, generated = usage_counts(row)
+        for name, value in (("input_tokens", prompt), ("output_tokens", generated)):
+            if value is not None:
+                per_sequence[name] = (per_sequence[name] or 0) + value
         shared = row.get(SHARED_PREFILL)
         if isinstance(shared, dict):
             grouped.add(str(shared.get("request")))
         else:
             alone += 1
-    return tally, alone + len(grouped)
+    return tally, alone + len(grouped), per_sequence
 
 
 def lost_in_flight(before: Any, after: Counters, written: dict[str, Any], rows: int) -> dict[str, Any]:
