@@ -113,16 +113,18 @@ def command(
     )
     result = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     if rollouts is not None:
-        result.reward_components = components_of(rollouts)
+        result.reward_components = components_of(rollouts, profile)
     emit(result, as_json, lambda r: "\n".join([render_stats(r), *components_lines(r.reward_components)]))
     return 0
 
 
-def components_of(rollouts: Path) -> dict | None:
-    """Each reward component's statistics when the rows carry `reward_components` (None when none does)."""
+def components_of(rollouts: Path, profile: Path | None = None) -> dict | None:
+    """Each reward component's statistics when the rows carry `reward_components` (None when none does),
+    over the rows `stats.rows` counts (no masked row; an adaptive run's first round)."""
     from ..stats.components import component_stats, read_components
+    from ..stats.rows import rule_of
 
-    found = read_components(rollouts)
+    found = read_components(rollouts, rule=rule_of(profile, rollouts))
     return component_stats(found) if found.n_with_components or found.malformed else None
 
 

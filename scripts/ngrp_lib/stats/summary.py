@@ -126,7 +126,7 @@ class _Columns:
 
 def _estimate(values: Any, rate: bool, n_rollouts: int, settings: StatsSettings) -> Estimate:
     iv = t_interval(values, settings.level)
-    spread = intervals.off_edge(values, iv.value)
+    spread = intervals.carrying(values, iv.value)
     head = intervals.headline(iv, rate=rate, cap=n_rollouts, level=settings.level, method=settings.interval,
                               spread=spread)  # fmt: skip
     nan = math.nan
@@ -164,7 +164,7 @@ def _rollout_weighted(rewards: Any, settings: StatsSettings, unit: bool) -> Roll
     )
     low, high = (t_interval_from_sem(mu, clustered, n_tasks, settings.level) if n_tasks > 1 else None) or (
         math.nan, math.nan)  # fmt: skip
-    spread = intervals.off_edge(estimators.row_means(rewards), mu)
+    spread = intervals.carrying(estimators.row_means(rewards), mu)
     head = intervals.headline(
         Interval(mu, clustered, low, high, n_tasks), rate=unit, cap=n_roll, level=settings.level,
         method=settings.interval, spread=spread,

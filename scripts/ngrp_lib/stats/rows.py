@@ -1,0 +1,49 @@
+"""Which rollout rows a benchmark-level number counts: the one rule every reader of a run's rows applies
+(reward components, the denominators block, the cost per rollout and per informative task).
+
+- A masked rollout (`mask_sample` true, as Gym's profiler reads it) is out of every statistic, and counted
+  as masked: never as a rollout with a value, never as a missing one.
+- In an adaptive run (`collect --adaptive`) every benchmark-level number stands on the first round alone
+  (rollout index < R: the same R repeats of every task, a fixed design); later rounds went only to the
+  tasks the rule had not settled, so a mean over them is biased. They are counted as later-round rows.
+- A row that counts but lacks a value is counted missing wherever it falls, never read as 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..artifacts.names import ROLLOUT_KEY
+from .adaptive_run import find_adaptive
+
+MASK_FIELD = "mask_sample"  # Gym's per-row mask (profile/records.py reads the same key)
+COUNTED, MASKED, LATER_ROUND = "counted", "masked", "later_round"
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """`first_round`: an adaptive run's R (rows with a rollout index >= R are later rounds); None for a
+    fixed-N run, where every unmasked row counts."""
+
+    first_round: int | None = None
+
+    def status(self, row: dict) -> str:
+        """COUNTED, MASKED or LATER_ROUND (a masked row is MASKED in any round)."""
+        if row.get(MASK_FIELD):
+            return MASKED
+        index = row.get(ROLLOUT_KEY)
+        if (
+            self.first_round is not None
+            and isinstance(index, int)
+            and not isinstance(index, bool)
+            and index >= self.first_round
+        ):
+            return LATER_ROUND
+        return COUNTED
+
+
+def rule_of(profile: Path | str | None = None, rollouts: Path | str | None = None) -> RowRule:
+    """The rule for a run: its adaptive first round when a manifest beside its rollouts says so."""
+    run = find_adaptive(profile, rollouts)
+    return RowRule(None if run is None else run.first_round)
