@@ -527,8 +527,20 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
-        cost=run_cost(profile, successes, informative),
+        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run)),
     )
+
+
+def _first_round_tokens(profile: Path | str, rollouts: Path | str | None, run: AdaptiveRun | None) -> Any:
+    """An adaptive run's first-round token totals (what P(informative) stands on), from its rollouts file;
+    None for a fixed-N run or when the file is not there."""
+    from ..artifacts.names import rollouts_path_of_profile
+    from .cost import first_round_tokens
+
+    if run is None:
+        return None
+    source = Path(rollouts) if rollouts is not None else rollouts_path_of_profile(profile)
+    return first_round_tokens(source, run.first_round) if source is not None and source.is_file() else None
 
 
 def adaptive_per_task(
