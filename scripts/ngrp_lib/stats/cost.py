@@ -67,11 +67,12 @@ def run_cost(
         return out
     out["tokens_per_rollout"] = round(per_rollout, 1)
     out["tokens_per_success"] = round(per_rollout * rows / successes, 1) if successes else None
-    per_group_rollout, source = per_rollout, "every rollout row"
+    per_group_rollout: float | None = per_rollout
+    rows_used = "every rollout row"
     if first_round is not None:
         per_group_rollout, _ = _per_rollout(first_round)
-        source = "the first round's rows (as P(informative))"
-    out["informative_tokens_from"] = source
+        rows_used = "the first round's rows (as P(informative))"
+    out["informative_tokens_from"] = rows_used
     out["tokens_per_informative_task"] = [
         {
             "group_size": g,
