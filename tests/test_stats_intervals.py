@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from interval_coverage import DESIGNS, METHODS, coverage
+from interval_coverage import DESIGNS, METHODS, REPEATS_HEADER, coverage, repeat_coverage, repeat_designs
 from scipy import stats as sps
 from stats_helpers import write_profile
 
@@ -61,11 +61,11 @@ def test_skewed_fractional_values_discount_the_effective_n_above_the_tasks(seed)
     ours = intervals.korn_graubard(
         iv.value, iv.se, iv.n, 0.95, cap=800, spread=intervals.carrying(values, iv.value)
     )
-    # by hand with scipy's quantiles: n_var above T is scaled by m / (m + 10), then (z/t_{T-1})^2
+    # by hand with scipy's quantiles: n_var above T is scaled by m / (m + 10 (1 - m/T)), then (z/t_{T-1})^2
     z, t_tasks = sps.norm.ppf(0.975), sps.t.ppf(0.975, 99)
     n_var = min(800, iv.value * (1 - iv.value) / iv.se**2)
     if n_var > 100:
-        n_var = 100 + (n_var - 100) * m / (m + 10)
+        n_var = 100 + (n_var - 100) * m / (m + 10 * (1 - m / 100))
     n_star = n_var * (z / t_tasks) ** 2
     ref = proportion_confint(iv.value * n_star, n_star, alpha=0.05, method="beta")
     assert (ours.low, ours.high) == pytest.approx(ref, rel=1e-9)
@@ -225,3 +225,25 @@ def test_headline_interval_covers_in_simulation(design):
     # included (references/statistics.md prints the table: python tests/interval_coverage.py).
     result = coverage(design, 400, seed=0, methods=("headline",))["headline"]
     assert result["coverage"] >= 0.92, result
+
+
+def test_the_documented_many_repeats_table_is_the_scripts_and_holds():
+    # the K = 4 to 64 table (issue 35), written by `python tests/interval_coverage.py --repeats --write`:
+    # one row per estimand and population, one cell per task count, each at least 0.92
+    doc = (Path(__file__).resolve().parents[1] / "references" / "statistics.md").read_text(encoding="utf-8")
+    lines = doc.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(REPEATS_HEADER))
+    rows = [line for line in lines[start + 2 :] if line.startswith("| ")]
+    names = list(dict.fromkeys(d.name.rsplit(", ", 1)[0] for d in repeat_designs()))
+    assert [row.split(" | ")[0][2:] for row in rows] == names
+    for row in rows:
+        cells = row.strip("| ").split(" | ")[2:]
+        assert len(cells) == 3 and all(float(cell.split()[0]) >= 0.92 for cell in cells), row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", repeat_designs(), ids=[d.name for d in repeat_designs()])
+def test_headline_covers_at_many_repeats(design):
+    # K up to 64, k in {2, K/4, K/2}, pass@k and pass^k skewed both ways, 8 to 200 tasks: 400 runs each
+    # (a different seed from the table's), at least 0.92
+    assert repeat_coverage(design, 400, seed=1)["coverage"] >= 0.92

@@ -12,9 +12,10 @@ p(1 - p)/se^2 exceed the number of tasks T: values in [0, 1] vary less than 0/1 
 earn. On skewed values (pass^k on hard tasks: most tasks 0, a few small fractions; pass@k on easy ones)
 the estimate rests on the few tasks that carry it, the mean's spread is skewed, and that credit is not
 earned: with K = 16 to 64 repeats the truth fell outside on one side in up to 1 run of 3. So the part of
-n_eff above T is scaled by m / (m + 10), m = the tasks that carry the estimate (`carrying`: (sum d)^2 /
-sum d^2 over the tasks' distances d from the edge nearer p; the count of tasks off that edge when the
-values are 0 or 1, fewer when a handful of values dominate). With few tasks carrying it the interval tends
+n_eff above T is scaled by m / (m + 10 (1 - m/T)), m = the tasks that carry the estimate (`carrying`:
+(sum d)^2 / sum d^2 over the tasks' distances d from the edge nearer p; the count of tasks off that edge
+when the values are 0 or 1, fewer when a handful of values dominate): in full when every task carries an
+equal part, about m / (m + 10) when few of many do. With few tasks carrying it the interval tends
 to the Clopper-Pearson one on T all-or-nothing tasks (conservative for values in [0, 1]). The form and the
 10 were chosen by simulation over K = 4 to 64, k in {2, K/4, K/2}, 8 to 200 tasks, populations skewed both
 ways (references/statistics.md; tests/interval_coverage.py). Per-task values of 0 and 1 only (pass^K, the
@@ -50,7 +51,7 @@ def one_sided(value: float, n_tasks: int, level: float) -> Bounds:
     return Bounds(bound, 1.0, LOWER_BOUND)
 
 
-SKEW_TASKS = 10.0  # the credit above T is m / (m + SKEW_TASKS), m: the tasks carrying the estimate
+SKEW_TASKS = 10.0  # the credit above T is m / (m + SKEW_TASKS (1 - m/T)), m: the tasks carrying the estimate
 
 
 def carrying(values, p: float) -> float:
@@ -70,12 +71,15 @@ def effective_n(
     p: float, se: float, n_tasks: int, level: float, cap: float, spread: float | None = None
 ) -> float:
     """Korn-Graubard effective sample size: p(1-p)/se^2, capped, times (z/t_{T-1})^2; the part above
-    n_tasks is scaled by spread / (spread + SKEW_TASKS) (`spread`: `carrying`, None = no scaling)."""
+    n_tasks is scaled by m / (m + SKEW_TASKS (1 - m / n_tasks)) (m = `spread`: `carrying`, None = no
+    scaling)."""
     n_eff = cap if se <= 0 else min(cap, p * (1.0 - p) / (se * se))
     q = 0.5 + level / 2
     t = t_ppf(q, n_tasks - 1)
     if spread is not None and n_eff > n_tasks:
-        n_eff = n_tasks + (n_eff - n_tasks) * max(0.0, spread) / (max(0.0, spread) + SKEW_TASKS)
+        m = min(max(0.0, spread), float(n_tasks))
+        rest = SKEW_TASKS * (1.0 - m / n_tasks)
+        n_eff = n_tasks + (n_eff - n_tasks) * (m / (m + rest) if m + rest > 0 else 1.0)
     return n_eff * (norm_ppf(q) / t) ** 2
 
 
