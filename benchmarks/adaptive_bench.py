@@ -274,9 +274,9 @@ def _draw(rng: np.random.Generator, population: Any, size: int) -> np.ndarray:
 
 def _exact_on_grid(rule: Rule, table: DecisionTable, population: Any, n: int) -> dict[str, float | None]:
     """`exact` for a uniform population on [lo, hi] (no Beta prior): the integrals over p on a midpoint
-    grid of 4,000 points, the truth by the posterior given all N draws."""
+    grid of 400 points (ample: a 0.05-wide population), the truth by the posterior given all N draws."""
     _, lo, hi = population
-    grid = lo + (hi - lo) * (np.arange(4000) + 0.5) / 4000
+    grid = lo + (hi - lo) * (np.arange(400) + 0.5) / 400
     passes = np.array([bin(i).count("1") for i in range(1 << n)])
     like = grid[None, :] ** passes[:, None] * (1 - grid[None, :]) ** (n - passes[:, None])  # seq x grid
     weight = like.mean(axis=1)  # P(this sequence), the density 1/(hi - lo) times the cell width
