@@ -233,7 +233,8 @@ def test_the_documented_many_repeats_table_is_the_scripts_and_holds():
     doc = (Path(__file__).resolve().parents[1] / "references" / "statistics.md").read_text(encoding="utf-8")
     lines = doc.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(REPEATS_HEADER))
-    rows = [line for line in lines[start + 2 :] if line.startswith("| ")]
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    rows = lines[start + 2 : end]
     names = list(dict.fromkeys(d.name.rsplit(", ", 1)[0] for d in repeat_designs()))
     assert [row.split(" | ")[0][2:] for row in rows] == names
     for row in rows:
