@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..artifacts.names import ROLLOUT_KEY
-from .adaptive_run import find_adaptive
 
 MASK_FIELD = "mask_sample"  # Gym's per-row mask (profile/records.py reads the same key)
 COUNTED, MASKED, LATER_ROUND = "counted", "masked", "later_round"
@@ -42,8 +42,16 @@ class RowRule:
             return LATER_ROUND
         return COUNTED
 
+    def counted_indices(self, rollout_index: Any) -> Any:
+        """The same rule on a profile's (tasks x repeats) rollout-index matrix (-1 = padding; the profile
+        lists no masked rollout): True where the entry counts."""
+        keep = rollout_index >= 0
+        return keep if self.first_round is None else keep & (rollout_index < self.first_round)
+
 
 def rule_of(profile: Path | str | None = None, rollouts: Path | str | None = None) -> RowRule:
     """The rule for a run: its adaptive first round when a manifest beside its rollouts says so."""
+    from .adaptive_run import find_adaptive
+
     run = find_adaptive(profile, rollouts)
     return RowRule(None if run is None else run.first_round)
