@@ -247,3 +247,15 @@ def test_stats_and_compare_read_the_rule_from_the_runs_files(tmp_path, run_ngrp)
     paired = paired_components_of(masked, adaptive)["components"][0]
     # per task: A (masked run) 1/3 each; B first round 0.5 (task 0), 1.0 (task 1)
     assert paired["diff"] == pytest.approx(((0.5 - 1 / 3) + (1 - 1 / 3)) / 2)
+
+
+def test_rows_left_out_as_unhealthy_leave_the_components_as_masked_rows_do():
+    from ngrp_lib.artifacts.names import pack_key
+
+    # run A without its masked rows; rollout 0 of task 0 (c = 1) excluded as unhealthy: 3 ones in 11
+    rows = [row for row in _masked_run() if not row.get("mask_sample")]
+    summary = component_stats(
+        read_components("", rows=rows, rule=RowRule(excluded=frozenset({pack_key((0, 0))})))
+    )
+    c = summary["components"][0]
+    assert c["mean"] == pytest.approx(3 / 11) and c["n_rollouts"] == 11 and summary["n_masked"] == 1

@@ -113,18 +113,20 @@ def command(
     )
     result = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     if rollouts is not None:
-        result.reward_components = components_of(rollouts, profile)
+        result.reward_components = components_of(rollouts, profile, exclude_unhealthy)
     emit(result, as_json, lambda r: "\n".join([render_stats(r), *components_lines(r.reward_components)]))
     return 0
 
 
-def components_of(rollouts: Path, profile: Path | None = None) -> dict | None:
+def components_of(
+    rollouts: Path, profile: Path | None = None, exclude_unhealthy: Path | None = None
+) -> dict | None:
     """Each reward component's statistics when the rows carry `reward_components` (None when none does),
-    over the rows `stats.rows` counts (no masked row; an adaptive run's first round)."""
+    over the rows `stats.rows` counts (no masked or excluded row; an adaptive run's first round)."""
     from ..stats.components import component_stats, read_components
     from ..stats.rows import rule_of
 
-    found = read_components(rollouts, rule=rule_of(profile, rollouts))
+    found = read_components(rollouts, rule=rule_of(profile, rollouts, exclude_unhealthy))
     return component_stats(found) if found.n_with_components or found.malformed else None
 
 
