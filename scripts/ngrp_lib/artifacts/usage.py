@@ -34,6 +34,10 @@ class CostTally:
     # so a total of 0 cannot be told from "not reported", and is reported as None
     zero_cached_unknown: bool = False
     _requests: set = field(default_factory=set)  # grouped requests whose prompt is counted already
+    # every row's prompt, shared or not: the input one request per rollout would have sent
+    input_tokens_every_row: int | None = None
+    max_prompt_tokens: int | None = None  # the longest prompt reported (a cache block must fit in it)
+    tasks: set = field(default_factory=set)  # tasks with a row counted
 
     def add(self, row: dict, *, cached_reported: bool = True) -> None:
         """One rollout row; `cached_reported` False when the row's cached count (0) is a conversion's
@@ -48,6 +52,10 @@ class CostTally:
             self._requests.add(shared.get("request"))
         if prompt is None and output is None:
             self.rows_without_usage += 1
+        self.input_tokens_every_row = _plus(self.input_tokens_every_row, prompt)
+        if prompt is not None:
+            self.max_prompt_tokens = max(prompt, self.max_prompt_tokens or 0)
+        self.tasks.add(row.get("_ng_task_index"))
         if prompt_counted:
             self.input_tokens = _plus(self.input_tokens, prompt)
             self.cached_tokens = _plus(self.cached_tokens, cached)

@@ -130,6 +130,24 @@ def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = N
         "tokens_per_s": per_second(sum(known), elapsed) if known else None,
         "output_tokens_per_s": per_second(tokens["output_tokens"], elapsed),
         "prefix_cache_hit_rate": prefix_cache_hit_rate,
+        "prefix_cache_note": None,
+        "one_request_per_rollout": one_request_per_rollout(run),
+    }
+
+
+def one_request_per_rollout(run: Any) -> dict[str, Any]:
+    """What this invocation would have cost sending every rollout as its own request, estimated from its
+    own usage: one request per rollout written, every row's prompt sent (a grouped request's prompt once
+    per rollout, not once per request), the same output. The prefix cache could serve part of that input."""
+    cost = run.cost
+    rollouts = run.tally.completed
+    every, counted = cost.input_tokens_every_row, cost.input_tokens  # all rows; shared once
+    return {
+        "requests": rollouts,
+        "input_tokens": every,
+        "output_tokens": cost.output_tokens,
+        "extra_requests": max(rollouts - run.requests, 0),
+        "extra_input_tokens": None if every is None or counted is None else every - counted,
     }
 
 
