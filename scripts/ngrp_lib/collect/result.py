@@ -137,18 +137,11 @@ def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = N
 
 def one_request_per_rollout(run: Any) -> dict[str, Any]:
     """What this invocation would have cost sending every rollout as its own request, estimated from its
-    own usage: one request per rollout written, every row's prompt sent (a grouped request's prompt once
-    per rollout, not once per request), the same output. The prefix cache could serve part of that input."""
-    cost = run.cost
-    rollouts = run.tally.completed
-    every, counted = cost.input_tokens_every_row, cost.input_tokens  # all rows; shared once
-    return {
-        "requests": rollouts,
-        "input_tokens": every,
-        "output_tokens": cost.output_tokens,
-        "extra_requests": max(rollouts - run.requests, 0),
-        "extra_input_tokens": None if every is None or counted is None else every - counted,
-    }
+    own usage (`CostTally.one_request_per_rollout`); the extra requests are counted against the requests
+    this invocation really sent (retries included)."""
+    single = run.cost.one_request_per_rollout()
+    single["extra_requests"] = max(single["requests"] - run.requests, 0)
+    return single
 
 
 def grouping_block(run: Any, plan: Plan) -> dict[str, Any]:
