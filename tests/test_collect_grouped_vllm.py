@@ -93,14 +93,12 @@ def test_grouped_run_each_key_once_with_its_own_tokens_and_cost(vllm_server, tmp
         "extra_requests": 25, "extra_input_tokens": every_prompt - cost["input_tokens"],
     }  # fmt: skip
     longest = max(r["response"]["usage"]["input_tokens"] for r in rows)
-    if cost["prefix_cache_hit_rate"] == 0:  # vLLM's CPU block is 128 tokens; these prompts are shorter
-        assert longest < 128, longest
-        assert cost["prefix_cache_note"] == (
-            f"every prompt (at most {longest} tokens) is shorter than one KV-cache block (128 tokens on the "
-            "server): only full blocks are cached, so no prompt could hit"
-        )
-    else:
-        assert cost["prefix_cache_note"] is None
+    assert longest < 128, longest  # vLLM's CPU block is 128 tokens: no prompt fills one, nothing can hit
+    assert cost["prefix_cache_hit_rate"] == 0
+    assert cost["prefix_cache_note"] == (
+        f"every prompt (at most {longest} tokens) is shorter than one KV-cache block (128 tokens on the "
+        "server): only full blocks are cached, so no prompt could hit"
+    )
     manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
     schemas.validator("run_manifest").validate(manifest)
     assert manifest["runs"][-1]["cost"] == cost
