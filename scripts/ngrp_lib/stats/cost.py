@@ -6,6 +6,8 @@ beside `<stem>_reward_profiling.jsonl`, written by `ngrp profile`), which sums e
 - tokens per rollout = (input + output tokens) / the rows that report usage (a row without usage is "not
   reported", never 0 tokens: counting it as 0 understated the figure by the share of such rows);
 - tokens per success = tokens per rollout x rollout rows / successful rollouts (reward counted as a pass);
+- one request per rollout (grouped runs): a request per rollout and every row's prompt (a grouped
+  request's prompt once per rollout), from the summary's `tokens.one_request_per_rollout`;
 - tokens per informative task at group size G = G x tokens per rollout / P(informative at G): what it
   costs, on average, to draw one group of G rollouts for a task whose group has both a pass and a fail
   (a GRPO group with a non-zero advantage), with P from `stats` on this run. In an adaptive run P stands
@@ -57,9 +59,12 @@ def run_cost(
         "tokens_per_success": None,
         "tokens_per_informative_task": [],
         "informative_tokens_from": None,
+        "one_request_per_rollout": None,
     }
     if not isinstance(tokens, dict):
         return out
+    single = tokens.get("one_request_per_rollout")
+    out["one_request_per_rollout"] = single if isinstance(single, dict) else None
     per_rollout, reporting = _per_rollout(tokens)
     rows = tokens.get("rows")
     out["rollouts_with_usage"] = reporting
@@ -144,7 +149,20 @@ def cost_lines(cost: dict | None) -> list[str]:
     text += f" (input {_n(inputs)}, output {_n(outputs)} over {over})"
     if cost.get("informative_tokens_from") == "the first round's rows (as P(informative))":
         text += "; per informative task from the adaptive run's first round, as P(informative)"
-    return [*lines, text]
+    return [*lines, text, *_single_lines(cost.get("one_request_per_rollout"), tokens)]
+
+
+def _single_lines(single: Any, tokens: dict) -> list[str]:
+    """What one request per rollout would have cost, when the run grouped its repeats (else nothing)."""
+    if not isinstance(single, dict) or not single.get("extra_requests"):
+        return []
+    extra = single.get("extra_input_tokens")
+    return [
+        f"one request per rollout would have sent {_n(single['requests'])} requests (this run: "
+        f"{_n(tokens.get('requests'))}) and input {_n(single.get('input_tokens'))} tokens"
+        + ("" if extra is None else f" ({_n(extra)} more prefill, less what the prefix cache would serve)")
+        + ", the same output"
+    ]
 
 
 def _n(value: Any) -> str:
