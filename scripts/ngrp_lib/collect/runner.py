@@ -33,7 +33,7 @@ from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .invocations import open_invocation, record_cost
 from .materialize import expand, read_task_lines, sha256_file, task_source_lines
-from .metrics import hit_rate, prefix_counts, read_counters, read_counts
+from .metrics import cache_note, hit_rate, prefix_counts, read_counters, read_counts
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -178,7 +178,8 @@ async def collect(
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
         run.follow_up = follow_up
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
-        counters = await read_counters(session, sampled, run.headers)
+        blocks: dict[str, int] = {}
+        counters = await read_counters(session, sampled, run.headers, blocks)
         cache_before = prefix_counts(counters)
         # this invocation's runs[] entry, before any row: a kill leaves it for the next start to close
         invocation = open_invocation(
@@ -191,8 +192,10 @@ async def collect(
         plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
-        result.cost["prefix_cache_hit_rate"] = hit_rate(
-            cache_before, await read_counts(session, sampled, run.headers)
+        rate = hit_rate(cache_before, await read_counts(session, sampled, run.headers, blocks))
+        result.cost["prefix_cache_hit_rate"] = rate
+        result.cost["prefix_cache_note"] = cache_note(
+            rate, blocks, run.cost.max_prompt_tokens, run.requests, len(run.cost.tasks)
         )
         result.interrupted = interrupted
         record_cost(options.manifest_path, result, invocation)
