@@ -146,6 +146,41 @@ def loads(raw: bytes | str) -> Any:
         return found[0]
 
 
+# How deep a value may nest (objects and arrays; a scalar is depth 0). orjson reads 1,024 levels but writes
+# only 254, and the recursive readers after it (schema checks, pages, Python's json) fail sooner still: a
+# row nested deeper is refused where it is read, as a problem naming its line (`too_deep`), before any page
+# or report is built from it. Gym rows nest about 10 levels.
+MAX_DEPTH = 100
+TOO_DEEP = "too_deep"
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when `value` nests objects and arrays more than `limit` levels deep. Iterative: no recursion
+    however deep the value is."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth >= limit:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _may_be_deep(raw: bytes | str) -> bool:
+    """Whether a line has enough brackets to nest past MAX_DEPTH (two C-speed counts): only those lines
+    are walked by `deeper_than`."""
+    if isinstance(raw, str):
+        return raw.count("{") + raw.count("[") > MAX_DEPTH
+    return raw.count(b"{") + raw.count(b"[") > MAX_DEPTH
+
+
+def too_deep_problem(line: int) -> Problem:
+    return Problem(line, TOO_DEEP, f"the row nests more than {MAX_DEPTH} levels deep: refused, not read")
+
+
 def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row | Problem:
     """Parse one physical line (without its newline)."""
     try:
