@@ -290,7 +290,8 @@ def test_validate_takes_old_manifests_and_summaries_and_checks_the_new_fields(ru
                 "seeds": "no row carries a seed"}  # fmt: skip
     cost = {"requests": 2, "rollouts": 8, "wall_s": 1.0, "rollouts_per_s": 8.0, "input_tokens": None,
             "cached_tokens": None, "output_tokens": 40, "rows_without_usage": 0, "tokens_per_s": 40.0,
-            "output_tokens_per_s": 40.0, "prefix_cache_hit_rate": None}  # fmt: skip
+            "output_tokens_per_s": 40.0, "prefix_cache_hit_rate": None,
+            "prefix_cache_note": None}  # fmt: skip
     run = {"finished_at": "2026-11-30T10:01:00Z", "resumed": False, "cost": cost, "grouping": grouping}
     new = {**OLD_MANIFEST, "sampling": {"temperature": 0.2}, "runs": [run]}
     old.write_text(json.dumps(new))

@@ -130,6 +130,7 @@ def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = N
         "tokens_per_s": per_second(sum(known), elapsed) if known else None,
         "output_tokens_per_s": per_second(tokens["output_tokens"], elapsed),
         "prefix_cache_hit_rate": prefix_cache_hit_rate,
+        "prefix_cache_note": None,  # why a server's /metrics figures were left out (metrics.prefix_cache)
     }
 
 

@@ -32,7 +32,7 @@ from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import expand, read_task_lines, sha256_file
-from .metrics import hit_rate, read_counts
+from .metrics import prefix_cache, read_counts
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -185,9 +185,8 @@ async def collect(
         plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
-        result.cost["prefix_cache_hit_rate"] = hit_rate(
-            cache_before, await read_counts(session, sampled, run.headers)
-        )
+        rate, note = prefix_cache(cache_before, await read_counts(session, sampled, run.headers))
+        result.cost["prefix_cache_hit_rate"], result.cost["prefix_cache_note"] = rate, note
         result.interrupted = interrupted
         record_cost(options.manifest_path, result)
         return result

@@ -469,7 +469,8 @@ def cost_lines(cost, grouping) -> list[str]:
     per_s = cost["tokens_per_s"]
     lines = [
         f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts; prefix-cache hit rate "
-        + ("not reported" if rate is None else f"{rate:.1%}"),
+        + ("not reported" if rate is None else f"{rate:.1%}")
+        + (f" ({cost['prefix_cache_note']})" if cost.get("prefix_cache_note") else ""),
         f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
         f" output {tokens_text(cost['output_tokens'])}, "
         + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
