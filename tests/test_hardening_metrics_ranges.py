@@ -43,7 +43,7 @@ def test_metrics_ranges_a_server_whose_figures_hold_still_counts():
 
 
 def test_metrics_ranges_parsed_values_that_are_not_numbers_are_skipped():
-    text = f"{QUERIES}{{model=\"m\"}} NaN\n{HITS} +Inf\n{QUERIES}{{engine=\"1\"}} 4\n"
+    text = f'{QUERIES}{{model="m"}} NaN\n{HITS} +Inf\n{QUERIES}{{engine="1"}} 4\n'
     found = parse_counters(text, (QUERIES, HITS))
     assert found[HITS] == float("inf")  # read, then refused by the range check
     assert prefix_cache({A: (found[QUERIES], found[HITS])}, {A: (10.0, 1.0)})[0] is None
