@@ -84,7 +84,8 @@ class ComponentRows:
 def read_components(path: Path | str, rows: Iterable[dict] | None = None) -> ComponentRows:
     """The component values of a rollouts file (or of `rows`)."""
     found = ComponentRows()
-    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path))):
+    refused: list[int] = []  # rows too deep: skipped here, named by attach_rollouts' note on the same file
+    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path), refused=refused)):
         found.add(row)
     return found
 
