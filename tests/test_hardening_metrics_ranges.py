@@ -93,3 +93,29 @@ def test_metrics_ranges_collect_summary_and_manifest_say_not_reported(tmp_path, 
     manifest = json.loads((tmp_path / "out" / "r_run_manifest.json").read_text())
     cost = manifest["runs"][-1]["cost"]
     assert cost["prefix_cache_hit_rate"] is None and "than queries" in cost["prefix_cache_note"]
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        ({"input_tokens": 10, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 4}}, (10, 4, 5)),
+        (
+            {"input_tokens": 10, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 11}},
+            (10, None, 5),
+        ),
+        (
+            {"input_tokens": -1, "output_tokens": 5, "input_tokens_details": {"cached_tokens": -2}},
+            (None, None, 5),
+        ),
+        (
+            {"prompt_tokens": 3, "completion_tokens": -4, "prompt_tokens_details": {"cached_tokens": 3}},
+            (3, 3, None),
+        ),
+    ],
+)
+def test_metrics_ranges_token_counts_out_of_range_are_not_reported(usage, expected):
+    """The other figures a server reports, its usage counts: negative, or more cached tokens than prompt
+    tokens, is not a count."""
+    from ngrp_lib.artifacts.response import input_cached_output_tokens
+
+    assert input_cached_output_tokens({"usage": usage}) == expected
