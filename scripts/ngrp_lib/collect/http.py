@@ -84,12 +84,13 @@ def transient(failure: AttemptFailed) -> bool:
 
 
 @asynccontextmanager
-async def open_session(concurrency: int) -> AsyncIterator[Any]:
+async def open_session(concurrency: int | None) -> AsyncIterator[Any]:
     """The aiohttp session of one run, sized for `concurrency` requests in flight (created by the caller
-    of `collect` and passed in)."""
+    of `collect` and passed in); None: no limit of connections (the run's own limit holds)."""
     import aiohttp
 
-    connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
+    limit = 0 if concurrency is None else concurrency + 8
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as s:
         yield s
 

@@ -33,7 +33,7 @@ from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import expand, read_task_lines, sha256_file
 from .metrics import hit_rate, read_counts
-from .options import CollectOptions
+from .options import CollectOptions, sequence_limit
 from .preflight import (
     DEFAULT_TIMEOUT,
     REFUSED,
@@ -179,7 +179,7 @@ async def collect(
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
         cache_before = await read_counts(session, sampled, run.headers)
         try:
-            interrupted = await _work(run, options.concurrency, interrupt)
+            interrupted = await _work(run, interrupt)
         finally:
             run.close()
         plan.grow(len(run.added), run.added_seeded)
@@ -189,15 +189,23 @@ async def collect(
             cache_before, await read_counts(session, sampled, run.headers)
         )
         result.interrupted = interrupted
+        result.load = load_block(run)
         record_cost(options.manifest_path, result)
         return result
 
 
-async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
-    """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
+def load_block(run: Run) -> dict[str, Any]:
+    """Sequences (and requests) in flight over the run, against the limit and where it came from."""
+    assert run.queue is not None
+    return {"limit": run.limit, "limit_source": run.limit_source, **run.queue.load.to_json()}
+
+
+async def _work(run: Run, interrupt: Interrupt | None) -> bool:
+    """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early).
+    One worker per sequence the limit allows (a request carries at least one); the queue holds the rest."""
     groups = run.work()
     # one worker's error (a full disk) cancels the others before the session closes under them
-    workers = asyncio.ensure_future(run_workers(run.worker(groups) for _ in range(concurrency)))
+    workers = asyncio.ensure_future(run_workers(run.worker(groups) for _ in range(run.limit)))
     if interrupt is None:
         await workers
         return False
@@ -300,10 +308,16 @@ def _backend(
     log: Callable[[str], None],
     redactor: Redactor,
 ) -> Run:
+    limit, source = sequence_limit(options, servers.endpoints)
     common = {"to_run": to_run, "headers": auth_headers(options.api_key), "log": log, "redactor": redactor}
+    common["limit"] = limit
+    run: Run
     if servers.targets is not None:
-        return GymRun(options, disk, session, targets=servers.targets, **common)
-    return DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
+        run = GymRun(options, disk, session, targets=servers.targets, **common)
+    else:
+        run = DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
+    run.limit_source = source
+    return run
 
 
 def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudget) -> Path | None:

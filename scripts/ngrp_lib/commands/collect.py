@@ -132,9 +132,10 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
 @click.option(
     "--concurrency",
     type=count(maximum=10_000),
-    default=32,
-    show_default=True,
-    help="Requests in flight (a grouped request carries several rollouts).",
+    default=None,
+    help="Sequences in flight: rollouts being generated at once, whatever the request shape (a grouped "
+    "request of n choices counts n, and n never exceeds this). Default: the sum of the servers' "
+    "max_num_seqs from an `ngrp serve` endpoints file, else 128 per server.",
 )
 @click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
 @click.option(
@@ -423,6 +424,7 @@ def _render(result) -> str:
         f" over {result.elapsed_s:.1f}s; {_mean_reward_words(result)}",
     ]
     lines += cost_lines(result.cost, result.grouping)
+    lines += load_lines(result.load)
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -457,6 +459,17 @@ def _render_adaptive(result) -> str:
             " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
         ]
     return "\n".join(lines)
+
+
+def load_lines(load) -> list[str]:
+    """`load: sequences in flight mean 61.2, peak 64 of limit 64 (--concurrency); requests mean 4.1`."""
+    if not load:
+        return []
+    return [
+        f"load: sequences in flight mean {load['sequences_mean']:g}, peak {load['sequences_peak']} of limit"
+        f" {load['limit']} ({load['limit_source']}); requests in flight mean {load['requests_mean']:g},"
+        f" peak {load['requests_peak']}"
+    ]
 
 
 def cost_lines(cost, grouping) -> list[str]:
