@@ -164,3 +164,95 @@ def test_sequences_in_flight_at_the_server_stay_within_concurrency(vllm_server, 
     manifest = jsonl.read_json(names.manifest_path_for(out))
     assert manifest["runs"][-1]["load"] == load
     assert manifest["options"]["concurrency"] == 4
+
+
+@pytest.mark.vllm
+def test_a_timeout_fits_the_request_is_never_retried_silently_and_is_counted_everywhere(
+    vllm_server, tmp_path
+):
+    """Real vLLM, real timeouts: 256-token generations against --timeout 0.02 s per sequence. A grouped
+    request of 4 waits 4 x 0.02 s; each of the 3 requests is retried once, each retry said on stderr with
+    its cause; the message says what to change; the summary, the manifest, `check` and `health` count the
+    3 retries; and progress lines come at a steady pace on stderr (not a terminal here)."""
+    from test_collect_vllm import collect_args, ngrp, write_tasks
+
+    from ngrp_lib.artifacts import jsonl, names, schemas
+
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 3, max_tokens=256)
+    out = tmp_path / "rollouts.jsonl"
+    args = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4", "--concurrency", "8")
+    args += ["--timeout", "0.02", "--max-retries", "1", "--max-attempts", "1", "--abort-after", "100"]
+    done = ngrp(*args, "--progress-every", "0.2", "--json")
+    assert done.returncode == 1, done.stderr
+    summary = json.loads(done.stdout)
+    schemas.validator("collect_result").validate(summary)
+    assert summary["cost"]["requests"] == 3 and summary["failed"] == 12
+    assert summary["retries"] == {"timeout": 3}
+    assert done.stderr.count("retrying (timeout,") == 3, done.stderr
+    assert done.stderr.count("ngrp collect: progress: ") >= 2, done.stderr
+    failures = [r.data for r in jsonl.iter_rows(names.failures_path_for(out))]
+    assert len(failures) == 12
+    for row in failures:
+        assert row["_ng_failure_class"] == "timeout" and row["_ngrp_retries"] == 1
+        assert row["_ng_failure_message"] == (
+            "no answer within 0.08s from /v1/chat/completions (a request of 4 sequences: --timeout 0.02s per"
+            " sequence): raise --timeout, or lower --concurrency if the server is overloaded"
+        )
+    assert "raise --timeout (seconds per sequence" in summary["top_failures"][0]["fix"]
+    assert jsonl.read_json(names.manifest_path_for(out))["runs"][-1]["retries"] == {"timeout": 3}
+    materialized = names.materialized_path_for(out)
+    checked = ngrp("check", "--json", "--inputs", materialized, "--rollouts", out)
+    assert json.loads(checked.stdout)["retries"] == {"timeout": 3}
+    text = ngrp("check", "--inputs", materialized, "--rollouts", out).stdout
+    assert "retries: 3 requests the collector sent again (timeout 3); timeouts cost" in text
+    health = ngrp("health", "--json", "--no-write", "--inputs", materialized, "--rollouts", out)
+    report = json.loads(health.stdout)
+    schemas.validator("health_result").validate(report)
+    assert report["collector_retries"] == {"timeout": 3}
+
+
+def test_fill_rule_raises_while_there_is_no_queue_and_throughput_grows():
+    from ngrp_lib.collect.fill import FillRule
+
+    rule = FillRule(limit=16, cap=64)
+    # first measured step at the limit: 16 -> 20 (a quarter); tokens/s 100
+    assert rule.step(waiting=0, timed_out=False, in_flight=16, rate=100.0) == 20
+    # 20 binds and 110 >= 100 * 1.03: 20 -> 25
+    assert rule.step(waiting=0, timed_out=False, in_flight=19, rate=110.0) == 25
+    # the limit does not bind (in flight 20 < 0.9 * 25 = 22.5): hold, whatever the rate
+    assert rule.step(waiting=0, timed_out=False, in_flight=20, rate=500.0) == 25
+    # binds, but 112 < 110 * 1.03 = 113.3: throughput stopped growing, hold
+    assert rule.step(waiting=0, timed_out=False, in_flight=25, rate=112.0) == 25
+    assert (rule.raised, rule.lowered) == (2, 0)
+
+
+def test_fill_rule_backs_off_on_a_queue_or_a_timeout_and_does_not_retry_that_limit():
+    from ngrp_lib.collect.fill import FillRule
+
+    rule = FillRule(limit=40, cap=160)
+    assert rule.step(waiting=3, timed_out=False, in_flight=40, rate=100.0) == 30  # floor(40 * 3/4)
+    assert rule.cap == 39  # the limit that queued is never reached again
+    assert rule.step(waiting=0, timed_out=True, in_flight=30, rate=100.0) == 22  # floor(30 * 3/4)
+    assert rule.cap == 29
+    # no queue, binding, first growth measured: 22 -> 27, then 27 -> 29 (the ceiling), never past it
+    assert rule.step(waiting=0, timed_out=False, in_flight=22, rate=100.0) == 27
+    assert rule.step(waiting=0, timed_out=False, in_flight=27, rate=200.0) == 29
+    assert rule.step(waiting=0, timed_out=False, in_flight=29, rate=400.0) == 29
+    low = FillRule(limit=1, floor=1)
+    assert low.step(waiting=5, timed_out=False, in_flight=1, rate=None) == 1 and low.lowered == 0
+
+
+def test_raising_the_queue_limit_admits_waiting_requests():
+    """A worker waiting for room is admitted when the limit is raised (the controller's lever)."""
+
+    async def scenario() -> list[int]:
+        queue = WorkQueue(iter(_groups([2, 2, 2])), grows=False, limit=2)
+        first = await queue.take()
+        waiting = asyncio.ensure_future(queue.take())
+        await asyncio.sleep(0.01)
+        assert not waiting.done()  # 2 + 2 > 2
+        queue.limit = 4
+        second = await asyncio.wait_for(waiting, 1)
+        return [len(first or []), len(second or []), queue.load.sequences, queue.load.peak_limit]
+
+    assert asyncio.run(scenario()) == [2, 2, 4, 4]

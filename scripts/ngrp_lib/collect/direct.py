@@ -143,7 +143,7 @@ class DirectRun(Run):
         try:
             body = chat_request(row[RCP], endpoint.model, token_ids=self.options.return_token_ids)
             body.update({"n": n, "return_token_ids": True})
-            answer = await self._post(body, endpoint.base_url + "/chat/completions")
+            answer = await self._post(body, endpoint.base_url + "/chat/completions", sequences=n)
             replies = []
             for chat in split_choices(answer, n):
                 response = response_from_chat(chat, token_ids=self.options.return_token_ids)
@@ -154,8 +154,16 @@ class DirectRun(Run):
         except Exception as exc:
             raise _unusable(exc) from exc
 
-    async def _post(self, body: dict, url: str) -> dict:
-        payload = await post_json(self.session, url, orjson.dumps(body), self.headers, self.options.retry)
+    async def _post(self, body: dict, url: str, *, sequences: int = 1) -> dict:
+        payload = await post_json(
+            self.session,
+            url,
+            orjson.dumps(body),
+            self.headers,
+            self.options.retry,
+            sequences=sequences,
+            on_retry=self.note_retry,
+        )
         answer = jsonl.loads(payload)  # a lone surrogate escape reads as U+FFFD, as every row does
         if not isinstance(answer, dict):
             raise ConversionError(f"the server answered a JSON {type(answer).__name__}, not an object")

@@ -39,6 +39,7 @@ class CollectOptions:
     return_token_ids: bool = False
     group_requests: bool = True  # one request per task group (grouping.py); --one-request-per-rollout
     concurrency: int | None = None  # sequences in flight; None: from the servers (`sequence_limit`)
+    fill_batch: bool = False  # raise the limit while the servers have no queue (`fill.py`)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_attempts: int = 3
     abort_after: int = 16
@@ -48,7 +49,8 @@ class CollectOptions:
     skip_preflight: bool = False
     resume: bool = False
     overwrite: bool = False
-    progress: bool = False
+    progress: bool = False  # the redrawn bar (stderr is a terminal)
+    progress_every: float | None = None  # seconds between plain progress lines on stderr (off a terminal)
     gym_url: str | None = None  # Gym /run mode (gym_run.py)
     shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
     endpoint_files: tuple[str, ...] = ()  # --endpoints FILE as given: the resume command names them again
@@ -158,6 +160,7 @@ class CollectOptions:
                 "follow_redirects": self.retry.follow_redirects,
                 "endpoint_files": list(self.endpoint_files),
                 "one_request_per_rollout": not self.group_requests,
+                "fill_batch": self.fill_batch,
             },
             "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
             + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),

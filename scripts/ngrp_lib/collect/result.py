@@ -61,6 +61,7 @@ class CollectResult:
     cost: dict[str, Any] = field(default_factory=dict)  # `cost_block`: requests, rollouts, time, tokens
     grouping: dict[str, Any] = field(default_factory=dict)  # `grouping_block`: how rows became requests
     load: dict[str, Any] = field(default_factory=dict)  # `runner.load_block`: sequences in flight, limit
+    retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again (`http.retry_cause`)
 
     @property
     def exit_code(self) -> int:

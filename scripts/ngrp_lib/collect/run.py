@@ -21,6 +21,7 @@ Stopping early (admission stops; requests in flight finish, so up to `limit - 1`
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,7 +33,7 @@ from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
 from ..artifacts.terminal import visible
 from ..artifacts.usage import CostTally
 from .grouping import Grouper, Item, has_seed
-from .http import AttemptFailed
+from .http import AttemptFailed, retry_cause
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
 from .work import FollowUp, WorkQueue
@@ -140,12 +141,24 @@ class Run:
         # sequences in flight at most (`options.sequence_limit`, resolved by the runner)
         self.limit = limit or options.concurrency or 1 << 30
         self.limit_source = "--concurrency"
+        self.fill: Any = None  # the --fill-batch rule (`fill.FillRule`), set by the runner
         self.added: set[tuple[int, int]] = set()  # keys a follow-up added to the materialized file
         self.added_seeded = 0  # of them, rows whose request carries a seed
         self._materialized: jsonl.Appender | None = None  # opened by the first `extend`
+        self.retries: Counter[str] = Counter()  # cause -> retries sent (`http.retry_cause`)
 
     def log(self, text: str) -> None:
         self._log(self.redactor.text(text))
+
+    def note_retry(self, failure: AttemptFailed) -> None:
+        """A request is about to be sent again: counted by cause (the summary, the manifest, `check` and
+        `health` show them), and said on stderr: every timeout, and the first retry of each other cause."""
+        cause = retry_cause(failure)
+        self.retries[cause] += 1
+        self.tally.retries = sum(self.retries.values())
+        if cause == "timeout" or self.retries[cause] == 1:
+            message = self.redactor.text(failure.message, cut=True)
+            self.log(f"retrying ({cause}, {self.retries[cause]} so far): {message}")
 
     @property
     def stopped_early(self) -> str | None:
