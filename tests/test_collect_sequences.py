@@ -256,3 +256,28 @@ def test_raising_the_queue_limit_admits_waiting_requests():
         return [len(first or []), len(second or []), queue.load.sequences, queue.load.peak_limit]
 
     assert asyncio.run(scenario()) == [2, 2, 4, 4]
+
+
+@pytest.mark.vllm
+def test_fill_batch_raises_the_limit_while_the_server_has_no_queue(vllm_server, tmp_path):
+    """--fill-batch from 2 sequences: the tiny server (max_num_seqs 128) never queues 2, so the limit grows
+    at least once, the server never holds more than the peak limit, and the summary says so."""
+    from test_collect_vllm import collect_args, ngrp, write_tasks
+
+    from ngrp_lib.artifacts import schemas
+
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 8, max_tokens=32)
+    out = tmp_path / "rollouts.jsonl"
+    args = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "8", "--concurrency", "2")
+    with _Gauges(vllm_server.base_url) as gauges:
+        done = ngrp(*args, "--fill-batch", "--one-request-per-rollout", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    schemas.validator("collect_result").validate(summary)
+    fill = summary["load"]["fill_batch"]
+    assert summary["load"]["limit"] == 2 and fill["raised"] >= 1 and fill["peak_limit"] > 2
+    assert summary["load"]["sequences_peak"] <= fill["peak_limit"] <= 8  # at most 4x the start
+    assert 0 < gauges.peak <= fill["peak_limit"]
+    assert "sequences in flight: limit " in done.stderr
+    text = ngrp(*args, "--fill-batch", "--one-request-per-rollout", "--overwrite").stdout
+    assert "--fill-batch: limit raised " in text
