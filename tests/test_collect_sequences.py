@@ -167,9 +167,7 @@ def test_sequences_in_flight_at_the_server_stay_within_concurrency(vllm_server, 
 
 
 @pytest.mark.vllm
-def test_a_timeout_fits_the_request_is_never_retried_silently_and_is_counted_everywhere(
-    vllm_server, tmp_path
-):
+def test_a_timeout_fits_the_request_and_every_retry_is_said_and_counted(vllm_server, tmp_path):
     """Real vLLM, real timeouts: 256-token generations against --timeout 0.02 s per sequence. A grouped
     request of 4 waits 4 x 0.02 s; each of the 3 requests is retried once, each retry said on stderr with
     its cause; the message says what to change; the summary, the manifest, `check` and `health` count the
@@ -195,8 +193,9 @@ def test_a_timeout_fits_the_request_is_never_retried_silently_and_is_counted_eve
     for row in failures:
         assert row["_ng_failure_class"] == "timeout" and row["_ngrp_retries"] == 1
         assert row["_ng_failure_message"] == (
-            "no answer within 0.08s from /v1/chat/completions (a request of 4 sequences: --timeout 0.02s per"
-            " sequence): raise --timeout, or lower --concurrency if the server is overloaded"
+            f"no answer within 0.08s from {vllm_server.base_url}/chat/completions (a request of 4"
+            " sequences: --timeout 0.02s per sequence): raise --timeout, or lower --concurrency if the"
+            " server is overloaded"
         )
     assert "raise --timeout (seconds per sequence" in summary["top_failures"][0]["fix"]
     assert jsonl.read_json(names.manifest_path_for(out))["runs"][-1]["retries"] == {"timeout": 3}
