@@ -379,7 +379,8 @@ async def _collect(options, settings=None):
     assert task is not None
     try:
         with interrupt.on_sigint(asyncio.get_running_loop(), task):
-            async with open_session(options.concurrency) as session:
+            # --fill-batch may raise the limit past --concurrency: the run's own limit holds then
+            async with open_session(None if options.fill_batch else options.concurrency) as session:
                 if settings is not None:
                     from ..adaptive.rounds import collect_adaptive
 
