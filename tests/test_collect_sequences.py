@@ -280,3 +280,17 @@ def test_fill_batch_raises_the_limit_while_the_server_has_no_queue(vllm_server, 
     assert "sequences in flight: limit " in done.stderr
     text = ngrp(*args, "--fill-batch", "--one-request-per-rollout", "--overwrite").stdout
     assert "--fill-batch: limit raised " in text
+
+
+def test_progress_line_counts_done_failed_retries_and_the_load(monkeypatch):
+    import ngrp_lib.collect.progress as progress
+
+    tally = progress.Tally(total=752, started=0.0)
+    tally.completed, tally.failed = 120, 3
+    # 100 s in: 1.2 rollouts/s, (752 - 123) / 1.2 = 524 s left
+    monkeypatch.setattr(progress.time, "monotonic", lambda: 100.0)
+    line = progress.progress_line(tally, {"timeout": 5, "HTTP 503": 1}, {"sequences": 60, "limit": 64})
+    assert line == (
+        "progress: 120/752 done, 3 failed attempts, 6 retries (HTTP 503 1, timeout 5), 1.20 rollouts/s,"
+        " ETA 524s, 100s so far, sequences in flight 60 of 64"
+    )
