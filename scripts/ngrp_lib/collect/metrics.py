@@ -20,11 +20,17 @@ from .routing import Endpoint
 
 QUERIES = "vllm:prefix_cache_queries_total"
 HITS = "vllm:prefix_cache_hits_total"
+# tokens the server generated and prefilled (an aborted request's included): what a killed invocation
+# lost in flight is their growth less what its rows hold (`invocations.lost_in_flight`)
+GENERATED = "vllm:generation_tokens_total"
+PROMPT = "vllm:prompt_tokens_total"
+READ = (QUERIES, HITS, GENERATED, PROMPT)
 METRICS_LIMIT = 4 << 20  # bytes of /metrics read at most
 TIMEOUT_S = 5.0
 
 CACHE_INFO = "vllm:cache_config_info"  # an info gauge whose labels hold the cache config (block_size)
 Counts = dict[str, tuple[float, float]]  # server URL -> (queries, hits)
+Counters = dict[str, dict[str, float]]  # server URL -> counter name -> value (those it reports)
 
 
 def metrics_url(endpoint: Endpoint) -> str:
@@ -62,27 +68,41 @@ def parse_block_size(text: str) -> int | None:
     return None
 
 
-async def read_counts(
+async def read_counters(
     session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str], blocks: dict[str, int] | None = None
-) -> Counts:
-    """The prefix-cache counters of every server that reports them now (the others are left out); the
+) -> Counters:
+    """The counters in `READ` of every server whose `/metrics` answers now (the others are left out); the
     block size each server reports goes into `blocks` (URL -> tokens) when given."""
     endpoints = tuple(endpoints)
     found = await asyncio.gather(*(_one(session, e, headers) for e in endpoints))
-    out: Counts = {}
+    out: Counters = {}
     for endpoint, one in zip(endpoints, found, strict=True):
         if one is None:
             continue
-        queries, hits, block = one
-        out[endpoint.public_url] = (queries, hits)
+        counters, block = one
+        if counters:
+            out[endpoint.public_url] = counters
         if blocks is not None and block is not None:
             blocks[endpoint.public_url] = block
     return out
 
 
+def prefix_counts(counters: Counters) -> Counts:
+    """The prefix-cache (queries, hits) of the servers that report both."""
+    return {url: (c[QUERIES], c[HITS]) for url, c in counters.items() if QUERIES in c and HITS in c}
+
+
+async def read_counts(
+    session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str], blocks: dict[str, int] | None = None
+) -> Counts:
+    """The prefix-cache counters of every server that reports them now (the others are left out); the
+    block size each server reports goes into `blocks` (URL -> tokens) when given."""
+    return prefix_counts(await read_counters(session, endpoints, headers, blocks))
+
+
 async def _one(
     session: Any, endpoint: Endpoint, headers: dict[str, str]
-) -> tuple[float, float, int | None] | None:
+) -> tuple[dict[str, float], int | None] | None:
     import aiohttp
 
     url = metrics_url(endpoint)
@@ -95,10 +115,7 @@ async def _one(
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, AttemptFailed):
         return None
     text = body.decode("utf-8", errors="replace")
-    counters = parse_counters(text, (QUERIES, HITS))
-    if QUERIES not in counters or HITS not in counters:
-        return None
-    return counters[QUERIES], counters[HITS], parse_block_size(text)
+    return parse_counters(text, READ), parse_block_size(text)
 
 
 def cache_note(
@@ -134,15 +151,46 @@ def cache_note(
 
 
 def hit_rate(before: Counts, after: Counts) -> float | None:
-    """Hits over queries between the two samples, over servers present in both; None when no server
-    reported, or none was queried (a counter that went down means the server restarted: left out)."""
+    """Hits over queries between the two samples (see `prefix_cache`), None when not reported."""
+    return prefix_cache(before, after)[0]
+
+
+def prefix_cache(before: Counts, after: Counts) -> tuple[float | None, str | None]:
+    """(rate, note): hits over queries between the two samples, summed over the servers present in both
+    whose figures hold; the note names each server left out and why. A figure read from a server is
+    believed only in range: every counter finite and >= 0, hits <= queries, neither going down (a restart,
+    or a peer that invents them). The rate is None ("not reported") when no server's figures hold or none
+    was queried, never a number outside [0, 1]."""
     queries = hits = 0.0
+    refused: list[str] = []
     for url, (q0, h0) in before.items():
         if url not in after:
             continue
         q1, h1 = after[url]
-        if q1 < q0 or h1 < h0:
+        why = _out_of_range(q0, h0, q1, h1)
+        if why is not None:
+            refused.append(f"{url}: {why}")
             continue
         queries += q1 - q0
         hits += h1 - h0
-    return round(hits / queries, 4) if queries > 0 else None
+    rate = round(hits / queries, 4) if queries > 0 else None
+    if rate is not None and not 0 <= rate <= 1:  # pragma: no cover - each server's figures are in range
+        rate = None
+    note = None
+    if refused:
+        shown = "; ".join(refused[:3]) + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        note = f"/metrics figures out of range, left out: {shown}"
+    return rate, note
+
+
+def _out_of_range(q0: float, h0: float, q1: float, h1: float) -> str | None:
+    """Why one server's two samples cannot be believed, or None when they hold."""
+    import math
+
+    if not all(math.isfinite(v) and v >= 0 for v in (q0, h0, q1, h1)):
+        return "a counter is negative or not finite"
+    if q1 < q0 or h1 < h0:
+        return "a counter went down (a restart?)"
+    if h0 > q0 or h1 > q1 or h1 - h0 > q1 - q0:
+        return f"more prefix-cache hits ({h1 - h0:g}) than queries ({q1 - q0:g})"
+    return None

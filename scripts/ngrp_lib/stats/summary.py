@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.reading import MAX_DEPTH
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
@@ -436,6 +437,13 @@ def _overall_notes(
             f"{read['profile_rollouts_not_in_file']} profiled rollouts are not in the "
             "rollouts file: left out of majority@k and truncation"
         )
+    if read is not None and read.get("refused_lines"):
+        lines = read["refused_lines"]
+        shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+        notes.append(
+            f"{len(lines)} row(s) of the rollouts file nest more than {MAX_DEPTH} levels deep:"
+            f" refused, skipped (line {shown})"
+        )
     if overall.majority_at_k is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
         if all(answer is None for answer in data.extras["answer"].flat):
@@ -514,6 +522,7 @@ def compute_stats(
         per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
     else:  # every repeat: the profile's token totals count every repeat too
         per_task, task_cols = adaptive_per_task(full, settings, labels, run)
+    add_source_lines(per_task, profile, rollouts)
     successes = int(np.nansum(task_cols["successes"])) if "successes" in task_cols else None
     informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
@@ -529,6 +538,16 @@ def compute_stats(
         adaptive=None if run is None else run.summary(),
         cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run)),
     )
+
+
+def add_source_lines(rows: list[dict], profile: Path | str, rollouts: Path | str | None) -> None:
+    """Each per-task row's `source_lines` (1-based lines of the task file, from the run manifest beside
+    the rollouts: `artifacts.task_lines`), None where no manifest records them."""
+    from ..artifacts import task_lines
+
+    lines = task_lines.for_rollouts(rollouts) or task_lines.for_profile(profile)
+    for row in rows:
+        row["source_lines"] = None if lines is None else lines.of(row["task"])
 
 
 def _first_round_tokens(profile: Path | str, rollouts: Path | str | None, run: AdaptiveRun | None) -> Any:
