@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import kinds
 from ..artifacts.jsonl import iter_rows, read_json
-from ..artifacts.names import TASK_KEY, agent_name, rollout_key
+from ..artifacts.kinds import sniff
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, rollout_key
 from ..errors import InputError
 from .check_result import ERROR, NOTE, WARNING, Finding
 
@@ -54,28 +56,76 @@ def inputs_shape(path: Path) -> RunShape:
 
 
 def shape_of(path: Path) -> RunShape:
-    """Read `path` for what it says about the run, by its name (Gym's and ngrp's names)."""
-    name = path.name
-    if name.endswith("_reward_profiling.jsonl"):
-        return _profile(path)
-    if name.endswith("quality_summary.json"):
-        return _quality_summary(path)
-    if name.endswith("rollout_verdicts.jsonl"):
-        return _verdicts(path)
-    if name.endswith("_repeat_level_metrics.json"):
-        return _repeat_levels(path)
-    if name.endswith("_profile_summary.json"):
-        return _profile_summary(path)
-    if name.endswith("_agent_metrics.json"):
+    """Read `path` for what it says about the run. Recognised by its content, as `ngrp validate` does (a
+    renamed `*_2rows.jsonl` profile is still a profile); by Gym's and ngrp's names only when the content
+    does not tell."""
+    kind = kind_from_content(path) or _kind_from_name(path.name)
+    if kind is None:
+        raise InputError(
+            "not a file check can hold against the inputs (neither its content nor its name says which)",
+            path=path,
+            hint="give a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json, "
+            "quality_summary.json or rollout_verdicts.jsonl",
+        )
+    if kind == AGENT_METRICS:
         return RunShape(
             path, "agent metrics", notes=[f"{path}: agent metrics hold no task or rollout counts"]
         )
-    raise InputError(
-        "not a file check can hold against the inputs",
-        path=path,
-        hint="give a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json, "
-        "quality_summary.json or rollout_verdicts.jsonl",
-    )
+    return _READERS[kind](path)
+
+
+PROFILE, QUALITY, VERDICTS, REPEATS, PROFILE_SUMMARY, AGENT_METRICS = (
+    "profile", "quality", "verdicts", "repeats", "profile_summary", "agent_metrics"
+)  # fmt: skip
+_NAMES = (
+    ("_reward_profiling.jsonl", PROFILE),
+    ("quality_summary.json", QUALITY),
+    ("rollout_verdicts.jsonl", VERDICTS),
+    ("_repeat_level_metrics.json", REPEATS),
+    ("_profile_summary.json", PROFILE_SUMMARY),
+    ("_agent_metrics.json", AGENT_METRICS),
+)
+
+
+def _kind_from_name(name: str) -> str | None:
+    return next((kind for suffix, kind in _NAMES if name.endswith(suffix)), None)
+
+
+def kind_from_content(path: Path) -> str | None:
+    """The kind of run file `path` holds, from what is in it; None when it cannot tell. A JSONL file by its
+    first rows (`kinds.sniff`, validate's rule); a JSON file by its shape: an object with `run` and `tasks`
+    is a quality summary, one with `tool` and `counts` a profile summary; a list of objects each with a
+    `_ng_rollout_index` is repeat-level metrics, one of objects with Gym's `mean/...` keys and none agent
+    metrics."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64).lstrip()
+    except OSError:
+        return None  # the reader says why
+    if head.startswith(b"{"):
+        found = sniff(path)  # rows of a JSONL file (one row is a JSON object too)
+        if found is not None:
+            return {kinds.PROFILE: PROFILE, kinds.VERDICTS: VERDICTS}.get(found)
+    elif not head.startswith(b"["):
+        return None
+    try:
+        data = read_json(path)
+    except InputError:
+        return None
+    if isinstance(data, dict):
+        if "run" in data and "tasks" in data:
+            return QUALITY
+        if "tool" in data and "counts" in data:
+            return PROFILE_SUMMARY
+        return None
+    entries = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+    if not entries or len(entries) != len(data):
+        return None
+    if all(ROLLOUT_KEY in e for e in entries):
+        return REPEATS
+    if all(not (set(e) & {ROLLOUT_KEY, TASK_KEY}) and any(k.startswith("mean/") for k in e) for e in entries):
+        return AGENT_METRICS
+    return None
 
 
 def _profile(path: Path) -> RunShape:
@@ -129,6 +179,15 @@ def _profile_summary(path: Path) -> RunShape:
     return RunShape(
         path, "profile summary", total=expected if type(expected) is int else None, partial_ok=False
     )
+
+
+_READERS = {
+    PROFILE: lambda p: _profile(p),
+    QUALITY: lambda p: _quality_summary(p),
+    VERDICTS: lambda p: _verdicts(p),
+    REPEATS: lambda p: _repeat_levels(p),
+    PROFILE_SUMMARY: lambda p: _profile_summary(p),
+}
 
 
 def _object(path: Path) -> dict[str, Any]:

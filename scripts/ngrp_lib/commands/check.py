@@ -26,9 +26,10 @@ def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str,
     Streams both files; each finding names the command that fixes it.
 
     OTHER_FILES (a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json,
-    quality_summary.json, rollout_verdicts.jsonl) are each held against the inputs: a task, key, repeat
-    or rollout count the inputs do not have is an error naming both files and both numbers (files of
-    two runs in one folder); fewer is a warning (a partial run).
+    quality_summary.json, rollout_verdicts.jsonl; told by content, so a renamed one is read too) are each
+    held against the inputs: a task, key, repeat or rollout count the inputs do not have is an error
+    naming both files and both numbers (files of two runs in one folder); fewer is a warning (a
+    partial run).
 
     \b
     Example:
