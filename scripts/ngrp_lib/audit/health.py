@@ -31,6 +31,7 @@ from ..artifacts.jsonl import (
     refuse_existing,
 )
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
+from ..artifacts.live import live_run
 from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
@@ -338,6 +339,12 @@ def run_health(
     }  # fmt: skip
     causes = summary["ngrp"]["causes"]
     _add_collector_stop(causes, rollouts)
+    live = live_run(rollouts)
+    if live is not None:  # keys not written yet are not "never attempted": a collector is writing them
+        causes["unscored"]["in_progress"] = live.to_json()
+        causes["unscored"]["collector_stopped"] = None
+        if causes["unscored"]["not_judged"]:
+            causes["unscored"]["not_judged_attempted"] = "in_progress"
     # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
     inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
     causes["answer"] = answer_text(

@@ -82,6 +82,7 @@ def causes_block(tally: CauseTally, expected: int, missing: int, failures_read: 
             "not_judged": missing,
             "not_judged_attempted": ("never" if failures_read else "unknown") if missing else None,
             "collector_stopped": None,  # run_health fills it from the run manifest
+            "in_progress": None,  # run_health: `live.LiveRun.to_json()` while a collector holds the lock
             "outside_inputs": {"total": sum(tally.outside.values()), "by_check": _by_check(tally.outside)},
         },
         "zero_rewards": {
@@ -141,7 +142,13 @@ def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -
                 if unscored["not_judged_attempted"] == "never"
                 else "without a rollout (no failures file was read: whether attempted is unknown)"
             )
-            if unscored.get("collector_stopped"):
+            live = unscored.get("in_progress")
+            if live:
+                words = (
+                    f"not written yet: the run is in progress (a collector, pid {live['pid']}, holds "
+                    f"{live['lock']} since {live['since']}); ask again when it has finished"
+                )
+            elif unscored.get("collector_stopped"):
                 words += f" because the collector stopped: {unscored['collector_stopped']}"
             parts.append(f"{unscored['not_judged']} {words}")
         head = (

@@ -92,6 +92,8 @@ def render_text(r: CheckResult) -> str:
     lines.append(
         "result: complete and consistent"
         if r.exit_code == 0
+        else "result: in progress, not complete yet (exit 1)"
+        if r.in_progress
         else "result: NOT complete or consistent (exit 1)"
     )
     return "\n".join(lines)
