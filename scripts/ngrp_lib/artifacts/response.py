@@ -22,7 +22,8 @@ Finish
 Truncated (one meaning in every command: check, health, inspect, view, stats, report)
 - `stopped_at_token_cap`: the response stopped at the token limit: it says so (`incomplete_details.reason`
   is `max_output_tokens`, `length` or `max_tokens`), or its completion tokens reached the request's
-  `max_output_tokens`, said or not. An `incomplete` status for another reason (a content filter) is not.
+  `max_output_tokens`, said or not (in a response of one model call: an agent's usage sums its calls,
+  the cap is per call). An `incomplete` status for another reason (a content filter) is not.
 - `truncated`: the same for a rollout row, its cap from the request it stored unless the caller knows it.
 
 Usage (three readings, each named for what it returns; they differ on purpose, see each docstring)
@@ -256,12 +257,18 @@ def output_tokens_or_zero(response: dict) -> int:
 
 def stopped_at_token_cap(response: Any, cap: Any, completion: int | None) -> bool:
     """THE meaning of "truncated" (see the module's docstring): a length stop the response reports, or
-    `completion` tokens (as `prompt_and_completion_tokens` reads them) at or past a positive `cap`."""
+    `completion` tokens (as `prompt_and_completion_tokens` reads them) at or past a positive `cap` in a
+    response of one model call. An agent's response of several model turns sums their usage (Gym
+    accumulates it) while the cap is per call: its sum says nothing, only a reported length stop does."""
     if not isinstance(response, dict):
         return False
     if stop_reason(response) in LENGTH_REASONS:
         return True
-    return type(cap) is int and cap > 0 and completion is not None and completion >= cap
+    if not (type(cap) is int and cap > 0 and completion is not None and completion >= cap):
+        return False
+    from .items import turns_and_calls  # items reads texts from here: imported when needed, no cycle
+
+    return turns_and_calls(response)[0] <= 1
 
 
 def request_token_cap(row: dict) -> int | None:

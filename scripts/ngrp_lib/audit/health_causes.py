@@ -13,12 +13,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .health_checks import INFRASTRUCTURE, POLICY, RECORD, REGISTRY, SETTING, VERIFIER
+from .health_checks import INFRASTRUCTURE, POLICY, RECORD, REGISTRY, SETTING, UNKNOWN, VERIFIER
 
 if TYPE_CHECKING:
     from .health_checks import Digest
 
-PRECEDENCE = (RECORD, INFRASTRUCTURE, SETTING, VERIFIER, POLICY)
+PRECEDENCE = (RECORD, INFRASTRUCTURE, SETTING, VERIFIER, UNKNOWN, POLICY)
 CAUSE_OF = {check.id: check.cause for check in REGISTRY}
 CLEAN = "clean"  # a zero with no finding: a wrong answer, the policy's
 UNEXPLAINED = "unexplained"  # no score and no finding (the check that would say why was ignored)

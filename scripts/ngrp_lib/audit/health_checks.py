@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts.items import turns_and_calls
 from ..artifacts.names import USAGE_MISSING
 from ..artifacts.response import (
     FAILED_STATUSES,
@@ -36,11 +35,14 @@ from .verifier_checks import answer_fields, has_answers, stated_expected
 
 ROLLOUT, TASK = "rollout", "task"
 # What a finding says about whose fault a rollout's zero (or missing score) is, one class per check.
-RECORD, INFRASTRUCTURE, SETTING, VERIFIER, POLICY = (
+# UNKNOWN: the row lacks what would tell (usage counts missing: whether the reply stopped at the cap, or
+# the server failed to count, cannot be told), so the zero is nobody's for certain.
+RECORD, INFRASTRUCTURE, SETTING, VERIFIER, UNKNOWN, POLICY = (
     "record",
     "infrastructure",
     "setting",
     "verifier",
+    "unknown",
     "policy",
 )
 
@@ -77,7 +79,8 @@ REGISTRY: tuple[Check, ...] = (
     ),
     Check(
         "model_call_missing_token_counts", ROLLOUT, "response.usage",
-        "usage lacks a prompt or completion token count", INFRASTRUCTURE,
+        "usage lacks a prompt or completion token count (the server did not count, or the agent did not"
+        " pass the counts on: no fault shown)", UNKNOWN,
     ),
     Check(
         "model_call_failed", ROLLOUT, "response.status, response.error, failures sidecar",
@@ -257,7 +260,8 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     explained, answer = False, None
     if type(response) is dict:
         explained, answer = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
-        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings)
+        ended = row.get("terminated") is True  # the environment ended the episode (Gymnasium's flag)
+        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings, ended)
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
     if CONTEXT_FULL not in ignored:
@@ -326,12 +330,7 @@ def _response_checks(
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
     answer, reasoning = final_and_reasoning(response)  # the one reading of both every command shares
-    if cap is not None and completion is not None and completion >= cap and turns_and_calls(response)[0] > 1:
-        cap = None  # an agent's usage sums its model calls (Gym accumulates it); the cap is per call
-    if not explained and (
-        response.get("incomplete_details")
-        or (cap is not None and completion is not None and completion >= cap)
-    ):
+    if not explained and stopped_at_token_cap(response, cap, completion):  # the one rule, as check's
         explained = _cap_checks(response, completion, cap, ignored, judged.findings)
     if not explained and (not answer or answer.isspace()) and not made_tool_call(response):
         explained = _answer_checks(answer, reasoning, ignored, judged.findings)

@@ -1,0 +1,159 @@
+"""Agent rollouts as NeMo Gym's own environments write them (issue 36, wrong turns 8 and 9):
+
+- one truncation rule everywhere: an agent's usage sums its model calls while `max_output_tokens` is per
+  call, so `check`, `inspect` and `health` all read a several-turn rollout whose summed output tokens pass
+  the cap as not truncated (before, `check` and `inspect` flagged it and `health` did not), and all read a
+  reported length stop, or a one-call reply at the cap, as truncated;
+- a rollout whose last item is the environment's own terminal step (a single-step click, a finished
+  wordle game: `terminated: true`) is not `ngrp/ended_on_tool_call`, so its zero is not the setting's;
+- a zero whose usage counts are missing is "unknown", not the infrastructure's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from agent_rows import _call, _output, agent_row, materialized
+
+CAP = 100  # per model call; a 4-turn agent row reports 160 output tokens in all
+
+
+def _write(folder: Path, rows: list[dict]) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rollouts, inputs = folder / "r.jsonl", folder / "r_materialized_inputs.jsonl"
+    rollouts.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    inputs.write_bytes(
+        b"".join(
+            orjson.dumps(
+                {
+                    **materialized(r["_ng_task_index"], r["_ng_rollout_index"]),
+                    "responses_create_params": r["responses_create_params"],
+                }  # fmt: skip
+            )
+            + b"\n"
+            for r in rows
+        )
+    )
+    return inputs, rollouts
+
+
+def _capped(row: dict, cap: int = CAP) -> dict:
+    row["responses_create_params"] = {**row["responses_create_params"], "max_output_tokens": cap}
+    return row
+
+
+def _truncation_run(tmp_path: Path) -> tuple[Path, Path]:
+    several = [_capped(agent_row(0, r, turns=4)) for r in range(2)]  # 160 tokens summed over 4 calls
+    stopped = _capped(agent_row(1, 0, turns=4))  # the server said it stopped at the cap
+    stopped["response"]["incomplete_details"] = {"reason": "max_output_tokens"}
+    stopped["response"]["status"] = "incomplete"
+    one_call = _capped(agent_row(1, 1, turns=1), cap=40)  # one call, 40 tokens at a cap of 40
+    return _write(tmp_path, [*several, stopped, one_call])
+
+
+def test_one_truncation_rule_in_check_inspect_and_health(tmp_path, run_ngrp):
+    inputs, rollouts = _truncation_run(tmp_path)
+    check = json.loads(run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, "--json").stdout)
+    health = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    inspect = run_ngrp("inspect", rollouts, "--truncated", "--json")
+    assert inspect.returncode == 0, inspect.stderr
+    lines = [json.loads(line) for line in inspect.stdout.splitlines()]  # JSON Lines, a rollout each
+    shown = {(r["_ng_task_index"], r["_ng_rollout_index"]) for r in lines}
+    by_health = next(c["affected"] for c in health["checks"] if c["id"] == "ngrp/truncated_at_token_cap")
+    assert check["counts"]["stopped_at_token_cap"] == 2
+    assert by_health == 2
+    assert shown == {(1, 0), (1, 1)}
+
+
+def _single_step(task: int, rollout: int, hit: bool) -> dict:
+    """Gym's circle_click shape: one model turn, one `click` call, the environment's answer last."""
+    row = agent_row(task, rollout, turns=1, components={"correctness": 1.0 if hit else 0.0})
+    key = f"{task}_{rollout}"
+    row["response"]["output"] = [
+        _call(key, 1, '{"x": 123, "y": 511}', "click"),
+        _output(key, 1, '{"x":123,"y":511}'),
+    ]
+    return row
+
+
+def _finished_game(task: int, rollout: int, won: bool) -> dict:
+    """Gym's wordle shape: several turns, the last guess a call with no output, `terminated: true`."""
+    row = agent_row(task, rollout, turns=3, components={"correctness": 1.0 if won else 0.0})
+    key = f"{task}_{rollout}"
+    row["response"]["output"].append(_call(key, 9, '{"guess": "crump"}', "submit_guess"))
+    row.update(terminated=True, truncated=False)
+    return row
+
+
+def test_the_environments_terminal_step_is_not_ended_on_tool_call(tmp_path, run_ngrp):
+    rows = [_single_step(0, r, hit=r == 0) for r in range(3)] + [
+        _finished_game(1, r, won=r == 0) for r in range(3)
+    ]
+    cut = agent_row(
+        2, 0, turns=4, defect="no_answer", components={"correctness": 0.0}
+    )  # stopped at max_steps
+    inputs, rollouts = _write(tmp_path, [*rows, cut])
+    data = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    ended = next(c for c in data["checks"] if c["id"] == "ngrp/ended_on_tool_call")
+    assert ended["affected"] == 1  # only the agent cut short at its step limit
+    zero = data["causes"]["zero_rewards"]
+    assert zero["total"] == 5 and zero["by_cause"]["setting"] == 1 and zero["by_cause"]["policy"] == 4
+    assert "4 are the policy's (4 clean wrong answers)" in data["causes"]["answer"]
+
+
+def test_missing_usage_is_unknown_not_infrastructure(tmp_path, run_ngrp):
+    rows = [agent_row(0, r, turns=2, components={"correctness": 0.0}) for r in range(3)]
+    for row in rows[:2]:
+        del row["response"]["usage"]
+    inputs, rollouts = _write(tmp_path, rows)
+    data = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    zero = data["causes"]["zero_rewards"]
+    assert zero["by_cause"]["infrastructure"] == 0 and zero["by_cause"]["unknown"] == 2
+    assert zero["by_cause"]["policy"] == 1
+    assert "2 unknown (model_call_missing_token_counts 2)" in data["causes"]["answer"]
+    assert (
+        next(c["cause"] for c in data["checks"] if c["id"] == "model_call_missing_token_counts") == "unknown"
+    )
+
+
+def _gym_examples() -> Path | None:
+    venv = os.environ.get("NGRP_GYM_VENV")
+    found = sorted(Path(venv).glob("lib/python3*/site-packages/resources_servers")) if venv else []
+    return found[0] if found else None
+
+
+@pytest.mark.gym
+@pytest.mark.parametrize("server", ["circle_click", "wordle"])
+def test_gyms_own_example_rollouts_are_not_a_setting_fault(tmp_path, run_ngrp, server):
+    """Gym's committed example rows (clicks, wordle games): a click and a finished game are not
+    ended_on_tool_call and their zeros not "setting"; a game cut at the environment's turn limit is."""
+    root = _gym_examples()
+    if root is None:
+        pytest.skip("NGRP_GYM_VENV is not set: `export NGRP_GYM_VENV=$(.ci/install_gym.sh)` for the gym tier")
+    rows = [
+        json.loads(line)
+        for line in (root / server / "data" / "example_rollouts.jsonl").read_text().splitlines()
+    ]
+    inputs, rollouts = tmp_path / "m.jsonl", tmp_path / "r.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    inputs.write_text("".join(json.dumps({k: r[k] for k in ("responses_create_params", "_ng_task_index",
+                                          "_ng_rollout_index")}) + "\n" for r in rows))  # fmt: skip
+    data = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    # only a game the environment cut at its own step limit (Gymnasium's `truncated: true`) is the setting's
+    cut = [r for r in rows if r.get("truncated") is True]
+    assert next(c["affected"] for c in data["checks"] if c["id"] == "ngrp/ended_on_tool_call") == len(cut)
+    zeros_cut = sum(1 for r in cut if r["reward"] == 0)
+    assert data["causes"]["zero_rewards"]["by_cause"]["setting"] == zeros_cut
+    assert data["causes"]["zero_rewards"]["total"] > zeros_cut  # the finished games' zeros are the policy's
