@@ -157,3 +157,64 @@ def test_gyms_own_example_rollouts_are_not_a_setting_fault(tmp_path, run_ngrp, s
     zeros_cut = sum(1 for r in cut if r["reward"] == 0)
     assert data["causes"]["zero_rewards"]["by_cause"]["setting"] == zeros_cut
     assert data["causes"]["zero_rewards"]["total"] > zeros_cut  # the finished games' zeros are the policy's
+
+
+def _aviary_examples() -> list[dict] | None:
+    root = _gym_examples()
+    if root is None:
+        return None
+    path = root / "aviary" / "data" / "example_rollouts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _transitions(task: int, rollout: int, answered: bool) -> dict:
+    """Gym's aviary shape (`return_transitions`): the output is a list of transitions, each the
+    conversation after that step (the user's task first), each extending the one before."""
+    row = agent_row(task, rollout, turns=3, components={"correctness": 0.0})
+    flat = row["response"]["output"]
+    if not answered:
+        flat = flat[:-2]  # stopped after a call's output: no final message
+    user = {"content": "Which page documents it?", "role": "user", "type": "message"}
+    row["response"]["output"] = [[user, *flat[:3]], [user, *flat]]
+    row["response"]["contains_transitions"] = True
+    row["response"]["env_id"], row["response"]["group_id"] = "e", str(task)
+    return row
+
+
+def test_aviarys_nested_outputs_are_read_in_health_and_inspect(tmp_path, run_ngrp):
+    rows = [_transitions(0, 0, answered=True), _transitions(0, 1, answered=False)]
+    broken = _transitions(0, 2, answered=True)
+    broken["response"]["output"][1][0] = {"content": "another task", "role": "user", "type": "message"}
+    inputs, rollouts = _write(tmp_path, [*rows, broken])
+    data = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    affected = {c["id"]: c["affected"] for c in data["checks"] if c["affected"]}
+    # the answered one is a clean wrong answer; the other ended on a tool output; the third is said unreadable
+    assert affected == {"ngrp/ended_on_tool_call": 1, "ngrp/output_unreadable": 1}, affected
+    assert "ngrp/empty_final_answer" not in affected
+    shown = run_ngrp("inspect", rollouts, "--task", "0", "--full")
+    assert shown.returncode == 0, shown.stderr
+    assert "Feature 0 is on page 1." in shown.stdout  # the final message, from the last transition
+    assert shown.stdout.count("search_docs") >= 2
+
+
+@pytest.mark.gym
+def test_gyms_own_aviary_rows_have_answers_not_empty_final_answer(tmp_path, run_ngrp):
+    rows = _aviary_examples()
+    if rows is None:
+        pytest.skip("NGRP_GYM_VENV is not set: `export NGRP_GYM_VENV=$(.ci/install_gym.sh)` for the gym tier")
+    for i, row in enumerate(rows):  # Gym's committed file has no identity keys: numbered here
+        row.update(_ng_task_index=i, _ng_rollout_index=0)
+    inputs, rollouts = tmp_path / "m.jsonl", tmp_path / "r.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    inputs.write_text("".join(json.dumps({k: r[k] for k in ("responses_create_params", "_ng_task_index",
+                                          "_ng_rollout_index")}) + "\n" for r in rows))  # fmt: skip
+    data = json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )
+    affected = {c["id"]: c["affected"] for c in data["checks"] if c["affected"]}
+    assert "ngrp/empty_final_answer" not in affected and "ngrp/output_unreadable" not in affected, affected
+    last = rows[0]["response"]["output"][-1][-1]["content"][0]["text"]
+    shown = run_ngrp("inspect", rollouts, "--task", "0", "--full")
+    assert last in shown.stdout and "calculator" in shown.stdout  # the final answer and the tool call

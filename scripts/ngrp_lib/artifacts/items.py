@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from .response import parts_text
+from .response import output_list, parts_text
 
 REASONING, MESSAGE, CALL, CALL_OUTPUT = "reasoning", "message", "function_call", "function_call_output"
 MODEL_ROLES = (None, "assistant")
@@ -109,7 +109,7 @@ def read_items(items: Any, *, numbered: bool = True) -> list[Item]:
 
 def readable_output(response: Any) -> list[Item]:
     """The items of `response.output` in order, with their turn numbers."""
-    return read_items(response.get("output") if isinstance(response, dict) else None)
+    return read_items(output_list(response))
 
 
 def readable_input(params: Any) -> list[Item]:
@@ -119,8 +119,8 @@ def readable_input(params: Any) -> list[Item]:
 
 def turns_and_calls(response: Any) -> tuple[int, int]:
     """(model turns, function calls) of a response, counted without building items (every row of a run)."""
-    output = response.get("output") if isinstance(response, dict) else None
-    if not isinstance(output, list):
+    output = output_list(response)
+    if output is None:
         return 0, 0
     turns = calls = 0
     open_turn = False

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from ..artifacts.items import CALL, CALL_OUTPUT, MESSAGE, MODEL_ROLES, REASONING
+from ..artifacts.response import output_list
 
 ARGS_INVALID = "ngrp/tool_arguments_invalid"
 OUTPUT_ERROR = "ngrp/tool_output_error"
@@ -90,8 +91,8 @@ def agent_findings(
     """Append a finding per agent check that fires on this response (one per check: its first place,
     with a count where there are several). `terminated`: the row says the environment ended the episode
     (Gymnasium's `terminated: true`), so ending on a tool call is the environment's last step."""
-    output = response.get("output")
-    if type(output) is not list or not output:
+    output = output_list(response)
+    if not output:
         return
     turn, open_turn = 0, False
     bad_args: list[dict] = []

@@ -23,6 +23,7 @@ from ..artifacts.response import (
     final_and_reasoning,
     has_content,
     made_tool_call,
+    nested_output_problem,
     prompt_and_completion_tokens,
     stop_reason,
     stopped_at_token_cap,
@@ -34,6 +35,7 @@ from .verifier_checks import CHECK as EXPECTED_IN_REPLY
 from .verifier_checks import answer_fields, has_answers, stated_expected
 
 ROLLOUT, TASK = "rollout", "task"
+UNREADABLE_OUTPUT = "ngrp/output_unreadable"
 # What a finding says about whose fault a rollout's zero (or missing score) is, one class per check.
 # UNKNOWN: the row lacks what would tell (usage counts missing: whether the reply stopped at the cap, or
 # the server failed to count, cannot be told), so the zero is nobody's for certain.
@@ -93,6 +95,11 @@ REGISTRY: tuple[Check, ...] = (
     Check(
         "ngrp/record_without_identity", ROLLOUT, "record",
         "no integer _ng_task_index / _ng_rollout_index: cannot be joined", RECORD,
+    ),
+    Check(
+        UNREADABLE_OUTPUT, ROLLOUT, "response.output",
+        "response.output is nested lists that are not Gym's aviary transitions: its items cannot be read",
+        RECORD,
     ),
     Check(
         "ngrp/truncated_at_token_cap", ROLLOUT, "response, materialized max_output_tokens",
@@ -170,6 +177,7 @@ RESPONSE_IDS = (
     "ngrp/tool_output_error",
     "ngrp/tool_call_loop",
     "ngrp/ended_on_tool_call",
+    UNREADABLE_OUTPUT,
     EXPECTED_IN_REPLY,
 )
 # Checks with a condition under which they do not apply (counted as not applicable, not unobserved).
@@ -329,6 +337,10 @@ def _response_checks(
     explained = False
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
+    unreadable = nested_output_problem(response)  # said, never read as an empty answer
+    if unreadable is not None and UNREADABLE_OUTPUT not in ignored:
+        judged.findings.append(finding(UNREADABLE_OUTPUT, {"problem": unreadable}))
+        explained = True
     answer, reasoning = final_and_reasoning(response)  # the one reading of both every command shares
     if not explained and stopped_at_token_cap(response, cap, completion):  # the one rule, as check's
         explained = _cap_checks(response, completion, cap, ignored, judged.findings)
