@@ -63,3 +63,30 @@ def test_a_file_neither_content_nor_name_tells_is_refused_naming_it(tmp_path, ru
     proc = run_ngrp("check", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl",
                     "notes.json")  # fmt: skip
     assert proc.returncode == 3 and "notes.json" in proc.stderr
+
+
+def test_a_quality_summary_of_more_rows_than_the_rollouts_is_not_called_agreeing(tmp_path, run_ngrp):
+    """Issue 36, wrong turn 11: `check` called a quality summary of 96 records "agrees" beside a rollouts
+    file of 2 rows (same inputs, another rollouts file). Health files are held against the rollouts too."""
+    for name in ("rollouts.jsonl", "rollouts_materialized_inputs.jsonl"):
+        shutil.copy(GOLDEN / name, tmp_path / name)
+    judged = run_ngrp(
+        "health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl"
+    )
+    assert judged.returncode in (0, 1), judged.stderr
+    rows = (tmp_path / "rollouts.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "two.jsonl").write_text("".join(rows[:2]))
+    others = ("quality_summary.json", "rollout_verdicts.jsonl")
+    proc = run_ngrp("check", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "two.jsonl",
+                    *others, "--json")  # fmt: skip
+    found = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "files_disagree"]
+    for other in others:
+        said = [f for f in found if f["message"].startswith(f"{other} (")]
+        assert any(f["severity"] == "error" and f"made from {len(rows)} rollout rows; two.jsonl holds 2" in
+                   f["message"] for f in said), said  # fmt: skip
+        assert not any("agrees" in f["message"] for f in said)
+    # the same files beside the rollouts they were made from agree
+    same = run_ngrp("check", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl",
+                    *others, "--json")  # fmt: skip
+    said = [f["message"] for f in json.loads(same.stdout)["findings"] if f["code"] == "files_disagree"]
+    assert len(said) == 2 and all("agrees with" in m for m in said), said

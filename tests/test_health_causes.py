@@ -174,7 +174,9 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
         "(ngrp/reward_not_numeric 1), 1 never attempted "
         "(no row, no failed attempt); of 14 zero rewards, 7 are the policy's (6 clean wrong answers, "
         "ngrp/repetition_loop 1), 2 infrastructure (model_call_failed 2), 2 setting "
-        "(ngrp/truncated_at_token_cap 2; max_output_tokens 64), 3 verifier (ngrp/answer_not_extracted 1, "
+        "(ngrp/truncated_at_token_cap 2; max_output_tokens 64: cut there, so whether more tokens would pass "
+        "is unknown; read them: ngrp health without --no-write, then ngrp inspect "
+        f"{result.rollouts} --finding ngrp/truncated_at_token_cap), 3 verifier (ngrp/answer_not_extracted 1, "
         "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp health without "
         f"--no-write, then ngrp inspect {result.rollouts} --finding ngrp/answer_not_extracted) (each counted "
         "once: record > infrastructure > setting > verifier > unknown > policy)"
@@ -228,7 +230,9 @@ def test_answer_line_on_a_real_run_that_lost_its_server(tmp_path):
     assert text.splitlines()[-1] == (
         "answer: of 24 expected rollouts, 16 have no score: 13 infrastructure (model_call_failed 13), "
         "3 never attempted (no row, no failed attempt); of 6 zero rewards, 3 are the policy's (3 clean wrong "
-        "answers), 3 setting (ngrp/truncated_at_token_cap 3; max_output_tokens 16) (each counted once: "
+        "answers), 3 setting (ngrp/truncated_at_token_cap 3; max_output_tokens 16: cut there, so whether "
+        "more tokens would pass is unknown; read them: ngrp health without --no-write, then ngrp inspect "
+        f"{folder / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap) (each counted once: "
         "record > infrastructure > setting > verifier > unknown > policy)"
     )
     assert "zero rewards: 6, of which 3 unhealthy (50.0%)" in text  # the earlier lines stay
@@ -409,3 +413,23 @@ def test_the_cheap_pre_test_never_changes_the_expected_answer_check(pieces, expe
     with mock.patch.object(verifier_checks, "_cannot_hold", return_value=False):
         full = stated_expected(reply, expected, extracted)
     assert fast == full, reply
+
+
+def test_gibberish_cut_at_the_cap_is_not_called_nobodys_but_the_caps(tmp_path):
+    """Issue 36, wrong turn 11: on a tiny model's gibberish cut at a cap of 20 tokens (Gym's own run), the
+    answer said "0 are the policy's, 2 setting": as if a larger cap would have passed them. It says no
+    zero is shown to be the policy's, that whether more tokens would pass is unknown, and how to read them."""
+    stack = REAL_RUN.parent / "gym-stack"
+    shutil.copy(stack / "rollouts_2rows.jsonl", tmp_path / "rollouts.jsonl")
+    shutil.copy(stack / "rollouts_materialized_inputs.jsonl", tmp_path)
+    result = run_health(tmp_path / "rollouts_materialized_inputs.jsonl", tmp_path / "rollouts.jsonl")
+    answer = result.summary["ngrp"]["causes"]["answer"]
+    assert "0 are the policy's" not in answer
+    assert (
+        "of 2 zero rewards, none is shown to be the policy's, 2 setting (ngrp/truncated_at_token_cap 2; "
+        in answer
+    )
+    assert (
+        "max_output_tokens 20: cut there, so whether more tokens would pass is unknown; read them: " in answer
+    )
+    assert f"ngrp inspect {tmp_path / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap" in answer

@@ -205,7 +205,7 @@ def check_run(
     )
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
-    result.findings += cross_check(inputs, [Path(p) for p in others])
+    result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
     live = live_run(rollouts)
     if live is not None:
         result.in_progress = live.to_json()

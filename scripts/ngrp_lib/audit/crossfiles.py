@@ -38,6 +38,7 @@ class RunShape:
     total: int | None = None  # rollouts the whole run expects
     repeat_indices: dict[str | None, set[int]] | None = None  # agent -> rollout indices
     partial_ok: bool = True  # fewer than the inputs is a warning (a partial run), not an error
+    judged: int | None = None  # rollout rows the file was made from (held against the rollouts file)
     notes: list[str] = field(default_factory=list)
 
 
@@ -154,13 +155,19 @@ def _quality_summary(path: Path) -> RunShape:
     }
     keys = (data.get("ngrp") or {}).get("keys") if isinstance(data.get("ngrp"), dict) else None
     total = keys.get("expected") if isinstance(keys, dict) and type(keys.get("expected")) is int else None
-    return RunShape(path, "quality summary", per_task=per_task, total=total)
+    rows = keys.get("rollout_rows") if isinstance(keys, dict) else None
+    if type(rows) is not int:  # Gym's own summary: the records it judged
+        run = data.get("run")
+        verdicts = run.get("verdicts") if isinstance(run, dict) else None
+        counts = list(verdicts.values()) if isinstance(verdicts, dict) else []
+        rows = sum(counts) if counts and all(type(n) is int for n in counts) else None
+    return RunShape(path, "quality summary", per_task=per_task, total=total, judged=rows)
 
 
 def _verdicts(path: Path) -> RunShape:
     keys = {key for row in iter_rows(path) if (key := rollout_key(row.data)) is not None}
     per_task: Counter = Counter(task for task, _ in keys)
-    return RunShape(path, "rollout verdicts", per_task=per_task, keys=keys)
+    return RunShape(path, "rollout verdicts", per_task=per_task, keys=keys, judged=len(keys))
 
 
 def _repeat_levels(path: Path) -> RunShape:
@@ -279,16 +286,32 @@ def _error(other: RunShape, inputs: RunShape, count: int, says: str, examples: l
     )
 
 
-def cross_check(inputs: Path, others: list[Path]) -> list[Finding]:
-    """Findings for every other file that disagrees with the inputs (read once, only when others given)."""
+def cross_check(inputs: Path, others: list[Path], rollouts: tuple[str, int] | None = None) -> list[Finding]:
+    """Findings for every other file that disagrees with the inputs (read once, only when others given),
+    or, for health files, with `rollouts` (the rollouts file's path and rows): a summary of 96 judged
+    records beside a rollouts file of 2 rows is not of this rollouts file, whatever the inputs say."""
     if not others:
         return []
     ours = inputs_shape(inputs)
     found = []
     for other in others:
         shape = shape_of(other)
-        said = disagreements(ours, shape)
+        said = disagreements(ours, shape) + _judged(shape, rollouts)
         if not any(f.severity != NOTE for f in said) and not shape.notes:
             said.append(Finding(CODE, NOTE, 0, f"{other} ({shape.what}) agrees with {inputs}"))
         found += said
     return found
+
+
+def _judged(other: RunShape, rollouts: tuple[str, int] | None) -> list[Finding]:
+    """A health file judged more rows than the rollouts file holds (another run's): an error; fewer (made
+    before the run finished): a warning, with the command that judges the file as it is now."""
+    if rollouts is None or other.judged is None or other.judged == rollouts[1]:
+        return []
+    path, rows = rollouts
+    says = f"{other.path} ({other.what}) was made from {other.judged} rollout rows; {path} holds {rows}"
+    if other.judged > rows:
+        fix = "use the files of one run; judge this one: ngrp health ... --overwrite"
+        return [Finding(CODE, ERROR, other.judged - rows, f"{says}: it is not of this rollouts file", fix)]
+    fix = "judge the run as it is now: ngrp health ... --overwrite"
+    return [Finding(CODE, WARNING, rows - other.judged, f"{says}: made before the run finished?", fix)]

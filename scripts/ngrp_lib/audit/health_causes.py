@@ -108,8 +108,14 @@ def _others(part: dict[str, Any], skip: tuple[str, ...] = (), inspect: str | Non
         if n and cause not in skip:
             extra = _checks(part["by_check"], cause)
             caps = part.get("max_output_tokens")
-            if cause == SETTING and caps:
-                extra += f"; max_output_tokens {', '.join(map(str, caps))}"
+            if cause == SETTING and caps:  # a cut reply's zero: the cap's only if more tokens would pass
+                extra += (
+                    f"; max_output_tokens {', '.join(map(str, caps))}: cut there, so whether more tokens"
+                    " would pass is unknown"
+                )
+                if inspect:
+                    first = next(c for c in part["by_check"] if c in _CAP_CHECKS)
+                    extra += f"; read them: {inspect} --finding {first}"
             if cause == VERIFIER and inspect:  # a verifier's zero is a hint: a reply may hold no answer
                 first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
                 extra += f"; read those replies: {inspect} --finding {first}"
@@ -163,7 +169,8 @@ def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -
     own = [f"{zero['clean']} clean wrong answers"] if zero["clean"] else []
     if _checks(zero["by_check"], POLICY):
         own.append(_checks(zero["by_check"], POLICY))
-    parts = [f"{policy} are the policy's" + (f" ({', '.join(own)})" if own else "")]
+    said = f"{policy} are the policy's" if policy else "none is shown to be the policy's"
+    parts = [said + (f" ({', '.join(own)})" if own else "")]
     parts += _others(zero, skip=(POLICY,), inspect=inspect)
     order = " > ".join(PRECEDENCE)
     return f"{head}; of {zero['total']} zero rewards, {', '.join(parts)} (each counted once: {order})"
