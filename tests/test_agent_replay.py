@@ -218,3 +218,47 @@ def test_gyms_own_aviary_rows_have_answers_not_empty_final_answer(tmp_path, run_
     last = rows[0]["response"]["output"][-1][-1]["content"][0]["text"]
     shown = run_ngrp("inspect", rollouts, "--task", "0", "--full")
     assert last in shown.stdout and "calculator" in shown.stdout  # the final answer and the tool call
+
+
+def _rename_tool(row: dict, old: str, new: str) -> dict:
+    for item in row["response"]["output"]:
+        if item.get("type") == "function_call" and item.get("name") == old:
+            item["name"] = new
+    return row
+
+
+def test_which_tool_breaks_the_agent(tmp_path, run_ngrp):
+    """Issue 36, wrong turn 6: agent findings grouped by tool name, with counts, the rollouts behind them
+    and an inspect line that shows one of them."""
+    rows = [agent_row(t, r, turns=4) for t in range(3) for r in range(3)]
+    errors = {(1, 0), (1, 2), (2, 1)}  # get_page's outputs report an error
+    for t, r in errors:
+        rows[t * 3 + r] = _rename_tool(
+            agent_row(t, r, turns=4, defect="tool_error"), "search_docs", "get_page"
+        )
+    rows[0] = agent_row(0, 0, turns=4, defect="bad_args")  # search_docs called with broken arguments
+    rows[8] = agent_row(2, 2, turns=4, defect="loop")  # search_docs called 3 times the same way
+    inputs, rollouts = _write(tmp_path, rows)
+    proc = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--json")
+    tools = {e["tool"]: e for e in json.loads(proc.stdout)["tools"]}
+    get_page = tools["get_page"]["by_check"]["ngrp/tool_output_error"]
+    assert (get_page["occurrences"], get_page["rollouts"]) == (3, 3)
+    assert sorted(map(tuple, get_page["examples"])) == sorted(errors)
+    assert "ngrp/tool_output_error" not in tools["search_docs"]["by_check"]
+    bad = tools["search_docs"]["by_check"]["ngrp/tool_arguments_invalid"]
+    assert (bad["occurrences"], bad["rollouts"], bad["examples"]) == (1, 1, [[0, 0]])
+    loop = tools["search_docs"]["by_check"]["ngrp/tool_call_loop"]
+    assert (loop["occurrences"], loop["rollouts"], loop["examples"]) == (3, 1, [[2, 2]])
+    assert tools["search_docs"]["occurrences"] == 4 and tools["search_docs"]["rollouts"] == 2
+    assert list(tools) == ["search_docs", "get_page"]  # most occurrences first
+    # the inspect line, run as printed, shows a get_page rollout with the error
+    line = get_page["inspect"]
+    assert line.startswith(f"ngrp inspect {rollouts} --task 1 --finding ngrp/tool_output_error")
+    import shlex
+
+    shown = run_ngrp(*shlex.split(line)[1:])
+    assert shown.returncode == 0, shown.stderr
+    assert "get_page" in shown.stdout and "page out of range" in shown.stdout
+    text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
+    assert "  get_page: 3 in 3 rollouts (ngrp/tool_output_error 3 / 3)" in text
+    assert "    ngrp/tool_output_error: rollouts (1, 0), (1, 2), (2, 1)" in text

@@ -153,14 +153,18 @@ def _finding(check: str, detail: dict, turn: int) -> dict:
 def _emit(out: list[dict], ignored: frozenset[str], check: str, found: list[dict]) -> None:
     if found and check not in ignored:
         first = found[0]
-        out.append(_finding(check, {**first, "count": len(found)}, first["turn"]))
+        tools: dict[str, int] = {}
+        for each in found:  # every tool it happened with, for `tool_breakdown` ("which tool breaks it")
+            tools[each["tool"] or ""] = tools.get(each["tool"] or "", 0) + 1
+        out.append(_finding(check, {**first, "count": len(found), "tools": tools}, first["turn"]))
 
 
 def _loop(calls: dict[tuple[Any, Any], list[int]], loop_min: int, out: list[dict]) -> None:
     (name, canonical), turns = max(calls.items(), key=lambda kv: len(kv[1]), default=((None, None), []))
     if len(turns) >= loop_min:
         args = canonical.decode() if isinstance(canonical, bytes) else canonical
-        detail = {"tool": name, "arguments": _clip(args), "copies": len(turns), "first_turn": turns[0]}
+        detail = {"tool": name, "arguments": _clip(args), "copies": len(turns), "first_turn": turns[0],
+                  "tools": {name or "": len(turns)}}  # fmt: skip
         out.append(_finding(CALL_LOOP, detail, turns[0]))
 
 

@@ -12,7 +12,7 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from .health_checks import (
     judge_row,
 )
 from .health_scan import RolloutScan, SidecarFailures
+from .tool_breakdown import tool_breakdown
 
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 VERIFY_FAILED = "verify_failed"  # the collector's failure class for a verifier that could not score
@@ -77,6 +78,7 @@ class HealthResult:
     affected: dict[str, int]  # check -> rollouts (or tasks) with a finding
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
     unhealthy_examples: list[list[Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)  # `tool_breakdown`: which tool breaks the agent
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -116,6 +118,7 @@ class HealthResult:
             "zero_rewards": ours["zero_rewards"],
             "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
+            "tools": self.tools,
         }
 
 
@@ -350,6 +353,7 @@ def run_health(
     causes["answer"] = answer_text(
         causes, inspect if write else f"ngrp health without --no-write, then {inspect}"
     )
+    tools = tool_breakdown(digests, inspect if write else None)
     if write:
         _write(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
@@ -362,6 +366,7 @@ def run_health(
         affected=affected,
         flagged_tasks=flagged,
         unhealthy_examples=examples,
+        tools=tools,
     )
 
 

@@ -174,6 +174,9 @@ def render_text(result) -> str:
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
             f"({100 * zero['share_unhealthy']:.1f}%): {meaning}" + (f"; why: {why}" if why else "")
         )
+    from ..audit.tool_breakdown import render as render_tools
+
+    lines += render_tools(data["tools"])
     outputs = data["outputs"]
     if outputs is None:
         lines.append("nothing written (--no-write)")
