@@ -43,6 +43,8 @@ from typing import Any
 from .names import USAGE_MISSING
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+REASONING, MESSAGE, CALL, CALL_OUTPUT = "reasoning", "message", "function_call", "function_call_output"
+MODEL_ROLES = (None, "assistant")  # a message item by the model (Gym writes "assistant"; None: unsaid)
 _INPUT_ROLES = frozenset({"user", "system", "developer"})  # a transition's opening messages (the task's)
 # Finish reasons (Responses `incomplete_details.reason`, chat `finish_reason`) that mean "stopped at the cap".
 LENGTH_REASONS = frozenset({"length", "max_output_tokens", "max_tokens"})
@@ -317,8 +319,6 @@ def stopped_at_token_cap(response: Any, cap: Any, completion: int | None) -> boo
         return True
     if not (type(cap) is int and cap > 0 and completion is not None and completion >= cap):
         return False
-    from .items import turns_and_calls  # items reads texts from here: imported when needed, no cycle
-
     return turns_and_calls(response)[0] <= 1
 
 
@@ -355,3 +355,25 @@ def input_cached_output_tokens(
         details = counts.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return prompt, cached if type(cached) is int and cached >= 0 else None, completion
+
+
+def turns_and_calls(response: Any) -> tuple[int, int]:
+    """(model turns, function calls) of a response, counted without building items (every row of a run)."""
+    output = output_list(response)
+    if output is None:
+        return 0, 0
+    turns = calls = 0
+    open_turn = False
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == CALL:
+            calls += 1
+            model = True
+        else:
+            model = kind == REASONING or (kind == MESSAGE and item.get("role") in MODEL_ROLES)
+        if model and not open_turn:
+            turns += 1
+        open_turn = model
+    return turns, calls

@@ -248,6 +248,11 @@ def _file_findings(role: str, s: FileStats, inputs: str, completed: int = 1) -> 
     if s.rows_without_key:
         msg = f"{s.path}: {s.rows_without_key} rows lack a valid (_ng_task_index, _ng_rollout_index)"
         fix = f"ngrp validate {s.path} (names them)"
+        if s.rows_without_key == s.rows:  # a file with no keys at all (many of Gym's example files)
+            fix = (
+                f"ngrp assign-keys {s.path} --output <new file> (numbers every row: a task is a prompt, "
+                "repeats in file order; writes the materialized inputs beside it)"
+            )
         out.append(Finding(f"{role}_rows_without_key", ERROR, s.rows_without_key, msg, fix))
     if s.duplicates:
         out.append(_duplicates(role, s))
