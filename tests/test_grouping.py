@@ -224,6 +224,14 @@ def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tm
         "cached_tokens": None,  # every row says 0: not told apart from "not reported"
         "output_tokens": 2 * (5 + 6 + 7),
         "rows_without_usage": 0,
+        "requests": 1 + 3,  # task 0's grouped request, task 1's three of their own
+        "one_request_per_rollout": {  # issue 36 #15: every rollout's prompt, a request each
+            "requests": 6,
+            "input_tokens": 6 * 20,
+            "output_tokens": 2 * (5 + 6 + 7),
+            "extra_requests": 2,
+            "extra_input_tokens": 6 * 20 - (20 + 3 * 20),
+        },
     }
     assert summary["sampling"] == {
         "temperature": [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}],
@@ -250,6 +258,10 @@ def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_pat
     assert "sampling: temperature 0.5 (3 rows), 1.0 (3 rows)" in text
     cost = "cost (input + output tokens): 19 per rollout, 58 per success; per GRPO-informative task 58 at G=2"
     assert cost in text
+    assert (
+        "one request per rollout would have sent 6 requests (this run: 4) and input 120 tokens "
+        "(40 more prefill, less what the prefix cache would serve), the same output"
+    ) in text
 
 
 def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):

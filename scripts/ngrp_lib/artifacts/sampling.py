@@ -128,21 +128,46 @@ def field_value(params: Any, path: str) -> Any:
 
 class SamplingTally:
     """Counts, row by row, the values of each sampling field (see `sampling_used`); cheap per row, as
-    `profile` feeds it every rollout it reads."""
+    `profile` feeds it every rollout it reads: a row's fields are counted as one combination (rows of a run
+    share a handful), and the combinations are split into fields when asked."""
 
     def __init__(self) -> None:
         self.rows = 0
-        self.counts: dict[str, Counter[tuple[str, Any]]] = {path: Counter() for path in SAMPLING_FIELDS}
+        self._combinations: dict[tuple, int] = {}  # (values, their types) -> rows
+        self._odd: dict[str, Counter[tuple[str, Any]]] = {path: Counter() for path in SAMPLING_FIELDS}
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.rows += 1
         params = row.get(RCP)
-        if not isinstance(params, dict):
+        if type(params) is not dict:
+            if isinstance(params, dict):
+                self._add_fields(params)
             return
+        get = params.get
+        reasoning = get("reasoning")
+        values = (*map(get, _TOP_FIELDS), reasoning.get("effort") if type(reasoning) is dict else None)
+        # the types keep 1, 1.0 and true apart, which compare (and hash) equal
+        key = (values, tuple(map(type, values)))
+        try:
+            self._combinations[key] = self._combinations.get(key, 0) + 1
+        except TypeError:  # a list or an object as a value: counted field by field
+            self._add_fields(params)
+
+    def _add_fields(self, params: Mapping[str, Any]) -> None:
         for path in SAMPLING_FIELDS:
             value = field_value(params, path)
             if value is not None:
-                self.counts[path][_hashable(value)] += 1
+                self._odd[path][_hashable(value)] += 1
+
+    @property
+    def counts(self) -> dict[str, Counter[tuple[str, Any]]]:
+        """{field: Counter({hashable value: rows})} over every row added, absent values left out."""
+        out = {path: Counter(odd) for path, odd in self._odd.items()}
+        for (values, _), rows in self._combinations.items():
+            for path, value in zip(SAMPLING_FIELDS, values, strict=True):
+                if value is not None:
+                    out[path][_hashable(value)] += rows
+        return out
 
     def to_json(self) -> dict[str, list[dict[str, Any]]]:
         """{field: [{"value": v, "rows": n}, ...]} for the fields some row sets, most rows first; the rows
@@ -158,6 +183,11 @@ class SamplingTally:
             values.sort(key=lambda item: (-item[1], orjson.dumps(item[0])))
             out[path] = [{"value": value, "rows": n} for value, n in values]
         return out
+
+
+_TOP_FIELDS = tuple(path for path in SAMPLING_FIELDS if "." not in path)
+# the order `SamplingTally.add` reads them in: the top-level fields, then reasoning.effort
+assert (*_TOP_FIELDS, "reasoning.effort") == SAMPLING_FIELDS
 
 
 def _hashable(value: Any) -> tuple[str, Any]:

@@ -12,6 +12,7 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -315,12 +316,8 @@ def run_health(
     inputs, rollouts = Path(inputs), Path(rollouts)
     failures = failures_beside(rollouts, failures)
     paths = health_paths_for(rollouts)
-    if write:
-        try:
-            refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
-        except OutputExistsError as exc:  # the run was judged before: asking again is a read
-            exc.hint = "--no-write reports without writing anything; --overwrite replaces the two files"
-            raise
+    if write:  # an existing output is refused later, and only when what would be written differs
+        refuse_existing(list(paths.values()), True, inputs=(inputs, rollouts, failures))
     refuse_swapped(inputs, rollouts)
     if failures is not None:
         refuse_wrong_kind(failures, FAILURES, option="--failures")
@@ -355,7 +352,7 @@ def run_health(
     )
     tools = tool_breakdown(digests, inspect if write else None)
     if write:
-        _write(paths, summary, digests, overwrite)
+        _write_unless_same(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
     return HealthResult(
         rollouts=str(rollouts),
@@ -453,26 +450,59 @@ _HEALTHY_ROW = (
 _BATCH = 4096  # verdict rows per write call (each write of the atomic writer has a fixed cost)
 
 
-def _write(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
+def _verdict_chunks(digests: list[Digest]) -> Iterator[bytes]:
+    """The verdicts file's bytes, _BATCH rows at a time, in Gym's order."""
     dumps = orjson.dumps
     newline = orjson.OPT_APPEND_NEWLINE
+    for start in range(0, len(digests), _BATCH):
+        chunk = []
+        for d in digests[start : start + _BATCH]:  # already in Gym's order
+            if d.findings or d.unobserved or d.rollout_id or d.stage is not None or type(d.task) is not int:
+                chunk.append(dumps(verdict_row(d), option=newline))
+            else:  # most rows: the same bytes, without building a dict per row
+                chunk.append(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
+        yield b"".join(chunk)
+
+
+def _summary_bytes(summary: dict) -> bytes:
+    return orjson.dumps(summary, option=orjson.OPT_INDENT_2)
+
+
+def _same_on_disk(paths: dict[str, Path], summary: dict, digests: list[Digest]) -> bool:
+    """Both health files exist and hold exactly the bytes this judgement would write (compared chunk by
+    chunk: the verdicts are never held whole)."""
+    try:
+        with open(paths["quality_summary"], "rb") as fh:
+            if fh.read() != _summary_bytes(summary):
+                return False
+        with open(paths["rollout_verdicts"], "rb") as fh:
+            for chunk in _verdict_chunks(digests):
+                if fh.read(len(chunk)) != chunk:
+                    return False
+            return fh.read(1) == b""
+    except OSError:
+        return False
+
+
+def _write_unless_same(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
+    """Write the two files; when both already hold these bytes (the same run asked again), write
+    nothing; when one exists and would change, refuse (exit 2) unless `overwrite`."""
+    if not overwrite and any(path.exists() for path in paths.values()):
+        if _same_on_disk(paths, summary, digests):
+            return
+        existing = next(path for path in paths.values() if path.exists())
+        exc = OutputExistsError(existing)
+        exc.message = (
+            f"{existing} already exists and this judgement differs from it (the run, its files or the "
+            "options changed); refusing to overwrite it"
+        )
+        exc.hint = "--no-write reports without writing anything; --overwrite replaces the two files"
+        raise exc
     with atomic_outputs(paths, overwrite=overwrite) as out:
-        out["quality_summary"].write(dumps(summary, option=orjson.OPT_INDENT_2))
+        out["quality_summary"].write(_summary_bytes(summary))
         write = out["rollout_verdicts"].write
-        for start in range(0, len(digests), _BATCH):
-            chunk = []
-            for d in digests[start : start + _BATCH]:  # already in Gym's order
-                if (
-                    d.findings
-                    or d.unobserved
-                    or d.rollout_id
-                    or d.stage is not None
-                    or type(d.task) is not int
-                ):
-                    chunk.append(dumps(verdict_row(d), option=newline))
-                else:  # most rows: the same bytes, without building a dict per row
-                    chunk.append(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
-            write(b"".join(chunk))
+        for chunk in _verdict_chunks(digests):
+            write(chunk)
 
 
 __all__ = ["CONDITIONAL_IDS", "RESPONSE_IDS", "TASK_IDS", "Digest", "HealthResult", "run_health"]

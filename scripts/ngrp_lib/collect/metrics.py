@@ -23,6 +23,7 @@ HITS = "vllm:prefix_cache_hits_total"
 METRICS_LIMIT = 4 << 20  # bytes of /metrics read at most
 TIMEOUT_S = 5.0
 
+CACHE_INFO = "vllm:cache_config_info"  # an info gauge whose labels hold the cache config (block_size)
 Counts = dict[str, tuple[float, float]]  # server URL -> (queries, hits)
 
 
@@ -48,14 +49,40 @@ def parse_counters(text: str, names: Iterable[str]) -> dict[str, float]:
     return found
 
 
-async def read_counts(session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str]) -> Counts:
-    """The prefix-cache counters of every server that reports them now (the others are left out)."""
+def parse_block_size(text: str) -> int | None:
+    """The KV-cache block size (tokens) in vLLM's `vllm:cache_config_info{block_size="128",...}` gauge."""
+    for line in text.splitlines():
+        if line.startswith(CACHE_INFO + "{"):
+            labels = line[len(CACHE_INFO) + 1 :].split("}", 1)[0]
+            for part in labels.split(","):
+                key, _, value = part.partition("=")
+                if key.strip() == "block_size":
+                    digits = value.strip().strip('"')
+                    return int(digits) if digits.isdigit() and int(digits) > 0 else None
+    return None
+
+
+async def read_counts(
+    session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str], blocks: dict[str, int] | None = None
+) -> Counts:
+    """The prefix-cache counters of every server that reports them now (the others are left out); the
+    block size each server reports goes into `blocks` (URL -> tokens) when given."""
     endpoints = tuple(endpoints)
     found = await asyncio.gather(*(_one(session, e, headers) for e in endpoints))
-    return {e.public_url: counts for e, counts in zip(endpoints, found, strict=True) if counts is not None}
+    out: Counts = {}
+    for endpoint, one in zip(endpoints, found, strict=True):
+        if one is None:
+            continue
+        queries, hits, block = one
+        out[endpoint.public_url] = (queries, hits)
+        if blocks is not None and block is not None:
+            blocks[endpoint.public_url] = block
+    return out
 
 
-async def _one(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> tuple[float, float] | None:
+async def _one(
+    session: Any, endpoint: Endpoint, headers: dict[str, str]
+) -> tuple[float, float, int | None] | None:
     import aiohttp
 
     url = metrics_url(endpoint)
@@ -67,10 +94,43 @@ async def _one(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> tup
             body = await read_limited(reply, METRICS_LIMIT, url)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, AttemptFailed):
         return None
-    counters = parse_counters(body.decode("utf-8", errors="replace"), (QUERIES, HITS))
+    text = body.decode("utf-8", errors="replace")
+    counters = parse_counters(text, (QUERIES, HITS))
     if QUERIES not in counters or HITS not in counters:
         return None
-    return counters[QUERIES], counters[HITS]
+    return counters[QUERIES], counters[HITS], parse_block_size(text)
+
+
+def cache_note(
+    rate: float | None, blocks: dict[str, int], max_prompt: int | None, requests: int, tasks: int
+) -> str | None:
+    """Why a prefix-cache hit rate is 0 when the run itself shows it (None when it is not 0 or not
+    reported): prompts shorter than one KV-cache block (only full blocks are cached), every task's prompt
+    sent once (its repeats as n choices of one request: nothing earlier to reuse), else a cache that may
+    be off."""
+    if rate != 0.0:
+        return None
+    block = min(blocks.values()) if blocks else None
+    if max_prompt is not None and block is not None and max_prompt < block:
+        return (
+            f"every prompt (at most {max_prompt} tokens) is shorter than one KV-cache block ({block} tokens "
+            "on the server): only full blocks are cached, so no prompt could hit"
+        )
+    if max_prompt is not None and block is None and max_prompt < 16:
+        return (
+            f"every prompt (at most {max_prompt} tokens) is shorter than one KV-cache block (16 tokens at "
+            "the least in vLLM): only full blocks are cached, so no prompt could hit"
+        )
+    if 0 < requests <= tasks:
+        return (
+            "each task's prompt went to the server once (its repeats as n choices of one request): there "
+            "was no earlier prompt to reuse; the shared prefill is already in the input count"
+        )
+    size = f" ({block} tokens)" if block is not None else " (vLLM: 16 tokens on GPU, 128 on CPU by default)"
+    return (
+        f"prompts were sent more than once and none hit: prompts shorter than one block{size} cache "
+        "nothing, or the server runs with prefix caching off (--no-enable-prefix-caching)"
+    )
 
 
 def hit_rate(before: Counts, after: Counts) -> float | None:

@@ -32,7 +32,7 @@ from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import expand, read_task_lines, sha256_file
-from .metrics import hit_rate, read_counts
+from .metrics import cache_note, hit_rate, read_counts
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -177,7 +177,8 @@ async def collect(
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
         run.follow_up = follow_up
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
-        cache_before = await read_counts(session, sampled, run.headers)
+        blocks: dict[str, int] = {}
+        cache_before = await read_counts(session, sampled, run.headers, blocks)
         try:
             interrupted = await _work(run, options.concurrency, interrupt)
         finally:
@@ -185,8 +186,10 @@ async def collect(
         plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
-        result.cost["prefix_cache_hit_rate"] = hit_rate(
-            cache_before, await read_counts(session, sampled, run.headers)
+        rate = hit_rate(cache_before, await read_counts(session, sampled, run.headers, blocks))
+        result.cost["prefix_cache_hit_rate"] = rate
+        result.cost["prefix_cache_note"] = cache_note(
+            rate, blocks, run.cost.max_prompt_tokens, run.requests, len(run.cost.tasks)
         )
         result.interrupted = interrupted
         record_cost(options.manifest_path, result)

@@ -475,6 +475,17 @@ def cost_lines(cost, grouping) -> list[str]:
         + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
         + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
     ]
+    if cost.get("prefix_cache_note"):
+        lines.append(f"  prefix cache: {cost['prefix_cache_note']}")
+    single = cost.get("one_request_per_rollout")
+    if single and grouping.get("grouped") and single["extra_requests"]:
+        extra = single["extra_input_tokens"]
+        lines.append(
+            f"one request per rollout would have sent {single['requests']:,} requests"
+            f" ({single['extra_requests']:,} more) and input {tokens_text(single['input_tokens'])} tokens"
+            + ("" if extra is None else f" ({extra:,} more prefill, less what the prefix cache would serve)")
+            + f", output the same {tokens_text(single['output_tokens'])}"
+        )
     if grouping.get("fallback"):
         lines.append(f"requests: one per rollout ({grouping['fallback']})")
     elif grouping.get("grouped"):

@@ -30,11 +30,14 @@ Example:
 \b
 Outputs, next to --rollouts: quality_summary.json and rollout_verdicts.jsonl (Gym's names) when the
 file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verdicts.jsonl.
-With --no-write nothing is written (and nothing refused): the same report, on a run already judged.
+Asked again about the same, unchanged run, it answers the same and writes nothing (the files already
+hold this judgement); an output that would change is refused. With --no-write nothing is written and
+nothing refused.
 
 \b
 Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, or none to judge, 2 bad
-options or an output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
+options or an output exists that this judgement would change (use --overwrite), 3 a file cannot be read
+or the inputs hold a malformed line.
 """,
 )
 @click.option("--inputs", required=True, type=INPUT_FILE, help="Materialized inputs JSONL.")

@@ -7,6 +7,10 @@ Per component, over the rollouts that hold it as a number:
   se^2 = G/(G-1) * sum_t (S_t - mean * n_t)^2 / n^2 over the G tasks (S_t, n_t: the task's sum and count),
   and a t interval with G-1 degrees of freedom (the same clustering as `stats`' rollout-weighted mean);
 - Pearson's correlation with the total reward, over the rollouts holding both as numbers.
+Paired between two components of one run (stats, "which component drags"): per rollout holding both as
+numbers d = X - Y, the rollout-weighted mean of d with the same task-clustered (CR1) t interval: the
+rollouts of a task share its prompt, so they are not independent. Every pair by default (up to
+MAX_AUTO_PAIRS components), or the pairs asked for.
 Paired per component (compare): per task the component's mean in A and in B, over the tasks where both
 have it; the mean of B - A over those tasks with a t interval on G-1 degrees of freedom.
 """
@@ -26,6 +30,7 @@ from .distributions import t_ppf
 
 KEY = "reward_components"
 EXAMPLES = 5  # rollout ids named per missing component
+MAX_AUTO_PAIRS = 4  # components up to which every pair is differenced without being asked (6 pairs)
 
 
 def _number(value: Any) -> float | None:
@@ -122,8 +127,52 @@ def pearson(xs: list[float], ys: list[float]) -> float | None:
     return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
 
 
-def component_stats(found: ComponentRows, level: float = 0.95) -> dict[str, Any]:
-    """Each component's mean, interval, correlation with the total and its missing rows (JSON)."""
+def component_pairs(found: ComponentRows, asked: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """The pairs to difference: those asked for (each name must be a component), else every pair in order
+    of first appearance when there are 2 to MAX_AUTO_PAIRS components."""
+    from ..errors import UsageError
+
+    asked = list(asked)
+    for x, y in asked:
+        unknown = [name for name in (x, y) if name not in found.values]
+        if unknown:
+            known = ", ".join(found.names) or "none"
+            raise UsageError(
+                f"--component-diff: no reward component {unknown[0]!r} in the rollouts (components: {known})"
+            )
+        if x == y:
+            raise UsageError(f"--component-diff needs two different components, not {x!r} twice")
+    if asked:
+        return asked
+    names = found.names
+    if not 2 <= len(names) <= MAX_AUTO_PAIRS:
+        return []
+    return [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
+
+
+def component_difference(found: ComponentRows, x: str, y: str, level: float = 0.95) -> dict[str, Any]:
+    """X - Y over the rollouts holding both as numbers: mean, task-clustered (CR1) t interval (JSON)."""
+    kept = [
+        (t, vx - vy)
+        for t, vx, vy in zip(found.task, found.values[x], found.values[y], strict=True)
+        if vx is not None and vy is not None
+    ]
+    entry: dict[str, Any] = {"a": x, "b": y, "n_rollouts": len(kept)}
+    entry.update(
+        clustered_mean([t for t, _ in kept], [d for _, d in kept], level)
+        if kept
+        else {"mean": None, "se": None, "ci_low": None, "ci_high": None, "n_tasks": 0}
+    )
+    entry["ci_method"] = methods.T
+    entry["n_lacking"] = found.n_with_components - len(kept)
+    return entry
+
+
+def component_stats(
+    found: ComponentRows, level: float = 0.95, diffs: Iterable[tuple[str, str]] = ()
+) -> dict[str, Any]:
+    """Each component's mean, interval, correlation with the total and its missing rows, and the paired
+    differences between components (`diffs`; default every pair of up to MAX_AUTO_PAIRS) (JSON)."""
     out = []
     for name in found.names:
         column = found.values[name]
@@ -147,6 +196,7 @@ def component_stats(found: ComponentRows, level: float = 0.95) -> dict[str, Any]
         "n_with_components": found.n_with_components,
         "n_malformed": len(found.malformed),
         "components": out,
+        "differences": [component_difference(found, x, y, level) for x, y in component_pairs(found, diffs)],
     }
 
 
@@ -210,4 +260,19 @@ def components_text(summary: dict[str, Any]) -> list[str]:
         lines.append(line)
     if summary["n_malformed"]:
         lines.append(f"  {summary['n_malformed']} row(s) hold a reward_components that is not an object")
+    differences = summary.get("differences") or []
+    if differences:
+        lines.append(f"paired differences between components (X - Y per rollout, {pct} task-clustered t):")
+    for d in differences:
+        ci = "n/a" if d["ci_low"] is None else f"[{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        mean = "n/a" if d["mean"] is None else f"{d['mean']:+.3f}"
+        verdict = ""
+        if d["ci_low"] is not None and (d["ci_low"] > 0 or d["ci_high"] < 0):
+            verdict = f"; {d['b'] if d['ci_low'] > 0 else d['a']} is lower"
+        elif d["ci_low"] is not None:
+            verdict = "; no difference detectable at this n"
+        lines.append(
+            f"  {d['a']} - {d['b']}: {mean} {ci}, n {d['n_rollouts']} rollouts / {d['n_tasks']} tasks"
+            + verdict
+        )
     return lines

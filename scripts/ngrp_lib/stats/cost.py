@@ -5,6 +5,8 @@ beside `<stem>_reward_profiling.jsonl`, written by `ngrp profile`), which sums e
 (a grouped request's prompt once). From them:
 - tokens per rollout = (input + output tokens) / rollout rows;
 - tokens per success = (input + output tokens) / successful rollouts (reward counted as a pass);
+- one request per rollout (grouped runs): a request per rollout and every row's prompt (a grouped
+  request's prompt once per rollout), from the summary's `tokens.one_request_per_rollout`;
 - tokens per informative task at group size G = G x tokens per rollout / P(informative at G): what it
   costs, on average, to draw one group of G rollouts for a task whose group has both a pass and a fail
   (a GRPO group with a non-zero advantage), with P from `stats` on this run.
@@ -48,9 +50,12 @@ def run_cost(
         "tokens_per_rollout": None,
         "tokens_per_success": None,
         "tokens_per_informative_task": [],
+        "one_request_per_rollout": None,
     }
     if not isinstance(tokens, dict):
         return out
+    single = tokens.get("one_request_per_rollout")
+    out["one_request_per_rollout"] = single if isinstance(single, dict) else None
     counts = [tokens.get("input_tokens"), tokens.get("output_tokens")]
     known = [c for c in counts if isinstance(c, int)]
     rows = tokens.get("rows")
@@ -96,7 +101,20 @@ def cost_lines(cost: dict | None) -> list[str]:
         text += "; per GRPO-informative task " + ", ".join(per_task)
     inputs, outputs = tokens.get("input_tokens"), tokens.get("output_tokens")
     text += f" (input {_n(inputs)}, output {_n(outputs)} over {tokens.get('rows')} rollouts)"
-    return [*lines, text]
+    return [*lines, text, *_single_lines(cost.get("one_request_per_rollout"), tokens)]
+
+
+def _single_lines(single: Any, tokens: dict) -> list[str]:
+    """What one request per rollout would have cost, when the run grouped its repeats (else nothing)."""
+    if not isinstance(single, dict) or not single.get("extra_requests"):
+        return []
+    extra = single.get("extra_input_tokens")
+    return [
+        f"one request per rollout would have sent {_n(single['requests'])} requests (this run: "
+        f"{_n(tokens.get('requests'))}) and input {_n(single.get('input_tokens'))} tokens"
+        + ("" if extra is None else f" ({_n(extra)} more prefill, less what the prefix cache would serve)")
+        + ", the same output"
+    ]
 
 
 def _n(value: Any) -> str:
