@@ -197,6 +197,16 @@ def test_aviarys_nested_outputs_are_read_in_health_and_inspect(tmp_path, run_ngr
     assert shown.returncode == 0, shown.stderr
     assert "Feature 0 is on page 1." in shown.stdout  # the final message, from the last transition
     assert shown.stdout.count("search_docs") >= 2
+    said = run_ngrp("inspect", rollouts, "--task", "0", "--json")
+    unread = {
+        json.loads(x)["_ng_rollout_index"]: json.loads(x)["output_unreadable"]
+        for x in said.stdout.splitlines()
+    }
+    assert unread[0] is None and unread[1] is None and "do not each extend the one before" in unread[2]
+    assert (
+        "output      not read: response.output is 2 lists" in shown.stdout
+        or "not read: response.output" in shown.stdout
+    )
 
 
 @pytest.mark.gym
