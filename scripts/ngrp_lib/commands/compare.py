@@ -134,8 +134,10 @@ def paired_components_of(a: Path | None, b: Path | None) -> dict | None:
     if a is None or b is None:
         return None
     from ..stats.components import paired_components, read_components
+    from ..stats.rows import rule_of
 
-    ra, rb = read_components(a), read_components(b)
+    # each side over the rows `stats.rows` counts: no masked row, an adaptive run's first round alone
+    ra, rb = read_components(a, rule=rule_of(None, a)), read_components(b, rule=rule_of(None, b))
     if not (ra.n_with_components and rb.n_with_components):
         return None
     return paired_components(ra, rb)

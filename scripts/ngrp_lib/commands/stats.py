@@ -127,17 +127,24 @@ def command(
         raise UsageError("--component-diff reads the rows' reward_components: add --rollouts ROLLOUTS")
     result = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     if rollouts is not None:
-        result.reward_components = components_of(rollouts, component_diffs)
+        result.reward_components = components_of(rollouts, component_diffs, profile, exclude_unhealthy)
     emit(result, as_json, lambda r: "\n".join([render_stats(r), *components_lines(r.reward_components)]))
     return 0
 
 
-def components_of(rollouts: Path, pairs: tuple[tuple[str, str], ...] = ()) -> dict | None:
+def components_of(
+    rollouts: Path,
+    pairs: tuple[tuple[str, str], ...] = (),
+    profile: Path | None = None,
+    exclude_unhealthy: Path | None = None,
+) -> dict | None:
     """Each reward component's statistics when the rows carry `reward_components` (None when none does),
-    with the paired differences between components (`pairs`, or every pair of a few)."""
+    with the paired differences between components (`pairs`, or every pair of a few), over the rows
+    `stats.rows` counts (no masked or excluded row; an adaptive run's first round)."""
     from ..stats.components import component_pairs, component_stats, read_components
+    from ..stats.rows import rule_of
 
-    found = read_components(rollouts)
+    found = read_components(rollouts, rule=rule_of(profile, rollouts, exclude_unhealthy))
     if not (found.n_with_components or found.malformed):
         component_pairs(found, pairs)  # a pair asked of rows without components names what is there
         return None

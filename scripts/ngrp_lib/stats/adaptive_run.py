@@ -117,7 +117,9 @@ def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
     """The profile with only each task's first `first_round` repeats (rollout index < R), packed left."""
     import numpy as np
 
-    keep = (data.rollout_index >= 0) & (data.rollout_index < first_round)
+    from .rows import RowRule
+
+    keep = RowRule(first_round).counted_indices(data.rollout_index)  # the one rule (`stats.rows`)
     order = np.argsort(~keep, axis=1, kind="stable")  # kept entries first, in their order
     width = int(keep.sum(axis=1).max()) if keep.size else 0
     kept = np.take_along_axis(keep, order, axis=1)[:, :width]

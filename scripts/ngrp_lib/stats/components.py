@@ -1,6 +1,8 @@
 """Reward components: `reward_components: {name: number}` beside `reward`, as multi-reward resources servers
 write it. Each component is counted apart, and a row that lacks a component (or holds a non-number for
-it) is counted and named, never read as zero.
+it) is counted and named, never read as zero, wherever it falls (before the component first appears too).
+Which rows count is `stats.rows`' rule: masked rows are out (counted as masked), and an adaptive run gives
+its first round alone (later-round rows counted apart), as for every other benchmark-level number.
 
 Per component, over the rollouts that hold it as a number:
 - the rollout-weighted mean sum(x) / n with a task-clustered interval: CR1 standard error
@@ -27,6 +29,7 @@ from ..artifacts.jsonl import iter_rows
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 from . import methods
 from .distributions import t_ppf
+from .rows import COUNTED, MASKED, RowRule
 
 KEY = "reward_components"
 EXAMPLES = 5  # rollout ids named per missing component
@@ -45,8 +48,12 @@ def _number(value: Any) -> float | None:
 class ComponentRows:
     """Per-rollout component values of a run, gathered from its rows."""
 
+    rule: RowRule = field(default_factory=RowRule)
     n_rows: int = 0
+    n_masked: int = 0  # rows left out as masked (`stats.rows`)
+    n_later_round: int = 0  # an adaptive run's rows after its first round, left out
     n_with_components: int = 0
+    rids: list[str] = field(default_factory=list)  # one entry per row holding reward_components
     names: list[str] = field(default_factory=list)  # in order of first appearance
     task: list[int] = field(default_factory=list)  # one entry per row holding reward_components
     reward: list[float | None] = field(default_factory=list)
@@ -57,6 +64,13 @@ class ComponentRows:
 
     def add(self, row: dict) -> None:
         self.n_rows += 1
+        status = self.rule.status(row)
+        if status != COUNTED:
+            if status == MASKED:
+                self.n_masked += 1
+            else:
+                self.n_later_round += 1
+            return
         raw = row.get(KEY)
         if raw is None:
             return
@@ -68,10 +82,13 @@ class ComponentRows:
         if not isinstance(task, int) or isinstance(task, bool):
             return
         for name in raw:
-            if name not in self.values:
+            if name not in self.values:  # the rows before it lack it: missing, as anywhere else
                 self.names.append(name)
                 self.values[name] = [None] * self.n_with_components
+                if self.rids:
+                    self.missing[name] = list(self.rids)
         self.n_with_components += 1
+        self.rids.append(rid)
         self.task.append(task)
         self.reward.append(_number(row.get("reward")))
         for name in self.names:
@@ -86,9 +103,11 @@ class ComponentRows:
         return len(self.missing.get(name, [])) + len(self.not_numeric.get(name, []))
 
 
-def read_components(path: Path | str, rows: Iterable[dict] | None = None) -> ComponentRows:
-    """The component values of a rollouts file (or of `rows`)."""
-    found = ComponentRows()
+def read_components(
+    path: Path | str, rows: Iterable[dict] | None = None, rule: RowRule | None = None
+) -> ComponentRows:
+    """The component values of a rollouts file (or of `rows`), over the rows `rule` counts."""
+    found = ComponentRows(rule=rule or RowRule())
     for row in rows if rows is not None else (r.data for r in iter_rows(Path(path))):
         found.add(row)
     return found
@@ -193,6 +212,8 @@ def component_stats(
     return {
         "level": level,
         "n_rows": found.n_rows,
+        "n_masked": found.n_masked,
+        "n_later_round": found.n_later_round,
         "n_with_components": found.n_with_components,
         "n_malformed": len(found.malformed),
         "components": out,
@@ -247,6 +268,13 @@ def components_text(summary: dict[str, Any]) -> list[str]:
         f"reward components ({summary['n_with_components']} of {summary['n_rows']} rows carry them; "
         f"mean [{pct} task-clustered interval], correlation with reward):"
     ]
+    left_out = []
+    if summary.get("n_masked"):
+        left_out.append(f"{summary['n_masked']} masked row(s)")
+    if summary.get("n_later_round"):
+        left_out.append(f"{summary['n_later_round']} row(s) after the adaptive run's first round")
+    if left_out:
+        lines.append(f"  left out, as from every other estimate: {', '.join(left_out)}")
     for c in summary["components"]:
         ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
         mean = "n/a" if c["mean"] is None else f"{c['mean']:.3f}"

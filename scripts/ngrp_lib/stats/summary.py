@@ -126,7 +126,7 @@ class _Columns:
 
 def _estimate(values: Any, rate: bool, n_rollouts: int, settings: StatsSettings) -> Estimate:
     iv = t_interval(values, settings.level)
-    spread = intervals.off_edge(values, iv.value)
+    spread = intervals.carrying(values, iv.value)
     head = intervals.headline(iv, rate=rate, cap=n_rollouts, level=settings.level, method=settings.interval,
                               spread=spread)  # fmt: skip
     nan = math.nan
@@ -164,7 +164,7 @@ def _rollout_weighted(rewards: Any, settings: StatsSettings, unit: bool) -> Roll
     )
     low, high = (t_interval_from_sem(mu, clustered, n_tasks, settings.level) if n_tasks > 1 else None) or (
         math.nan, math.nan)  # fmt: skip
-    spread = intervals.off_edge(estimators.row_means(rewards), mu)
+    spread = intervals.carrying(estimators.row_means(rewards), mu)
     head = intervals.headline(
         Interval(mu, clustered, low, high, n_tasks), rate=unit, cap=n_roll, level=settings.level,
         method=settings.interval, spread=spread,
@@ -527,8 +527,20 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
-        cost=run_cost(profile, successes, informative),
+        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run)),
     )
+
+
+def _first_round_tokens(profile: Path | str, rollouts: Path | str | None, run: AdaptiveRun | None) -> Any:
+    """An adaptive run's first-round token totals (what P(informative) stands on), from its rollouts file;
+    None for a fixed-N run or when the file is not there."""
+    from ..artifacts.names import rollouts_path_of_profile
+    from .cost import first_round_tokens
+
+    if run is None:
+        return None
+    source = Path(rollouts) if rollouts is not None else rollouts_path_of_profile(profile)
+    return first_round_tokens(source, run.first_round) if source is not None and source.is_file() else None
 
 
 def adaptive_per_task(
