@@ -88,6 +88,17 @@ def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, 
     assert unscored["in_progress"]["pid"] == str(collector.pid)
 
 
+def test_health_asked_again_on_a_live_run_that_did_not_change_answers_the_same(run, collector, run_ngrp):
+    """No clock in what health writes: asked twice, seconds apart, on a run whose files did not change,
+    the second answer is the first (no refusal because "the judgement differs")."""
+    argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    first = run_ngrp(*argv)
+    time.sleep(1.1)
+    again = run_ngrp(*argv)
+    assert again.returncode == first.returncode, again.stderr
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+
+
 def test_after_the_collector_ends_the_same_run_is_missing_keys_again(run, collector, run_ngrp):
     """The lock released (the collector exited): the usual findings and their resume fix come back."""
     assert collector.stdin is not None

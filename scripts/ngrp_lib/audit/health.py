@@ -341,7 +341,8 @@ def run_health(
     _add_collector_stop(causes, rollouts)
     live = live_run(rollouts)
     if live is not None:  # keys not written yet are not "never attempted": a collector is writing them
-        causes["unscored"]["in_progress"] = live.to_json()
+        # who and since when, not for how long: the same run asked again judges the same (no clock in it)
+        causes["unscored"]["in_progress"] = {k: v for k, v in live.to_json().items() if k != "running_s"}
         causes["unscored"]["collector_stopped"] = None
         if causes["unscored"]["not_judged"]:
             causes["unscored"]["not_judged_attempted"] = "in_progress"
