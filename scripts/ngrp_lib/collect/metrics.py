@@ -20,11 +20,17 @@ from .routing import Endpoint
 
 QUERIES = "vllm:prefix_cache_queries_total"
 HITS = "vllm:prefix_cache_hits_total"
+# tokens the server generated and prefilled (an aborted request's included): what a killed invocation
+# lost in flight is their growth less what its rows hold (`invocations.lost_in_flight`)
+GENERATED = "vllm:generation_tokens_total"
+PROMPT = "vllm:prompt_tokens_total"
+READ = (QUERIES, HITS, GENERATED, PROMPT)
 METRICS_LIMIT = 4 << 20  # bytes of /metrics read at most
 TIMEOUT_S = 5.0
 
 CACHE_INFO = "vllm:cache_config_info"  # an info gauge whose labels hold the cache config (block_size)
 Counts = dict[str, tuple[float, float]]  # server URL -> (queries, hits)
+Counters = dict[str, dict[str, float]]  # server URL -> counter name -> value (those it reports)
 
 
 def metrics_url(endpoint: Endpoint) -> str:
@@ -62,27 +68,41 @@ def parse_block_size(text: str) -> int | None:
     return None
 
 
-async def read_counts(
+async def read_counters(
     session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str], blocks: dict[str, int] | None = None
-) -> Counts:
-    """The prefix-cache counters of every server that reports them now (the others are left out); the
+) -> Counters:
+    """The counters in `READ` of every server whose `/metrics` answers now (the others are left out); the
     block size each server reports goes into `blocks` (URL -> tokens) when given."""
     endpoints = tuple(endpoints)
     found = await asyncio.gather(*(_one(session, e, headers) for e in endpoints))
-    out: Counts = {}
+    out: Counters = {}
     for endpoint, one in zip(endpoints, found, strict=True):
         if one is None:
             continue
-        queries, hits, block = one
-        out[endpoint.public_url] = (queries, hits)
+        counters, block = one
+        if counters:
+            out[endpoint.public_url] = counters
         if blocks is not None and block is not None:
             blocks[endpoint.public_url] = block
     return out
 
 
+def prefix_counts(counters: Counters) -> Counts:
+    """The prefix-cache (queries, hits) of the servers that report both."""
+    return {url: (c[QUERIES], c[HITS]) for url, c in counters.items() if QUERIES in c and HITS in c}
+
+
+async def read_counts(
+    session: Any, endpoints: Iterable[Endpoint], headers: dict[str, str], blocks: dict[str, int] | None = None
+) -> Counts:
+    """The prefix-cache counters of every server that reports them now (the others are left out); the
+    block size each server reports goes into `blocks` (URL -> tokens) when given."""
+    return prefix_counts(await read_counters(session, endpoints, headers, blocks))
+
+
 async def _one(
     session: Any, endpoint: Endpoint, headers: dict[str, str]
-) -> tuple[float, float, int | None] | None:
+) -> tuple[dict[str, float], int | None] | None:
     import aiohttp
 
     url = metrics_url(endpoint)
@@ -95,10 +115,7 @@ async def _one(
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, AttemptFailed):
         return None
     text = body.decode("utf-8", errors="replace")
-    counters = parse_counters(text, (QUERIES, HITS))
-    if QUERIES not in counters or HITS not in counters:
-        return None
-    return counters[QUERIES], counters[HITS], parse_block_size(text)
+    return parse_counters(text, READ), parse_block_size(text)
 
 
 def cache_note(

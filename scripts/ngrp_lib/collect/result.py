@@ -61,6 +61,8 @@ class CollectResult:
     interrupted: bool = False  # Ctrl-C ended the run (exit 130); what was written stays
     cost: dict[str, Any] = field(default_factory=dict)  # `cost_block`: requests, rollouts, time, tokens
     grouping: dict[str, Any] = field(default_factory=dict)  # `grouping_block`: how rows became requests
+    # the manifest's `totals`: every invocation of the run added up, killed ones included (`invocations`)
+    run_totals: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:

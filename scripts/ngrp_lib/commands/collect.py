@@ -428,6 +428,7 @@ def _render(result) -> str:
         f" over {result.elapsed_s:.1f}s; {_mean_reward_words(result)}",
     ]
     lines += cost_lines(result.cost, result.grouping)
+    lines += totals_lines(result.run_totals)
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -462,6 +463,35 @@ def _render_adaptive(result) -> str:
             " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
         ]
     return "\n".join(lines)
+
+
+def totals_lines(totals) -> list[str]:
+    """The whole run's cost when it took more than one invocation, a killed one's share and what the
+    kills lost in flight (regenerated after them)."""
+    from ..artifacts.usage import tokens_text
+
+    if not totals or totals["invocations"] < 2:
+        return []
+    line = (
+        f"whole run: {totals['invocations']} invocations ({totals['killed']} killed):"
+        f" {totals['requests']} requests, {totals['rollouts']} rollouts written,"
+        f" {tokens_text(totals['input_tokens'])} input and {tokens_text(totals['output_tokens'])}"
+        " output tokens"
+    )
+    if not totals["killed"]:
+        return [line]
+    share, lost = totals["killed_share"], totals["lost_in_flight"]
+    return [
+        line,
+        f"  killed invocations: {share['rollouts']} rollouts written,"
+        f" {share['output_tokens']:,} output tokens;"
+        f" lost in flight and regenerated after the kill: {_lost(lost['output_tokens'])} output,"
+        f" {_lost(lost['input_tokens'])} input tokens",
+    ]
+
+
+def _lost(value) -> str:
+    return value if isinstance(value, str) else f"{value:,}"
 
 
 def cost_lines(cost, grouping) -> list[str]:

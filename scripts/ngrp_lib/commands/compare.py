@@ -133,8 +133,8 @@ def paired_components_of(a: Path | None, b: Path | None) -> dict | None:
     """B - A per reward component when both runs' rows carry `reward_components` (else None)."""
     if a is None or b is None:
         return None
+    from ..stats.adaptive_run import rule_of
     from ..stats.components import paired_components, read_components
-    from ..stats.rows import rule_of
 
     # each side over the rows `stats.rows` counts: no masked row, an adaptive run's first round alone
     ra, rb = read_components(a, rule=rule_of(None, a)), read_components(b, rule=rule_of(None, b))

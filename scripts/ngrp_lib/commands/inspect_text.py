@@ -15,7 +15,10 @@ LABEL = 11
 
 def task_header(t: dict[str, Any]) -> str:
     agent = f" (agent {t['agent']})" if t["agent"] is not None else ""
-    return f"== task {t['task']}{agent}: " + task_summary(t)
+    from ..artifacts.task_lines import lines_text
+
+    where = lines_text(t.get("source_lines"))
+    return f"== task {t['task']}{f' ({where})' if where else ''}{agent}: " + task_summary(t)
 
 
 def _profile_line(p: dict[str, Any]) -> str:

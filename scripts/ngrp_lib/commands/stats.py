@@ -141,8 +141,8 @@ def components_of(
     """Each reward component's statistics when the rows carry `reward_components` (None when none does),
     with the paired differences between components (`pairs`, or every pair of a few), over the rows
     `stats.rows` counts (no masked or excluded row; an adaptive run's first round)."""
+    from ..stats.adaptive_run import rule_of
     from ..stats.components import component_pairs, component_stats, read_components
-    from ..stats.rows import rule_of
 
     found = read_components(rollouts, rule=rule_of(profile, rollouts, exclude_unhealthy))
     if not (found.n_with_components or found.malformed):

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, is_index, pack_key
@@ -51,20 +50,3 @@ class RowRule:
         lists no masked rollout): True where the entry counts."""
         keep = rollout_index >= 0
         return keep if self.first_round is None else keep & (rollout_index < self.first_round)
-
-
-def rule_of(
-    profile: Path | str | None = None,
-    rollouts: Path | str | None = None,
-    exclude_unhealthy: Path | str | None = None,
-) -> RowRule:
-    """The rule for a run: its adaptive first round when a manifest beside its rollouts says so, and the
-    unhealthy rollouts of `exclude_unhealthy` (a verdicts file) left out."""
-    from ..artifacts.verdicts import load_unhealthy
-    from .adaptive_run import find_adaptive
-
-    run = find_adaptive(profile, rollouts)
-    excluded = (
-        frozenset(load_unhealthy(exclude_unhealthy).keys) if exclude_unhealthy is not None else frozenset()
-    )
-    return RowRule(None if run is None else run.first_round, excluded)

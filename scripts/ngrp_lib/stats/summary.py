@@ -514,6 +514,7 @@ def compute_stats(
         per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
     else:  # every repeat: the profile's token totals count every repeat too
         per_task, task_cols = adaptive_per_task(full, settings, labels, run)
+    add_source_lines(per_task, profile, rollouts)
     successes = int(np.nansum(task_cols["successes"])) if "successes" in task_cols else None
     informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
@@ -529,6 +530,16 @@ def compute_stats(
         adaptive=None if run is None else run.summary(),
         cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run)),
     )
+
+
+def add_source_lines(rows: list[dict], profile: Path | str, rollouts: Path | str | None) -> None:
+    """Each per-task row's `source_lines` (1-based lines of the task file, from the run manifest beside
+    the rollouts: `artifacts.task_lines`), None where no manifest records them."""
+    from ..artifacts import task_lines
+
+    lines = task_lines.for_rollouts(rollouts) or task_lines.for_profile(profile)
+    for row in rows:
+        row["source_lines"] = None if lines is None else lines.of(row["task"])
 
 
 def _first_round_tokens(profile: Path | str, rollouts: Path | str | None, run: AdaptiveRun | None) -> Any:

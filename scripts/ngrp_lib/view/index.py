@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from ..artifacts import task_lines
 from ..artifacts.opening import real_path
 from ..inspect.digest import RolloutDigest, digest
 from ..inspect.facts import (
@@ -112,6 +113,7 @@ class RunIndex:
                 ],
                 dtype=np.int64,
             )
+        table.lines = task_lines.for_rollouts(self.paths.rollouts)
         self.table = table
         # the table is sorted by (task, agent code), so is this order: group ids match table positions
         order = np.lexsort((self.facts.rollout, self.facts.agent, self.facts.task))
