@@ -360,7 +360,8 @@ def test_rows_that_name_no_expected_rollout_are_not_counted_as_expected_ones(tmp
 )
 def test_numbers_inside_boxes_are_left_out_as_by_a_scan_of_every_box(parts):
     """The binary search over merged box spans leaves out exactly the numbers any box covers (nested and
-    unclosed boxes too)."""
+    unclosed boxes too); the one-pass brace matching closes each box where `_braced`, scanning from it,
+    does; a box holding another box's opening is no candidate (the verifier takes the inner one)."""
     text = "".join(parts)
     got = list(answers.math_candidates(text))
     if "\\" not in text:
@@ -372,7 +373,11 @@ def test_numbers_inside_boxes_are_left_out_as_by_a_scan_of_every_box(parts):
             boxes.append((match.start(), match.end() + len(inner) + 1, inner.strip()))
     numbers = [(m.start(), m.end(), m.group()) for m in answers.iter_numbers(text)
                if not any(s <= m.start() < e for s, e, _ in boxes)]  # fmt: skip
-    assert got == sorted([*boxes, *numbers])
+    opened = [m.start() for m in answers._BOX_OPEN.finditer(text)]
+    innermost = [b for b in boxes if not any(b[0] < o < b[1] for o in opened)]
+    assert got == sorted([*innermost, *numbers])
+    for _, end, answer in innermost:  # the answer the verifier takes had the reply stopped after the box
+        assert answers.extract_math(text[:end]) == answer
 
 
 def test_rows_outside_the_inputs_when_every_expected_rollout_has_a_score(tmp_path):

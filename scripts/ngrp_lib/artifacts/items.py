@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from .response import CALL, CALL_OUTPUT, MESSAGE, MODEL_ROLES, REASONING, output_list, parts_text  # noqa: E402  (one definition)
-from .response import turns_and_calls as turns_and_calls  # noqa: E402  (read here by most callers)
+from .response import CALL, CALL_OUTPUT, MESSAGE, MODEL_ROLES, REASONING, output_list, parts_text
+from .response import turns_and_calls as turns_and_calls  # defined beside the truncation rule that reads it
 
 TEXT_PARTS = ("output_text", "input_text", "text", "summary_text", "reasoning_text", "refusal")
 

@@ -354,7 +354,9 @@ def input_cached_output_tokens(
     if not isinstance(details, dict):
         details = counts.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return prompt, cached if type(cached) is int and cached >= 0 else None, completion
+    # a cached count above the prompt's is out of range (a hostile or broken server): not reported
+    held = type(cached) is int and cached >= 0 and (prompt is None or cached <= prompt)
+    return prompt, cached if held else None, completion
 
 
 def turns_and_calls(response: Any) -> tuple[int, int]:

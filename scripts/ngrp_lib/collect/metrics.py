@@ -151,15 +151,46 @@ def cache_note(
 
 
 def hit_rate(before: Counts, after: Counts) -> float | None:
-    """Hits over queries between the two samples, over servers present in both; None when no server
-    reported, or none was queried (a counter that went down means the server restarted: left out)."""
+    """Hits over queries between the two samples (see `prefix_cache`), None when not reported."""
+    return prefix_cache(before, after)[0]
+
+
+def prefix_cache(before: Counts, after: Counts) -> tuple[float | None, str | None]:
+    """(rate, note): hits over queries between the two samples, summed over the servers present in both
+    whose figures hold; the note names each server left out and why. A figure read from a server is
+    believed only in range: every counter finite and >= 0, hits <= queries, neither going down (a restart,
+    or a peer that invents them). The rate is None ("not reported") when no server's figures hold or none
+    was queried, never a number outside [0, 1]."""
     queries = hits = 0.0
+    refused: list[str] = []
     for url, (q0, h0) in before.items():
         if url not in after:
             continue
         q1, h1 = after[url]
-        if q1 < q0 or h1 < h0:
+        why = _out_of_range(q0, h0, q1, h1)
+        if why is not None:
+            refused.append(f"{url}: {why}")
             continue
         queries += q1 - q0
         hits += h1 - h0
-    return round(hits / queries, 4) if queries > 0 else None
+    rate = round(hits / queries, 4) if queries > 0 else None
+    if rate is not None and not 0 <= rate <= 1:  # pragma: no cover - each server's figures are in range
+        rate = None
+    note = None
+    if refused:
+        shown = "; ".join(refused[:3]) + (f"; and {len(refused) - 3} more" if len(refused) > 3 else "")
+        note = f"/metrics figures out of range, left out: {shown}"
+    return rate, note
+
+
+def _out_of_range(q0: float, h0: float, q1: float, h1: float) -> str | None:
+    """Why one server's two samples cannot be believed, or None when they hold."""
+    import math
+
+    if not all(math.isfinite(v) and v >= 0 for v in (q0, h0, q1, h1)):
+        return "a counter is negative or not finite"
+    if q1 < q0 or h1 < h0:
+        return "a counter went down (a restart?)"
+    if h0 > q0 or h1 > q1 or h1 - h0 > q1 - q0:
+        return f"more prefix-cache hits ({h1 - h0:g}) than queries ({q1 - q0:g})"
+    return None

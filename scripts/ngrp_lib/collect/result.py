@@ -132,7 +132,7 @@ def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = N
         "tokens_per_s": per_second(sum(known), elapsed) if known else None,
         "output_tokens_per_s": per_second(tokens["output_tokens"], elapsed),
         "prefix_cache_hit_rate": prefix_cache_hit_rate,
-        "prefix_cache_note": None,
+        "prefix_cache_note": None,  # why not reported, or why 0 (metrics.prefix_cache and cache_note)
         "one_request_per_rollout": one_request_per_rollout(run),
     }
 

@@ -33,7 +33,7 @@ from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .invocations import open_invocation, record_cost
 from .materialize import expand, read_task_lines, sha256_file, task_source_lines
-from .metrics import cache_note, hit_rate, prefix_counts, read_counters, read_counts
+from .metrics import cache_note, prefix_cache, prefix_counts, read_counters, read_counts
 from .options import CollectOptions
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -192,11 +192,10 @@ async def collect(
         plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
-        rate = hit_rate(cache_before, await read_counts(session, sampled, run.headers, blocks))
+        rate, refused = prefix_cache(cache_before, await read_counts(session, sampled, run.headers, blocks))
         result.cost["prefix_cache_hit_rate"] = rate
-        result.cost["prefix_cache_note"] = cache_note(
-            rate, blocks, run.cost.max_prompt_tokens, run.requests, len(run.cost.tasks)
-        )
+        why_zero = cache_note(rate, blocks, run.cost.max_prompt_tokens, run.requests, len(run.cost.tasks))
+        result.cost["prefix_cache_note"] = "; ".join(n for n in (refused, why_zero) if n) or None
         result.interrupted = interrupted
         record_cost(options.manifest_path, result, invocation)
         return result

@@ -6,18 +6,18 @@ import click
 
 from ..audit.check import check_run
 from ..audit.check_result import CheckResult
-from ._common import emit, failure_lines, json_option
+from ._common import AnyPath, emit, failure_lines, json_option
 
 
 @click.command("check")
-@click.option("--inputs", required=True, type=click.Path(path_type=str), help="Materialized inputs JSONL.")
-@click.option("--rollouts", required=True, type=click.Path(path_type=str), help="Rollouts JSONL.")
+@click.option("--inputs", required=True, type=AnyPath(str), help="Materialized inputs JSONL.")
+@click.option("--rollouts", required=True, type=AnyPath(str), help="Rollouts JSONL.")
 @click.option(
     "--failures",
-    type=click.Path(path_type=str),
+    type=AnyPath(str),
     help="Failures sidecar JSONL; default <rollouts stem>_failures.jsonl when it exists.",
 )
-@click.argument("others", nargs=-1, type=click.Path(path_type=str), metavar="[OTHER_FILES]...")
+@click.argument("others", nargs=-1, type=AnyPath(str), metavar="[OTHER_FILES]...")
 @json_option
 def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str, ...], as_json: bool) -> int:
     """Account for every (_ng_task_index, _ng_rollout_index) key of a run: expected, completed,

@@ -108,7 +108,8 @@ def read_components(
 ) -> ComponentRows:
     """The component values of a rollouts file (or of `rows`), over the rows `rule` counts."""
     found = ComponentRows(rule=rule or RowRule())
-    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path))):
+    refused: list[int] = []  # rows too deep: skipped here, named by attach_rollouts' note on the same file
+    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path), refused=refused)):
         found.add(row)
     return found
 

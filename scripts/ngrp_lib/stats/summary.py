@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.reading import MAX_DEPTH
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
@@ -435,6 +436,13 @@ def _overall_notes(
         notes.append(
             f"{read['profile_rollouts_not_in_file']} profiled rollouts are not in the "
             "rollouts file: left out of majority@k and truncation"
+        )
+    if read is not None and read.get("refused_lines"):
+        lines = read["refused_lines"]
+        shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+        notes.append(
+            f"{len(lines)} row(s) of the rollouts file nest more than {MAX_DEPTH} levels deep:"
+            f" refused, skipped (line {shown})"
         )
     if overall.majority_at_k is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")

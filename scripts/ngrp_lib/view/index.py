@@ -195,8 +195,7 @@ class RunIndex:
             builder.code(name)
         for line, offset, raw in iter_lines(path, part, start=at):
             part.rows += 1
-            if not builder.add(parse_row(raw, lines + line, path), lines + line, offset, len(raw)):
-                part.rows_without_key += 1
+            part.add_row(builder, raw, lines + line, offset, live=True)  # a bad row is named, not a 500
         new = builder.take()
         kept = self.facts.subset(self.facts.offset < at)  # less the unterminated line read again
         self.added += len(new) - (len(self.facts) - len(kept))
@@ -208,7 +207,7 @@ class RunIndex:
         self.scan = ScanStats(
             old.path, size=part.size, lines=lines + part.lines, rows=rows + part.rows,
             blank_lines=blank + part.blank_lines, torn_tail=part.torn_tail,
-            rows_without_key=keyless + part.rows_without_key,
+            rows_without_key=keyless + part.rows_without_key, refused=old.refused + part.refused,
             resume=[r_at, lines + r_lines, rows + r_rows, blank + r_blank, keyless + r_keyless],
         )  # fmt: skip
         self.finish()
