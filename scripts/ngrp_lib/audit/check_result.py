@@ -103,6 +103,7 @@ class CheckResult:
     agents: list[AgentCheck]
     findings: list[Finding]
     top_failures: list[FailureSummary] = field(default_factory=list)
+    in_progress: dict[str, Any] | None = None  # `live.LiveRun.to_json()` while a collector holds the lock
 
     @property
     def exit_code(self) -> int:
@@ -126,4 +127,5 @@ class CheckResult:
             "agents": [asdict(a) for a in self.agents],
             "top_failures": [asdict(f) for f in self.top_failures],
             "findings": [asdict(f) for f in self.findings],
+            "in_progress": self.in_progress,
         }
