@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.collector_retries import collector_retries
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
@@ -210,6 +211,7 @@ def check_run(
     if live is not None:
         result.in_progress = live.to_json()
         result.findings = while_running(result, live)
+    result.retries = collector_retries(rollouts)
     return result
 
 

@@ -22,6 +22,7 @@ import orjson
 
 from .. import __version__
 from ..artifacts import jsonl
+from ..artifacts.collector_retries import collector_retries
 from ..artifacts.jsonl import (
     BLANK,
     NOT_OBJECT,
@@ -80,6 +81,7 @@ class HealthResult:
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
     unhealthy_examples: list[list[Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)  # `tool_breakdown`: which tool breaks the agent
+    collector_retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -120,6 +122,7 @@ class HealthResult:
             "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
             "tools": self.tools,
+            "collector_retries": self.collector_retries,
         }
 
 
@@ -365,6 +368,7 @@ def run_health(
         flagged_tasks=flagged,
         unhealthy_examples=examples,
         tools=tools,
+        collector_retries=collector_retries(rollouts),
     )
 
 
