@@ -401,7 +401,15 @@ def main() -> int:
     parser.add_argument("--model-dir", help="real: a vLLM-loadable model (default: SmolLM2 as the demo)")
     parser.add_argument("--task-file", type=Path, default=REPO / "examples" / "tasks.jsonl", help="real")
     parser.add_argument("--generated", type=int, help="real: this many seeded arithmetic tasks instead")
-    parser.add_argument("--concurrency", type=int, default=32, help="real: collect's --concurrency")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="real: S, the sequences (or requests, --equal) in flight"
+    )
+    parser.add_argument(
+        "--equal",
+        choices=("sequences", "requests", "both"),
+        default="both",
+        help="real: hold sequences in flight equal, requests in flight equal, or measure both",
+    )
     parser.add_argument("--warmup", action="store_true", help="real: one untimed fixed run first")
     parser.add_argument(
         "--barrier-checkout", help="real: also run adaptive with this ngrp checkout (rounds as barriers)"

@@ -14,6 +14,12 @@ from before rounds were pipelined per task (`git archive <commit> scripts schema
 where each round waited for the slowest task of the round before. `--generated N` asks N seeded
 arithmetic questions instead of the demo's 16 (a design where the first round alone fills the server).
 Each run records the 1-minute load average before and after it: the machine may be shared.
+
+`--equal` (default both) says what the arms hold equal, `--concurrency` S being the unit: `sequences`
+runs both at S sequences in flight (collect's --concurrency counts sequences); `requests` runs each at
+S requests in flight: fixed N at S x N sequences (n = N a request), adaptive at S x R (its first rounds'
+n = R). Each run also gives the server's own generated and prompt tokens and its prefix-cache hit rate
+(its /metrics before and after).
 """
 
 from __future__ import annotations
@@ -49,21 +55,31 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
 
 
 def one_run(
-    folder: Path, base_url: str, model: str, adaptive: list[str], args: Any, ngrp: list[str] = NGRP
+    folder: Path,
+    base_url: str,
+    model: str,
+    adaptive: list[str],
+    args: Any,
+    ngrp: list[str] = NGRP,
+    concurrency: int | None = None,
 ) -> dict:
-    """One `collect` (by `ngrp`: this checkout's, or another's for the barrier arm), timed."""
+    """One `collect` (by `ngrp`: this checkout's, or another's for the barrier arm), timed, at
+    `concurrency` sequences in flight (default `args.concurrency`)."""
     out = folder / "rollouts.jsonl"
     repeats = args.repeats
+    limit = args.concurrency if concurrency is None else concurrency
     # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
-    extra = ["--timeout", "1800", "--concurrency", str(args.concurrency), *adaptive]
+    extra = ["--timeout", "1800", "--concurrency", str(limit), *adaptive]
     extra += ["--seed-per-repeat"] if args.seed_per_repeat else []
     args = ["collect", "--input", str(args.task_file), "--output", str(out), "--base-url", base_url,
             "--model", model, "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
     load_before = os.getloadavg()[0]
+    before = _server_counters(base_url)
     start = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never write into another checkout
     proc = subprocess.run([*ngrp, *args], capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
+    server = _delta(before, _server_counters(base_url))
     if proc.returncode != 0:
         sys.exit(f"collect failed ({proc.returncode}): {proc.stderr[-2000:]}")
     per_task: dict[int, list[bool]] = {}
@@ -75,7 +91,34 @@ def one_run(
         "wall_s": round(wall, 2),
         "rollouts": sum(len(v) for v in per_task.values()),
         "decisions": decisions,
+        "sequences_limit": limit,
+        **server,
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
+    }
+
+
+COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total",
+            "vllm:prefix_cache_hits_total")  # fmt: skip
+
+
+def _server_counters(base_url: str) -> dict[str, float]:
+    import urllib.request
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from ngrp_lib.collect.metrics import parse_counters
+
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=10) as reply:
+        return parse_counters(reply.read().decode(), COUNTERS)
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The server's own counts over one run: prompt and generated tokens, prefix-cache hit rate."""
+    d = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in COUNTERS}
+    queries = d["vllm:prefix_cache_queries_total"]
+    return {
+        "server_prompt_tokens": int(d["vllm:prompt_tokens_total"]),
+        "server_generated_tokens": int(d["vllm:generation_tokens_total"]),
+        "prefix_hit": round(d["vllm:prefix_cache_hits_total"] / queries, 3) if queries else None,
     }
 
 
@@ -144,18 +187,25 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
     """fixed, adaptive (pipelined: this checkout), adaptive (barrier: `--barrier-checkout`, when given),
     then again, `--rounds` times."""
     adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
-    arms: dict[str, tuple[list[str], list[str]]] = {"fixed": ([], NGRP), "adaptive": (adaptive, NGRP)}
+    s, n, r = args.concurrency, args.repeats, args.first_round
+    arms: dict[str, tuple[list[str], list[str], int]] = {}
+    equal = getattr(args, "equal", "sequences")
+    if equal in ("sequences", "both"):  # both at S sequences in flight
+        arms |= {"fixed": ([], NGRP, s), "adaptive": (adaptive, NGRP, s)}
+    if equal in ("requests", "both"):  # both at S requests in flight: n = N against n = R a request
+        arms |= {"fixed_eq_requests": ([], NGRP, s * n), "adaptive_eq_requests": (adaptive, NGRP, s * r)}
     if args.barrier_checkout:
         arms["adaptive_barrier"] = (
             adaptive,
             [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
+            s,
         )
     runs: dict[str, list[dict]] = {name: [] for name in arms}
     if args.warmup:  # the server's first large batches are slow (its CPU kernels warm up): not timed
         one_run(workdir / "warmup", base_url, model, [], args)
     for i in range(args.rounds):
-        for name, (extra, ngrp) in arms.items():
-            runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp))
+        for name, (extra, ngrp, limit) in arms.items():
+            runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp, limit))
     return runs
 
 
@@ -169,17 +219,24 @@ def print_real(results: dict) -> None:
         f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable,"
         f" --concurrency {results['concurrency']}"
     )
-    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's | load |")
-    print("|---|---|---|---|---|---|---|---|")
-    arms = [name for name in ("fixed", "adaptive", "adaptive_barrier") if name in results]
-    for i, fixed in enumerate(results["fixed"]):
+    print(
+        "| run | sequences limit | rollouts | wall s | generated tok | prompt tok | prefix hit | mixed |"
+        " all pass | all fail | decisions equal to fixed N's | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    names = ("fixed", "adaptive", "adaptive_barrier", "fixed_eq_requests", "adaptive_eq_requests")
+    arms = [name for name in names if name in results]
+    reference = results.get("fixed") or results["fixed_eq_requests"]
+    for i, fixed in enumerate(reference):
         for name in arms:
             run = results[name][i]
             kinds = list(run["decisions"].values())
             same = sum(fixed["decisions"][t] == d for t, d in run["decisions"].items())
-            agree = f"{same}/{len(kinds)}" if name != "fixed" else "-"
+            agree = f"{same}/{len(kinds)}" if not name.startswith("fixed") else "-"
             print(
-                f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} | {kinds.count('mixed')} |"
-                f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
+                f"| {name} {i + 1} | {run.get('sequences_limit', '-')} | {run['rollouts']} |"
+                f" {run['wall_s']:.1f} | {run.get('server_generated_tokens', '-')} |"
+                f" {run.get('server_prompt_tokens', '-')} | {run.get('prefix_hit', '-')} |"
+                f" {kinds.count('mixed')} | {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
                 f" {run['load_1min'][0]} to {run['load_1min'][1]} |"
             )

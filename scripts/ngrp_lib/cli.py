@@ -24,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "health": ("ngrp_lib.commands.health", "Is a zero the policy's fault? Judge every rollout's health."),
     "serve": ("ngrp_lib.commands.serve", "Start or stop local vLLM servers; write an endpoints file."),
     "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
+    "assign-keys": (
+        "ngrp_lib.commands.assign_keys",
+        "Give rollouts without identity keys their keys and materialized inputs.",
+    ),
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
     "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k), strict or partial."),
     "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),

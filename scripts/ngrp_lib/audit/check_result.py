@@ -103,6 +103,8 @@ class CheckResult:
     agents: list[AgentCheck]
     findings: list[Finding]
     top_failures: list[FailureSummary] = field(default_factory=list)
+    in_progress: dict[str, Any] | None = None  # `live.LiveRun.to_json()` while a collector holds the lock
+    retries: dict[str, int] = field(default_factory=dict)  # cause -> requests the collector sent again
 
     @property
     def exit_code(self) -> int:
@@ -125,5 +127,7 @@ class CheckResult:
             "failures_by_class": self.failures_by_class,
             "agents": [asdict(a) for a in self.agents],
             "top_failures": [asdict(f) for f in self.top_failures],
+            "retries": self.retries,
             "findings": [asdict(f) for f in self.findings],
+            "in_progress": self.in_progress,
         }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import orjson
 
 from .. import __version__
 from ..artifacts import jsonl
+from ..artifacts.collector_retries import collector_retries
 from ..artifacts.jsonl import (
     BLANK,
     NOT_OBJECT,
@@ -32,6 +33,7 @@ from ..artifacts.jsonl import (
     refuse_existing,
 )
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
+from ..artifacts.live import live_run
 from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
@@ -59,6 +61,7 @@ from .health_checks import (
     judge_row,
 )
 from .health_scan import RolloutScan, SidecarFailures
+from .tool_breakdown import tool_breakdown
 
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 VERIFY_FAILED = "verify_failed"  # the collector's failure class for a verifier that could not score
@@ -77,6 +80,8 @@ class HealthResult:
     affected: dict[str, int]  # check -> rollouts (or tasks) with a finding
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
     unhealthy_examples: list[list[Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)  # `tool_breakdown`: which tool breaks the agent
+    collector_retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -116,6 +121,8 @@ class HealthResult:
             "zero_rewards": ours["zero_rewards"],
             "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
+            "tools": self.tools,
+            "collector_retries": self.collector_retries,
         }
 
 
@@ -335,11 +342,19 @@ def run_health(
     }  # fmt: skip
     causes = summary["ngrp"]["causes"]
     _add_collector_stop(causes, rollouts)
+    live = live_run(rollouts)
+    if live is not None:  # keys not written yet are not "never attempted": a collector is writing them
+        # who and since when, not for how long: the same run asked again judges the same (no clock in it)
+        causes["unscored"]["in_progress"] = {k: v for k, v in live.to_json().items() if k != "running_s"}
+        causes["unscored"]["collector_stopped"] = None
+        if causes["unscored"]["not_judged"]:
+            causes["unscored"]["not_judged_attempted"] = "in_progress"
     # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
     inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
     causes["answer"] = answer_text(
         causes, inspect if write else f"ngrp health without --no-write, then {inspect}"
     )
+    tools = tool_breakdown(digests, inspect if write else None)
     if write:
         _write_unless_same(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
@@ -352,6 +367,8 @@ def run_health(
         affected=affected,
         flagged_tasks=flagged,
         unhealthy_examples=examples,
+        tools=tools,
+        collector_retries=collector_retries(rollouts),
     )
 
 

@@ -26,9 +26,10 @@ def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str,
     Streams both files; each finding names the command that fixes it.
 
     OTHER_FILES (a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json,
-    quality_summary.json, rollout_verdicts.jsonl) are each held against the inputs: a task, key, repeat
-    or rollout count the inputs do not have is an error naming both files and both numbers (files of
-    two runs in one folder); fewer is a warning (a partial run).
+    quality_summary.json, rollout_verdicts.jsonl; told by content, so a renamed one is read too) are each
+    held against the inputs: a task, key, repeat or rollout count the inputs do not have is an error
+    naming both files and both numbers (files of two runs in one folder); fewer is a warning (a
+    partial run).
 
     \b
     Example:
@@ -82,6 +83,10 @@ def render_text(r: CheckResult) -> str:
                 f"tasks {at.complete}/{at.total} complete, {at.partial} partial, "
                 f"{at.none} with none"
             )
+    from ..artifacts.collector_retries import retries_line
+
+    if (retried := retries_line(r.retries)) is not None:
+        lines.append(retried)
     for f in r.findings:
         lines.append(f"{f.severity}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
         if f.code == "failed_attempts":
@@ -91,6 +96,8 @@ def render_text(r: CheckResult) -> str:
     lines.append(
         "result: complete and consistent"
         if r.exit_code == 0
+        else "result: in progress, not complete yet (exit 1)"
+        if r.in_progress
         else "result: NOT complete or consistent (exit 1)"
     )
     return "\n".join(lines)

@@ -177,6 +177,9 @@ def render_text(result) -> str:
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
             f"({100 * zero['share_unhealthy']:.1f}%): {meaning}" + (f"; why: {why}" if why else "")
         )
+    from ..audit.tool_breakdown import render as render_tools
+
+    lines += render_tools(data["tools"])
     outputs = data["outputs"]
     if outputs is None:
         lines.append("nothing written (--no-write)")
@@ -188,6 +191,10 @@ def render_text(result) -> str:
             "leave them out: ngrp profile ... --exclude-unhealthy "
             + shlex.quote(data["outputs"]["rollout_verdicts"])
         )
+    from ..artifacts.collector_retries import retries_line
+
+    if (retried := retries_line(data["collector_retries"])) is not None:
+        lines.append(retried)
     lines.append(f"answer: {data['causes']['answer']}")
     return "\n".join(lines)
 
@@ -199,6 +206,14 @@ def _list(values: list) -> str:
 def _missing_words(data: dict) -> str:
     """What an expected key with no rollout row is: never attempted only when a failures sidecar was read
     (it would list the attempts that failed); without one, whether it was attempted is unknown."""
+    live = data["causes"]["unscored"]["in_progress"]
+    if live:
+        written = data["keys"]["expected"] - data["keys"]["missing"]
+        return (
+            f"not written yet (the run is in progress: a collector, pid {live['pid']}, holds {live['lock']}"
+            f" since {live['since']}; {written} of {data['keys']['expected']} written so far; ask again"
+            " when it has finished)"
+        )
     if data["files"]["failures"] is None:
         return "without a rollout (no failures file was read, so whether they were attempted is unknown)"
     return "never attempted"
