@@ -16,8 +16,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from cli_helpers import check, schema
-from ledger_helpers import ENTRY, LEDGER_RUN, make_repo, profile_with_means
+from cli_helpers import ENTRY, check, schema
+from ledger_helpers import LEDGER_RUN, make_repo, profile_with_means
 
 from ngrp_lib.ledger import read_ledger
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from cli_helpers import check, schema
-from ledger_helpers import ENTRY, LEDGER_RUN, git
+from cli_helpers import ENTRY, check, schema
+from ledger_helpers import LEDGER_RUN, git
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"

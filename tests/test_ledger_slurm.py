@@ -13,8 +13,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from cli_helpers import schema
-from ledger_helpers import ENTRY, LEDGER_RUN
+from cli_helpers import ENTRY, schema
+from ledger_helpers import LEDGER_RUN
 
 from ngrp_lib.ledger import read_ledger
 
