@@ -2,8 +2,9 @@
 
 Every task gets `first_round` (R) repeats; each later round adds R more (the last one fewer, to stop at
 N = `num_repeats`) to the tasks the rule has not settled, or, with a schedule of round sizes (`--rounds
-1,1,2,4,8`, the last size repeating), requests that grow while a task stays unsettled. A rule looks at one task's outcomes (pass means
-reward >= the pass threshold), never at another task's, so a task's decision depends on its own draws only.
+1,1,2,4,8`, the last size repeating), requests that grow while a task stays unsettled. A rule looks at
+one task's outcomes (pass means reward >= the pass threshold), never at another task's, so a task's
+decision depends on its own draws only.
 
 - `learnable`: settled once the task has both a pass and a fail (decision `mixed`); a task that never
   mixes runs to N (`all_pass` or `all_fail`). No interval: its keep/drop decision is the one a fixed-N run
