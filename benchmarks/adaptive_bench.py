@@ -313,7 +313,7 @@ def run_schedules(args: argparse.Namespace) -> dict:
     """Learnable under each schedule of --schedules at N = --repeats, on every population: the same
     simulated tasks (one seed a population) for every schedule."""
     rule, n = parse_rule("learnable"), args.repeats
-    schedules = [parse_schedule(spec, n) for spec in args.schedules]
+    schedules = [parse_schedule(spec, n) for spec in args.schedules or SCHEDULES]
     floor_table = decision_table(rule, Schedule(1, n))
     rows = []
     for seed, (name, population) in enumerate(POPULATIONS.items()):
@@ -362,7 +362,11 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--rules", nargs="+", default=list(RULES))
     parser.add_argument(
-        "--schedules", nargs="+", default=list(SCHEDULES), help="schedules: round sizes (collect --rounds)"
+        "--schedules",
+        nargs="+",
+        help="schedules and real: round sizes, as collect's --rounds (schedules: default "
+        + " ".join(SCHEDULES)
+        + "; real: default --first-round)",
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--base-url", help="real: an already running server (else a tiny one is started)")

@@ -14,6 +14,13 @@ from before rounds were pipelined per task (`git archive <commit> scripts schema
 where each round waited for the slowest task of the round before. `--generated N` asks N seeded
 arithmetic questions instead of the demo's 16 (a design where the first round alone fills the server).
 Each run records the 1-minute load average before and after it: the machine may be shared.
+
+`--schedules` gives the adaptive arms, one a round schedule (collect's `--rounds`: `4`, `2`,
+`2,1,1,2,2,4`); without it the one arm is `--first-round`. Every run reads the server's own `/metrics`
+before and after (`SERVER_COUNTERS`: generated and prompt tokens, prefix-cache queries and hits) and
+keeps the deltas, and the collector's own `load` block (sequences in flight: mean, peak, limit) when it
+reports one. `--concurrency` is handed to every arm alike: sequences in flight where collect counts them
+(equal sequences in flight for fixed N grouped and every schedule).
 """
 
 from __future__ import annotations
@@ -31,6 +38,24 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "examples" / "tasks.jsonl"
 NGRP = [sys.executable, str(REPO / "scripts" / "ngrp.py")]
+SERVER_COUNTERS = {  # vLLM 0.32's counters, summed over label sets; the server's own count of the work
+    "generated_tokens": "vllm:generation_tokens_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "cache_queries": "vllm:prefix_cache_queries_total",
+    "cache_hits": "vllm:prefix_cache_hits_total",
+}
+
+
+def server_counts(base_url: str) -> dict[str, float]:
+    """The server's counters now (from /metrics); a counter it does not export is left out."""
+    import urllib.request
+
+    from ngrp_lib.collect.metrics import parse_counters
+
+    url = base_url.removesuffix("/").removesuffix("/v1") + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        found = parse_counters(reply.read(4 << 20).decode(errors="replace"), SERVER_COUNTERS.values())
+    return {key: found[name] for key, name in SERVER_COUNTERS.items() if name in found}
 
 
 def start_server(workdir: Path, model_dir: str | None) -> Any:
@@ -60,12 +85,16 @@ def one_run(
     args = ["collect", "--input", str(args.task_file), "--output", str(out), "--base-url", base_url,
             "--model", model, "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
     load_before = os.getloadavg()[0]
+    counts_before = server_counts(base_url)
     start = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never write into another checkout
-    proc = subprocess.run([*ngrp, *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run([*ngrp, *args, "--json"], capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
     if proc.returncode != 0:
         sys.exit(f"collect failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    counts_after = server_counts(base_url)
+    server = {k: round(counts_after[k] - v) for k, v in counts_before.items() if k in counts_after}
+    summary = json.loads(proc.stdout)
     per_task: dict[int, list[bool]] = {}
     for line in out.read_text().splitlines():
         row = json.loads(line)
@@ -75,6 +104,8 @@ def one_run(
         "wall_s": round(wall, 2),
         "rollouts": sum(len(v) for v in per_task.values()),
         "decisions": decisions,
+        "server": server,
+        "in_flight": summary.get("load"),  # the collector's sequences in flight, where it reports them
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
     }
 
@@ -132,7 +163,7 @@ def real_run(args: Any) -> dict:
         "tasks": f"{args.generated} generated arithmetic tasks" if args.generated else _shown(args.task_file),
         "concurrency": args.concurrency,
         "repeats": args.repeats,
-        "first_round": args.first_round,
+        "schedules": schedules(args),
         "seed_per_repeat": args.seed_per_repeat,
         "warmup": args.warmup,
         **runs,
@@ -144,9 +175,11 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
     """fixed, adaptive (pipelined: this checkout), adaptive (barrier: `--barrier-checkout`, when given),
     then again, `--rounds` times."""
     adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
-    arms: dict[str, tuple[list[str], list[str]]] = {"fixed": ([], NGRP), "adaptive": (adaptive, NGRP)}
+    arms: dict[str, tuple[list[str], list[str]]] = {"fixed": ([], NGRP)}
+    for spec in schedules(args):
+        arms[f"adaptive {spec}"] = (["--adaptive", "learnable", "--rounds", spec], NGRP)
     if args.barrier_checkout:
-        arms["adaptive_barrier"] = (
+        arms["adaptive barrier"] = (
             adaptive,
             [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
         )
@@ -155,8 +188,14 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
         one_run(workdir / "warmup", base_url, model, [], args)
     for i in range(args.rounds):
         for name, (extra, ngrp) in arms.items():
-            runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp))
+            folder = workdir / f"{name}{i}".replace(" ", "_").replace(",", "-")
+            runs[name].append(one_run(folder, base_url, model, extra, args, ngrp))
     return runs
+
+
+def schedules(args: Any) -> list[str]:
+    """The adaptive arms' round schedules: --schedules when given, else --first-round's rounds."""
+    return list(args.schedules or [str(args.first_round)])
 
 
 def _shown(path: Path) -> str:
@@ -166,20 +205,31 @@ def _shown(path: Path) -> str:
 
 def print_real(results: dict) -> None:
     print(
-        f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable,"
-        f" --concurrency {results['concurrency']}"
+        f"real run: {results['tasks']}, N={results['repeats']}, learnable, --concurrency"
+        f" {results['concurrency']}"
     )
-    print("| run | rollouts | wall s | mixed | all pass | all fail | decisions equal to fixed N's | load |")
-    print("|---|---|---|---|---|---|---|---|")
-    arms = [name for name in ("fixed", "adaptive", "adaptive_barrier") if name in results]
+    print(
+        "| run | rollouts | wall s | wall / fixed N's | generated tokens (server) | prompt tokens (server) |"
+        " sequences in flight: mean, peak of limit | mixed | all pass | all fail | decisions equal to"
+        " fixed N's | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    arms = [name for name in results if name == "fixed" or name.startswith("adaptive")]
+    arms = [name for name in arms if isinstance(results[name], list)]
     for i, fixed in enumerate(results["fixed"]):
         for name in arms:
             run = results[name][i]
             kinds = list(run["decisions"].values())
             same = sum(fixed["decisions"][t] == d for t, d in run["decisions"].items())
             agree = f"{same}/{len(kinds)}" if name != "fixed" else "-"
+            server, flight = run.get("server") or {}, run.get("in_flight")
+            shown = "—"
+            if flight:
+                shown = f"{flight['sequences_mean']:g}, {flight['sequences_peak']} of {flight['limit']}"
             print(
-                f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} | {kinds.count('mixed')} |"
+                f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} |"
+                f" {run['wall_s'] / fixed['wall_s']:.2f} | {server.get('generated_tokens', '—')} |"
+                f" {server.get('prompt_tokens', '—')} | {shown} | {kinds.count('mixed')} |"
                 f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
                 f" {run['load_1min'][0]} to {run['load_1min'][1]} |"
             )
