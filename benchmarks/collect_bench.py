@@ -10,10 +10,14 @@ alternate floor / ngrp to spread the machine's noise over both. Goal: ngrp >= 90
     python3 benchmarks/collect_bench.py --base-url http://127.0.0.1:8000/v1 --model NAME
 
 `--grouping` runs only the comparison of one request per task group (the default) against one request per
-rollout (`--one-request-per-rollout`): both through `collect()` in this process, rounds alternating, on
-16 tasks x 8 repeats with long prompts (>= 400 tokens) and then on the demo's short prompts
-(examples/tasks.jsonl), 48 output tokens (`ignore_eos`), concurrency 32 (`--concurrency`). Goal:
-grouped >= 1.6x the rollouts/s on the long prompts, client CPU per rollout no higher.
+rollout (`--one-request-per-rollout`): all through `collect()` in this process, rounds rotating, on
+16 tasks x 8 repeats with long prompts (~450 tokens) and then on the demo's short prompts
+(examples/tasks.jsonl), 48 output tokens (`ignore_eos`). Each comparison twice, so the two causes
+separate: at equal sequences in flight (both sides at `--concurrency` S sequences: S requests against
+S / 8 grouped ones) and at equal requests in flight (grouped at S x 8 sequences: S requests of n = 8).
+Each row: wall, the server's own prompt and generated tokens and prefix-cache hit rate (its /metrics
+before and after), mean sequences in flight, client CPU per rollout. Goal: grouped >= 1.3x at equal
+sequences on the long prompts (shared prefill), client CPU per rollout no higher.
 
 `--long` adds the long run: 20,000 rollouts of 1 output token in one `collect()`, with the collector's
 RSS sampled as rollouts land (at 2,000 and at the end; goal: the end within 1.2x of 2,000) and its client
@@ -241,50 +245,87 @@ def write_long_tasks(path: Path, tasks: int, max_tokens: int, words: int = LONG_
             )
 
 
-def grouping_side(materialized: Path, workdir: Path, endpoint: Endpoint, args, tag: str) -> dict:
-    """One round of one side: wall, client CPU and what the collector says it cost."""
-    grouped = tag.startswith("grouped")
+SERVER_COUNTERS = (
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+)
+
+
+def server_counters(endpoint: Endpoint) -> dict[str, float]:
+    """The server's own token and prefix-cache counters now (its /metrics), summed over label sets."""
+    import urllib.request
+
+    from ngrp_lib.collect.metrics import metrics_url, parse_counters
+
+    with urllib.request.urlopen(metrics_url(endpoint), timeout=10) as reply:
+        return parse_counters(reply.read().decode(), SERVER_COUNTERS)
+
+
+def grouping_side(
+    materialized: Path, workdir: Path, endpoint: Endpoint, limit: int, tag: str, grouped: bool
+) -> dict:
+    """One round of one side at `limit` sequences in flight: wall, client CPU, what the collector says it
+    cost and what the server counted (its /metrics before and after)."""
+    before = server_counters(endpoint)
     wall, cpu = time.perf_counter(), time.process_time()
-    result = run_ngrp(materialized, workdir, endpoint, args.concurrency, tag, grouped)
+    result = run_ngrp(materialized, workdir, endpoint, limit, tag, grouped)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    cost = result.cost
-    return {"wall": wall, "cpu": cpu, "requests": cost["requests"], "rollouts": result.completed,
-            "input_tokens": cost["input_tokens"], "prefix_hit": cost["prefix_cache_hit_rate"]}  # fmt: skip
+    after = server_counters(endpoint)
+    delta = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in SERVER_COUNTERS}
+    queries = delta["vllm:prefix_cache_queries_total"]
+    load = result.load
+    return {"wall": wall, "cpu": cpu, "requests": result.cost["requests"], "rollouts": result.completed,
+            "server_prompt_tokens": int(delta["vllm:prompt_tokens_total"]),
+            "server_generated_tokens": int(delta["vllm:generation_tokens_total"]),
+            "prefix_hit": round(delta["vllm:prefix_cache_hits_total"] / queries, 3) if queries else None,
+            "sequences_mean": load["sequences_mean"], "requests_mean": load["requests_mean"]}  # fmt: skip
+
+
+# The three sides of a grouping comparison, each (grouped?, limit of sequences in flight as a multiple of
+# --concurrency S): one request per rollout at S sequences (S requests); grouped at S sequences (S / R
+# requests of n = R): equal sequences in flight; grouped at S x R sequences (S requests): equal requests.
+SIDES = {"single": (False, 1), "grouped_eq_seq": (True, 1), "grouped_eq_req": (True, None)}
 
 
 def measure_grouping(args, workdir: Path, endpoint: Endpoint, tasks: Path, label: str) -> dict:
     """Grouped (one request per task group) against one request per rollout on the same rows, in this
-    process, rounds alternating (which side goes first alternates too, so neither always runs warm)."""
+    process, at equal sequences in flight and at equal requests in flight; rounds rotate which side goes
+    first, so none always runs warm."""
     materialized = workdir / f"grouping_{label}.jsonl"
     overrides = {"max_output_tokens": args.group_max_tokens, "temperature": 1.0, "ignore_eos": True}
     options = MaterializeOptions(
         num_repeats=args.group_repeats, agent="bench", overrides=overrides, limit=args.group_tasks
     )
     materialize(tasks, materialized, options)
-    grouping_side(materialized, workdir, endpoint, args, f"grouped_{label}_warm")  # warm-up
-    sides: dict[str, list[dict]] = {"grouped": [], "single": []}
+    limits = {side: args.concurrency * (factor or args.group_repeats) for side, (_, factor) in SIDES.items()}
+    grouping_side(materialized, workdir, endpoint, args.concurrency, f"warm_{label}", True)
+    sides: dict[str, list[dict]] = {side: [] for side in SIDES}
+    names = list(SIDES)
     for round_ in range(args.group_rounds):
-        order = ("grouped", "single") if round_ % 2 == 0 else ("single", "grouped")
+        order = names[round_ % 3 :] + names[: round_ % 3]
         for side in order:
-            sides[side].append(
-                grouping_side(materialized, workdir, endpoint, args, f"{side}_{label}_{round_}")
-            )
-    rollouts = sides["grouped"][0]["rollouts"]
-    rate = {side: rollouts / statistics.median(r["wall"] for r in runs) for side, runs in sides.items()}
-    pairs = [s["wall"] / g["wall"] for g, s in zip(sides["grouped"], sides["single"], strict=True)]
+            tag = f"{side}_{label}_{round_}"
+            run = grouping_side(materialized, workdir, endpoint, limits[side], tag, SIDES[side][0])
+            sides[side].append(run)
+    rollouts = sides["single"][0]["rollouts"]
+    wall = {side: statistics.median(r["wall"] for r in runs) for side, runs in sides.items()}
     return {
         "label": label,
         "rollouts": rollouts,
-        "grouped_s": [round(r["wall"], 3) for r in sides["grouped"]],
-        "single_s": [round(r["wall"], 3) for r in sides["single"]],
-        "grouped_rollouts_per_s": round(rate["grouped"], 2),
-        "single_rollouts_per_s": round(rate["single"], 2),
-        "ratio": round(rate["grouped"] / rate["single"], 3),
-        "ratio_paired_median": round(statistics.median(pairs), 3),
-        "requests": {side: runs[0]["requests"] for side, runs in sides.items()},
-        "input_tokens": {side: runs[0]["input_tokens"] for side, runs in sides.items()},
-        "prompt_tokens_per_rollout": round(sides["single"][0]["input_tokens"] / rollouts, 1),
-        "prefix_cache_hit_rate": {side: runs[0]["prefix_hit"] for side, runs in sides.items()},
+        "limits": limits,
+        "wall_s": {side: [round(r["wall"], 2) for r in runs] for side, runs in sides.items()},
+        "rollouts_per_s": {side: round(rollouts / w, 2) for side, w in wall.items()},
+        "ratio_equal_sequences": round(wall["single"] / wall["grouped_eq_seq"], 3),
+        "ratio_equal_requests": round(wall["single"] / wall["grouped_eq_req"], 3),
+        "ratio_fuller_batch": round(wall["grouped_eq_seq"] / wall["grouped_eq_req"], 3),
+        **{
+            key: {side: runs[0][key] for side, runs in sides.items()}
+            for key in ("requests", "server_prompt_tokens", "server_generated_tokens", "prefix_hit")
+        },
+        "sequences_mean": {side: runs[0]["sequences_mean"] for side, runs in sides.items()},
+        "prompt_tokens_per_rollout": round(sides["single"][0]["server_prompt_tokens"] / rollouts, 1),
         "client_cpu_ms_per_rollout": {
             side: round(statistics.median(r["cpu"] for r in runs) / rollouts * 1000, 3)
             for side, runs in sides.items()
@@ -295,28 +336,25 @@ def measure_grouping(args, workdir: Path, endpoint: Endpoint, tasks: Path, label
 def print_grouping(figures: dict, args) -> None:
     for entry in figures:
         print(
-            f"{entry['label']}: {entry['rollouts']} rollouts ({args.group_tasks} tasks x "
-            f"{args.group_repeats}), {entry['prompt_tokens_per_rollout']} prompt tokens a rollout, "
-            f"{args.group_max_tokens} output tokens, "
-            f"concurrency {args.concurrency}, {args.group_rounds} alternating rounds"
+            f"{entry['label']}: {entry['rollouts']} rollouts ({args.group_tasks} tasks x"
+            f" {args.group_repeats}), {entry['prompt_tokens_per_rollout']} prompt tokens a rollout,"
+            f" {args.group_max_tokens} output tokens, {args.group_rounds} rotating rounds; limits of"
+            f" sequences in flight {entry['limits']}"
         )
+        header = "  side             wall (s) per round   rollouts/s  requests  prompt tok  generated"
+        print(header + "  prefix hit  seq in flight (mean)  client CPU ms/rollout")
+        for side in SIDES:
+            print(
+                f"  {side:<16} {str(entry['wall_s'][side]):<20} {entry['rollouts_per_s'][side]:>10}"
+                f"  {entry['requests'][side]:>8}  {entry['server_prompt_tokens'][side]:>10}"
+                f"  {entry['server_generated_tokens'][side]:>9}  {str(entry['prefix_hit'][side]):>10}"
+                f"  {entry['sequences_mean'][side]:>20}  {entry['client_cpu_ms_per_rollout'][side]:>21}"
+            )
         print(
-            f"  one request per rollout: {entry['single_rollouts_per_s']:.1f} rollouts/s"
-            f"   rounds {entry['single_s']}"
+            f"  grouped / one per rollout: {entry['ratio_equal_sequences']:.2f}x at equal sequences,"
+            f" {entry['ratio_equal_requests']:.2f}x at equal requests; the fuller batch alone (grouped,"
+            f" equal requests / equal sequences): {entry['ratio_fuller_batch']:.2f}x"
         )
-        print(
-            f"  one request per task:    {entry['grouped_rollouts_per_s']:.1f} rollouts/s"
-            f"   rounds {entry['grouped_s']}"
-        )
-        print(
-            f"  ratio grouped/single:    {entry['ratio']:.2f} (medians),"
-            f" {entry['ratio_paired_median']:.2f} (paired)"
-        )
-        print(
-            f"  requests {entry['requests']}, prompt tokens reported {entry['input_tokens']}, "
-            f"prefix-cache hit rate {entry['prefix_cache_hit_rate']}"
-        )
-        print(f"  client CPU per rollout (ms): {entry['client_cpu_ms_per_rollout']}")
 
 
 def rss_bytes() -> int:

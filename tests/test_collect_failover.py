@@ -52,7 +52,7 @@ def test_home_server_is_task_affine_and_spills_when_full():
     assert r.pick(2).endpoint == B  # ... unless that one is full
     assert r.pick(1, exclude={0}).endpoint == B  # full, but the only healthy one left: it waits its turn
     assert r.pick(1, exclude={0, 1}) is None
-    assert make_router([A, B], concurrency=32).capacity == 16
+    assert make_router([A, B], limit=32).capacity == 16
 
 
 def test_no_reply_fails_over_and_takes_the_server_out():

@@ -263,7 +263,7 @@ def test_base_urls_and_credentials():
 def test_router_keeps_task_repeats_together():
     """The live router's home rule (failover.FailoverRouter: task t to server t % n)."""
     endpoints = [Endpoint(f"http://h{i}/v1", "m") for i in range(3)]
-    router = make_router(endpoints, concurrency=3)
+    router = make_router(endpoints, limit=3)
     assert {router.endpoint_for(5).base_url for _ in range(4)} == {"http://h2/v1"}
     assert [router.endpoint_for(t).base_url for t in range(3)] == [e.base_url for e in endpoints]
 

@@ -226,7 +226,7 @@ def test_a_sharded_runs_command_names_the_unsharded_output():
     manifest = {
         "input": {"path": "t.jsonl"},
         "rollouts": {"path": "o/r-shard-03-of-12.jsonl"},
-        "options": {"concurrency": 32},
+        "options": {"concurrency": None},
         "identity": {"shard": "3/12", "materialize": {"num_repeats": 4}, "model": "m", "api": "chat"},
         "servers": [{"url": "http://h:1/v1", "model": "m"}],
     }

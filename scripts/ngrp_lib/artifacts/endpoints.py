@@ -32,6 +32,7 @@ class EndpointEntry:
     host: str | None = None
     port: int | None = None
     log: str | None = None
+    max_num_seqs: int | None = None  # the server's limit of running sequences (vLLM), when known
 
     @property
     def public_url(self) -> str:
@@ -100,13 +101,18 @@ def _entry(path: Path, i: int, item: Any) -> EndpointEntry:
         if value is not None and (not isinstance(value, kind) or not value):
             raise InputError(f"{key} must be a non-empty string, not {_kind(value)}", path=path,
                              pointer=f"{where}/{key}")  # fmt: skip
-    pid, start_time, port = (_integer(path, where, item, key) for key in ("pid", "start_time", "port"))
+    pid, start_time, port, seqs = (
+        _integer(path, where, item, key) for key in ("pid", "start_time", "port", "max_num_seqs")
+    )
+    if seqs is not None and seqs < 1:
+        raise InputError(f"max_num_seqs must be at least 1, not {seqs}", path=path,
+                         pointer=f"{where}/max_num_seqs")  # fmt: skip
     if pid is not None and pid < 1:
         raise InputError(f"pid must be at least 1, not {pid}", path=path, pointer=f"{where}/pid")
     if port is not None and not 1 <= port <= 65535:
         raise InputError(f"port must be in 1..65535, not {port}", path=path, pointer=f"{where}/port")
     return EndpointEntry(
-        base_url, item.get("model"), pid, start_time, item.get("host"), port, item.get("log")
+        base_url, item.get("model"), pid, start_time, item.get("host"), port, item.get("log"), seqs
     )
 
 

@@ -198,6 +198,11 @@ def _fix(f: Failure, kind: str, api_key_env: str, mode: str) -> str:
         return _verifier_fix(kind, mode)
     gym = mode == "gym"
     who, url = ("the Gym server", "--gym-url") if gym else ("the server", "--base-url")
+    if kind == "no_reply" and f.failure_class == "timeout" and not gym:
+        return (
+            "no answer within --timeout: raise --timeout (seconds per sequence: a grouped request of n waits"
+            f" n times it), or lower --concurrency if the server is overloaded; {RESUME}"
+        )
     if kind == "no_reply":
         status = "`gym env status`" if gym else "`ngrp serve status`"
         return f"{who} did not answer: check it ({status}), or raise --timeout; {RESUME}"

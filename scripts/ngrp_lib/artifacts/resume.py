@@ -16,7 +16,7 @@ from typing import Any
 # `ngrp collect`'s defaults, for the options the manifest's runtime block holds (a test holds them to the
 # CLI's): an option at its default is left out of the command.
 DEFAULTS: dict[str, Any] = {
-    "concurrency": 32,
+    "concurrency": None,  # from the servers' max_num_seqs, else 128 per server
     "timeout": 120.0,
     "max_retries": 3,
     "max_attempts": 3,

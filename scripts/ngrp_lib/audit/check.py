@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.collector_retries import collector_retries
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
@@ -205,6 +206,7 @@ def check_run(
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
     result.findings += cross_check(inputs, [Path(p) for p in others])
+    result.retries = collector_retries(rollouts)
     return result
 
 

@@ -103,6 +103,7 @@ class CheckResult:
     agents: list[AgentCheck]
     findings: list[Finding]
     top_failures: list[FailureSummary] = field(default_factory=list)
+    retries: dict[str, int] = field(default_factory=dict)  # cause -> requests the collector sent again
 
     @property
     def exit_code(self) -> int:
@@ -125,5 +126,6 @@ class CheckResult:
             "failures_by_class": self.failures_by_class,
             "agents": [asdict(a) for a in self.agents],
             "top_failures": [asdict(f) for f in self.top_failures],
+            "retries": self.retries,
             "findings": [asdict(f) for f in self.findings],
         }

@@ -12,7 +12,7 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import orjson
 
 from .. import __version__
 from ..artifacts import jsonl
+from ..artifacts.collector_retries import collector_retries
 from ..artifacts.jsonl import (
     BLANK,
     NOT_OBJECT,
@@ -76,6 +77,7 @@ class HealthResult:
     affected: dict[str, int]  # check -> rollouts (or tasks) with a finding
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
     unhealthy_examples: list[list[Any]]
+    collector_retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -115,6 +117,7 @@ class HealthResult:
             "zero_rewards": ours["zero_rewards"],
             "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
+            "collector_retries": self.collector_retries,
         }
 
 
@@ -355,6 +358,7 @@ def run_health(
         affected=affected,
         flagged_tasks=flagged,
         unhealthy_examples=examples,
+        collector_retries=collector_retries(rollouts),
     )
 
 

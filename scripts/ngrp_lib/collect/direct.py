@@ -13,7 +13,7 @@ from ..artifacts.names import RCP, SHARED_PREFILL, TASK_KEY, USAGE_MISSING
 from ..artifacts.response import output_tokens_or_zero
 from .convert import ConversionError, chat_request, missing_counts, response_from_chat, responses_request
 from .failover import make_router
-from .grouping import Grouper, Item, split_choices, whole_run_fallback
+from .grouping import GROUP_CAP, Grouper, Item, split_choices, whole_run_fallback
 from .http import AttemptFailed, post_json
 from .routing import Endpoint
 from .run import IDENTITY_KEYS, Run
@@ -27,14 +27,12 @@ class DirectRun(Run):
     def __init__(self, *args: Any, endpoints: tuple[Endpoint, ...], verifier: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.verifier = verifier
-        self.router = make_router(
-            list(endpoints), self.options.concurrency, self.session, self.headers, log=self.log
-        )
+        self.router = make_router(list(endpoints), self.limit, self.session, self.headers, log=self.log)
         self.fallback = whole_run_fallback(
             enabled=self.options.group_requests, api=self.options.api, gym=False
         )
         if self.fallback is None:
-            self.grouper = Grouper(log=self.log)
+            self.grouper = Grouper(log=self.log, cap=min(GROUP_CAP, self.limit))  # n fits the limit
         elif self.options.group_requests:  # not asked for: say why, once
             self.log(f"one request per rollout: {self.fallback}")
 
@@ -67,7 +65,7 @@ class DirectRun(Run):
             return await self.call_model_n(first, server, len(group))
 
         try:
-            request_id, replies = await self.router.dispatch(first[TASK_KEY], call)
+            request_id, replies = await self.router.dispatch(first[TASK_KEY], call, weight=len(group))
         except AttemptFailed as failure:
             elapsed = time.monotonic() - started
             for i, (row, attempt) in enumerate(group):
@@ -145,7 +143,7 @@ class DirectRun(Run):
         try:
             body = chat_request(row[RCP], endpoint.model, token_ids=self.options.return_token_ids)
             body.update({"n": n, "return_token_ids": True})
-            answer = await self._post(body, endpoint.base_url + "/chat/completions")
+            answer = await self._post(body, endpoint.base_url + "/chat/completions", sequences=n)
             replies = []
             for chat in split_choices(answer, n):
                 response = response_from_chat(chat, token_ids=self.options.return_token_ids)
@@ -156,8 +154,16 @@ class DirectRun(Run):
         except Exception as exc:
             raise _unusable(exc) from exc
 
-    async def _post(self, body: dict, url: str) -> dict:
-        payload = await post_json(self.session, url, orjson.dumps(body), self.headers, self.options.retry)
+    async def _post(self, body: dict, url: str, *, sequences: int = 1) -> dict:
+        payload = await post_json(
+            self.session,
+            url,
+            orjson.dumps(body),
+            self.headers,
+            self.options.retry,
+            sequences=sequences,
+            on_retry=self.note_retry,
+        )
         answer = jsonl.loads(payload)  # a lone surrogate escape reads as U+FFFD, as every row does
         if not isinstance(answer, dict):
             raise ConversionError(f"the server answered a JSON {type(answer).__name__}, not an object")

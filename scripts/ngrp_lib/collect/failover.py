@@ -1,7 +1,8 @@
 """Several servers in one run: task-affine routing, spill-over when saturated, failover when dead.
 
 - Home server: every repeat of task `t` goes to server `t % n`, so its prompt prefix is cached once.
-- Saturation: a server with `capacity` requests in flight (default ceil(concurrency / n)) is full; a row
+- Saturation: a server with `capacity` sequences in flight (ceil(limit / n): a grouped request counts its
+  `n`) is full; a row
   whose home is full goes to the healthy server with the fewest requests in flight instead.
 - Failover: an attempt that got no reply (connection refused or reset, timeout) takes that server out
   and the same attempt is re-sent to another healthy server, so a dying server costs no key. The tasks
@@ -94,8 +95,11 @@ class FailoverRouter:
             return home if home.outstanding < self.capacity else least_busy
         return next((s for s in ring if s.outstanding < self.capacity), least_busy)
 
-    async def dispatch(self, task_index: int, call: Callable[[Endpoint], Awaitable[T]]) -> T:
-        """Run `call(endpoint)` on the chosen server; on no reply, fail over to another one."""
+    async def dispatch(
+        self, task_index: int, call: Callable[[Endpoint], Awaitable[T]], *, weight: int = 1
+    ) -> T:
+        """Run `call(endpoint)` on the chosen server; on no reply, fail over to another one. `weight`: the
+        sequences the request carries (its `n`)."""
         tried: set[int] = set()
         last: AttemptFailed | None = None
         while True:
@@ -105,7 +109,7 @@ class FailoverRouter:
                 raise last or AttemptFailed(
                     "agent_request_failed", "NoHealthyServer", "every server is out (no reply); probing them"
                 )
-            state.outstanding += 1
+            state.outstanding += weight
             try:
                 result = await call(state.endpoint)
             except AttemptFailed as failure:
@@ -116,7 +120,7 @@ class FailoverRouter:
                 last = failure
                 continue
             finally:
-                state.outstanding -= 1
+                state.outstanding -= weight
             state.served += 1
             return result
 
@@ -172,12 +176,12 @@ class FailoverRouter:
 
 def make_router(
     endpoints: list[Endpoint],
-    concurrency: int,
+    limit: int,
     session: Any = None,
     headers: dict[str, str] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> FailoverRouter:
     """The router for a direct run: its endpoints are at least one (CollectOptions refuses a run with no
     server)."""
-    capacity = math.ceil(concurrency / len(endpoints))
+    capacity = math.ceil(limit / len(endpoints))  # sequences in flight per server
     return FailoverRouter(endpoints, capacity=capacity, session=session, headers=headers, log=log)

@@ -40,10 +40,20 @@ def gym_retryable(failure: AttemptFailed) -> bool:
     return transient(failure) if failure.status is None else failure.status in GATEWAY_STATUSES
 
 
-async def post_run(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> dict:
-    """POST one row to /run; retry only no reply and gateway statuses; return the JSON object."""
+async def post_run(
+    session: Any,
+    url: str,
+    body: bytes,
+    headers: dict,
+    policy: RetryPolicy,
+    on_retry: Callable[[AttemptFailed], None] | None = None,
+) -> dict:
+    """POST one row to /run; retry only no reply and gateway statuses (each told to `on_retry`); return
+    the JSON object."""
     try:
-        payload = await post_json(session, url, body, headers, policy, retry_if=gym_retryable)
+        payload = await post_json(
+            session, url, body, headers, policy, retry_if=gym_retryable, on_retry=on_retry
+        )
     except AttemptFailed as failure:
         if failure.failure_class == "timeout":  # Gym has no request timeout: no reply at all
             failure.failure_class = "agent_request_failed"
@@ -112,7 +122,7 @@ class GymRun(Run):
         target = self.targets.for_row(row)
         try:
             result = await post_run(
-                self.session, target.url, orjson.dumps(row), self.headers, self.options.retry
+                self.session, target.url, orjson.dumps(row), self.headers, self.options.retry, self.note_retry
             )
         except AttemptFailed as failure:
             self.record_failure(row, attempt, failure, time.monotonic() - started, public_url(target.url))

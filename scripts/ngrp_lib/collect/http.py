@@ -1,4 +1,9 @@
-"""One model call with a per-request timeout and bounded, jittered exponential retries.
+"""One model call with a timeout that fits the request, and bounded, jittered exponential retries.
+
+The timeout (`RetryPolicy.timeout`, `collect --timeout`) is per sequence: a request carrying `n`
+sequences (a grouped request's `n` choices) waits `n` times it, so a grouped request of long generations
+does not time out where its rollouts sent one by one would not. Every retry is told to the caller
+(`on_retry`, with its cause) before it is sent: none is silent.
 
 Retried by default: no reply (connection errors, timeouts), HTTP 429 and 5xx. Not retried: other statuses
 (a bad request stays bad). Callers with another rule (Gym's `/run`) pass their own `retry_if`. When the
@@ -84,12 +89,13 @@ def transient(failure: AttemptFailed) -> bool:
 
 
 @asynccontextmanager
-async def open_session(concurrency: int) -> AsyncIterator[Any]:
+async def open_session(concurrency: int | None) -> AsyncIterator[Any]:
     """The aiohttp session of one run, sized for `concurrency` requests in flight (created by the caller
-    of `collect` and passed in)."""
+    of `collect` and passed in); None: no limit of connections (the run's own limit holds)."""
     import aiohttp
 
-    connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0, ttl_dns_cache=300)
+    limit = 0 if concurrency is None else concurrency + 8
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=300)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as s:
         yield s
 
@@ -101,25 +107,54 @@ async def post_json(
     headers: dict,
     policy: RetryPolicy,
     retry_if: Callable[[AttemptFailed], bool] = transient,
+    *,
+    sequences: int = 1,
+    on_retry: Callable[[AttemptFailed], None] | None = None,
 ) -> bytes:
-    """POST and return the 200 body; retry while `retry_if(failure)`; AttemptFailed when out of retries."""
+    """POST and return the 200 body; retry while `retry_if(failure)`, telling `on_retry` each time;
+    AttemptFailed when out of retries. `sequences`: how many the request carries (its timeout's factor)."""
     retry = 0
     while True:
         try:
-            return await post_once(session, url, body, headers, policy)
+            return await post_once(session, url, body, headers, policy, sequences=sequences)
         except AttemptFailed as failure:
             if not retry_if(failure) or retry >= policy.max_retries:
                 failure.retries = retry
                 raise
+            if on_retry is not None:
+                on_retry(failure)
         await asyncio.sleep(policy.delay(retry))
         retry += 1
 
 
-async def post_once(session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy) -> bytes:
-    """One POST under `policy` (its timeout, redirect rule and reply size limit); AttemptFailed on failure."""
+def retry_cause(failure: AttemptFailed) -> str:
+    """A retry's cause in a word: `timeout`, `HTTP 503`, or the connection error's type."""
+    if failure.status is not None:
+        return f"HTTP {failure.status}"
+    return "timeout" if failure.failure_class == "timeout" else failure.failure_type
+
+
+def timeout_message(timeout: float, sequences: int, url: str) -> str:
+    """What timed out, and what to change."""
+    size = (
+        f" (a request of {sequences} sequences: --timeout {timeout / sequences:g}s per sequence)"
+        if sequences > 1
+        else ""
+    )
+    return (
+        f"no answer within {timeout:g}s from {_path(url)}{size}: raise --timeout, or lower --concurrency"
+        " if the server is overloaded"
+    )
+
+
+async def post_once(
+    session: Any, url: str, body: bytes, headers: dict, policy: RetryPolicy, *, sequences: int = 1
+) -> bytes:
+    """One POST under `policy` (its timeout, times the sequences the request carries, its redirect rule
+    and reply size limit); AttemptFailed on failure."""
     import aiohttp
 
-    timeout = policy.timeout
+    timeout = policy.timeout * max(1, sequences)
     try:
         async with session.post(
             url,
@@ -139,9 +174,7 @@ async def post_once(session: Any, url: str, body: bytes, headers: dict, policy: 
             message = f"HTTP {r.status} from {_path(url)}" + (f": {said}" if said else "")
             raise AttemptFailed(kind, "HTTPError", message, r.status, text)
     except asyncio.TimeoutError as exc:
-        raise AttemptFailed(
-            "timeout", "TimeoutError", f"no answer within {timeout:g}s from {_path(url)}"
-        ) from exc
+        raise AttemptFailed("timeout", "TimeoutError", timeout_message(timeout, sequences, url)) from exc
     except aiohttp.ClientError as exc:
         raise AttemptFailed("agent_request_failed", type(exc).__name__, f"{exc} ({_path(url)})") from exc
 

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from .shards import Shard
 
 APIS = ("chat", "responses")
+# Sequences in flight per server when neither --concurrency nor the server says (an endpoints file's
+# `max_num_seqs`): vLLM's smallest default max_num_seqs (its API server on CPU); a GPU vLLM runs 256+.
+DEFAULT_SEQUENCES_PER_SERVER = 128
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,8 @@ class CollectOptions:
     verifier_fn: str | None = None
     return_token_ids: bool = False
     group_requests: bool = True  # one request per task group (grouping.py); --one-request-per-rollout
-    concurrency: int = 32
+    concurrency: int | None = None  # sequences in flight; None: from the servers (`sequence_limit`)
+    fill_batch: bool = False  # raise the limit while the servers have no queue (`fill.py`)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_attempts: int = 3
     abort_after: int = 16
@@ -45,7 +49,8 @@ class CollectOptions:
     skip_preflight: bool = False
     resume: bool = False
     overwrite: bool = False
-    progress: bool = False
+    progress: bool = False  # the redrawn bar (stderr is a terminal)
+    progress_every: float | None = None  # seconds between plain progress lines on stderr (off a terminal)
     gym_url: str | None = None  # Gym /run mode (gym_run.py)
     shard: Shard | None = None  # --shard i/N (ngrp_lib/shards.py)
     endpoint_files: tuple[str, ...] = ()  # --endpoints FILE as given: the resume command names them again
@@ -69,7 +74,8 @@ class CollectOptions:
         if self.resume and self.overwrite:
             raise UsageError("--resume and --overwrite contradict each other; choose one")
         for name in ("concurrency", "max_attempts", "abort_after", "abort_after_same"):
-            if getattr(self, name) < 1:
+            value = getattr(self, name)
+            if value is not None and value < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
         retry = self.retry
         if not (math.isfinite(retry.timeout) and retry.timeout > 0):
@@ -154,10 +160,24 @@ class CollectOptions:
                 "follow_redirects": self.retry.follow_redirects,
                 "endpoint_files": list(self.endpoint_files),
                 "one_request_per_rollout": not self.group_requests,
+                "fill_batch": self.fill_batch,
             },
             "servers": [{"url": e.public_url, "model": e.model} for e in self.endpoints]
             + ([{"url": public_url(self.gym_url), "gym": True}] if self.gym_url else []),
         }
+
+
+def sequence_limit(options: CollectOptions, endpoints: tuple[Endpoint, ...]) -> tuple[int, str]:
+    """The most sequences (rollouts being generated) in flight at once, and where the number comes from:
+    --concurrency; else the sum of the servers' `max_num_seqs` (an endpoints file `ngrp serve` wrote)
+    when every server gives one; else DEFAULT_SEQUENCES_PER_SERVER per server."""
+    if options.concurrency is not None:
+        return options.concurrency, "--concurrency"
+    known = [e.max_num_seqs for e in endpoints]
+    if endpoints and all(k is not None for k in known):
+        return sum(k for k in known if k is not None), "the servers' max_num_seqs"
+    servers = max(1, len(endpoints))
+    return DEFAULT_SEQUENCES_PER_SERVER * servers, f"default ({DEFAULT_SEQUENCES_PER_SERVER} per server)"
 
 
 def check_urls(options: CollectOptions) -> None:

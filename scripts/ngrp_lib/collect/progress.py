@@ -1,4 +1,6 @@
-"""Running totals for one collection and a plain-text progress line on stderr (no dependency)."""
+"""Running totals for one collection and its progress on stderr (no dependency): a redrawn bar on a
+terminal, else one plain line every `--progress-every` seconds (`progress_line`), printed by a ticker
+whatever the requests do, so a run whose requests all hang still says so."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ class Tally:
     reward_n: int = 0
     output_tokens: int = 0
     exhausted: int = 0  # keys whose failed attempt of this run was their last one (--max-attempts)
+    retries: int = 0  # requests sent again (timeouts, 429, 5xx, connection errors)
     failure_classes: Counter = field(default_factory=Counter)
     digest: FailureDigest = field(default_factory=FailureDigest)  # the messages, for the summary
     started: float = field(default_factory=time.monotonic)
@@ -46,6 +49,25 @@ class Tally:
     @property
     def mean_reward(self) -> float | None:
         return self.reward_sum / self.reward_n if self.reward_n else None
+
+
+def progress_line(tally: Tally, retries: dict[str, int], load: dict[str, int] | None = None) -> str:
+    """`progress: 120/752 done, 3 failed attempts, 5 retries (timeout 5), 1.2 rollouts/s, ETA 527s,
+    sequences in flight 64 of 64`."""
+    finished = tally.completed + tally.failed
+    rate = tally.completed / tally.elapsed
+    left = tally.total - finished
+    eta = f"{left / rate:,.0f}s" if rate > 0 else "?"
+    causes = ", ".join(f"{cause} {n}" for cause, n in sorted(retries.items()))
+    line = (
+        f"progress: {tally.completed}/{tally.total} done, {tally.failed} failed attempts,"
+        f" {sum(retries.values())} retries"
+        + (f" ({causes})" if causes else "")
+        + f", {rate:.2f} rollouts/s, ETA {eta}, {tally.elapsed:,.0f}s so far"
+    )
+    if load is not None:
+        line += f", sequences in flight {load['sequences']} of {load['limit']}"
+    return line
 
 
 class ProgressBar:

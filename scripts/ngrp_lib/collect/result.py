@@ -7,7 +7,6 @@ from typing import Any
 
 from ..artifacts.failures import TOP, FailureSummary
 from ..artifacts.usage import per_second
-from .grouping import GROUP_CAP
 from .options import CollectOptions
 
 RESUME = "rerun the same command with --resume"
@@ -61,6 +60,8 @@ class CollectResult:
     interrupted: bool = False  # Ctrl-C ended the run (exit 130); what was written stays
     cost: dict[str, Any] = field(default_factory=dict)  # `cost_block`: requests, rollouts, time, tokens
     grouping: dict[str, Any] = field(default_factory=dict)  # `grouping_block`: how rows became requests
+    load: dict[str, Any] = field(default_factory=dict)  # `runner.load_block`: sequences in flight, limit
+    retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again (`http.retry_cause`)
 
     @property
     def exit_code(self) -> int:
@@ -139,7 +140,7 @@ def grouping_block(run: Any, plan: Plan) -> dict[str, Any]:
     grouper = run.grouper
     return {
         "grouped": grouper is not None,
-        "cap": GROUP_CAP if grouper is not None else None,
+        "cap": grouper.cap if grouper is not None else None,
         "fallback": run.fallback,
         "alone": dict(grouper.fallbacks) if grouper is not None else {},
         "seeded_rows": plan.seeded,

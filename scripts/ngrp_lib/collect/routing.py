@@ -4,7 +4,7 @@ Which server runs a row is `failover.FailoverRouter`'s rule (every repeat of a t
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..artifacts.urls import has_credentials, normalize_base_url, public_url, split_http_url
@@ -18,6 +18,8 @@ __all__ = ["Endpoint", "has_credentials", "load_endpoints", "normalize_base_url"
 class Endpoint:
     base_url: str  # ends with /v1
     model: str
+    # the server's limit of running sequences (an endpoints file's `max_num_seqs`); not part of identity
+    max_num_seqs: int | None = field(default=None, compare=False)
 
     @property
     def public_url(self) -> str:
@@ -34,7 +36,7 @@ def load_endpoints(path: Path | str, model: str | None) -> list[Endpoint]:
         name = model or entry.model
         if not name:
             raise InputError("endpoint has no model; pass --model", path=path, pointer=f"/endpoints/{i}")
-        endpoints.append(Endpoint(entry.base_url, name))
+        endpoints.append(Endpoint(entry.base_url, name, entry.max_num_seqs))
     return endpoints
 
 

@@ -3,12 +3,13 @@ the rules for stopping early. A backend (`direct.DirectRun`, `gym_run.GymRun`) a
 `run_group` when it sends one request per task group (`grouping.py`).
 
 Workers pull requests (a row, or a task group of rows) from one shared queue (`work.WorkQueue`) that
-streams the materialized file, so at most `concurrency` requests are in flight and memory does not grow
-with the number of rows. Every result and every failed attempt is appended and flushed as it completes.
+streams the materialized file, so at most `limit` sequences (rollouts being generated: a grouped request
+carries its `n`) are in flight and memory does not grow with the number of rows. Every result and every
+failed attempt is appended and flushed as it completes.
 A follow-up (`work.FollowUp`, given by `collect --adaptive`) may answer a written rollout with more rows:
 they are appended to the materialized file in one write, then queued (`Run.extend`).
 
-Stopping early (admission stops; requests in flight finish, so up to `concurrency - 1` more are sent):
+Stopping early (admission stops; requests in flight finish, so up to `limit - 1` more are sent):
 - `abort_after` requests in a row got no reply: the server is gone;
 - the same failure that retrying cannot fix (`failures.Failure.scope`) hit `abort_after_same` rows in a
   row ("server": a refused key, an unknown model or route, a redirect not followed), or rows of that many
@@ -20,6 +21,7 @@ Stopping early (admission stops; requests in flight finish, so up to `concurrenc
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,7 +33,7 @@ from ..artifacts.redact import MIN_SECRET, Redactor, server_redactor
 from ..artifacts.terminal import visible
 from ..artifacts.usage import CostTally
 from .grouping import Grouper, Item, has_seed
-from .http import AttemptFailed
+from .http import AttemptFailed, retry_cause
 from .options import CollectOptions
 from .progress import ProgressBar, Tally
 from .work import FollowUp, WorkQueue
@@ -118,6 +120,7 @@ class Run:
         headers: dict[str, str],
         log: Callable[[str], None] = stderr_log,
         redactor: Redactor | None = None,
+        limit: int | None = None,
     ) -> None:
         self.options, self.disk, self.session, self.headers = options, disk, session, headers
         self.follow_up: FollowUp | None = None  # set by the caller before `work`
@@ -135,12 +138,27 @@ class Run:
         self.grouper: Grouper | None = None  # set by a backend that sends one request per task group
         self.fallback: str | None = None  # why the whole run sends one request per rollout
         self.queue: WorkQueue | None = None  # set by `work`
+        # sequences in flight at most (`options.sequence_limit`, resolved by the runner)
+        self.limit = limit or options.concurrency or 1 << 30
+        self.limit_source = "--concurrency"
+        self.fill: Any = None  # the --fill-batch rule (`fill.FillRule`), set by the runner
         self.added: set[tuple[int, int]] = set()  # keys a follow-up added to the materialized file
         self.added_seeded = 0  # of them, rows whose request carries a seed
         self._materialized: jsonl.Appender | None = None  # opened by the first `extend`
+        self.retries: Counter[str] = Counter()  # cause -> retries sent (`http.retry_cause`)
 
     def log(self, text: str) -> None:
         self._log(self.redactor.text(text))
+
+    def note_retry(self, failure: AttemptFailed) -> None:
+        """A request is about to be sent again: counted by cause (the summary, the manifest, `check` and
+        `health` show them), and said on stderr: every timeout, and the first retry of each other cause."""
+        cause = retry_cause(failure)
+        self.retries[cause] += 1
+        self.tally.retries = sum(self.retries.values())
+        if cause == "timeout" or self.retries[cause] == 1:
+            message = self.redactor.text(failure.message, cut=True)
+            self.log(f"retrying ({cause}, {self.retries[cause]} so far): {message}")
 
     @property
     def stopped_early(self) -> str | None:
@@ -162,7 +180,7 @@ class Run:
         """The pending rows cut into requests: task groups when the backend groups, else one row each."""
         pending = self.pending()
         groups = ([item] for item in pending) if self.grouper is None else self.grouper.groups(pending)
-        self.queue = WorkQueue(groups, grows=self.follow_up is not None)
+        self.queue = WorkQueue(groups, grows=self.follow_up is not None, limit=self.limit)
         return self.queue
 
     async def worker(self, queue: WorkQueue) -> None:
@@ -177,7 +195,7 @@ class Run:
                     await self.run_group(group)
                 self.bar.update()
             finally:
-                queue.done()
+                queue.done(len(group))
 
     def extend(self, rows: list[dict]) -> None:
         """Rows a follow-up added: appended to the materialized file in one write (so a kill leaves whole

@@ -33,7 +33,7 @@ from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
 from .materialize import expand, read_task_lines, sha256_file
 from .metrics import hit_rate, read_counts
-from .options import CollectOptions
+from .options import CollectOptions, sequence_limit
 from .preflight import (
     DEFAULT_TIMEOUT,
     REFUSED,
@@ -179,7 +179,7 @@ async def collect(
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
         cache_before = await read_counts(session, sampled, run.headers)
         try:
-            interrupted = await _work(run, options.concurrency, interrupt)
+            interrupted = await _work(run, interrupt)
         finally:
             run.close()
         plan.grow(len(run.added), run.added_seeded)
@@ -189,15 +189,92 @@ async def collect(
             cache_before, await read_counts(session, sampled, run.headers)
         )
         result.interrupted = interrupted
+        result.load = load_block(run)
+        result.retries = dict(run.retries)
         record_cost(options.manifest_path, result)
         return result
 
 
-async def _work(run: Run, concurrency: int, interrupt: Interrupt | None) -> bool:
-    """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early)."""
+FILL_EVERY_S = 2.0  # seconds between two looks at the servers' gauges (--fill-batch)
+
+
+def _fill_task(run: Run) -> asyncio.Future | None:
+    """The --fill-batch controller of a direct run (`fill.py`); None without it (or in Gym mode)."""
+    import time
+
+    from .fill import CAP_FACTOR, FillRule, fill_batch, read_samples
+
+    router = getattr(run, "router", None)
+    if not run.options.fill_batch or router is None:
+        return None
+    assert run.queue is not None
+    queue = run.queue
+    run.fill = FillRule(limit=run.limit, cap=min(10_000, run.limit * CAP_FACTOR))
+
+    def set_limit(limit: int) -> None:
+        queue.limit = limit
+        router.capacity = max(1, -(-limit // len(router.servers)))  # sequences per server
+        run.log(f"sequences in flight: limit {limit} ({run.fill.history[-1][1]})")
+
+    async def read() -> Any:
+        return await read_samples(run.session, router.endpoints, run.headers)
+
+    return asyncio.ensure_future(
+        fill_batch(
+            run.fill,
+            read,
+            set_limit,
+            lambda: queue.load.sequences,
+            lambda: run.retries["timeout"] + run.tally.failure_classes["timeout"],
+            FILL_EVERY_S,
+            time.monotonic,
+        )
+    )
+
+
+async def _tick(run: Run, every: float) -> None:
+    """A plain progress line every `every` seconds while the rows run (stderr is not a terminal)."""
+    from .progress import progress_line
+
+    while True:
+        await asyncio.sleep(every)
+        assert run.queue is not None
+        load = run.queue.load
+        run.log(progress_line(run.tally, run.retries, {"sequences": load.sequences, "limit": load.limit}))
+
+
+def load_block(run: Run) -> dict[str, Any]:
+    """Sequences (and requests) in flight over the run, against the limit and where it came from."""
+    assert run.queue is not None
+    load = run.queue.load
+    block = {"limit": run.limit, "limit_source": run.limit_source, **load.to_json()}
+    if run.fill is not None:
+        block["fill_batch"] = {
+            "final_limit": load.limit,
+            "peak_limit": load.peak_limit,
+            "raised": run.fill.raised,
+            "lowered": run.fill.lowered,
+        }
+    return block
+
+
+async def _work(run: Run, interrupt: Interrupt | None) -> bool:
+    """Run the pending rows; True when `interrupt` cut them short (the run then counts as stopped early).
+    One worker per sequence the limit allows (a request carries at least one); the queue holds the rest."""
     groups = run.work()
+    fill = _fill_task(run)
+    most = run.limit if fill is None else run.fill.cap
     # one worker's error (a full disk) cancels the others before the session closes under them
-    workers = asyncio.ensure_future(run_workers(run.worker(groups) for _ in range(concurrency)))
+    workers = asyncio.ensure_future(run_workers(run.worker(groups) for _ in range(most)))
+    helpers = [] if fill is None else [fill]
+    if run.options.progress_every is not None:
+        helpers.append(asyncio.ensure_future(_tick(run, run.options.progress_every)))
+
+    def stop_helpers(_: Any) -> None:
+        for helper in helpers:
+            helper.cancel()
+
+    workers.add_done_callback(stop_helpers)
     if interrupt is None:
         await workers
         return False
@@ -300,10 +377,16 @@ def _backend(
     log: Callable[[str], None],
     redactor: Redactor,
 ) -> Run:
+    limit, source = sequence_limit(options, servers.endpoints)
     common = {"to_run": to_run, "headers": auth_headers(options.api_key), "log": log, "redactor": redactor}
+    common["limit"] = limit
+    run: Run
     if servers.targets is not None:
-        return GymRun(options, disk, session, targets=servers.targets, **common)
-    return DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
+        run = GymRun(options, disk, session, targets=servers.targets, **common)
+    else:
+        run = DirectRun(options, disk, session, endpoints=servers.endpoints, verifier=verifier, **common)
+    run.limit_source = source
+    return run
 
 
 def _stage(options: CollectOptions, needs_answer: str | None, budget: OutputBudget) -> Path | None:

@@ -144,6 +144,8 @@ def record_cost(path: Path, result: Any) -> None:
         "resumed": result.resumed,
         "cost": result.cost,
         "grouping": result.grouping,
+        "load": getattr(result, "load", None),
+        "retries": getattr(result, "retries", {}),
         # why this invocation ended before every row was done: what a later reader (health, check) can
         # say of the keys it never attempted, instead of leaving the cause to inference
         "succeeded": result.succeeded,

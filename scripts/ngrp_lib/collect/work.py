@@ -7,6 +7,13 @@ own round is done, `adaptive/rounds.py`), so a worker that finds nothing queued 
 flight, and all stop when nothing is queued and nothing is in flight. Added rows go before the file's
 rest: they are the later rounds of tasks already started, whose chains of rounds set the run's end.
 
+Sequences in flight are the unit (`WorkQueue.limit`): a request carries one sequence per rollout it asks
+for (its `n`), and a request is admitted only while the sequences in flight plus its own stay within the
+limit, whatever the request shape (one per rollout, a task group, an adaptive round). A request larger
+than the limit never waits forever: it goes alone when nothing else is in flight (the grouper caps `n` at
+the limit, so that does not happen in a collection). `load` keeps the time-weighted mean and the peak of
+sequences and requests in flight, for the summary and the manifest.
+
 `run_workers`: a run's workers stop together. When one fails (a full disk under `Appender.write`, say),
 the others are cancelled and waited for before the error goes on. `asyncio.gather` alone leaves them
 running while the run unwinds: they would send requests and record "Session is closed" failures (their
@@ -17,6 +24,7 @@ after a Ctrl-C: `--resume` sends them again.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Iterable, Iterator
 from typing import Any, Protocol
@@ -32,15 +40,67 @@ class FollowUp(Protocol):
     def __call__(self, row: dict, reward: Any) -> list[dict]: ...
 
 
-class WorkQueue:
-    """Request groups for the workers: added groups first, then the file's; `None` when the run is done."""
+class Load:
+    """Sequences and requests in flight over a run: time-weighted means and peaks, against the limit."""
 
-    def __init__(self, groups: Iterator[list[Item]], *, grows: bool) -> None:
+    def __init__(self, limit: int, clock: Any = time.monotonic) -> None:
+        self.limit = limit
+        self.peak_limit = limit
+        self.sequences = 0
+        self.requests = 0
+        self.peak_sequences = 0
+        self.peak_requests = 0
+        self._clock = clock
+        self._started = self._last = clock()
+        self._seq_area = 0.0
+        self._req_area = 0.0
+
+    def change(self, sequences: int, requests: int) -> None:
+        now = self._clock()
+        self._seq_area += self.sequences * (now - self._last)
+        self._req_area += self.requests * (now - self._last)
+        self._last = now
+        self.sequences += sequences
+        self.requests += requests
+        self.peak_sequences = max(self.peak_sequences, self.sequences)
+        self.peak_requests = max(self.peak_requests, self.requests)
+
+    def set_limit(self, limit: int) -> None:
+        self.limit = limit
+        self.peak_limit = max(self.peak_limit, limit)
+
+    def to_json(self) -> dict[str, Any]:
+        self.change(0, 0)
+        span = self._last - self._started
+        return {
+            "sequences_mean": round(self._seq_area / span, 2) if span > 0 else 0.0,
+            "sequences_peak": self.peak_sequences,
+            "requests_mean": round(self._req_area / span, 2) if span > 0 else 0.0,
+            "requests_peak": self.peak_requests,
+        }
+
+
+class WorkQueue:
+    """Request groups for the workers: added groups first, then the file's; `None` when the run is done.
+    At most `limit` sequences (rows) are in flight (`load.limit`, which a controller may move)."""
+
+    def __init__(self, groups: Iterator[list[Item]], *, grows: bool, limit: int = 1 << 30) -> None:
         self._file: Iterator[list[Item]] | None = groups
         self._added: deque[list[Item]] = deque()
         self._grows = grows  # a follow-up may add rows while requests are in flight
         self._in_flight = 0
+        self._head: list[Item] | None = None  # taken from the sources, waiting for room
         self._changed = asyncio.Event()
+        self.load = Load(limit)
+
+    @property
+    def limit(self) -> int:
+        return self.load.limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        self.load.set_limit(max(1, value))
+        self._wake()
 
     def add(self, groups: list[list[Item]]) -> None:
         self._added.extend(groups)
@@ -49,18 +109,28 @@ class WorkQueue:
     async def take(self) -> list[Item] | None:
         """The next group (the caller must call `done` once it is handled), or None: nothing is left."""
         while True:
-            group = self._next()
-            if group is not None:
+            if self._head is None:
+                self._head = self._next()
+            group = self._head
+            if group is not None and self._fits(len(group)):
+                self._head = None
                 self._in_flight += 1
+                self.load.change(len(group), 1)
                 return group
-            if not self._grows or self._in_flight == 0:
+            if group is None and (not self._grows or self._in_flight == 0):
                 self._wake()  # the other waiting workers see it too
                 return None
             self._changed.clear()
             await self._changed.wait()
 
-    def done(self) -> None:
+    def _fits(self, size: int) -> bool:
+        sequences = self.load.sequences
+        return sequences == 0 or sequences + size <= self.load.limit
+
+    def done(self, size: int = 1) -> None:
+        """A request of `size` sequences is finished (handled, failed or dropped)."""
         self._in_flight -= 1
+        self.load.change(-size, -1)
         self._wake()
 
     def _next(self) -> list[Item] | None:

@@ -82,6 +82,10 @@ def render_text(r: CheckResult) -> str:
                 f"tasks {at.complete}/{at.total} complete, {at.partial} partial, "
                 f"{at.none} with none"
             )
+    from ..artifacts.collector_retries import retries_line
+
+    if (retried := retries_line(r.retries)) is not None:
+        lines.append(retried)
     for f in r.findings:
         lines.append(f"{f.severity}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
         if f.code == "failed_attempts":

@@ -132,11 +132,34 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
 @click.option(
     "--concurrency",
     type=count(maximum=10_000),
-    default=32,
-    show_default=True,
-    help="Requests in flight (a grouped request carries several rollouts).",
+    default=None,
+    help="Sequences in flight: rollouts being generated at once, whatever the request shape (a grouped "
+    "request of n choices counts n, and n never exceeds this). Default: the sum of the servers' "
+    "max_num_seqs from an `ngrp serve` endpoints file, else 128 per server.",
 )
-@click.option("--timeout", type=DURATION, default=120.0, show_default=True, help="Seconds per request.")
+@click.option(
+    "--fill-batch",
+    is_flag=True,
+    help="Keep the servers' batch full: start at --concurrency (or its default) and raise the sequences in "
+    "flight while no vLLM server has requests waiting and its tokens/s still grows (vLLM's /metrics, read "
+    "every 2 s); back off when requests queue or time out. At most 4 times the starting limit.",
+)
+@click.option(
+    "--timeout",
+    type=DURATION,
+    default=120.0,
+    show_default=True,
+    help="Seconds per sequence: a request carrying n sequences (a grouped request's n choices) waits n "
+    "times this. A timeout is retried (--max-retries), each retry said on stderr and counted.",
+)
+@click.option(
+    "--progress-every",
+    type=DURATION,
+    default=30.0,
+    show_default=True,
+    help="When stderr is not a terminal: seconds between plain progress lines on stderr (done, failed, "
+    "retries by cause, sequences in flight). On a terminal a bar is redrawn instead.",
+)
 @click.option(
     "--max-retries",
     type=count(maximum=1000),
@@ -305,6 +328,7 @@ def _collect_options(o, shard):
         return_token_ids=o["return_token_ids"],
         group_requests=not o["one_request_per_rollout"],
         concurrency=o["concurrency"],
+        fill_batch=o["fill_batch"],
         retry=RetryPolicy(
             timeout=o["timeout"],
             max_retries=o["max_retries"],
@@ -321,6 +345,7 @@ def _collect_options(o, shard):
         resume=o["resume"],
         overwrite=o["overwrite"],
         progress=not o["as_json"] and sys.stderr.isatty(),
+        progress_every=None if sys.stderr.isatty() else o["progress_every"],
     )
 
 
@@ -447,6 +472,10 @@ def _render(result) -> str:
         f" over {result.elapsed_s:.1f}s; {_mean_reward_words(result)}",
     ]
     lines += cost_lines(result.cost, result.grouping)
+    lines += load_lines(result.load)
+    if result.retries:
+        causes = ", ".join(f"{cause} {n}" for cause, n in sorted(result.retries.items()))
+        lines.append(f"retries: {sum(result.retries.values())} requests sent again ({causes})")
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -481,6 +510,24 @@ def _render_adaptive(result) -> str:
             " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
         ]
     return "\n".join(lines)
+
+
+def load_lines(load) -> list[str]:
+    """`load: sequences in flight mean 61.2, peak 64 of limit 64 (--concurrency); requests mean 4.1`."""
+    if not load:
+        return []
+    line = (
+        f"load: sequences in flight mean {load['sequences_mean']:g}, peak {load['sequences_peak']} of limit"
+        f" {load['limit']} ({load['limit_source']}); requests in flight mean {load['requests_mean']:g},"
+        f" peak {load['requests_peak']}"
+    )
+    fill = load.get("fill_batch")
+    if fill:
+        line += (
+            f"; --fill-batch: limit raised {fill['raised']}x, lowered {fill['lowered']}x, peak"
+            f" {fill['peak_limit']}, final {fill['final_limit']}"
+        )
+    return [line]
 
 
 def cost_lines(cost, grouping) -> list[str]:

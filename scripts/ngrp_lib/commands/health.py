@@ -185,6 +185,10 @@ def render_text(result) -> str:
             "leave them out: ngrp profile ... --exclude-unhealthy "
             + shlex.quote(data["outputs"]["rollout_verdicts"])
         )
+    from ..artifacts.collector_retries import retries_line
+
+    if (retried := retries_line(data["collector_retries"])) is not None:
+        lines.append(retried)
     lines.append(f"answer: {data['causes']['answer']}")
     return "\n".join(lines)
 

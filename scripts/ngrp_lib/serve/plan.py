@@ -76,6 +76,7 @@ class ServerSpec:
     argv: list[str]
     env: dict[str, str]  # only what we set on top of the inherited environment
     log: Path
+    max_num_seqs: int | None = None  # vLLM's limit of running sequences, when known (`max_num_seqs`)
 
     @property
     def base_url(self) -> str:
@@ -186,6 +187,21 @@ def model_dtype(model: str) -> str:
 # ---------------------------------------------------------------- planning
 
 
+CPU_MAX_NUM_SEQS = 128  # vLLM 0.32's default max_num_seqs for its API server on CPU (world size 1)
+
+
+def max_num_seqs(extra: list[str], device: str) -> int | None:
+    """The server's limit of running sequences: `--max-num-seqs` when the user passed it, else vLLM's
+    default on CPU (128). None on GPU: vLLM's default there depends on the GPU's memory (256 or 1024)."""
+    for i, arg in enumerate(extra):
+        value = arg.split("=", 1)[1] if arg.startswith("--max-num-seqs=") else None
+        if arg == "--max-num-seqs" and i + 1 < len(extra):
+            value = extra[i + 1]
+        if value is not None:
+            return int(value) if value.isdigit() and int(value) > 0 else None
+    return CPU_MAX_NUM_SEQS if device == "cpu" else None
+
+
 def _has_flag(args: list[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in args)
 
@@ -225,7 +241,9 @@ def plan(opts: ServeOptions, *, gpus: list[str] | None = None, python: str | Non
     for i in range(count):
         ids = gpus[i * per_server : (i + 1) * per_server] if device == "gpu" else []
         argv, env = _command(opts, device, python, name, ports[i], ids)
-        servers.append(ServerSpec(i, opts.host, ports[i], ids, argv, env, log_dir / f"server-{i}.log"))
+        log = log_dir / f"server-{i}.log"
+        seqs = max_num_seqs(opts.extra_args, device)
+        servers.append(ServerSpec(i, opts.host, ports[i], ids, argv, env, log, seqs))
     return ServePlan(device, opts.model, name, str(opts.endpoints_file), servers)
 
 

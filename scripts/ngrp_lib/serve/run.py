@@ -241,6 +241,7 @@ def endpoint_rows(started: list[Started], model: str) -> list[dict]:
             "port": s.spec.port,
             "gpus": s.spec.gpus,
             "start_time": s.start_time,
+            **({} if s.spec.max_num_seqs is None else {"max_num_seqs": s.spec.max_num_seqs}),
         }
         for s in started
     ]
