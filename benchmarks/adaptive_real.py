@@ -190,6 +190,8 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
         for name, (extra, ngrp) in arms.items():
             folder = workdir / f"{name}{i}".replace(" ", "_").replace(",", "-")
             runs[name].append(one_run(folder, base_url, model, extra, args, ngrp))
+            shown = {k: v for k, v in runs[name][-1].items() if k != "decisions"}
+            print(f"{name} {i + 1}: {json.dumps(shown)}", file=sys.stderr)  # a run cut short keeps these
     return runs
 
 
