@@ -25,6 +25,7 @@
 
     python3 benchmarks/adaptive_bench.py                          # simulation, 200,000 tasks (under a minute)
     python3 benchmarks/adaptive_bench.py schedules                # learnable's schedules, N=16
+    python3 benchmarks/adaptive_bench.py --populations edge --rules band:0.2,0.8 width:0.5
     python3 benchmarks/adaptive_bench.py bound --rules band:0.2,0.8 band:0.3,0.7
     NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh) python3 benchmarks/adaptive_bench.py real
 """
@@ -58,6 +59,14 @@ POPULATIONS = {
     "Beta(1,1)": (1.0, 1.0),
     "Beta(0.3,0.3)": (0.3, 0.3),
     "Beta(0.25,2)": (0.25, 2.0),
+}
+# Near the band edges (issue 35): tasks just outside band:0.2,0.8 and populations tight around its edges,
+# where a rule that stops early misclassifies most; `--populations edge` (or `all`) runs them.
+EDGE_POPULATIONS: dict[str, Any] = {
+    "uniform[0.80,0.85]": ("uniform", 0.80, 0.85),
+    "Beta(20,80)": (20.0, 80.0),
+    "Beta(80,20)": (80.0, 20.0),
+    "uniform[0.45,0.55]": ("uniform", 0.45, 0.55),  # width: where a Wilson interval is widest
 }
 DESIGNS = ((16, 4), (8, 2))  # (N, R); later rounds add R
 RULES = ("learnable", "band:0.2,0.8", "width:0.3", "width:0.5")
@@ -137,7 +146,7 @@ def simulate(
     seed: int,
 ) -> dict:
     rng = np.random.default_rng(seed)
-    p = rng.beta(*population, size=tasks)
+    p = _draw(rng, population, tasks)
     draws = rng.random((tasks, n)) < p[:, None]
     out = {}
     for spec, (rule, table) in tables.items():
@@ -165,6 +174,8 @@ def exact(
     from scipy.special import betaln
     from scipy.stats import beta
 
+    if population[0] == "uniform":
+        return _exact_on_grid(rule, table, population, n)
     a, b = population
     passes = np.array([bin(i).count("1") for i in range(1 << n)])
     weight = np.exp(betaln(a + passes, b + n - passes) - betaln(a, b))
@@ -270,6 +281,65 @@ def print_bound(results: dict[str, Any]) -> None:
         )
 
 
+def _draw(rng: np.random.Generator, population: Any, size: int) -> np.ndarray:
+    if population[0] == "uniform":
+        return rng.uniform(population[1], population[2], size)
+    return rng.beta(*population, size=size)
+
+
+def _exact_on_grid(rule: Rule, table: DecisionTable, population: Any, n: int) -> dict[str, float | None]:
+    """`exact` for a uniform population on [lo, hi] (no Beta prior): the integrals over p on a midpoint
+    grid of 400 points (ample: a 0.05-wide population), the truth by the posterior given all N draws."""
+    _, lo, hi = population
+    grid = lo + (hi - lo) * (np.arange(400) + 0.5) / 400
+    passes = np.array([bin(i).count("1") for i in range(1 << n)])
+    like = grid[None, :] ** passes[:, None] * (1 - grid[None, :]) ** (n - passes[:, None])  # seq x grid
+    weight = like.mean(axis=1)  # P(this sequence), the density 1/(hi - lo) times the cell width
+    post = like / like.sum(axis=1, keepdims=True)
+    share = float(weight @ table.size / n)
+    if rule.kind == "band":
+        inside = post @ ((rule.low <= grid) & (grid <= rule.high))
+
+        def miss(codes: np.ndarray) -> float:
+            return float(weight @ np.where(codes == CODES["inside"], 1 - inside, inside))
+
+        return {
+            "exact_share": share,
+            "exact_wrong": miss(table.decision),
+            "exact_fixed_wrong": miss(table.fixed),
+        }
+    if rule.kind == "width":
+        low_n, high_n = _wilson_arrays(passes, n)
+
+        def covered(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+            return (post * ((low[:, None] <= grid) & (grid <= high[:, None]))).sum(axis=1)
+
+        return {
+            "exact_share": share,
+            "exact_wrong": float(weight @ (1 - covered(table.low, table.high))),
+            "exact_fixed_wrong": float(weight @ (1 - covered(low_n, high_n))),
+        }
+    return {"exact_share": share, "exact_wrong": None, "exact_fixed_wrong": None}
+
+
+def worst_lines(results: dict[str, Any]) -> list[str]:
+    """Per band or width rule: its largest exact gap to fixed N (wrong - fixed wrong) over the populations
+    run, with where it was: the figure a claim about the rule must carry with its conditions."""
+    out = []
+    for spec in dict.fromkeys(row["rule"] for row in results["rows"]):
+        gaps = [
+            (100 * (row["exact_wrong"] - row["exact_fixed_wrong"]), row["population"], row["n"], row["r"])
+            for row in results["rows"]
+            if row["rule"] == spec and row["exact_wrong"] is not None
+        ]
+        if gaps:
+            gap, population, n, r = max(gaps)
+            out.append(
+                f"worst for {spec}: {gap:+.2f} pp more often wrong than fixed N ({population}, N={n}, R={r})"
+            )
+    return out
+
+
 def rules_kind(spec: str) -> str:
     return spec.partition(":")[0]
 
@@ -293,6 +363,17 @@ def print_simulation(results: dict[str, Any]) -> None:
             f" {_share(row['fixed_wrong_vs_truth'])} | {row['exact_share']:.3f},"
             f" {'—' if gap is False else f'{gap:+.2f} pp'} |"
         )
+    for line in worst_lines(results):
+        print(line)
+
+
+def populations(args: argparse.Namespace) -> dict[str, Any]:
+    chosen = getattr(args, "populations", "beta")
+    return {
+        "beta": POPULATIONS,
+        "edge": EDGE_POPULATIONS,
+        "all": {**POPULATIONS, **EDGE_POPULATIONS},
+    }[chosen]
 
 
 def run_simulation(args: argparse.Namespace) -> dict:
@@ -301,10 +382,10 @@ def run_simulation(args: argparse.Namespace) -> dict:
     for n, r in DESIGNS:
         schedule = Schedule(first_round=r, num_repeats=n)
         tables = {rule.spec: (rule, decision_table(rule, schedule)) for rule in rules}
-        for seed, (name, population) in enumerate(POPULATIONS.items()):
+        for seed, (name, population) in enumerate(populations(args).items()):
             for spec, cell in simulate(population, tables, n, args.tasks, args.seed + seed).items():
                 rows.append({"population": name, "n": n, "r": r, "rule": spec, **cell})
-    order = {name: i for i, name in enumerate(POPULATIONS)}
+    order = {name: i for i, name in enumerate(populations(args))}
     rows.sort(key=lambda row: (order[row["population"]], -row["n"]))
     return {"tasks": args.tasks, "seed": args.seed, "rows": rows}
 
@@ -369,6 +450,12 @@ def main() -> int:
         + "; real: default --first-round)",
     )
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--populations",
+        choices=("beta", "edge", "all"),
+        default="beta",
+        help="simulate: the four Beta populations, the ones near the band edges (issue 35), or both",
+    )
     parser.add_argument("--base-url", help="real: an already running server (else a tiny one is started)")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--repeats", type=int, default=16, help="schedules and real: N")
@@ -380,7 +467,15 @@ def main() -> int:
     parser.add_argument("--model-dir", help="real: a vLLM-loadable model (default: SmolLM2 as the demo)")
     parser.add_argument("--task-file", type=Path, default=REPO / "examples" / "tasks.jsonl", help="real")
     parser.add_argument("--generated", type=int, help="real: this many seeded arithmetic tasks instead")
-    parser.add_argument("--concurrency", type=int, default=32, help="real: collect's --concurrency")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="real: S, the sequences (or requests, --equal) in flight"
+    )
+    parser.add_argument(
+        "--equal",
+        choices=("sequences", "requests", "both"),
+        default="both",
+        help="real: hold sequences in flight equal, requests in flight equal, or measure both",
+    )
     parser.add_argument("--warmup", action="store_true", help="real: one untimed fixed run first")
     parser.add_argument(
         "--barrier-checkout", help="real: also run adaptive with this ngrp checkout (rounds as barriers)"

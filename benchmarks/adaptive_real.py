@@ -15,12 +15,12 @@ where each round waited for the slowest task of the round before. `--generated N
 arithmetic questions instead of the demo's 16 (a design where the first round alone fills the server).
 Each run records the 1-minute load average before and after it: the machine may be shared.
 
-`--schedules` gives the adaptive arms, one a round schedule (collect's `--rounds`: `4`, `2`,
-`2,1,1,2,2,4`); without it the one arm is `--first-round`. Every run reads the server's own `/metrics`
-before and after (`SERVER_COUNTERS`: generated and prompt tokens, prefix-cache queries and hits) and
-keeps the deltas, and the collector's own `load` block (sequences in flight: mean, peak, limit) when it
-reports one. `--concurrency` is handed to every arm alike: sequences in flight where collect counts them
-(equal sequences in flight for fixed N grouped and every schedule).
+`--equal` (default both) says what the arms hold equal, `--concurrency` S being the unit: `sequences`
+runs both at S sequences in flight (collect's --concurrency counts sequences); `requests` runs each at
+S requests in flight: fixed N at S x N sequences (n = N a request), adaptive at S x R (its first rounds'
+n = R). Each run also gives the server's own generated and prompt tokens and its prefix-cache hit rate
+(its /metrics before and after). `--schedules 2 2,1,1,2,2,4` adds one adaptive arm a round schedule
+(collect's `--rounds`), at S sequences in flight.
 """
 
 from __future__ import annotations
@@ -38,24 +38,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 TASKS = REPO / "examples" / "tasks.jsonl"
 NGRP = [sys.executable, str(REPO / "scripts" / "ngrp.py")]
-SERVER_COUNTERS = {  # vLLM 0.32's counters, summed over label sets; the server's own count of the work
-    "generated_tokens": "vllm:generation_tokens_total",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "cache_queries": "vllm:prefix_cache_queries_total",
-    "cache_hits": "vllm:prefix_cache_hits_total",
-}
-
-
-def server_counts(base_url: str) -> dict[str, float]:
-    """The server's counters now (from /metrics); a counter it does not export is left out."""
-    import urllib.request
-
-    from ngrp_lib.collect.metrics import parse_counters
-
-    url = base_url.removesuffix("/").removesuffix("/v1") + "/metrics"
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        found = parse_counters(reply.read(4 << 20).decode(errors="replace"), SERVER_COUNTERS.values())
-    return {key: found[name] for key, name in SERVER_COUNTERS.items() if name in found}
 
 
 def start_server(workdir: Path, model_dir: str | None) -> Any:
@@ -74,27 +56,33 @@ def start_server(workdir: Path, model_dir: str | None) -> Any:
 
 
 def one_run(
-    folder: Path, base_url: str, model: str, adaptive: list[str], args: Any, ngrp: list[str] = NGRP
+    folder: Path,
+    base_url: str,
+    model: str,
+    adaptive: list[str],
+    args: Any,
+    ngrp: list[str] = NGRP,
+    concurrency: int | None = None,
 ) -> dict:
-    """One `collect` (by `ngrp`: this checkout's, or another's for the barrier arm), timed."""
+    """One `collect` (by `ngrp`: this checkout's, or another's for the barrier arm), timed, at
+    `concurrency` sequences in flight (default `args.concurrency`)."""
     out = folder / "rollouts.jsonl"
     repeats = args.repeats
+    limit = args.concurrency if concurrency is None else concurrency
     # a request of 16 choices on a loaded CPU can take longer than collect's default --timeout of 120 s
-    extra = ["--timeout", "1800", "--concurrency", str(args.concurrency), *adaptive]
+    extra = ["--timeout", "1800", "--concurrency", str(limit), *adaptive]
     extra += ["--seed-per-repeat"] if args.seed_per_repeat else []
     args = ["collect", "--input", str(args.task_file), "--output", str(out), "--base-url", base_url,
             "--model", model, "--verifier", "math", "--num-repeats", str(repeats), *extra]  # fmt: skip
     load_before = os.getloadavg()[0]
-    counts_before = server_counts(base_url)
+    before = _server_counters(base_url)
     start = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never write into another checkout
-    proc = subprocess.run([*ngrp, *args, "--json"], capture_output=True, text=True, env=env)
+    proc = subprocess.run([*ngrp, *args], capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
+    server = _delta(before, _server_counters(base_url))
     if proc.returncode != 0:
         sys.exit(f"collect failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    counts_after = server_counts(base_url)
-    server = {k: round(counts_after[k] - v) for k, v in counts_before.items() if k in counts_after}
-    summary = json.loads(proc.stdout)
     per_task: dict[int, list[bool]] = {}
     for line in out.read_text().splitlines():
         row = json.loads(line)
@@ -104,9 +92,34 @@ def one_run(
         "wall_s": round(wall, 2),
         "rollouts": sum(len(v) for v in per_task.values()),
         "decisions": decisions,
-        "server": server,
-        "in_flight": summary.get("load"),  # the collector's sequences in flight, where it reports them
+        "sequences_limit": limit,
+        **server,
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
+    }
+
+
+COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:prefix_cache_queries_total",
+            "vllm:prefix_cache_hits_total")  # fmt: skip
+
+
+def _server_counters(base_url: str) -> dict[str, float]:
+    import urllib.request
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    from ngrp_lib.collect.metrics import parse_counters
+
+    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/metrics", timeout=10) as reply:
+        return parse_counters(reply.read().decode(), COUNTERS)
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+    """The server's own counts over one run: prompt and generated tokens, prefix-cache hit rate."""
+    d = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in COUNTERS}
+    queries = d["vllm:prefix_cache_queries_total"]
+    return {
+        "server_prompt_tokens": int(d["vllm:prompt_tokens_total"]),
+        "server_generated_tokens": int(d["vllm:generation_tokens_total"]),
+        "prefix_hit": round(d["vllm:prefix_cache_hits_total"] / queries, 3) if queries else None,
     }
 
 
@@ -163,7 +176,7 @@ def real_run(args: Any) -> dict:
         "tasks": f"{args.generated} generated arithmetic tasks" if args.generated else _shown(args.task_file),
         "concurrency": args.concurrency,
         "repeats": args.repeats,
-        "schedules": schedules(args),
+        "first_round": args.first_round,
         "seed_per_repeat": args.seed_per_repeat,
         "warmup": args.warmup,
         **runs,
@@ -175,29 +188,31 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
     """fixed, adaptive (pipelined: this checkout), adaptive (barrier: `--barrier-checkout`, when given),
     then again, `--rounds` times."""
     adaptive = ["--adaptive", "learnable", "--first-round", str(args.first_round)]
-    arms: dict[str, tuple[list[str], list[str]]] = {"fixed": ([], NGRP)}
-    for spec in schedules(args):
-        arms[f"adaptive {spec}"] = (["--adaptive", "learnable", "--rounds", spec], NGRP)
+    s, n, r = args.concurrency, args.repeats, args.first_round
+    arms: dict[str, tuple[list[str], list[str], int]] = {}
+    equal = getattr(args, "equal", "sequences")
+    if equal in ("sequences", "both"):  # both at S sequences in flight
+        arms |= {"fixed": ([], NGRP, s), "adaptive": (adaptive, NGRP, s)}
+        for spec in getattr(args, "schedules", None) or []:  # one more arm a round schedule (--rounds)
+            arms[f"adaptive {spec}"] = (["--adaptive", "learnable", "--rounds", spec], NGRP, s)
+    if equal in ("requests", "both"):  # both at S requests in flight: n = N against n = R a request
+        arms |= {"fixed_eq_requests": ([], NGRP, s * n), "adaptive_eq_requests": (adaptive, NGRP, s * r)}
     if args.barrier_checkout:
-        arms["adaptive barrier"] = (
+        arms["adaptive_barrier"] = (
             adaptive,
             [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
+            s,
         )
     runs: dict[str, list[dict]] = {name: [] for name in arms}
     if args.warmup:  # the server's first large batches are slow (its CPU kernels warm up): not timed
         one_run(workdir / "warmup", base_url, model, [], args)
     for i in range(args.rounds):
-        for name, (extra, ngrp) in arms.items():
+        for name, (extra, ngrp, limit) in arms.items():
             folder = workdir / f"{name}{i}".replace(" ", "_").replace(",", "-")
-            runs[name].append(one_run(folder, base_url, model, extra, args, ngrp))
+            runs[name].append(one_run(folder, base_url, model, extra, args, ngrp, limit))
             shown = {k: v for k, v in runs[name][-1].items() if k != "decisions"}
             print(f"{name} {i + 1}: {json.dumps(shown)}", file=sys.stderr)  # a run cut short keeps these
     return runs
-
-
-def schedules(args: Any) -> list[str]:
-    """The adaptive arms' round schedules: --schedules when given, else --first-round's rounds."""
-    return list(args.schedules or [str(args.first_round)])
 
 
 def _shown(path: Path) -> str:
@@ -207,31 +222,28 @@ def _shown(path: Path) -> str:
 
 def print_real(results: dict) -> None:
     print(
-        f"real run: {results['tasks']}, N={results['repeats']}, learnable, --concurrency"
-        f" {results['concurrency']}"
+        f"real run: {results['tasks']}, N={results['repeats']}, R={results['first_round']}, learnable,"
+        f" --concurrency {results['concurrency']}"
     )
     print(
-        "| run | rollouts | wall s | wall / fixed N's | generated tokens (server) | prompt tokens (server) |"
-        " sequences in flight: mean, peak of limit | mixed | all pass | all fail | decisions equal to"
-        " fixed N's | load |"
+        "| run | sequences limit | rollouts | wall s | generated tok | prompt tok | prefix hit | mixed |"
+        " all pass | all fail | decisions equal to fixed N's | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    arms = [name for name in results if name == "fixed" or name.startswith("adaptive")]
-    arms = [name for name in arms if isinstance(results[name], list)]
-    for i, fixed in enumerate(results["fixed"]):
+    names = ("fixed", "adaptive", "adaptive_barrier", "fixed_eq_requests", "adaptive_eq_requests")
+    arms = [name for name in names if name in results]
+    arms += [name for name in results if name.startswith("adaptive ")]  # --schedules arms
+    reference = results.get("fixed") or results["fixed_eq_requests"]
+    for i, fixed in enumerate(reference):
         for name in arms:
             run = results[name][i]
             kinds = list(run["decisions"].values())
             same = sum(fixed["decisions"][t] == d for t, d in run["decisions"].items())
-            agree = f"{same}/{len(kinds)}" if name != "fixed" else "-"
-            server, flight = run.get("server") or {}, run.get("in_flight")
-            shown = "—"
-            if flight:
-                shown = f"{flight['sequences_mean']:g}, {flight['sequences_peak']} of {flight['limit']}"
+            agree = f"{same}/{len(kinds)}" if not name.startswith("fixed") else "-"
             print(
-                f"| {name} {i + 1} | {run['rollouts']} | {run['wall_s']:.1f} |"
-                f" {run['wall_s'] / fixed['wall_s']:.2f} | {server.get('generated_tokens', '—')} |"
-                f" {server.get('prompt_tokens', '—')} | {shown} | {kinds.count('mixed')} |"
-                f" {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
+                f"| {name} {i + 1} | {run.get('sequences_limit', '-')} | {run['rollouts']} |"
+                f" {run['wall_s']:.1f} | {run.get('server_generated_tokens', '-')} |"
+                f" {run.get('server_prompt_tokens', '-')} | {run.get('prefix_hit', '-')} |"
+                f" {kinds.count('mixed')} | {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
                 f" {run['load_1min'][0]} to {run['load_1min'][1]} |"
             )

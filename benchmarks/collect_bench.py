@@ -83,7 +83,13 @@ async def floor(bodies: list[bytes], url: str, concurrency: int) -> None:
 
 
 def run_ngrp(
-    materialized: Path, workdir: Path, endpoint: Endpoint, concurrency: int, round_: Any, grouped: bool = True
+    materialized: Path,
+    workdir: Path,
+    endpoint: Endpoint,
+    concurrency: int,
+    round_: Any,
+    grouped: bool = True,
+    fill: bool = False,
 ) -> Any:
     options = CollectOptions(
         output=workdir / f"rollouts_{round_}.jsonl",
@@ -92,10 +98,11 @@ def run_ngrp(
         verifier="math",
         concurrency=concurrency,
         group_requests=grouped,
+        fill_batch=fill,
     )
 
     async def run() -> Any:
-        async with open_session(concurrency) as session:
+        async with open_session(None if fill else concurrency) as session:
             return await collect(options, session, log=lambda text: None)
 
     result = asyncio.run(run())
@@ -132,6 +139,10 @@ def main() -> int:
     parser.add_argument("--group-max-tokens", type=int, default=48)
     parser.add_argument("--group-rounds", type=int, default=4)
     parser.add_argument("--group-sets", default="long,demo", help="which prompt sets: long, demo or both")
+    parser.add_argument(
+        "--fill-sides", action="store_true", help="grouping: also both shapes from S with --fill-batch"
+    )
+    parser.add_argument("--sides", help="grouping: only these sides (comma-separated names)")
     parser.add_argument("--prompt-words", type=int, default=LONG_PROMPT_WORDS, help="words in a long prompt")
     parser.add_argument(
         "--model-dir", type=Path, help="serve this model (e.g. SmolLM2) instead of the tiny one"
@@ -264,13 +275,19 @@ def server_counters(endpoint: Endpoint) -> dict[str, float]:
 
 
 def grouping_side(
-    materialized: Path, workdir: Path, endpoint: Endpoint, limit: int, tag: str, grouped: bool
+    materialized: Path,
+    workdir: Path,
+    endpoint: Endpoint,
+    limit: int,
+    tag: str,
+    grouped: bool,
+    fill: bool = False,
 ) -> dict:
     """One round of one side at `limit` sequences in flight: wall, client CPU, what the collector says it
     cost and what the server counted (its /metrics before and after)."""
     before = server_counters(endpoint)
     wall, cpu = time.perf_counter(), time.process_time()
-    result = run_ngrp(materialized, workdir, endpoint, limit, tag, grouped)
+    result = run_ngrp(materialized, workdir, endpoint, limit, tag, grouped, fill)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     after = server_counters(endpoint)
     delta = {name: after.get(name, 0.0) - before.get(name, 0.0) for name in SERVER_COUNTERS}
@@ -280,13 +297,16 @@ def grouping_side(
             "server_prompt_tokens": int(delta["vllm:prompt_tokens_total"]),
             "server_generated_tokens": int(delta["vllm:generation_tokens_total"]),
             "prefix_hit": round(delta["vllm:prefix_cache_hits_total"] / queries, 3) if queries else None,
-            "sequences_mean": load["sequences_mean"], "requests_mean": load["requests_mean"]}  # fmt: skip
+            "sequences_mean": load["sequences_mean"], "requests_mean": load["requests_mean"],
+            "fill": load.get("fill_batch")}  # fmt: skip
 
 
 # The three sides of a grouping comparison, each (grouped?, limit of sequences in flight as a multiple of
 # --concurrency S): one request per rollout at S sequences (S requests); grouped at S sequences (S / R
 # requests of n = R): equal sequences in flight; grouped at S x R sequences (S requests): equal requests.
 SIDES = {"single": (False, 1), "grouped_eq_seq": (True, 1), "grouped_eq_req": (True, None)}
+# `--fill-sides`: both shapes again from S sequences with --fill-batch (the limit then grows by itself)
+FILL_SIDES = {"single_fill": (False, 1), "grouped_fill": (True, 1)}
 
 
 def measure_grouping(args, workdir: Path, endpoint: Endpoint, tasks: Path, label: str) -> dict:
@@ -299,33 +319,43 @@ def measure_grouping(args, workdir: Path, endpoint: Endpoint, tasks: Path, label
         num_repeats=args.group_repeats, agent="bench", overrides=overrides, limit=args.group_tasks
     )
     materialize(tasks, materialized, options)
-    limits = {side: args.concurrency * (factor or args.group_repeats) for side, (_, factor) in SIDES.items()}
+    shapes = SIDES | (FILL_SIDES if args.fill_sides else {})
+    if args.sides:  # a subset, e.g. the --fill-batch sides alone
+        shapes = {side: shapes[side] for side in args.sides.split(",")}
+    limits = {side: args.concurrency * (factor or args.group_repeats) for side, (_, factor) in shapes.items()}
     grouping_side(materialized, workdir, endpoint, args.concurrency, f"warm_{label}", True)
-    sides: dict[str, list[dict]] = {side: [] for side in SIDES}
-    names = list(SIDES)
+    sides: dict[str, list[dict]] = {side: [] for side in shapes}
+    names = list(shapes)
     for round_ in range(args.group_rounds):
-        order = names[round_ % 3 :] + names[: round_ % 3]
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for side in order:
             tag = f"{side}_{label}_{round_}"
-            run = grouping_side(materialized, workdir, endpoint, limits[side], tag, SIDES[side][0])
+            grouped, fill = shapes[side][0], side in FILL_SIDES
+            run = grouping_side(materialized, workdir, endpoint, limits[side], tag, grouped, fill)
             sides[side].append(run)
-    rollouts = sides["single"][0]["rollouts"]
+    first = next(iter(sides.values()))[0]
+    rollouts = first["rollouts"]
     wall = {side: statistics.median(r["wall"] for r in runs) for side, runs in sides.items()}
+
+    def ratio(a: str, b: str) -> float | None:
+        return round(wall[a] / wall[b], 3) if a in wall and b in wall else None
+
     return {
         "label": label,
         "rollouts": rollouts,
         "limits": limits,
         "wall_s": {side: [round(r["wall"], 2) for r in runs] for side, runs in sides.items()},
         "rollouts_per_s": {side: round(rollouts / w, 2) for side, w in wall.items()},
-        "ratio_equal_sequences": round(wall["single"] / wall["grouped_eq_seq"], 3),
-        "ratio_equal_requests": round(wall["single"] / wall["grouped_eq_req"], 3),
-        "ratio_fuller_batch": round(wall["grouped_eq_seq"] / wall["grouped_eq_req"], 3),
+        "ratio_equal_sequences": ratio("single", "grouped_eq_seq"),
+        "ratio_equal_requests": ratio("single", "grouped_eq_req"),
+        "ratio_fuller_batch": ratio("grouped_eq_seq", "grouped_eq_req"),
         **{
             key: {side: runs[0][key] for side, runs in sides.items()}
             for key in ("requests", "server_prompt_tokens", "server_generated_tokens", "prefix_hit")
         },
         "sequences_mean": {side: runs[0]["sequences_mean"] for side, runs in sides.items()},
-        "prompt_tokens_per_rollout": round(sides["single"][0]["server_prompt_tokens"] / rollouts, 1),
+        "fill": {side: runs[0]["fill"] for side, runs in sides.items() if runs[0]["fill"]},
+        "prompt_tokens_per_rollout": round(first["server_prompt_tokens"] / rollouts, 1),
         "client_cpu_ms_per_rollout": {
             side: round(statistics.median(r["cpu"] for r in runs) / rollouts * 1000, 3)
             for side, runs in sides.items()
@@ -343,18 +373,21 @@ def print_grouping(figures: dict, args) -> None:
         )
         header = "  side             wall (s) per round   rollouts/s  requests  prompt tok  generated"
         print(header + "  prefix hit  seq in flight (mean)  client CPU ms/rollout")
-        for side in SIDES:
+        for side in entry["wall_s"]:
             print(
                 f"  {side:<16} {str(entry['wall_s'][side]):<20} {entry['rollouts_per_s'][side]:>10}"
                 f"  {entry['requests'][side]:>8}  {entry['server_prompt_tokens'][side]:>10}"
                 f"  {entry['server_generated_tokens'][side]:>9}  {str(entry['prefix_hit'][side]):>10}"
                 f"  {entry['sequences_mean'][side]:>20}  {entry['client_cpu_ms_per_rollout'][side]:>21}"
             )
-        print(
-            f"  grouped / one per rollout: {entry['ratio_equal_sequences']:.2f}x at equal sequences,"
-            f" {entry['ratio_equal_requests']:.2f}x at equal requests; the fuller batch alone (grouped,"
-            f" equal requests / equal sequences): {entry['ratio_fuller_batch']:.2f}x"
-        )
+        if entry["ratio_equal_sequences"] and entry["ratio_equal_requests"] and entry["ratio_fuller_batch"]:
+            print(
+                f"  grouped / one per rollout: {entry['ratio_equal_sequences']:.2f}x at equal sequences,"
+                f" {entry['ratio_equal_requests']:.2f}x at equal requests; the fuller batch alone (grouped,"
+                f" equal requests / equal sequences): {entry['ratio_fuller_batch']:.2f}x"
+            )
+        for side, fill in entry.get("fill", {}).items():
+            print(f"  {side}: --fill-batch from {entry['limits'][side]}: {fill}")
 
 
 def rss_bytes() -> int:

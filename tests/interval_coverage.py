@@ -2,6 +2,7 @@
 
     python tests/interval_coverage.py [RUNS]          # prints the tables (default 400 runs per design)
     python tests/interval_coverage.py --write [RUNS]  # and writes them into references/statistics.md
+    python tests/interval_coverage.py --repeats [RUNS] [--write]  # only the many-repeats table (1000 runs)
 
 Each run draws T new tasks with true pass rates p_i ~ Beta(a, b), K Bernoulli(p_i) rollouts per task
 (each missing at random with probability `missing`: a partial run), computes the per-task estimator (pass
@@ -102,7 +103,7 @@ def headline(
     (Korn-Graubard as it was before issue 28)."""
     iv = t_interval(values, LEVEL)
     cap = float(n[~np.isnan(values)].sum())
-    spread = intervals.off_edge(values, iv.value) if skew_df else None
+    spread = intervals.carrying(values, iv.value) if skew_df else None
     bounds = intervals.rate_interval(iv.value, iv.se, iv.n, LEVEL, cap, method, spread=spread)
     return (math.nan, math.nan) if bounds is None else (bounds.low, bounds.high)
 
@@ -226,6 +227,81 @@ def compare_lines(runs: int = 1000) -> list[str]:
     return lines
 
 
+# Many repeats (issue 35): K in {4, 8, 16, 32, 64}, k in {2, K/4, K/2} with 1 < k < K, pass@k and pass^k
+# on populations skewed both ways, 8, 30 and 200 tasks. Vectorised over runs: the per-task values of every
+# run at once, then the library's headline interval per run.
+REPEATS = (4, 8, 16, 32, 64)
+REPEAT_TASKS = (8, 30, 200)
+POPULATIONS = (("hard, Beta(0.5, 3)", 0.5, 3.0), ("easy, Beta(3, 0.5)", 3.0, 0.5))
+
+
+def repeat_designs() -> list[Design]:
+    out = []
+    for repeats in REPEATS:
+        for k in sorted({2, repeats // 4, repeats // 2}):
+            if not 1 < k < repeats:
+                continue
+            for estimator in ("pass@k", "pass^k"):
+                for label, a, b in POPULATIONS:
+                    for tasks in REPEAT_TASKS:
+                        name = f"{estimator.replace('k', str(k))}, K = {repeats}, {label}, {tasks} tasks"
+                        out.append(Design(name, estimator, tasks, k, a, b, repeats=repeats))
+    return out
+
+
+def per_task_runs(design: Design, runs: int, rng: np.random.Generator) -> np.ndarray:
+    """(runs, tasks) per-task values of every run at once (no missing rollouts): C(c, k)/C(K, k) for
+    pass^k, 1 - C(K - c, k)/C(K, k) for pass@k (the estimators ngrp uses)."""
+    p = rng.beta(design.a, design.b, (runs, design.tasks))
+    c = rng.binomial(design.repeats, p)
+    n = np.full(c.shape, design.repeats)
+    if design.estimator == "pass^k":
+        return estimators.pass_hat_k(n, c, design.k)
+    return 1.0 - estimators.pass_hat_k(n, n - c, design.k)
+
+
+def repeat_coverage(design: Design, runs: int, seed: int = 0) -> dict[str, float]:
+    """The headline's coverage, mean width and the share of runs with the truth above / below it."""
+    rng = np.random.default_rng(seed)
+    values = per_task_runs(design, runs, rng)
+    n = np.full(design.tasks, design.repeats)
+    bounds = np.array([headline(v, n) for v in values])
+    truth = design.truth
+    above, below = truth > bounds[:, 1], truth < bounds[:, 0]
+    return {
+        "coverage": float(1.0 - (above | below).mean()),
+        "width": float(np.mean(bounds[:, 1] - bounds[:, 0])),
+        "above": float(above.mean()),
+        "below": float(below.mean()),
+    }
+
+
+REPEATS_HEADER = "| estimand (K repeats, population) | true value |"
+
+
+def repeat_lines(runs: int) -> list[str]:
+    cols = " | ".join(f"{t} tasks" for t in REPEAT_TASKS)
+    lines = [f"{REPEATS_HEADER} {cols} |", "|---|---|" + "---|" * len(REPEAT_TASKS)]
+    designs = repeat_designs()
+    worst = (2.0, "")
+    for i in range(0, len(designs), len(REPEAT_TASKS)):
+        row = designs[i : i + len(REPEAT_TASKS)]
+        cells = []
+        for design in row:
+            r = repeat_coverage(design, runs)
+            worst = min(worst, (r["coverage"], design.name))
+            cells.append(f"{r['coverage']:.3f} ({r['width']:.3f})")
+        name = row[0].name.rsplit(", ", 1)[0]
+        lines.append(f"| {name} | {row[0].truth:.4g} | {' | '.join(cells)} |")
+        print(lines[-1], file=sys.stderr, flush=True)
+    lines.append("")
+    lines.append(
+        f"{runs} repeat runs per design, seed 0; each cell: the headline's coverage (mean width); lowest "
+        f"{worst[0]:.3f} ({worst[1]}); target {LEVEL}."
+    )
+    return lines
+
+
 DOC = Path(__file__).resolve().parents[1] / "references" / "statistics.md"
 
 
@@ -240,7 +316,17 @@ def replace_lines(text: str, first: str, last: str, lines: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     write = "--write" in argv
-    args = [a for a in argv if a != "--write"]
+    args = [a for a in argv if a not in ("--write", "--repeats")]
+    if "--repeats" in argv:
+        lines = repeat_lines(int(args[0]) if args else 1000)
+        print("\n".join(lines))
+        if write:
+            text = replace_lines(
+                DOC.read_text(encoding="utf-8"), REPEATS_HEADER, "repeat runs per design", lines
+            )
+            DOC.write_text(text, encoding="utf-8")
+            print(f"written into {DOC}")
+        return 0
     runs = int(args[0]) if args else 400
     table, calibration = coverage_lines(runs), compare_lines()
     print("\n".join(table + [""] + calibration))

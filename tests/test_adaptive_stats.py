@@ -250,3 +250,23 @@ def test_a_malformed_adaptive_manifest_is_an_input_error_naming_it(tmp_path, blo
     with pytest.raises(InputError, match=str(manifest.name)):
         run = find_adaptive(None, rollouts)
         decision_selector(run, SimpleNamespace(mode="band", min_rate=0.2, max_rate=0.8))
+
+
+def test_cost_per_informative_task_takes_tokens_from_the_first_round_as_p(runs, run_ngrp):
+    # P(informative) stands on the first round (R = 2 repeats of every task), so the tokens per rollout it
+    # divides must too: G x (first-round tokens / first-round rows) / P. Worked from the rows' usage: 30
+    # input + 50 + 10 r + t output tokens (run_helpers), r < R. All rounds would weigh later, longer rows.
+    _profile(run_ngrp, runs["adaptive"])
+    ours = _stats(run_ngrp, runs["adaptive"])
+    rows = [r.data for r in jsonl.iter_rows(runs["adaptive"] / "rollouts.jsonl")]
+    first = [r for r in rows if r["_ng_rollout_index"] < R]
+    per_first = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in first) / len(first)
+    per_all = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in rows) / len(rows)
+    assert len(first) == TASKS * R and per_all > per_first * 1.02
+    cost = ours["cost"]
+    assert cost["tokens_per_rollout"] == pytest.approx(round(per_all, 1))
+    assert cost["informative_tokens_from"] == "the first round's rows (as P(informative))"
+    p = {g["group_size"]: g["value"] for g in ours["overall"]["grpo_informative"]}
+    for entry in cost["tokens_per_informative_task"]:
+        g = entry["group_size"]
+        assert entry["tokens"] == pytest.approx(round(g * per_first / p[g], 1))

@@ -23,8 +23,14 @@ def test_health_asked_again_is_a_read_with_no_write(tmp_path, run_ngrp):
     assert first.returncode == 1, first.stderr
     written = {p.name: p.read_bytes() for p in (tmp_path / "results").iterdir()}
     again = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--json")
-    assert again.returncode == 2
-    assert "--no-write" in again.stderr  # the refusal names the way to ask again
+    # issue 36 #17: the same, unchanged run asked again answers as the first time and writes nothing
+    assert again.returncode == 1 and json.loads(again.stdout) == json.loads(first.stdout)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "results").iterdir()} == written
+    changed = run_ngrp(
+        "health", "--inputs", inputs, "--rollouts", rollouts, "--json", "--loop-min-repeats", "9"
+    )
+    assert changed.returncode == 2  # what it would write differs: refused
+    assert "--no-write" in changed.stderr  # the refusal names the way to ask again
     read = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json")
     assert read.returncode == 1, read.stderr
     report = json.loads(read.stdout)

@@ -261,3 +261,90 @@ def test_gym_profiler_reads_an_adaptive_run(vllm_server, folder):
                 "--output-dir", folder / "ours", "--gym-only")  # fmt: skip
     assert ours.returncode == 0, ours.stderr
     assert compare_outputs(folder / "ours" / "rollouts.jsonl", out) == []  # Gym's files, Gym's values
+
+
+def _with_identical_lines(path: Path) -> tuple[Path, dict[int, list[int]]]:
+    """Six tasks and two copies: line 3 repeats line 2 (task 1, always passes) right after it, line 9
+    repeats line 4 (task 2, mixed from its 6th repeat on) further down, after a blank line 6. Gym numbers
+    the copies as their originals, so the file has six task indices; returns each task's lines (1-based)."""
+    write_tasks(path, 6)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*lines[:2], lines[1], *lines[2:4], "\n", *lines[4:], lines[2]]))
+    return path, {0: [1], 1: [2, 3], 2: [4, 9], 3: [5], 4: [7], 5: [8]}
+
+
+def test_identical_lines_are_one_task_sampled_once_decided_as_fixed_n_on_the_same_draws(vllm_server, folder):
+    tasks, task_lines = _with_identical_lines(folder / "tasks.jsonl")
+    out = folder / "adaptive" / "rollouts.jsonl"
+    proc = ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--json"), cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 tasks have several identical lines" in proc.stderr
+    summary = json.loads(proc.stdout)
+    schemas.validator("collect_result").validate(summary)
+    manifest = json.loads((out.parent / "rollouts_run_manifest.json").read_text())
+    schemas.validator("run_manifest").validate(manifest)
+    states = manifest["adaptive"]["task_states"]
+    assert manifest["adaptive"]["identical_lines"] == {"1": [2, 3], "2": [4, 9]}
+    assert manifest["adaptive"]["tasks"] == 6
+    # sampled once: the copies add no rows, each task's rollout indices run 0 .. its size - 1
+    sizes = expected_sizes(6)
+    assert keys_of(out) == {(t, r): 1 for t, n in sizes.items() for r in range(n)}
+    assert {int(t): s["repeats"] for t, s in states.items()} == sizes
+
+    # a fixed-N run on the same file (Gym's expansion: 12 rows per line, so 24 for tasks 1 and 2)
+    fixed = folder / "fixed" / "rollouts.jsonl"
+    dropped = ("--adaptive", "learnable", "--first-round", "3")
+    plain = [a for a in adaptive_args(tasks, fixed, vllm_server.base_url) if a not in dropped]
+    assert ngrp(*plain, cwd=folder).returncode == 0
+    draws: dict[int, dict[int, bool]] = {}
+    for row in jsonl.iter_rows(fixed):
+        draws.setdefault(row.data["_ng_task_index"], {})[row.data["_ng_rollout_index"]] = (
+            row.data["reward"] == 1
+        )
+    assert {t: len(d) for t, d in draws.items()} == {0: 12, 1: 24, 2: 24, 3: 12, 4: 12, 5: 12}
+    for task, state in states.items():
+        sequence = [draws[int(task)][r] for r in range(12)]  # the fixed run's draws, in rollout order
+        expected = play(Rule("learnable"), Schedule(3, 12), sequence)
+        assert (state["decision"], state["repeats"]) == (expected.decision, expected.size), task
+
+    # curriculum keeps the mixed tasks (2, 3) by the run's decisions and writes every line of each
+    materialized = out.parent / "rollouts_materialized_inputs.jsonl"
+    made = ngrp("profile", "--inputs", materialized, "--rollouts", out)  # beside the run: its manifest
+    assert made.returncode == 0, made.stderr
+    kept = folder / "kept.jsonl"
+    chosen = ngrp("curriculum", out.parent / "rollouts_reward_profiling.jsonl", "--tasks", tasks,
+                  "--output", kept, "--learnable-for", "4", "--json")  # fmt: skip
+    assert chosen.returncode == 0, chosen.stderr
+    source = tasks.read_text().splitlines()
+    written = kept.read_text().splitlines()
+    assert [json.loads(x)["expected_answer"] for x in written] == ["4", "6", "4"]  # lines 4, 5 and 9
+    assert [{k: v for k, v in json.loads(x).items() if not k.startswith("pass_rate")} for x in written] == [
+        json.loads(source[n - 1]) for n in sorted(task_lines[2] + task_lines[3])
+    ]
+    result = json.loads(chosen.stdout)
+    assert result["adaptive"]["selected_by"].startswith("the run's")
+    assert (result["n_selected"], result["n_written_lines"], result["n_duplicate_lines"]) == (2, 3, 2)
+    assert [(t["task"], t["source_lines"]) for t in result["selected_tasks"]] == [(2, [4, 9]), (3, [5])]
+    assert "selected: task 2 (lines 4, 9), task 3 (line 5)" in ngrp(
+        "curriculum", out.parent / "rollouts_reward_profiling.jsonl", "--tasks", tasks, "--output", kept,
+        "--learnable-for", "4", "--overwrite").stdout  # fmt: skip
+
+    # line numbers beside task indices: stats, inspect and the viewer, from the run's manifest
+    stats = ngrp("stats", out.parent / "rollouts_reward_profiling.jsonl", "--json")
+    assert stats.returncode == 0, stats.stderr
+    per_task = json.loads(stats.stdout)["per_task"]
+    assert {r["task"]: r["source_lines"] for r in per_task} == task_lines
+    shown = ngrp("inspect", out, "--json", "--limit", "0")
+    assert shown.returncode == 0, shown.stderr
+    items = [json.loads(x) for x in shown.stdout.splitlines()]
+    schemas.validator("inspect_rollout").validate(items[0])
+    assert {i["task"]["task"]: i["task"]["source_lines"] for i in items} == task_lines
+    assert "== task 2 (lines 4, 9) (agent tiny): passed 1/6" in ngrp("inspect", out, "--task", "2").stdout
+    from view_helpers import Viewer
+
+    with Viewer(out, cache=folder / "cache", cwd=folder) as viewer:
+        status, _, body = viewer.get("/tasks.json")
+        assert status == 200
+        assert {t["task"]: t["source_lines"] for t in json.loads(body)["tasks"]} == task_lines
+        status, _, page = viewer.get("/")
+        assert status == 200 and b'<td class="num lines">4, 9</td>' in page

@@ -167,9 +167,7 @@ def test_sequences_in_flight_at_the_server_stay_within_concurrency(vllm_server, 
 
 
 @pytest.mark.vllm
-def test_a_timeout_fits_the_request_is_never_retried_silently_and_is_counted_everywhere(
-    vllm_server, tmp_path
-):
+def test_a_timeout_fits_the_request_and_every_retry_is_said_and_counted(vllm_server, tmp_path):
     """Real vLLM, real timeouts: 256-token generations against --timeout 0.02 s per sequence. A grouped
     request of 4 waits 4 x 0.02 s; each of the 3 requests is retried once, each retry said on stderr with
     its cause; the message says what to change; the summary, the manifest, `check` and `health` count the
@@ -195,8 +193,9 @@ def test_a_timeout_fits_the_request_is_never_retried_silently_and_is_counted_eve
     for row in failures:
         assert row["_ng_failure_class"] == "timeout" and row["_ngrp_retries"] == 1
         assert row["_ng_failure_message"] == (
-            "no answer within 0.08s from /v1/chat/completions (a request of 4 sequences: --timeout 0.02s per"
-            " sequence): raise --timeout, or lower --concurrency if the server is overloaded"
+            f"no answer within 0.08s from {vllm_server.base_url}/chat/completions (a request of 4"
+            " sequences: --timeout 0.02s per sequence): raise --timeout, or lower --concurrency if the"
+            " server is overloaded"
         )
     assert "raise --timeout (seconds per sequence" in summary["top_failures"][0]["fix"]
     assert jsonl.read_json(names.manifest_path_for(out))["runs"][-1]["retries"] == {"timeout": 3}
@@ -256,3 +255,42 @@ def test_raising_the_queue_limit_admits_waiting_requests():
         return [len(first or []), len(second or []), queue.load.sequences, queue.load.peak_limit]
 
     assert asyncio.run(scenario()) == [2, 2, 4, 4]
+
+
+@pytest.mark.vllm
+def test_fill_batch_raises_the_limit_while_the_server_has_no_queue(vllm_server, tmp_path):
+    """--fill-batch from 2 sequences: the tiny server (max_num_seqs 128) never queues 2, so the limit grows
+    at least once, the server never holds more than the peak limit, and the summary says so."""
+    from test_collect_vllm import collect_args, ngrp, write_tasks
+
+    from ngrp_lib.artifacts import schemas
+
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 8, max_tokens=32)
+    out = tmp_path / "rollouts.jsonl"
+    args = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "8", "--concurrency", "2")
+    with _Gauges(vllm_server.base_url) as gauges:
+        done = ngrp(*args, "--fill-batch", "--one-request-per-rollout", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    schemas.validator("collect_result").validate(summary)
+    fill = summary["load"]["fill_batch"]
+    assert summary["load"]["limit"] == 2 and fill["raised"] >= 1 and fill["peak_limit"] > 2
+    assert summary["load"]["sequences_peak"] <= fill["peak_limit"] <= 8  # at most 4x the start
+    assert 0 < gauges.peak <= fill["peak_limit"]
+    assert "sequences in flight: limit " in done.stderr
+    text = ngrp(*args, "--fill-batch", "--one-request-per-rollout", "--overwrite").stdout
+    assert "--fill-batch: limit raised " in text
+
+
+def test_progress_line_counts_done_failed_retries_and_the_load(monkeypatch):
+    import ngrp_lib.collect.progress as progress
+
+    tally = progress.Tally(total=752, started=0.0)
+    tally.completed, tally.failed = 120, 3
+    # 100 s in: 1.2 rollouts/s, (752 - 123) / 1.2 = 524 s left
+    monkeypatch.setattr(progress.time, "monotonic", lambda: 100.0)
+    line = progress.progress_line(tally, {"timeout": 5, "HTTP 503": 1}, {"sequences": 60, "limit": 64})
+    assert line == (
+        "progress: 120/752 done, 3 failed attempts, 6 retries (HTTP 503 1, timeout 5), 1.20 rollouts/s,"
+        " ETA 524s, 100s so far, sequences in flight 60 of 64"
+    )

@@ -224,6 +224,14 @@ def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tm
         "cached_tokens": None,  # every row says 0: not told apart from "not reported"
         "output_tokens": 2 * (5 + 6 + 7),
         "rows_without_usage": 0,
+        "requests": 1 + 3,  # task 0's grouped request, task 1's three of their own
+        "one_request_per_rollout": {  # issue 36 #15: every rollout's prompt, a request each
+            "requests": 6,
+            "input_tokens": 6 * 20,
+            "output_tokens": 2 * (5 + 6 + 7),
+            "extra_requests": 2,
+            "extra_input_tokens": 6 * 20 - (20 + 3 * 20),
+        },
     }
     assert summary["sampling"] == {
         "temperature": [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}],
@@ -250,6 +258,10 @@ def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_pat
     assert "sampling: temperature 0.5 (3 rows), 1.0 (3 rows)" in text
     cost = "cost (input + output tokens): 19 per rollout, 58 per success; per GRPO-informative task 58 at G=2"
     assert cost in text
+    assert (
+        "one request per rollout would have sent 6 requests (this run: 4) and input 120 tokens "
+        "(40 more prefill, less what the prefix cache would serve), the same output"
+    ) in text
 
 
 def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):
@@ -309,3 +321,30 @@ def test_validate_takes_old_manifests_and_summaries_and_checks_the_new_fields(ru
     assert run_ngrp("validate", str(summary)).returncode == 1  # a negative count is caught
     result = schemas.validator("collect_result")
     assert any("cost" in str(e.path) for e in result.iter_errors({"cost": {**cost, "requests": -1}}))
+
+
+def test_rows_without_usage_are_not_reported_never_zero_tokens(run_ngrp, tmp_path):
+    # 4 tasks x 4; rollout 3 of every task carries no usage. The 12 that do: 30 input + 50 + 10 r + t
+    # output tokens (run_helpers), r in 0..2, t in 0..3: 12 x 80 + 10 x (0+1+2) x 4 + (0+1+2+3) x 3 = 1,098
+    # over 12 rows = 91.5 per rollout (counting the 4 without usage as 0 gave 1,098 / 16 = 68.6)
+    from run_helpers import write_run
+
+    write_run(tmp_path, tasks=4, repeats=4)
+    path = tmp_path / "rollouts.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        if row["_ng_rollout_index"] == 3:
+            del row["response"]["usage"]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = run_ngrp(
+        "profile", "--inputs", tmp_path / "rollouts_materialized_inputs.jsonl", "--rollouts", path
+    )
+    assert done.returncode == 0, done.stderr
+    profile = tmp_path / "rollouts_reward_profiling.jsonl"
+    result = json.loads(run_ngrp("stats", profile, "--json").stdout)
+    cost = result["cost"]
+    assert cost["tokens_per_rollout"] == 91.5 and cost["rollouts_with_usage"] == 12
+    successes = sum(t["successes"] for t in result["per_task"])
+    assert cost["tokens_per_success"] == pytest.approx(round(91.5 * 16 / successes, 1))
+    text = run_ngrp("stats", profile).stdout
+    assert "92 per rollout" in text and "over the 12 of 16 rollouts reporting usage" in text

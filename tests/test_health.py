@@ -162,8 +162,10 @@ def test_outputs_named_by_stem_refused_without_overwrite(tmp_path, run_ngrp):
     assert first.returncode == 0, first.stderr
     summary, verdicts = tmp_path / "run7_quality_summary.json", tmp_path / "run7_rollout_verdicts.jsonl"
     before = summary.read_bytes(), verdicts.read_bytes()
+    with run_file.open("ab") as fh:  # the run changed: what health would write differs
+        fh.write(clean_run(4).lines[-1])
     again = run_ngrp(*args)
-    assert again.returncode == 2 and "already exists" in again.stderr
+    assert again.returncode == 2 and "already exists and this judgement differs" in again.stderr
     assert (summary.read_bytes(), verdicts.read_bytes()) == before
     assert run_ngrp(*args, "--overwrite").returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp files left

@@ -138,7 +138,14 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
     zero, unscored = causes["zero_rewards"], causes["unscored"]
     # 16 odd keys are zeros; (5, 0) lost its score and (6, 1) its row ((7, 3) was a pass): 14 zeros
     assert zero["total"] == 14
-    assert zero["by_cause"] == {"record": 0, "infrastructure": 2, "setting": 2, "verifier": 3, "policy": 7}
+    assert zero["by_cause"] == {
+        "record": 0,
+        "infrastructure": 2,
+        "setting": 2,
+        "verifier": 3,
+        "unknown": 0,
+        "policy": 7,
+    }
     assert zero["by_check"] == {
         "model_call_failed": 2,
         "ngrp/truncated_at_token_cap": 2,
@@ -154,6 +161,7 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
         "infrastructure": 1,
         "setting": 0,
         "verifier": 1,
+        "unknown": 0,
         "policy": 0,
     }
     assert (unscored["not_judged"], unscored["not_judged_attempted"], unscored["unexplained"]) == (
@@ -166,10 +174,12 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
         "(ngrp/reward_not_numeric 1), 1 never attempted "
         "(no row, no failed attempt); of 14 zero rewards, 7 are the policy's (6 clean wrong answers, "
         "ngrp/repetition_loop 1), 2 infrastructure (model_call_failed 2), 2 setting "
-        "(ngrp/truncated_at_token_cap 2; max_output_tokens 64), 3 verifier (ngrp/answer_not_extracted 1, "
+        "(ngrp/truncated_at_token_cap 2; max_output_tokens 64: cut there, so whether more tokens would pass "
+        "is unknown; read them: ngrp health without --no-write, then ngrp inspect "
+        f"{result.rollouts} --finding ngrp/truncated_at_token_cap), 3 verifier (ngrp/answer_not_extracted 1, "
         "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp health without "
         f"--no-write, then ngrp inspect {result.rollouts} --finding ngrp/answer_not_extracted) (each counted "
-        "once: record > infrastructure > setting > verifier > policy)"
+        "once: record > infrastructure > setting > verifier > unknown > policy)"
     )  # the hint is a command to copy: this run's rollouts, after a health run that writes verdicts
     assert render_text(result).splitlines()[-1] == "answer: " + causes["answer"]
     verdicts = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in _verdicts(result, tmp_path)}
@@ -220,8 +230,10 @@ def test_answer_line_on_a_real_run_that_lost_its_server(tmp_path):
     assert text.splitlines()[-1] == (
         "answer: of 24 expected rollouts, 16 have no score: 13 infrastructure (model_call_failed 13), "
         "3 never attempted (no row, no failed attempt); of 6 zero rewards, 3 are the policy's (3 clean wrong "
-        "answers), 3 setting (ngrp/truncated_at_token_cap 3; max_output_tokens 16) (each counted once: "
-        "record > infrastructure > setting > verifier > policy)"
+        "answers), 3 setting (ngrp/truncated_at_token_cap 3; max_output_tokens 16: cut there, so whether "
+        "more tokens would pass is unknown; read them: ngrp health without --no-write, then ngrp inspect "
+        f"{folder / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap) (each counted once: "
+        "record > infrastructure > setting > verifier > unknown > policy)"
     )
     assert "zero rewards: 6, of which 3 unhealthy (50.0%)" in text  # the earlier lines stay
     (folder / "rollouts_failures.jsonl").unlink()  # without the sidecar, "never attempted" is not known
@@ -348,7 +360,8 @@ def test_rows_that_name_no_expected_rollout_are_not_counted_as_expected_ones(tmp
 )
 def test_numbers_inside_boxes_are_left_out_as_by_a_scan_of_every_box(parts):
     """The binary search over merged box spans leaves out exactly the numbers any box covers (nested and
-    unclosed boxes too)."""
+    unclosed boxes too); the one-pass brace matching closes each box where `_braced`, scanning from it,
+    does; a box holding another box's opening is no candidate (the verifier takes the inner one)."""
     text = "".join(parts)
     got = list(answers.math_candidates(text))
     if "\\" not in text:
@@ -360,7 +373,11 @@ def test_numbers_inside_boxes_are_left_out_as_by_a_scan_of_every_box(parts):
             boxes.append((match.start(), match.end() + len(inner) + 1, inner.strip()))
     numbers = [(m.start(), m.end(), m.group()) for m in answers.iter_numbers(text)
                if not any(s <= m.start() < e for s, e, _ in boxes)]  # fmt: skip
-    assert got == sorted([*boxes, *numbers])
+    opened = [m.start() for m in answers._BOX_OPEN.finditer(text)]
+    innermost = [b for b in boxes if not any(b[0] < o < b[1] for o in opened)]
+    assert got == sorted([*innermost, *numbers])
+    for _, end, answer in innermost:  # the answer the verifier takes had the reply stopped after the box
+        assert answers.extract_math(text[:end]) == answer
 
 
 def test_rows_outside_the_inputs_when_every_expected_rollout_has_a_score(tmp_path):
@@ -401,3 +418,23 @@ def test_the_cheap_pre_test_never_changes_the_expected_answer_check(pieces, expe
     with mock.patch.object(verifier_checks, "_cannot_hold", return_value=False):
         full = stated_expected(reply, expected, extracted)
     assert fast == full, reply
+
+
+def test_gibberish_cut_at_the_cap_is_not_called_nobodys_but_the_caps(tmp_path):
+    """Issue 36, wrong turn 11: on a tiny model's gibberish cut at a cap of 20 tokens (Gym's own run), the
+    answer said "0 are the policy's, 2 setting": as if a larger cap would have passed them. It says no
+    zero is shown to be the policy's, that whether more tokens would pass is unknown, and how to read them."""
+    stack = REAL_RUN.parent / "gym-stack"
+    shutil.copy(stack / "rollouts_2rows.jsonl", tmp_path / "rollouts.jsonl")
+    shutil.copy(stack / "rollouts_materialized_inputs.jsonl", tmp_path)
+    result = run_health(tmp_path / "rollouts_materialized_inputs.jsonl", tmp_path / "rollouts.jsonl")
+    answer = result.summary["ngrp"]["causes"]["answer"]
+    assert "0 are the policy's" not in answer
+    assert (
+        "of 2 zero rewards, none is shown to be the policy's, 2 setting (ngrp/truncated_at_token_cap 2; "
+        in answer
+    )
+    assert (
+        "max_output_tokens 20: cut there, so whether more tokens would pass is unknown; read them: " in answer
+    )
+    assert f"ngrp inspect {tmp_path / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap" in answer

@@ -109,3 +109,16 @@ def test_local_run_inside_a_slurm_job_records_its_job_id(run_ngrp, slurm_cluster
         "slurm",
         "keep",
     )
+
+
+def test_slurm_job_log_has_secret_environment_values_masked(run_ngrp, slurm_cluster, repo):
+    """Issue 38, class 6: Slurm writes the job's log itself; a secret-named value the job prints is masked
+    in it once the job is over."""
+    env = {**slurm_cluster.env, "MY_SERVICE_TOKEN": "plainsvc-ZZ9988"}
+    argv = [*LEDGER_RUN, "--json", "--quiet", "--launcher", "slurm", "--metric-regex", SCORE,
+            "--", "bash", "-c", 'echo "tok $MY_SERVICE_TOKEN"; echo score=0.5']  # fmt: skip
+    result = run_ngrp(*argv, cwd=repo, env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (repo / data["log"]).read_text() == "tok ***\nscore=0.5\n"
+    assert "plainsvc-ZZ9988" not in result.stdout + result.stderr

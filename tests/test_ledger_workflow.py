@@ -21,9 +21,11 @@ echo "eval done"
 
 
 def skill_block(marker: str) -> list[str]:
-    text = (REPO / "SKILL.md").read_text(encoding="utf-8")
+    """The one bash block holding `marker` in SKILL.md or the references it links (recipes.md)."""
+    docs = [REPO / "SKILL.md", *sorted((REPO / "references").glob("*.md"))]
+    text = "\n".join(doc.read_text(encoding="utf-8") for doc in docs)
     blocks = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if marker in b]
-    assert len(blocks) == 1, f"SKILL.md: expected one bash block with {marker!r}"
+    assert len(blocks) == 1, f"SKILL.md and references/: expected one bash block with {marker!r}"
     return [line for line in blocks[0].splitlines() if line.strip()]
 
 

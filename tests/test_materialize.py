@@ -9,7 +9,13 @@ import pytest
 from cli_helpers import validated
 
 from ngrp_lib.artifacts import jsonl
-from ngrp_lib.collect.materialize import MaterializeOptions, expand, materialize, read_task_lines
+from ngrp_lib.collect.materialize import (
+    MaterializeOptions,
+    expand,
+    materialize,
+    read_task_lines,
+    task_source_lines,
+)
 from ngrp_lib.errors import InputError, UsageError
 
 STACK = "gym-stack"
@@ -82,6 +88,21 @@ def test_unterminated_last_line_is_a_new_task_as_in_gym(tmp_path):
     rows = expand(read_task_lines(path), MaterializeOptions(agent="a"), path)
     assert [r["_ng_task_index"] for r in rows] == [0, 0, 1]
     assert [r["_ng_rollout_index"] for r in rows] == [0, 1, 0]
+
+
+def test_one_line_per_task_samples_identical_lines_once_and_refuses_two_tasks_on_one_index(tmp_path):
+    # --adaptive's expansion: a task index is one task; Gym's numbering is kept (the copy is task 0)
+    a, b = '{"responses_create_params": {"input": "a"}}', '{"responses_create_params": {"input": "b"}}'
+    rows = _rows(tmp_path, [a, b, a], num_repeats=2, agent="x", one_line_per_task=True)
+    assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    gym = _rows(tmp_path, [a, b, a], num_repeats=2, agent="x")  # Gym's: the copy adds rollouts 2, 3
+    assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in gym][-2:] == [(0, 2), (0, 3)]
+    path = tmp_path / "t.jsonl"
+    assert task_source_lines(read_task_lines(path), path) == {0: [1, 3], 1: [2]}
+    stamped = ['{"responses_create_params": {"input": "' + x + '"}, "_ng_task_index": 5}' for x in "ab"]
+    with pytest.raises(InputError, match="lines 1 and 2 are different tasks with the same _ng_task_index 5"):
+        _rows(tmp_path, stamped, agent="x", one_line_per_task=True)
+    assert len(_rows(tmp_path, [stamped[0], stamped[0]], agent="x", one_line_per_task=True)) == 1
 
 
 def test_agent_overrides_and_overrides_merge_shallow(tmp_path):

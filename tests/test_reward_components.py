@@ -10,7 +10,8 @@ import orjson
 import pytest
 from agent_rows import agent_row, materialized, write_run
 
-from ngrp_lib.stats.components import component_stats, paired_components, read_components
+from ngrp_lib.stats.components import component_stats, components_text, paired_components, read_components
+from ngrp_lib.stats.rows import RowRule
 
 T_975_1 = 12.706204736174698  # t quantile, 1 degree of freedom (two tasks)
 
@@ -156,3 +157,105 @@ def test_profile_adds_per_task_component_means_after_gyms_keys(profiled):
         assert keys.index("ngrp/pass_threshold") < keys.index("ngrp/component_mean/correctness")
         gym_keys = [k for k in keys if not k.startswith("ngrp/")]
         assert keys[: len(gym_keys)] == gym_keys, "Gym's keys first and unchanged"
+
+
+# Issue 35: which rows count is stats.rows' one rule; a missing component counts wherever it falls.
+
+
+def test_a_component_missing_before_its_first_appearance_is_counted_missing():
+    # rows {a:1}, {a:1,b:1}, {a:0,b:0}, {a:0}: b is missing in rows 1 and 4 (2 rows), not 1
+    rows = [
+        _row(0, 0, {"a": 1}, 1),
+        _row(0, 1, {"a": 1, "b": 1}, 1),
+        _row(1, 0, {"a": 0, "b": 0}, 0),
+        _row(1, 1, {"a": 0}, 0),
+    ]
+    b = component_stats(read_components("", rows=rows))["components"][1]
+    assert b["name"] == "b" and b["n_rollouts"] == 2 and b["mean"] == 0.5
+    assert (b["n_missing"], b["missing_examples"]) == (2, ["0-0", "1-1"])
+
+
+def test_a_component_one_task_never_carries_is_missing_in_its_rows():
+    rows = [_row(0, r, {"a": 1}, 1) for r in range(3)] + [_row(1, r, {"a": 0, "b": 1}, 0) for r in range(3)]
+    b = component_stats(read_components("", rows=rows))["components"][1]
+    assert (b["n_missing"], b["n_rollouts"], b["n_tasks"]) == (3, 3, 1)
+
+
+def _masked_run() -> list[dict]:
+    """4 tasks x 4; rollout 3 of every task masked, its component 100; the 12 unmasked rows carry c =
+    reward, 4 of them 1 (mean 1/3). Counting the masked rows gives (4 + 400) / 16 = 25.25."""
+    rows = []
+    for t in range(4):
+        for r in range(4):
+            if r == 3:
+                row = _row(t, r, {"c": 100}, 1)
+                row["mask_sample"] = True
+            else:
+                reward = 1 if r == 0 else 0
+                row = _row(t, r, {"c": reward}, reward)
+            rows.append(row)
+    return rows
+
+
+def test_masked_rows_are_out_of_component_statistics_and_counted():
+    summary = component_stats(read_components("", rows=_masked_run()))
+    c = summary["components"][0]
+    assert c["mean"] == pytest.approx(1 / 3) and c["n_rollouts"] == 12, "not 25.25 over 16"
+    assert c["se"] == 0.0 and c["n_missing"] == 0  # every task's mean is 1/3: no between-task spread
+    assert (summary["n_rows"], summary["n_masked"], summary["n_with_components"]) == (16, 4, 12)
+    assert "left out, as from every other estimate: 4 masked row(s)" in "\n".join(components_text(summary))
+
+
+def test_compare_leaves_masked_rows_out_of_component_differences():
+    clean = [row for row in _masked_run() if not row.get("mask_sample")]
+    paired = paired_components(read_components("", rows=_masked_run()), read_components("", rows=clean))
+    (c,) = paired["components"]
+    assert c["diff"] == 0.0 and c["mean_a"] == pytest.approx(1 / 3), "not 25.25 - 1/3"
+
+
+def test_an_adaptive_runs_components_use_its_first_round():
+    # R = 2: rollouts 0-1 of every task; later rounds (indices 2..) went to unsettled tasks only.
+    # task 0: first round c = 1, 0; later 0, 0, 0, 0. task 1: first round 1, 1 (settled).
+    # first round: mean (1 + 0 + 1 + 1) / 4 = 0.75; over every round it would be 3/8 = 0.375
+    rows = [_row(0, r, {"c": v}, v) for r, v in enumerate([1, 0, 0, 0, 0, 0])]
+    rows += [_row(1, r, {"c": 1}, 1) for r in range(2)]
+    summary = component_stats(read_components("", rows=rows, rule=RowRule(first_round=2)))
+    c = summary["components"][0]
+    assert c["mean"] == 0.75 and c["n_rollouts"] == 4 and summary["n_later_round"] == 4
+    assert component_stats(read_components("", rows=rows))["components"][0]["mean"] == 0.375
+
+
+def test_stats_and_compare_read_the_rule_from_the_runs_files(tmp_path, run_ngrp):
+    from ngrp_lib.artifacts.names import manifest_path_for
+    from ngrp_lib.commands.compare import paired_components_of
+    from ngrp_lib.commands.stats import components_of
+
+    masked = tmp_path / "masked.jsonl"
+    masked.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in _masked_run()))
+    assert components_of(masked)["components"][0]["mean"] == pytest.approx(1 / 3)
+    adaptive = tmp_path / "adaptive" / "rollouts.jsonl"
+    adaptive.parent.mkdir()
+    rows = [_row(0, r, {"c": v}, v) for r, v in enumerate([1, 0, 0, 0])] + [_row(1, 0, {"c": 1}, 1)]
+    rows.append(_row(1, 1, {"c": 1}, 1))
+    adaptive.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    block = {"rule": "learnable", "first_round": 2}
+    manifest_path_for(adaptive).write_text(
+        json.dumps({"identity": {"adaptive": block, "materialize": {"num_repeats": 8}}, "adaptive": {}})
+    )
+    found = components_of(adaptive)
+    assert found["components"][0]["mean"] == 0.75 and found["n_later_round"] == 2
+    paired = paired_components_of(masked, adaptive)["components"][0]
+    # per task: A (masked run) 1/3 each; B first round 0.5 (task 0), 1.0 (task 1)
+    assert paired["diff"] == pytest.approx(((0.5 - 1 / 3) + (1 - 1 / 3)) / 2)
+
+
+def test_rows_left_out_as_unhealthy_leave_the_components_as_masked_rows_do():
+    from ngrp_lib.artifacts.names import pack_key
+
+    # run A without its masked rows; rollout 0 of task 0 (c = 1) excluded as unhealthy: 3 ones in 11
+    rows = [row for row in _masked_run() if not row.get("mask_sample")]
+    summary = component_stats(
+        read_components("", rows=rows, rule=RowRule(excluded=frozenset({pack_key((0, 0))})))
+    )
+    c = summary["components"][0]
+    assert c["mean"] == pytest.approx(3 / 11) and c["n_rollouts"] == 11 and summary["n_masked"] == 1

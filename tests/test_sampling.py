@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from ngrp_lib.artifacts import jsonl
 from ngrp_lib.artifacts.sampling import (
+    SAMPLING_FIELDS,
     apply_overrides,
     overrides_from_options,
     sampling_lines,
@@ -57,10 +60,10 @@ def test_a_dotted_path_keeps_the_other_fields_and_shares_nothing():
         ((None, 1.01, None, ()), "--top-p"),
         ((None, None, 0, ()), "--max-output-tokens"),
         ((None, None, -3, ()), "--max-output-tokens"),
-        ((None, None, None, ("temperature=-1",)), "--temperature"),
-        ((None, None, None, ("top_p=2",)), "--top-p"),
-        ((None, None, None, ("max_output_tokens=1.5",)), "--max-output-tokens"),
-        ((None, None, None, ("max_output_tokens=true",)), "--max-output-tokens"),
+        ((None, None, None, ("temperature=-1",)), "--set temperature"),  # the option the user gave
+        ((None, None, None, ("top_p=2",)), "--set top_p"),
+        ((None, None, None, ("max_output_tokens=1.5",)), "--set max_output_tokens"),
+        ((None, None, None, ("max_output_tokens=true",)), "--set max_output_tokens"),
         ((None, None, None, ("top_k=twenty",)), "--set"),
         ((None, None, None, ("input=1",)), "--set"),
         ((None, None, None, ("input.0.content=1",)), "--set"),
@@ -161,3 +164,58 @@ def test_resume_with_a_changed_sampling_value_is_refused_naming_the_field(run_ng
     dropped = run_ngrp(*base, "--temperature", "0.2", "--resume")
     assert dropped.returncode == 2
     assert "top_k: was 20, now null" in dropped.stderr
+
+
+def _field_by_field(rows: list) -> dict:
+    """The tally spelled out: every row, every field, its value keyed with its JSON type."""
+    counts: dict[str, dict[str, int]] = {}
+    for row in rows:
+        params = row.get("responses_create_params")
+        for path in SAMPLING_FIELDS:
+            value = params
+            for name in path.split("."):
+                value = value.get(name) if isinstance(value, dict) else None
+            if value is not None:
+                key = json.dumps([type(value).__name__, value], sort_keys=True)
+                counts.setdefault(path, {})[key] = counts.setdefault(path, {}).get(key, 0) + 1
+    return counts
+
+
+_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, 2]),
+    st.sampled_from([0.0, 1.0, 0.5]),
+    st.sampled_from(["low", "1"]),
+    st.lists(st.integers(0, 2), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 1), max_size=2),
+)
+_PARAMS = st.fixed_dictionaries(
+    {},
+    optional={
+        **{path: _VALUE for path in SAMPLING_FIELDS if "." not in path},
+        "reasoning": st.one_of(_VALUE, st.fixed_dictionaries({}, optional={"effort": _VALUE})),
+        "input": st.just("x"),
+    },
+)
+
+
+@given(
+    st.lists(
+        st.one_of(st.fixed_dictionaries({"responses_create_params": st.one_of(_PARAMS, _VALUE)})), max_size=12
+    )
+)
+@example([{"responses_create_params": {"temperature": t}} for t in (1, 1.0, True, 1)])
+def test_sampling_tally_equals_the_field_by_field_count(rows):
+    # rows are tallied as combinations of values (the fast path) or field by field (a list or an object as a
+    # value): either way the counts are those of every field read alone, with 1, 1.0 and true kept apart
+    used = sampling_used(rows)
+    expected = _field_by_field(rows)
+    got = {
+        path: {json.dumps([type(v["value"]).__name__, v["value"]], sort_keys=True): v["rows"] for v in values}
+        for path, values in used.items()
+    }
+    for path, values in got.items():
+        unset = len(rows) - sum(expected[path].values())
+        assert values.pop(json.dumps(["NoneType", None]), 0) == unset
+    assert got == expected

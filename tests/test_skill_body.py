@@ -36,8 +36,52 @@ def section(name: str) -> str:
     return text[start : end if end != -1 else len(text)]
 
 
+MAX_LINES = 200  # issue 36: read once, whole, by a tool that cuts a long file's middle
+COMMON_PART = 150  # the lines that must carry the common requests
+
+
 def test_length_limit():
-    assert len(SKILL.read_text(encoding="utf-8").split("\n")) <= 500
+    lines = SKILL.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    assert len(lines) <= MAX_LINES, f"SKILL.md has {len(lines)} lines: move detail to references/"
+
+
+def test_every_reference_file_is_linked_with_when_to_open_it():
+    """Each file in references/ is named in SKILL.md's last section, one line saying when to open it."""
+    listing = section("References: when to read which")
+    lines = [line for line in listing.split("\n") if line.startswith("- `references/")]
+    named = [re.match(r"- `references/([^`]+)`: (.+)", line) for line in lines]
+    assert all(named), lines
+    assert {m.group(1) for m in named} == {p.name for p in REFERENCES}, "references/ vs SKILL.md's list"
+    assert all(len(m.group(2).split()) >= 4 for m in named), "say when to open it"
+
+
+def test_reference_check_catches_an_unlinked_file(tmp_path):
+    """The rule above, on a listing that misses one file: the set comparison fails."""
+    listing = "- `references/a.md`: when a thing happens here\n"
+    named = {m.group(1) for m in re.finditer(r"- `references/([^`]+)`: ", listing)}
+    assert named != {"a.md", "b.md"}
+
+
+# Each common request (issue 36) and the words that must be in SKILL.md's first COMMON_PART lines.
+COMMON_REQUESTS = {
+    "set-up": ["pip install", "python3 scripts/ngrp.py"],
+    "local model": ["scripts/prepare_smollm2.py", "~/.cache/ngrp/models/", "ngrp serve"],
+    "collect": ["ngrp.py collect", "--num-repeats", "--verifier", "--endpoints"],
+    "triage": ["--adaptive learnable"],
+    "crash/resume": ["--resume", "incomplete:", "fix:"],
+    "check/health": ["ngrp.py check", "ngrp.py health", "answer:", "--exclude-unhealthy"],
+    "profile": ["ngrp.py profile", "--allow-partial"],
+    "stats/compare": ["ngrp stats", "ngrp compare", "--group-size", "--component-diff"],
+    "inspect/view": ["ngrp inspect", "ngrp view"],
+    "curriculum": ["ngrp curriculum", "--learnable-for"],
+}
+
+
+@pytest.mark.parametrize("request_name", sorted(COMMON_REQUESTS))
+def test_common_requests_in_the_first_lines(request_name):
+    head = "\n".join(SKILL.read_text(encoding="utf-8").split("\n")[:COMMON_PART])
+    missing = [w for w in COMMON_REQUESTS[request_name] if w not in head]
+    assert not missing, f"{request_name}: not in SKILL.md's first {COMMON_PART} lines: {missing}"
 
 
 @pytest.mark.parametrize(

@@ -178,3 +178,53 @@ def test_curriculum_carries_the_same_block(run_ngrp, tmp_path):
     assert payload["denominators"]["missing_rollouts"] == 21 and payload["denominators"]["unscored"] == [
         "task 1"
     ]
+
+
+def _masked_partial_run(folder, run_ngrp):
+    """40 tasks x 8 (320 expected): tasks 0-9 return nothing (no profile row), tasks 10-19 lose 3 rollouts
+    each (30), tasks 20-29 have rollout 7 masked (10), tasks 30-39 a null reward at rollout 6 (10)."""
+    from run_helpers import write_run
+
+    drop = tuple((t, r) for t in range(10) for r in range(8))
+    drop += tuple((t, r) for t in range(10, 20) for r in range(3))
+    write_run(folder, tasks=40, repeats=8, drop=drop)
+    path = folder / "rollouts.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        t, r = row["_ng_task_index"], row["_ng_rollout_index"]
+        if 20 <= t < 30 and r == 7:
+            row["mask_sample"] = True
+        if t >= 30 and r == 6:
+            row["reward"] = None
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = run_ngrp("profile", "--allow-partial", "--inputs", folder / "rollouts_materialized_inputs.jsonl",
+                    "--rollouts", path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return folder / "rollouts_reward_profiling.jsonl"
+
+
+def test_masked_null_and_missing_rows_each_count_once(run_ngrp, tmp_path):
+    # by hand: expected 40 x 8 = 320; completed 320 - 80 (tasks 0-9) - 30 = 210, masked ones included;
+    # missing 320 - 210 = 110; masked 10; scored 210 - 10 masked - 10 null = 190; share 210/320 = 65.625%.
+    # (Before issue 35 one masked rollout made the summary unused: expected 230, missing 30, no note.)
+    prof = _masked_partial_run(tmp_path / "run", run_ngrp)
+    d = compute_stats(prof, settings=StatsSettings(n_bootstrap=0)).to_json()["denominators"]
+    assert (d["expected_rollouts"], d["completed_rollouts"], d["missing_rollouts"]) == (320, 210, 110)
+    assert (d["masked_rollouts"], d["scored_rollouts"], d["tasks_without_rows"]) == (10, 190, 10)
+    assert d["completion_pct"] == pytest.approx(65.625)
+    text = run_ngrp("stats", prof).stdout
+    assert "210 of 320 expected rollouts completed (65.6%), 110 missing" in text
+    assert "10 masked rollout(s)" in text
+    both = json.loads(run_ngrp("compare", prof, prof, "--json").stdout)["denominators"]
+    assert (
+        both["a"] == both["b"] and both["a"]["missing_rollouts"] == 110 and both["a"]["masked_rollouts"] == 10
+    )
+
+
+def test_without_the_summary_the_rows_stand_and_masked_is_unknown(run_ngrp, tmp_path):
+    prof = _masked_partial_run(tmp_path / "run", run_ngrp)
+    (tmp_path / "run" / "rollouts_profile_summary.json").unlink()
+    d = compute_stats(prof, settings=StatsSettings(n_bootstrap=0)).to_json()["denominators"]
+    # the rows: 30 rows; expected 10 x 8 + 10 x 7 (masked left out by Gym) + 10 x 8 = 230, listed 200
+    assert (d["expected_rollouts"], d["completed_rollouts"], d["missing_rollouts"]) == (230, 200, 30)
+    assert d["masked_rollouts"] is None and d["tasks_without_rows"] is None

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from interval_coverage import DESIGNS, METHODS, coverage
+from interval_coverage import DESIGNS, METHODS, REPEATS_HEADER, coverage, repeat_coverage, repeat_designs
 from scipy import stats as sps
 from stats_helpers import write_profile
 
@@ -52,25 +52,34 @@ def test_korn_graubard_is_clopper_pearson_on_the_effective_n(seed):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_skewed_fractional_values_discount_the_effective_n_above_the_tasks(seed):
-    # pass^4 on hard tasks: mostly 0, a few small fractions; the variance rests on the few tasks off 0
+    # pass^4 on hard tasks: mostly 0, a few small fractions; the estimate rests on the few tasks off 0
     rng = np.random.default_rng(seed)
     n = np.full(100, 8)
     values = estimators.pass_hat_k(n, rng.binomial(8, rng.beta(0.25, 2, 100)), 4)
     iv = t_interval(values)
-    m = int((values > 0).sum())
+    m = values.sum() ** 2 / (values**2).sum()  # the tasks carrying it: inverse Herfindahl of the values
     ours = intervals.korn_graubard(
-        iv.value, iv.se, iv.n, 0.95, cap=800, spread=intervals.off_edge(values, iv.value)
+        iv.value, iv.se, iv.n, 0.95, cap=800, spread=intervals.carrying(values, iv.value)
     )
-    # by hand with scipy's quantiles: n_var above T is shrunk by (t_{T-1}/t_{m-1})^2, then (z/t_{T-1})^2
+    # by hand with scipy's quantiles: n_var above T is scaled by m / (m + 10 (1 - m/T)), then (z/t_{T-1})^2
     z, t_tasks = sps.norm.ppf(0.975), sps.t.ppf(0.975, 99)
     n_var = min(800, iv.value * (1 - iv.value) / iv.se**2)
     if n_var > 100:
-        n_var = 100 + (n_var - 100) * (t_tasks / sps.t.ppf(0.975, max(1, m - 1))) ** 2
+        n_var = 100 + (n_var - 100) * m / (m + 10 * (1 - m / 100))
     n_star = n_var * (z / t_tasks) ** 2
     ref = proportion_confint(iv.value * n_star, n_star, alpha=0.05, method="beta")
     assert (ours.low, ours.high) == pytest.approx(ref, rel=1e-9)
     plain = intervals.korn_graubard(iv.value, iv.se, iv.n, 0.95, cap=800)
     assert ours.high >= plain.high and ours.low <= plain.low
+
+
+def test_the_tasks_carrying_an_estimate_by_hand():
+    # 0/1 values: the tasks off the edge nearer p; equal fractions: their count; one dominant value: ~1
+    assert intervals.carrying(np.array([0, 0, 1, 1, 1.0]), 0.4) == pytest.approx(3.0)
+    assert intervals.carrying(np.array([1, 1, 0, 1, 1.0]), 0.8) == pytest.approx(1.0)
+    assert intervals.carrying(np.array([0, 0.2, 0.2, 0.2, np.nan]), 0.15) == pytest.approx(3.0)
+    # (0.5 + 0.01 + 0.01)^2 / (0.25 + 0.0001 + 0.0001) = 0.2704 / 0.2502
+    assert intervals.carrying(np.array([0, 0.5, 0.01, 0.01]), 0.13) == pytest.approx(0.2704 / 0.2502)
 
 
 @settings(max_examples=100, deadline=None)
@@ -81,7 +90,7 @@ def test_zero_one_values_keep_the_plain_korn_graubard(values):
     iv = t_interval(v)
     if not 0 < iv.value < 1:
         return
-    spread = intervals.off_edge(v, iv.value)
+    spread = intervals.carrying(v, iv.value)
     with_spread = intervals.korn_graubard(iv.value, iv.se, iv.n, 0.95, cap=8 * iv.n, spread=spread)
     assert with_spread == intervals.korn_graubard(iv.value, iv.se, iv.n, 0.95, cap=8 * iv.n)
 
@@ -216,3 +225,26 @@ def test_headline_interval_covers_in_simulation(design):
     # included (references/statistics.md prints the table: python tests/interval_coverage.py).
     result = coverage(design, 400, seed=0, methods=("headline",))["headline"]
     assert result["coverage"] >= 0.92, result
+
+
+def test_the_documented_many_repeats_table_is_the_scripts_and_holds():
+    # the K = 4 to 64 table (issue 35), written by `python tests/interval_coverage.py --repeats --write`:
+    # one row per estimand and population, one cell per task count, each at least 0.92
+    doc = (Path(__file__).resolve().parents[1] / "references" / "statistics.md").read_text(encoding="utf-8")
+    lines = doc.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(REPEATS_HEADER))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    rows = lines[start + 2 : end]
+    names = list(dict.fromkeys(d.name.rsplit(", ", 1)[0] for d in repeat_designs()))
+    assert [row.split(" | ")[0][2:] for row in rows] == names
+    for row in rows:
+        cells = row.strip("| ").split(" | ")[2:]
+        assert len(cells) == 3 and all(float(cell.split()[0]) >= 0.92 for cell in cells), row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", repeat_designs(), ids=[d.name for d in repeat_designs()])
+def test_headline_covers_at_many_repeats(design):
+    # K up to 64, k in {2, K/4, K/2}, pass@k and pass^k skewed both ways, 8 to 200 tasks: 400 runs each
+    # (a different seed from the table's), at least 0.92
+    assert repeat_coverage(design, 400, seed=1)["coverage"] >= 0.92

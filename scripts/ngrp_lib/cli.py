@@ -8,6 +8,7 @@ errors reach `main`, which maps them to exit codes.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -23,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "health": ("ngrp_lib.commands.health", "Is a zero the policy's fault? Judge every rollout's health."),
     "serve": ("ngrp_lib.commands.serve", "Start or stop local vLLM servers; write an endpoints file."),
     "materialize": ("ngrp_lib.commands.materialize", "Expand tasks into materialized inputs (Gym's rules)."),
+    "assign-keys": (
+        "ngrp_lib.commands.assign_keys",
+        "Give rollouts without identity keys their keys and materialized inputs.",
+    ),
     "collect": ("ngrp_lib.commands.collect", "Collect rollouts from vLLM/OpenAI servers; resumable."),
     "profile": ("ngrp_lib.commands.profile", "Gym-compatible reward profile (+ pass@k), strict or partial."),
     "stats": ("ngrp_lib.commands.stats", "pass@k, clustered intervals, variance, difficulty, reward-length."),
@@ -111,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; map typed errors to exit codes (0 ok, 1 findings, 2 usage, 3 bad input or I/O error).
     Under --json a failure also prints `errors.error_object` on stdout (same exit code, same stderr)."""
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["profile"] and "numpy" not in sys.modules:
+        # profile's numpy work is on vectors, never matrices: OpenBLAS's extra threads only spin (0.1 s of CPU
+        # for 80,000 rollouts, taken from whatever shares the machine, a vLLM server included). stats and
+        # compare keep them for their bootstrap products. A value the user set is kept.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     code, failure = _run(argv, args)
     if failure is not None and wants_json(args):
         import orjson

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..artifacts import jsonl, names
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
-from ..collect.materialize import expand, read_task_lines, sha256_file
+from ..collect.materialize import expand, read_task_lines, sha256_file, task_source_lines
 from ..collect.options import CollectOptions
 from ..collect.result import CollectResult
 from ..collect.run import stderr_log
@@ -108,7 +108,7 @@ def round_options(options: CollectOptions, settings: AdaptiveSettings) -> Collec
         )
     if options.materialize.num_repeats != settings.schedule.num_repeats:
         raise UsageError("--adaptive: --num-repeats and the schedule's N differ")  # a caller's mistake
-    first = replace(options.materialize, num_repeats=settings.schedule.first_round)
+    first = replace(options.materialize, num_repeats=settings.schedule.first_round, one_line_per_task=True)
     block = settings.to_json() | {"num_repeats": settings.schedule.num_repeats}
     return replace(options, materialize=first, adaptive=block)
 
@@ -117,19 +117,29 @@ def full_plan(options: CollectOptions, settings: AdaptiveSettings) -> list[dict]
     """Every row a fixed-N run would send (this shard's), in Gym's order."""
     assert options.input is not None
     records = list(read_task_lines(options.input, options.materialize.limit))
-    full = replace(options.materialize, num_repeats=settings.schedule.num_repeats)
+    full = replace(options.materialize, num_repeats=settings.schedule.num_repeats, one_line_per_task=True)
     rows = expand(records, full, options.input)
     if options.shard is not None:
         rows = [r for r in rows if options.shard.owns(r[TASK_KEY])]
     per_task = Counter(r[TASK_KEY] for r in rows)
-    shared = sorted(t for t, n in per_task.items() if n != settings.schedule.num_repeats)
-    if shared:
+    other = sorted(t for t, n in per_task.items() if n != settings.schedule.num_repeats)
+    if other:  # byte-identical lines are one task (one_line_per_task): only a fan-out gets here
         raise UsageError(
-            f"--adaptive: task {shared[0]} has {per_task[shared[0]]} rows, not --num-repeats"
-            f" {settings.schedule.num_repeats} (byte-identical task lines share one task index)",
-            hint="remove the duplicate lines, or give each its own _ng_task_index",
+            f"--adaptive: task {other[0]} has {per_task[other[0]]} rows, not --num-repeats"
+            f" {settings.schedule.num_repeats} (one row per repeat and agent)",
+            hint="collect one agent per run with --adaptive",
         )
     return rows
+
+
+def identical_lines(options: CollectOptions) -> dict[int, list[int]]:
+    """The tasks (this shard's) that several byte-identical lines share, with their line numbers: each
+    is one task under --adaptive, sampled once (its first line's rows)."""
+    assert options.input is not None
+    records = read_task_lines(options.input, options.materialize.limit)
+    lines = task_source_lines(records, options.input)
+    shard = options.shard
+    return {t: n for t, n in lines.items() if len(n) > 1 and (shard is None or shard.owns(t))}
 
 
 async def collect_adaptive(
@@ -145,6 +155,12 @@ async def collect_adaptive(
     interrupted (a key past --max-attempts holds its task no more: it is out of attempts)."""
     runner_options = round_options(options, settings)
     plan = full_plan(options, settings)
+    shared = identical_lines(options)
+    if shared:
+        log(
+            f"{len(shared)} tasks have several identical lines in {options.input} (Gym gives them one"
+            " index): each is one task, sampled once, its rule on one sequence of outcomes"
+        )
     resume_options = replace(runner_options, resume=True, overwrite=False)
     if not options.resume or nothing_written(options.output, options.failures_path):
         # round 1 through the runner's fresh path: staging, pre-flight, manifest
@@ -238,12 +254,16 @@ def advance(
         rows = assigned_rows(plan, states, settings.schedule)
         jsonl.write_jsonl(options.materialized_path, rows, overwrite=True)
         sha = sha256_file(options.materialized_path)
-        summary = summarize(states, settings)
+        summary = summarize(states, settings) | {"identical_lines": _lines_json(identical_lines(options))}
         manifest["identity"]["materialized_sha256"] = sha
         manifest["materialized"].update(sha256=sha, rows=len(rows))
         manifest[MANIFEST_KEY] = summary
         jsonl.write_json(options.manifest_path, manifest, overwrite=True, indent=True)
     return summary, NextRounds.start(plan, settings, states, outcomes, spent)
+
+
+def _lines_json(lines: dict[int, list[int]]) -> dict[str, list[int]]:
+    return {str(task): numbers for task, numbers in sorted(lines.items())}
 
 
 def _checked_manifest(options: CollectOptions) -> dict[str, Any]:

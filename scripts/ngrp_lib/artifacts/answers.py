@@ -40,6 +40,7 @@ _SIGN = r"(?:(?<!\w)[-\u2212])?"
 # A comma belongs to a number only between digits ("1,000"): "the answer is 4, so" extracts 4, not "4,".
 NUMBER = re.compile(_SIGN + r"\d+(?:,\d+)*(?:\.\d+)?(?:[eE][-+]?\d+|/\d+)?|" + _SIGN + r"\.\d+")
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\{")
+_BRACE = re.compile(r"[{}]")
 # The characters a NUMBER match can start with: a scan for them skips plain text fast, unlike NUMBER
 # itself, whose optional sign and look-behind are tried at every position.
 _NUMBER_START = re.compile(r"[\d.\-\u2212]")
@@ -72,26 +73,51 @@ def extract_math(text: str) -> str | None:
 
 def math_candidates(text: str) -> Iterator[tuple[int, int, str]]:
     """Every answer the `math` verifier could have taken from `text` had it stopped there, as (start,
-    end, answer) in text order: each boxed answer, and each number outside a box."""
+    end, answer) in text order: each innermost boxed answer, and each number outside a box.
+
+    A box holding another box's opening is never taken (the verifier takes the box opened last, the
+    inner one), so its content is not read: the innermost boxes' contents do not overlap, and the work
+    stays linear in the text, nested boxes included."""
     if "\\" not in text:  # no box: the numbers alone
         return ((m.start(), m.end(), m.group()) for m in iter_numbers(text))
-    boxes = []
-    for match in _BOX_OPEN.finditer(text):
-        inner = _braced(text, match.end())
-        if inner is not None:
-            boxes.append((match.start(), match.end() + len(inner) + 1, inner.strip()))
-    boxed = _covered(boxes)
+    opens = {match.end(): match.start() for match in _BOX_OPEN.finditer(text)}
+    closing = _closing_braces(text, opens)
+    starts = [*opens.values(), len(text)]  # in text order: each box's next opening is the next start
+    spans, boxes = [], []
+    for i, (begin, start) in enumerate(opens.items()):
+        if begin in closing:
+            spans.append((start, closing[begin] + 1))
+            if starts[i + 1] > closing[begin]:  # no box opens inside this one
+                boxes.append((start, closing[begin] + 1, text[begin : closing[begin]].strip()))
+    boxed = _covered(spans)
     numbers = [(m.start(), m.end(), m.group()) for m in iter_numbers(text) if not boxed(m.start())]
     return iter(sorted([*boxes, *numbers]))
 
 
-def _covered(boxes: list[tuple[int, int, str]]) -> Callable[[int], bool]:
+def _closing_braces(text: str, opens: dict[int, int]) -> dict[int, int]:
+    """For each position in `opens` (just after a `{`), the index of the `}` that closes that brace (the
+    first one where the depth counted from it comes back to zero, as `_braced` reads it), when one does.
+    One pass with a stack over the braces, linear in the text: `_braced` from every box, its quadratic
+    equivalent, took minutes on a reply of thousands of unclosed or nested boxes."""
+    stack: list[int] = []
+    closing: dict[int, int] = {}
+    for match in _BRACE.finditer(text):
+        if match.group() == "{":
+            stack.append(match.end())
+        elif stack:
+            begin = stack.pop()
+            if begin in opens:
+                closing[begin] = match.start()
+    return closing
+
+
+def _covered(boxes: list[tuple[int, int]]) -> Callable[[int], bool]:
     """Whether a position lies in one of the boxes (in start order; nested ones too), by a binary search
     over their merged spans: a reply looping on thousands of boxes is not read in quadratic time."""
     from bisect import bisect_right
 
     spans: list[list[int]] = []
-    for start, end, _ in boxes:
+    for start, end in boxes:
         if spans and start < spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], end)
         else:
@@ -117,7 +143,7 @@ def normalize_answer(answer: str) -> str:
 
 
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")  # 1,000,000.5; not 1,2
-_HUGE_EXPONENT = re.compile(r"[eE][-+]?0*\d{5,}")  # Fraction would build 10**exponent: compare as text
+_HUGE_EXPONENT = re.compile(r"[eE][-+]?0*\d{3,}")  # Fraction would build 10**exponent: compare as text
 
 
 def as_number(answer: str) -> Fraction | None:
@@ -155,9 +181,35 @@ def math_matcher(expected: str) -> Callable[[str], bool]:
             return int(got) == small  # below 10**6 the relative tolerance cannot join two integers
         if not read:
             read.extend((as_number(expected), normalize_answer(expected)))
+            read.append(_plain_float(read[0]))
+        if read[2] is not None and _far_apart(got, read[2]):
+            return False  # the floats already differ by far more than the tolerance: no Fraction built
         a, b = as_number(got), read[0]
         if a is not None and b is not None:
             return abs(a - b) <= _TOLERANCE * max(abs(a), abs(b))  # relative: 0 is not 1e-7
         return normalize_answer(got) == read[1]
 
     return equal
+
+
+def _plain_float(value: Fraction | None) -> float | None:
+    """`value` as a float when that float is far from overflow and underflow (so its relative error is
+    that of a double), else None."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if number == 0 or 1e-280 < abs(number) < 1e280 else None
+
+
+def _far_apart(got: str, expected: float) -> bool:
+    """True only when `got` reads as a float whose value differs from `expected` by more than ten times
+    the tolerance (so the exact comparison must say unequal: each float is within 1e-15 of its value).
+    A cheap test before `as_number`, whose Fraction costs about 20 us: a reply stating thousands of
+    numbers is compared in linear time with a small constant."""
+    try:
+        number = float(normalize_answer(got))
+    except ValueError:
+        return False
+    if not (number == 0 or 1e-290 < abs(number) < 1e290):
+        return False  # near overflow or underflow (or inf, nan): the exact comparison decides
+    return abs(number - expected) > 1e-5 * max(abs(number), abs(expected))

@@ -19,10 +19,9 @@ from typing import Any
 
 import orjson
 
-from .response import parts_text
+from .response import CALL, CALL_OUTPUT, MESSAGE, MODEL_ROLES, REASONING, output_list, parts_text
+from .response import turns_and_calls as turns_and_calls  # defined beside the truncation rule that reads it
 
-REASONING, MESSAGE, CALL, CALL_OUTPUT = "reasoning", "message", "function_call", "function_call_output"
-MODEL_ROLES = (None, "assistant")
 TEXT_PARTS = ("output_text", "input_text", "text", "summary_text", "reasoning_text", "refusal")
 
 
@@ -109,31 +108,9 @@ def read_items(items: Any, *, numbered: bool = True) -> list[Item]:
 
 def readable_output(response: Any) -> list[Item]:
     """The items of `response.output` in order, with their turn numbers."""
-    return read_items(response.get("output") if isinstance(response, dict) else None)
+    return read_items(output_list(response))
 
 
 def readable_input(params: Any) -> list[Item]:
     """The input conversation of `responses_create_params` (system, user and earlier turns), turn 0."""
     return read_items(params.get("input") if isinstance(params, dict) else None, numbered=False)
-
-
-def turns_and_calls(response: Any) -> tuple[int, int]:
-    """(model turns, function calls) of a response, counted without building items (every row of a run)."""
-    output = response.get("output") if isinstance(response, dict) else None
-    if not isinstance(output, list):
-        return 0, 0
-    turns = calls = 0
-    open_turn = False
-    for item in output:
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == CALL:
-            calls += 1
-            model = True
-        else:
-            model = kind == REASONING or (kind == MESSAGE and item.get("role") in MODEL_ROLES)
-        if model and not open_turn:
-            turns += 1
-        open_turn = model
-    return turns, calls

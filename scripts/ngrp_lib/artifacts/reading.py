@@ -109,12 +109,12 @@ def _with_lone_surrogates(raw: bytes | str) -> tuple[Any, int] | None:
 
     try:  # numbers as orjson reads them: no NaN or infinity, an integer past 64 bits a float
         value = json.loads(raw, parse_constant=_refuse, parse_float=_finite, parse_int=_orjson_int)
-    except ValueError:
+    except (ValueError, RecursionError):  # too deep for Python's json: refused as a row too deep is
         return None
     count = [0]
     try:
         return _replaced_surrogates(value, count), count[0]
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -138,12 +138,50 @@ def loads(raw: bytes | str) -> Any:
     """One JSON document (a server's reply) by the reading rule: orjson, and a lone surrogate escape read
     as U+FFFD rather than refused. Raises orjson.JSONDecodeError when it is not JSON."""
     try:
-        return orjson.loads(raw)
+        value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         found = _with_lone_surrogates(raw) if "surrogate" in str(exc) else None
         if found is None:
             raise
-        return found[0]
+        value = found[0]
+    if may_be_deep(raw) and deeper_than(value):
+        raise orjson.JSONDecodeError(f"the document nests more than {MAX_DEPTH} levels deep", "", 0)
+    return value
+
+
+# How deep a value may nest (objects and arrays; a scalar is depth 0). orjson reads 1,024 levels but writes
+# only 254, and the recursive readers after it (schema checks, pages, Python's json) fail sooner still: a
+# row nested deeper is refused where it is read, as a problem naming its line (`too_deep`), before any page
+# or report is built from it. Gym rows nest about 10 levels.
+MAX_DEPTH = 100
+TOO_DEEP = "too_deep"
+
+
+def deeper_than(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when `value` nests objects and arrays more than `limit` levels deep. Iterative: no recursion
+    however deep the value is."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth >= limit:
+            return True
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def may_be_deep(raw: bytes | str) -> bool:
+    """Whether a line has enough brackets to nest past MAX_DEPTH (two C-speed counts): only those lines
+    are walked by `deeper_than`."""
+    if isinstance(raw, str):
+        return raw.count("{") + raw.count("[") > MAX_DEPTH
+    return raw.count(b"{") + raw.count(b"[") > MAX_DEPTH
+
+
+def too_deep_problem(line: int) -> Problem:
+    return Problem(line, TOO_DEEP, f"the row nests more than {MAX_DEPTH} levels deep: refused, not read")
 
 
 def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row | Problem:
@@ -165,9 +203,13 @@ def parse_line(raw: bytes, line: int, *, last_unterminated: bool = False) -> Row
         literal = _non_finite_literal(raw)
         if literal is not None:
             return Problem(line, NON_FINITE, f"{literal} is not valid JSON; write null (or a number) instead")
+        if "depth limit" in str(exc):
+            return too_deep_problem(line)
         return Problem(line, INVALID_JSON, f"invalid JSON: {exc}")
     if not isinstance(data, dict):
         return Problem(line, NOT_OBJECT, f"row is a JSON {type(data).__name__}, not an object")
+    if may_be_deep(raw) and deeper_than(data):
+        return too_deep_problem(line)
     return Row(line, data, raw)
 
 
@@ -297,7 +339,7 @@ def iter_parsed(path: Path | str) -> Iterator[tuple[int, dict[str, Any] | Proble
                     yield line, record.data if isinstance(record, Row) else record
                     continue
                 if type(data) is dict:
-                    yield line, data
+                    yield line, too_deep_problem(line) if may_be_deep(raw) and deeper_than(data) else data
                 else:
                     kind = type(data).__name__
                     yield line, Problem(line, NOT_OBJECT, f"row is a JSON {kind}, not an object")
@@ -318,15 +360,22 @@ def gc_paused() -> Iterator[None]:
 
 
 def iter_rows(
-    path: Path | str, *, allow_blank: bool = True, on_block: Callable[[bytes], Any] | None = None
+    path: Path | str,
+    *,
+    allow_blank: bool = True,
+    on_block: Callable[[bytes], Any] | None = None,
+    refused: list[int] | None = None,
 ) -> Iterator[Row]:
     """Yield rows; raise InputError (exit 3) at the first problem. Blank lines are skipped when allowed.
-    `on_block` as in `iter_records`."""
+    `on_block` as in `iter_records`. With `refused`, a row nested past MAX_DEPTH is skipped and its line
+    added there (a reader that can leave one row out and say so, such as the report's)."""
     for record in iter_records(path, on_block=on_block):
         if isinstance(record, Row):
             yield record
         elif record.kind == BLANK and allow_blank:
             continue
+        elif record.kind == TOO_DEEP and refused is not None:
+            refused.append(record.line)
         else:
             raise InputError(record.message, path=path, line=record.line, hint=hint_for(record.kind))
 
@@ -339,6 +388,7 @@ def hint_for(kind: str) -> str | None:
         NON_FINITE: "JSON has no NaN or Infinity; write null instead",
         BLANK: "remove the blank line",
         TOO_LONG: "is this a JSONL file? set NGRP_MAX_LINE_BYTES=<bytes> to read longer lines",
+        TOO_DEEP: f"rows are read at most {MAX_DEPTH} levels deep (Gym's nest about 10): fix the writer",
     }.get(kind)
 
 

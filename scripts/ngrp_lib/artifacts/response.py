@@ -22,7 +22,8 @@ Finish
 Truncated (one meaning in every command: check, health, inspect, view, stats, report)
 - `stopped_at_token_cap`: the response stopped at the token limit: it says so (`incomplete_details.reason`
   is `max_output_tokens`, `length` or `max_tokens`), or its completion tokens reached the request's
-  `max_output_tokens`, said or not. An `incomplete` status for another reason (a content filter) is not.
+  `max_output_tokens`, said or not (in a response of one model call: an agent's usage sums its calls,
+  the cap is per call). An `incomplete` status for another reason (a content filter) is not.
 - `truncated`: the same for a rollout row, its cap from the request it stored unless the caller knows it.
 
 Usage (three readings, each named for what it returns; they differ on purpose, see each docstring)
@@ -42,6 +43,9 @@ from typing import Any
 from .names import USAGE_MISSING
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+REASONING, MESSAGE, CALL, CALL_OUTPUT = "reasoning", "message", "function_call", "function_call_output"
+MODEL_ROLES = (None, "assistant")  # a message item by the model (Gym writes "assistant"; None: unsaid)
+_INPUT_ROLES = frozenset({"user", "system", "developer"})  # a transition's opening messages (the task's)
 # Finish reasons (Responses `incomplete_details.reason`, chat `finish_reason`) that mean "stopped at the cap".
 LENGTH_REASONS = frozenset({"length", "max_output_tokens", "max_tokens"})
 FAILED_STATUSES = frozenset({"failed", "error", "cancelled"})
@@ -69,10 +73,60 @@ class Finish:
         return self.status == "incomplete"
 
 
-def output_items(response: Any) -> list[dict]:
-    """The response's output items that are objects ([] when it has no output list)."""
+def output_list(response: Any) -> list | None:
+    """`response.output` as the one list of items every reader walks; None when there is none to read.
+
+    Gym's aviary agent with `return_transitions` (`contains_transitions: true`) writes a list of
+    transitions instead: each a list, the conversation after that step, each extending the one before.
+    Such an output is read as its last transition, without the opening messages of the task (the user's,
+    the system's) it starts with. A nested output of any other shape is not read (None):
+    `nested_output_problem` says why, and `ngrp health` flags it as `ngrp/output_unreadable`."""
     output = response.get("output") if isinstance(response, dict) else None
-    return [item for item in output if isinstance(item, dict)] if isinstance(output, list) else []
+    if type(output) is not list:
+        return None
+    if not output or type(output[0]) is not list:  # the usual flat list: one type test per row
+        return output
+    return _last_transition(output)
+
+
+def _last_transition(output: list) -> list | None:
+    if not all(type(step) is list for step in output):
+        return None
+    from itertools import pairwise
+
+    for before, after in pairwise(output):
+        if after[: len(before)] != before:
+            return None
+    last = output[-1]
+    start = 0
+    while start < len(last) and _opening(last[start]):
+        start += 1
+    return last[start:]
+
+
+def _opening(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "message" and item.get("role") in _INPUT_ROLES
+
+
+def nested_output_problem(response: Any) -> str | None:
+    """Why a nested `response.output` cannot be read (see `output_list`), or None (flat, or transitions)."""
+    output = response.get("output") if isinstance(response, dict) else None
+    if type(output) is not list or not output or type(output[0]) is not list:
+        return None
+    if _last_transition(output) is not None:
+        return None
+    if not all(type(step) is list for step in output):
+        return f"response.output mixes lists and items ({len(output)} entries): not Gym's transitions"
+    return (
+        f"response.output is {len(output)} lists that do not each extend the one before (not Gym's aviary "
+        "transitions): which items are the rollout's cannot be told"
+    )
+
+
+def output_items(response: Any) -> list[dict]:
+    """The response's output items that are objects ([] when it has no output list to read)."""
+    output = output_list(response)
+    return [item for item in output if isinstance(item, dict)] if output is not None else []
 
 
 def parts_text(parts: Any, kinds: tuple[str, ...]) -> str:
@@ -120,8 +174,8 @@ def split_think(text: str) -> tuple[str, str]:
 def final_and_reasoning(response: Any) -> tuple[str, str]:
     """(final text, reasoning text) of a response; either may be empty. One walk over the output items
     (`ngrp health` calls this for every rollout of a run)."""
-    output = response.get("output") if isinstance(response, dict) else None
-    if not isinstance(output, list):
+    output = output_list(response)
+    if output is None:
         return "", ""
     last_message: dict | None = None
     thoughts = []
@@ -161,14 +215,14 @@ def _nonblank(value: Any) -> bool:
 
 def has_content(response: dict) -> bool:
     """Whether the response holds any non-blank text (answer, reasoning, refusal, ...) in its output."""
-    return _nonblank(response.get("output_text")) or _nonblank(response.get("output"))
+    return _nonblank(response.get("output_text")) or _nonblank(output_list(response))
 
 
 def made_tool_call(response: dict) -> bool:
     """Whether any output item is a tool call of any kind (an agent turn that ends on a call has no final
     text)."""
-    output = response.get("output")
-    return isinstance(output, list) and any(
+    output = output_list(response)
+    return output is not None and any(
         isinstance(item, dict) and (item.get("type") in TOOL_CALL_TYPES or bool(item.get("tool_calls")))
         for item in output
     )
@@ -256,12 +310,16 @@ def output_tokens_or_zero(response: dict) -> int:
 
 def stopped_at_token_cap(response: Any, cap: Any, completion: int | None) -> bool:
     """THE meaning of "truncated" (see the module's docstring): a length stop the response reports, or
-    `completion` tokens (as `prompt_and_completion_tokens` reads them) at or past a positive `cap`."""
+    `completion` tokens (as `prompt_and_completion_tokens` reads them) at or past a positive `cap` in a
+    response of one model call. An agent's response of several model turns sums their usage (Gym
+    accumulates it) while the cap is per call: its sum says nothing, only a reported length stop does."""
     if not isinstance(response, dict):
         return False
     if stop_reason(response) in LENGTH_REASONS:
         return True
-    return type(cap) is int and cap > 0 and completion is not None and completion >= cap
+    if not (type(cap) is int and cap > 0 and completion is not None and completion >= cap):
+        return False
+    return turns_and_calls(response)[0] <= 1
 
 
 def request_token_cap(row: dict) -> int | None:
@@ -296,4 +354,28 @@ def input_cached_output_tokens(
     if not isinstance(details, dict):
         details = counts.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return prompt, cached if type(cached) is int and cached >= 0 else None, completion
+    # a cached count above the prompt's is out of range (a hostile or broken server): not reported
+    held = type(cached) is int and cached >= 0 and (prompt is None or cached <= prompt)
+    return prompt, cached if held else None, completion
+
+
+def turns_and_calls(response: Any) -> tuple[int, int]:
+    """(model turns, function calls) of a response, counted without building items (every row of a run)."""
+    output = output_list(response)
+    if output is None:
+        return 0, 0
+    turns = calls = 0
+    open_turn = False
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == CALL:
+            calls += 1
+            model = True
+        else:
+            model = kind == REASONING or (kind == MESSAGE and item.get("role") in MODEL_ROLES)
+        if model and not open_turn:
+            turns += 1
+        open_turn = model
+    return turns, calls

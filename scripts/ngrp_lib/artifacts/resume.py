@@ -9,6 +9,7 @@ A server URL is the one the run used: a server restarted on another port needs t
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,21 @@ def _materialize_args(m: dict[str, Any]) -> list[str]:
         args.append("--interleave")
     if m.get("limit") is not None:
         args += ["--limit", str(m["limit"])]
+    return args + _override_args(m.get("overrides") or {})
+
+
+def _override_args(overrides: dict[str, Any]) -> list[str]:
+    """The sampling overrides (`--temperature 0.7`, `--set top_k=20`): each by its own flag when it has
+    one (`sampling.NAMED_OPTIONS`), else as `--set PATH=JSON`; without them a resume is refused."""
+    from .sampling import NAMED_OPTIONS
+
+    args: list[str] = []
+    for path, value in overrides.items():
+        flag = NAMED_OPTIONS.get(path)
+        if flag is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            args += [flag, repr(value) if isinstance(value, float) else str(value)]
+        else:
+            args += ["--set", f"{path}={json.dumps(value, ensure_ascii=False, separators=(',', ':'))}"]
     return args
 
 

@@ -22,6 +22,7 @@ import orjson
 
 from ..errors import UsageError
 from .names import RCP
+from .reading import deeper_than
 
 # Fields read back from the rows (`sampling_used`); dotted paths reach into objects.
 SAMPLING_FIELDS = (
@@ -42,6 +43,11 @@ NAMED_OPTIONS = {
     "max_output_tokens": "--max-output-tokens",
 }
 PROTECTED = ("input",)  # the prompt itself: never replaced by an option
+# Bounds that keep every materialized row writable and readable (reading.MAX_DEPTH is 100 levels; the row
+# adds two above the path), and max_output_tokens a number a server takes (a signed 32-bit count).
+MAX_SET_PATH = 16
+MAX_SET_DEPTH = 64
+MAX_OUTPUT_TOKENS = 2**31 - 1
 
 
 def overrides_from_options(
@@ -52,6 +58,7 @@ def overrides_from_options(
 ) -> dict[str, Any]:
     """{dotted path: value} from the sampling options; a bad value is a UsageError naming its option."""
     overrides: dict[str, Any] = {}
+    by_set: set[str] = set()
     for path, value in (
         ("temperature", temperature),
         ("top_p", top_p),
@@ -64,8 +71,9 @@ def overrides_from_options(
         if path in overrides:
             raise UsageError(f"--set {spec!r}: {path} is given twice", hint="give each field once")
         overrides[path] = value
+        by_set.add(path)
     for path, value in overrides.items():
-        check_value(path, value)
+        check_value(path, value, f"--set {path}" if path in by_set else None)
     return overrides
 
 
@@ -74,33 +82,52 @@ def parse_set(spec: str) -> tuple[str, Any]:
     path, sep, raw = spec.partition("=")
     path = path.strip()
     parts = path.split(".")
+    shown = spec if len(spec) <= 80 else spec[:60] + "..."  # a 1,000-key path is not echoed whole
     if not sep or not path or any(not part for part in parts):
-        raise UsageError(f"--set {spec!r}: expected PATH=JSON, for example --set top_k=20")
+        raise UsageError(f"--set {shown!r}: expected PATH=JSON, for example --set top_k=20")
+    if len(parts) > MAX_SET_PATH:
+        raise UsageError(f"--set {shown!r}: PATH has {len(parts)} keys; at most {MAX_SET_PATH}")
     if parts[0] in PROTECTED:
         raise UsageError(
             f"--set {spec!r}: {parts[0]} is the prompt; --set changes sampling fields, never the input",
             hint="edit the task file to change prompts",
         )
+    raw_shown = raw if len(raw) <= 60 else raw[:40] + "..."
     try:
         value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise UsageError(
-            f"--set {spec!r}: the value {raw!r} is not JSON",
-            hint="quote a string for the shell and for JSON: --set reasoning.effort='\"low\"'",
-        ) from None
+    except orjson.JSONDecodeError as exc:
+        if not any(word in str(exc).lower() for word in ("depth", "recursion")):
+            raise UsageError(
+                f"--set {path[:60]}: the value {raw_shown!r} is not JSON",
+                hint="quote a string for the shell and for JSON: --set reasoning.effort='\"low\"'",
+            ) from None
+        value, deep = None, True  # orjson stopped at its 1,024 levels: deeper still
+    else:
+        deep = deeper_than(value, MAX_SET_DEPTH)
+    if deep:
+        raise UsageError(f"--set {path[:60]}: the value {raw_shown!r} nests more than {MAX_SET_DEPTH} levels")
     return path, value
 
 
-def check_value(path: str, value: Any) -> None:
-    """The range of the fields Gym names (whichever option set them)."""
-    option = NAMED_OPTIONS.get(path, f"--set {path}")
+def check_value(path: str, value: Any, option: str | None = None) -> None:
+    """The range of the fields Gym names (whichever option set them; `option` names it in the error)."""
+    option = option or NAMED_OPTIONS.get(path, f"--set {path}")
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if path == "temperature" and not (number and math.isfinite(value) and value >= 0):
         raise UsageError(f"{option} must be a number >= 0, not {value!r}")
     if path == "top_p" and not (number and math.isfinite(value) and 0 < value <= 1):
         raise UsageError(f"{option} must be in (0, 1], not {value!r}")
-    if path == "max_output_tokens" and not (number and value == int(value) and value >= 1):
-        raise UsageError(f"{option} must be a whole number of tokens >= 1, not {value!r}")
+    if path == "max_output_tokens" and not (
+        number and math.isfinite(value) and value == int(value) and 1 <= value <= MAX_OUTPUT_TOKENS
+    ):
+        raise UsageError(
+            f"{option} must be a whole number of tokens from 1 to {MAX_OUTPUT_TOKENS:,}, not {_short(value)}"
+        )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:30] + "..."
 
 
 def apply_overrides(params: dict, overrides: Mapping[str, Any]) -> dict:
@@ -128,21 +155,46 @@ def field_value(params: Any, path: str) -> Any:
 
 class SamplingTally:
     """Counts, row by row, the values of each sampling field (see `sampling_used`); cheap per row, as
-    `profile` feeds it every rollout it reads."""
+    `profile` feeds it every rollout it reads: a row's fields are counted as one combination (rows of a run
+    share a handful), and the combinations are split into fields when asked."""
 
     def __init__(self) -> None:
         self.rows = 0
-        self.counts: dict[str, Counter[tuple[str, Any]]] = {path: Counter() for path in SAMPLING_FIELDS}
+        self._combinations: dict[tuple, int] = {}  # (values, their types) -> rows
+        self._odd: dict[str, Counter[tuple[str, Any]]] = {path: Counter() for path in SAMPLING_FIELDS}
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.rows += 1
         params = row.get(RCP)
-        if not isinstance(params, dict):
+        if type(params) is not dict:
+            if isinstance(params, dict):
+                self._add_fields(params)
             return
+        get = params.get
+        reasoning = get("reasoning")
+        values = (*map(get, _TOP_FIELDS), reasoning.get("effort") if type(reasoning) is dict else None)
+        # the types keep 1, 1.0 and true apart, which compare (and hash) equal
+        key = (values, tuple(map(type, values)))
+        try:
+            self._combinations[key] = self._combinations.get(key, 0) + 1
+        except TypeError:  # a list or an object as a value: counted field by field
+            self._add_fields(params)
+
+    def _add_fields(self, params: Mapping[str, Any]) -> None:
         for path in SAMPLING_FIELDS:
             value = field_value(params, path)
             if value is not None:
-                self.counts[path][_hashable(value)] += 1
+                self._odd[path][_hashable(value)] += 1
+
+    @property
+    def counts(self) -> dict[str, Counter[tuple[str, Any]]]:
+        """{field: Counter({hashable value: rows})} over every row added, absent values left out."""
+        out = {path: Counter(odd) for path, odd in self._odd.items()}
+        for (values, _), rows in self._combinations.items():
+            for path, value in zip(SAMPLING_FIELDS, values, strict=True):
+                if value is not None:
+                    out[path][_hashable(value)] += rows
+        return out
 
     def to_json(self) -> dict[str, list[dict[str, Any]]]:
         """{field: [{"value": v, "rows": n}, ...]} for the fields some row sets, most rows first; the rows
@@ -158,6 +210,11 @@ class SamplingTally:
             values.sort(key=lambda item: (-item[1], orjson.dumps(item[0])))
             out[path] = [{"value": value, "rows": n} for value, n in values]
         return out
+
+
+_TOP_FIELDS = tuple(path for path in SAMPLING_FIELDS if "." not in path)
+# the order `SamplingTally.add` reads them in: the top-level fields, then reasoning.effort
+assert (*_TOP_FIELDS, "reasoning.effort") == SAMPLING_FIELDS
 
 
 def _hashable(value: Any) -> tuple[str, Any]:

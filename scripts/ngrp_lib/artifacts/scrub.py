@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from ..errors import UsageError
 
@@ -195,3 +196,65 @@ def refuse_env_dump(field: str, text: str, *, limit: int = 5) -> None:
             f"--{field} looks like an environment dump ({len(lines)} lines of NAME=value)",
             hint="record the command you ran, not the environment; put settings in the recipe or the branch",
         )
+
+
+class StreamMask:
+    """Masks known secret values in a byte stream written in chunks (a launched command's output): each
+    value becomes `***` even when a chunk boundary cuts it. The tail that could still begin a value is held
+    back until the next chunk (or `flush`), so at most the longest value's length minus one byte waits."""
+
+    def __init__(self, values: list[str]) -> None:
+        self.values = sorted({v.encode("utf-8", "surrogatepass") for v in values if v}, key=len, reverse=True)
+        self.pending = b""
+        self.masked = 0  # values masked so far
+
+    def feed(self, data: bytes) -> bytes:
+        if not self.values:
+            return data
+        buf = self.pending + data
+        for value in self.values:
+            if value in buf:
+                self.masked += buf.count(value)
+                buf = buf.replace(value, MASK.encode())
+        hold = self._held(buf)
+        self.pending = buf[len(buf) - hold :] if hold else b""
+        return buf[: len(buf) - hold]
+
+    def flush(self) -> bytes:
+        out, self.pending = self.pending, b""
+        return out
+
+    def _held(self, buf: bytes) -> int:
+        """The length of the longest end of `buf` that begins some value (without being all of it)."""
+        longest = min(len(self.values[0]) - 1, len(buf))
+        for size in range(longest, 0, -1):
+            tail = buf[-size:]
+            if any(len(value) > size and value.startswith(tail) for value in self.values):
+                return size
+        return 0
+
+
+def mask_file(path: Any, values: list[str], block: int = 1 << 20) -> bool:
+    """Mask `values` in a file written by another program (a Slurm job's log): rewritten atomically in
+    place when it held one; True then."""
+    import tempfile
+    from pathlib import Path
+
+    path = Path(path)
+    mask = StreamMask(values)
+    if not mask.values or not path.is_file():
+        return False
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    changed = False
+    try:
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as out:
+            for chunk in iter(lambda: source.read(block), b""):
+                out.write(mask.feed(chunk))
+            out.write(mask.flush())
+        changed = mask.masked > 0
+        if changed:
+            os.replace(temp, path)
+    finally:
+        if not changed:
+            os.unlink(temp)
+    return changed

@@ -34,6 +34,11 @@ class CostTally:
     # so a total of 0 cannot be told from "not reported", and is reported as None
     zero_cached_unknown: bool = False
     _requests: set = field(default_factory=set)  # grouped requests whose prompt is counted already
+    # every row's prompt, shared or not: the input one request per rollout would have sent
+    input_tokens_every_row: int | None = None
+    max_prompt_tokens: int | None = None  # the longest prompt reported (a cache block must fit in it)
+    tasks: set = field(default_factory=set)  # tasks with a row counted
+    rows_alone: int = 0  # rows that came from a request of their own (no shared prefill)
 
     def add(self, row: dict, *, cached_reported: bool = True) -> None:
         """One rollout row; `cached_reported` False when the row's cached count (0) is a conversion's
@@ -46,12 +51,35 @@ class CostTally:
         if isinstance(shared, dict):
             prompt_counted = shared.get("request") not in self._requests
             self._requests.add(shared.get("request"))
+        else:
+            self.rows_alone += 1
         if prompt is None and output is None:
             self.rows_without_usage += 1
+        self.input_tokens_every_row = _plus(self.input_tokens_every_row, prompt)
+        if prompt is not None:
+            self.max_prompt_tokens = max(prompt, self.max_prompt_tokens or 0)
+        self.tasks.add(row.get("_ng_task_index"))
         if prompt_counted:
             self.input_tokens = _plus(self.input_tokens, prompt)
             self.cached_tokens = _plus(self.cached_tokens, cached)
         self.output_tokens = _plus(self.output_tokens, output)
+
+    @property
+    def requests(self) -> int:
+        """Requests behind the rows: one per grouped request id, one per row of its own."""
+        return len(self._requests) + self.rows_alone
+
+    def one_request_per_rollout(self) -> dict[str, Any]:
+        """These rows sent one request each, from their own usage: every row's prompt counted (a grouped
+        request's prompt once per rollout), the same output; the prefix cache could serve part of it."""
+        every, counted = self.input_tokens_every_row, self.input_tokens
+        return {
+            "requests": self.rows,
+            "input_tokens": every,
+            "output_tokens": self.output_tokens,
+            "extra_requests": self.rows - self.requests,
+            "extra_input_tokens": None if every is None or counted is None else every - counted,
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {

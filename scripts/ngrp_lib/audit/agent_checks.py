@@ -15,7 +15,10 @@ most agents do not write), so every id here is ngrp's:
 - `ngrp/tool_call_loop`: the same call (tool name and arguments, compared as parsed JSON so key order and
   spacing do not matter) made `--tool-loop-min-repeats` times or more in one rollout.
 - `ngrp/ended_on_tool_call`: the last output item is a `function_call` or its `function_call_output`: the
-  model never answered after its last call (Gym's agent stops like this at `max_steps`).
+  model never answered after its last call (Gym's agent stops like this at `max_steps`). Not when that
+  call was the environment's own last step: the row says `terminated: true` (Gymnasium's flag: a finished
+  wordle game), or the rollout is one model turn making one call with the environment's answer last (a
+  single-step environment such as circle_click's click).
 - `ngrp/context_window_exceeded`: the server said the context window is full: `response.error` (code or
   message), `incomplete_details.reason` or the row's `failure_reason` names it (the code
   `context_length_exceeded`, or "context length" / "context window" / "maximum context" in the text).
@@ -29,6 +32,7 @@ from typing import Any
 import orjson
 
 from ..artifacts.items import CALL, CALL_OUTPUT, MESSAGE, MODEL_ROLES, REASONING
+from ..artifacts.response import output_list
 
 ARGS_INVALID = "ngrp/tool_arguments_invalid"
 OUTPUT_ERROR = "ngrp/tool_output_error"
@@ -81,11 +85,14 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def agent_findings(response: dict, loop_min: int, ignored: frozenset[str], out: list[dict]) -> None:
+def agent_findings(
+    response: dict, loop_min: int, ignored: frozenset[str], out: list[dict], terminated: bool = False
+) -> None:
     """Append a finding per agent check that fires on this response (one per check: its first place,
-    with a count where there are several)."""
-    output = response.get("output")
-    if type(output) is not list or not output:
+    with a count where there are several). `terminated`: the row says the environment ended the episode
+    (Gymnasium's `terminated: true`), so ending on a tool call is the environment's last step."""
+    output = output_list(response)
+    if not output:
         return
     turn, open_turn = 0, False
     bad_args: list[dict] = []
@@ -121,8 +128,22 @@ def agent_findings(response: dict, loop_min: int, ignored: frozenset[str], out: 
     if CALL_LOOP not in ignored:
         _loop(calls, loop_min, out)
     last = next((i for i in reversed(output) if type(i) is dict), None)
-    if last is not None and last.get("type") in (CALL, CALL_OUTPUT) and ENDED_ON_CALL not in ignored:
+    ended = terminated or _single_step(turn, sum(map(len, calls.values())), last)
+    if (
+        last is not None
+        and last.get("type") in (CALL, CALL_OUTPUT)
+        and not ended
+        and ENDED_ON_CALL not in ignored
+    ):
         out.append(_finding(ENDED_ON_CALL, {"last_item": last.get("type"), "turns": turn}, turn))
+
+
+def _single_step(turns: int, calls: int, last: dict | None) -> bool:
+    """A single-step environment's rollout (Gym's circle_click, `max_steps: 1`): one model turn making one
+    call, and the environment's answer to it last. The call was the action the environment asked for, not
+    a step cut short. (A multi-step agent run with `max_steps: 1` by mistake reads the same: its config
+    says which.)"""
+    return turns == 1 and calls == 1 and last is not None and last.get("type") == CALL_OUTPUT
 
 
 def _finding(check: str, detail: dict, turn: int) -> dict:
@@ -132,14 +153,18 @@ def _finding(check: str, detail: dict, turn: int) -> dict:
 def _emit(out: list[dict], ignored: frozenset[str], check: str, found: list[dict]) -> None:
     if found and check not in ignored:
         first = found[0]
-        out.append(_finding(check, {**first, "count": len(found)}, first["turn"]))
+        tools: dict[str, int] = {}
+        for each in found:  # every tool it happened with, for `tool_breakdown` ("which tool breaks it")
+            tools[each["tool"] or ""] = tools.get(each["tool"] or "", 0) + 1
+        out.append(_finding(check, {**first, "count": len(found), "tools": tools}, first["turn"]))
 
 
 def _loop(calls: dict[tuple[Any, Any], list[int]], loop_min: int, out: list[dict]) -> None:
     (name, canonical), turns = max(calls.items(), key=lambda kv: len(kv[1]), default=((None, None), []))
     if len(turns) >= loop_min:
         args = canonical.decode() if isinstance(canonical, bytes) else canonical
-        detail = {"tool": name, "arguments": _clip(args), "copies": len(turns), "first_turn": turns[0]}
+        detail = {"tool": name, "arguments": _clip(args), "copies": len(turns), "first_turn": turns[0],
+                  "tools": {name or "": len(turns)}}  # fmt: skip
         out.append(_finding(CALL_LOOP, detail, turns[0]))
 
 

@@ -17,6 +17,7 @@ from ..artifacts.collector_retries import collector_retries
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
+from ..artifacts.live import live_run
 from ..artifacts.names import (
     USAGE_MISSING,
     agent_name,
@@ -30,7 +31,7 @@ from ..artifacts.response import prompt_and_completion_tokens, request_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
 from .crossfiles import cross_check
-from .findings import CollectedBy, summarize
+from .findings import CollectedBy, summarize, while_running
 
 
 def _scan(path: Path, stats: FileStats):
@@ -205,7 +206,11 @@ def check_run(
     )
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
-    result.findings += cross_check(inputs, [Path(p) for p in others])
+    result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
+    live = live_run(rollouts)
+    if live is not None:
+        result.in_progress = live.to_json()
+        result.findings = while_running(result, live)
     result.retries = collector_retries(rollouts)
     return result
 

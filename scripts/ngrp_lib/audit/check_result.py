@@ -103,6 +103,7 @@ class CheckResult:
     agents: list[AgentCheck]
     findings: list[Finding]
     top_failures: list[FailureSummary] = field(default_factory=list)
+    in_progress: dict[str, Any] | None = None  # `live.LiveRun.to_json()` while a collector holds the lock
     retries: dict[str, int] = field(default_factory=dict)  # cause -> requests the collector sent again
 
     @property
@@ -128,4 +129,5 @@ class CheckResult:
             "top_failures": [asdict(f) for f in self.top_failures],
             "retries": self.retries,
             "findings": [asdict(f) for f in self.findings],
+            "in_progress": self.in_progress,
         }

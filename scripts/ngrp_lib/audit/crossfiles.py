@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import kinds
 from ..artifacts.jsonl import iter_rows, read_json
-from ..artifacts.names import TASK_KEY, agent_name, rollout_key
+from ..artifacts.kinds import sniff
+from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, rollout_key
 from ..errors import InputError
 from .check_result import ERROR, NOTE, WARNING, Finding
 
@@ -36,6 +38,7 @@ class RunShape:
     total: int | None = None  # rollouts the whole run expects
     repeat_indices: dict[str | None, set[int]] | None = None  # agent -> rollout indices
     partial_ok: bool = True  # fewer than the inputs is a warning (a partial run), not an error
+    judged: int | None = None  # rollout rows the file was made from (held against the rollouts file)
     notes: list[str] = field(default_factory=list)
 
 
@@ -54,28 +57,76 @@ def inputs_shape(path: Path) -> RunShape:
 
 
 def shape_of(path: Path) -> RunShape:
-    """Read `path` for what it says about the run, by its name (Gym's and ngrp's names)."""
-    name = path.name
-    if name.endswith("_reward_profiling.jsonl"):
-        return _profile(path)
-    if name.endswith("quality_summary.json"):
-        return _quality_summary(path)
-    if name.endswith("rollout_verdicts.jsonl"):
-        return _verdicts(path)
-    if name.endswith("_repeat_level_metrics.json"):
-        return _repeat_levels(path)
-    if name.endswith("_profile_summary.json"):
-        return _profile_summary(path)
-    if name.endswith("_agent_metrics.json"):
+    """Read `path` for what it says about the run. Recognised by its content, as `ngrp validate` does (a
+    renamed `*_2rows.jsonl` profile is still a profile); by Gym's and ngrp's names only when the content
+    does not tell."""
+    kind = kind_from_content(path) or _kind_from_name(path.name)
+    if kind is None:
+        raise InputError(
+            "not a file check can hold against the inputs (neither its content nor its name says which)",
+            path=path,
+            hint="give a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json, "
+            "quality_summary.json or rollout_verdicts.jsonl",
+        )
+    if kind == AGENT_METRICS:
         return RunShape(
             path, "agent metrics", notes=[f"{path}: agent metrics hold no task or rollout counts"]
         )
-    raise InputError(
-        "not a file check can hold against the inputs",
-        path=path,
-        hint="give a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json, "
-        "quality_summary.json or rollout_verdicts.jsonl",
-    )
+    return _READERS[kind](path)
+
+
+PROFILE, QUALITY, VERDICTS, REPEATS, PROFILE_SUMMARY, AGENT_METRICS = (
+    "profile", "quality", "verdicts", "repeats", "profile_summary", "agent_metrics"
+)  # fmt: skip
+_NAMES = (
+    ("_reward_profiling.jsonl", PROFILE),
+    ("quality_summary.json", QUALITY),
+    ("rollout_verdicts.jsonl", VERDICTS),
+    ("_repeat_level_metrics.json", REPEATS),
+    ("_profile_summary.json", PROFILE_SUMMARY),
+    ("_agent_metrics.json", AGENT_METRICS),
+)
+
+
+def _kind_from_name(name: str) -> str | None:
+    return next((kind for suffix, kind in _NAMES if name.endswith(suffix)), None)
+
+
+def kind_from_content(path: Path) -> str | None:
+    """The kind of run file `path` holds, from what is in it; None when it cannot tell. A JSONL file by its
+    first rows (`kinds.sniff`, validate's rule); a JSON file by its shape: an object with `run` and `tasks`
+    is a quality summary, one with `tool` and `counts` a profile summary; a list of objects each with a
+    `_ng_rollout_index` is repeat-level metrics, one of objects with Gym's `mean/...` keys and none agent
+    metrics."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64).lstrip()
+    except OSError:
+        return None  # the reader says why
+    if head.startswith(b"{"):
+        found = sniff(path)  # rows of a JSONL file (one row is a JSON object too)
+        if found is not None:
+            return {kinds.PROFILE: PROFILE, kinds.VERDICTS: VERDICTS}.get(found)
+    elif not head.startswith(b"["):
+        return None
+    try:
+        data = read_json(path)
+    except InputError:
+        return None
+    if isinstance(data, dict):
+        if "run" in data and "tasks" in data:
+            return QUALITY
+        if "tool" in data and "counts" in data:
+            return PROFILE_SUMMARY
+        return None
+    entries = [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
+    if not entries or len(entries) != len(data):
+        return None
+    if all(ROLLOUT_KEY in e for e in entries):
+        return REPEATS
+    if all(not (set(e) & {ROLLOUT_KEY, TASK_KEY}) and any(k.startswith("mean/") for k in e) for e in entries):
+        return AGENT_METRICS
+    return None
 
 
 def _profile(path: Path) -> RunShape:
@@ -104,13 +155,19 @@ def _quality_summary(path: Path) -> RunShape:
     }
     keys = (data.get("ngrp") or {}).get("keys") if isinstance(data.get("ngrp"), dict) else None
     total = keys.get("expected") if isinstance(keys, dict) and type(keys.get("expected")) is int else None
-    return RunShape(path, "quality summary", per_task=per_task, total=total)
+    rows = keys.get("rollout_rows") if isinstance(keys, dict) else None
+    if type(rows) is not int:  # Gym's own summary: the records it judged
+        run = data.get("run")
+        verdicts = run.get("verdicts") if isinstance(run, dict) else None
+        counts = list(verdicts.values()) if isinstance(verdicts, dict) else []
+        rows = sum(counts) if counts and all(type(n) is int for n in counts) else None
+    return RunShape(path, "quality summary", per_task=per_task, total=total, judged=rows)
 
 
 def _verdicts(path: Path) -> RunShape:
     keys = {key for row in iter_rows(path) if (key := rollout_key(row.data)) is not None}
     per_task: Counter = Counter(task for task, _ in keys)
-    return RunShape(path, "rollout verdicts", per_task=per_task, keys=keys)
+    return RunShape(path, "rollout verdicts", per_task=per_task, keys=keys, judged=len(keys))
 
 
 def _repeat_levels(path: Path) -> RunShape:
@@ -129,6 +186,15 @@ def _profile_summary(path: Path) -> RunShape:
     return RunShape(
         path, "profile summary", total=expected if type(expected) is int else None, partial_ok=False
     )
+
+
+_READERS = {
+    PROFILE: lambda p: _profile(p),
+    QUALITY: lambda p: _quality_summary(p),
+    VERDICTS: lambda p: _verdicts(p),
+    REPEATS: lambda p: _repeat_levels(p),
+    PROFILE_SUMMARY: lambda p: _profile_summary(p),
+}
 
 
 def _object(path: Path) -> dict[str, Any]:
@@ -220,16 +286,32 @@ def _error(other: RunShape, inputs: RunShape, count: int, says: str, examples: l
     )
 
 
-def cross_check(inputs: Path, others: list[Path]) -> list[Finding]:
-    """Findings for every other file that disagrees with the inputs (read once, only when others given)."""
+def cross_check(inputs: Path, others: list[Path], rollouts: tuple[str, int] | None = None) -> list[Finding]:
+    """Findings for every other file that disagrees with the inputs (read once, only when others given),
+    or, for health files, with `rollouts` (the rollouts file's path and rows): a summary of 96 judged
+    records beside a rollouts file of 2 rows is not of this rollouts file, whatever the inputs say."""
     if not others:
         return []
     ours = inputs_shape(inputs)
     found = []
     for other in others:
         shape = shape_of(other)
-        said = disagreements(ours, shape)
+        said = disagreements(ours, shape) + _judged(shape, rollouts)
         if not any(f.severity != NOTE for f in said) and not shape.notes:
             said.append(Finding(CODE, NOTE, 0, f"{other} ({shape.what}) agrees with {inputs}"))
         found += said
     return found
+
+
+def _judged(other: RunShape, rollouts: tuple[str, int] | None) -> list[Finding]:
+    """A health file judged more rows than the rollouts file holds (another run's): an error; fewer (made
+    before the run finished): a warning, with the command that judges the file as it is now."""
+    if rollouts is None or other.judged is None or other.judged == rollouts[1]:
+        return []
+    path, rows = rollouts
+    says = f"{other.path} ({other.what}) was made from {other.judged} rollout rows; {path} holds {rows}"
+    if other.judged > rows:
+        fix = "use the files of one run; judge this one: ngrp health ... --overwrite"
+        return [Finding(CODE, ERROR, other.judged - rows, f"{says}: it is not of this rollouts file", fix)]
+    fix = "judge the run as it is now: ngrp health ... --overwrite"
+    return [Finding(CODE, WARNING, rows - other.judged, f"{says}: made before the run finished?", fix)]

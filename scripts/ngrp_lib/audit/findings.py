@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..artifacts.failures import TOP
+from ..artifacts.live import LiveRun
 from ..artifacts.names import manifest_path_for, unpack_key
 from .check_result import (
     AGENT_BITS,
@@ -247,6 +248,11 @@ def _file_findings(role: str, s: FileStats, inputs: str, completed: int = 1) -> 
     if s.rows_without_key:
         msg = f"{s.path}: {s.rows_without_key} rows lack a valid (_ng_task_index, _ng_rollout_index)"
         fix = f"ngrp validate {s.path} (names them)"
+        if s.rows_without_key == s.rows:  # a file with no keys at all (many of Gym's example files)
+            fix = (
+                f"ngrp assign-keys {s.path} --output <new file> (numbers every row: a task is a prompt, "
+                "repeats in file order; writes the materialized inputs beside it)"
+            )
         out.append(Finding(f"{role}_rows_without_key", ERROR, s.rows_without_key, msg, fix))
     if s.duplicates:
         out.append(_duplicates(role, s))
@@ -356,4 +362,29 @@ def _notes(r: CheckResult, retry_helps: bool, spent: OutOfAttempts | None) -> li
     if r.order == "completion_order":
         msg = "rollouts are in completion order, not sorted by key (normal for Gym; every join is by key)"
         out.append(Finding("completion_order", NOTE, 0, msg))
+    return out
+
+
+def while_running(result: CheckResult, live: LiveRun) -> list[Finding]:
+    """The findings of a run a collector is still writing: first that it is in progress (who, since when,
+    how far; an error: the run is not complete), then the others, where a key not written yet is a note
+    and not missing, a cut-off last line is the one being written, and no fix resumes beside the live
+    writer."""
+    c, t = result.counts, result.tasks
+    again = f"ngrp check --inputs {result.inputs.path} --rollouts {result.rollouts.path}"
+    out = [Finding("run_in_progress", ERROR, 1, live.words(c.completed, c.expected), live.wait(again))]
+    for f in result.findings:
+        if f.code == "missing_rollouts":
+            msg = (
+                f"{c.missing} of {c.expected} expected rollouts are not written yet (the run is in "
+                "progress); "
+                f"tasks so far: {t.complete} complete, {t.partial} partial, {t.none} with none"
+            )
+            f = replace(f, severity=NOTE, message=msg, fix=None)
+        elif f.code.endswith("_torn_tail"):
+            writing = f"{f.message}, or the collector is writing it now"
+            f = replace(f, severity=NOTE, message=writing, fix=None)
+        elif f.fix is not None and "--resume" in f.fix:
+            f = replace(f, fix=live.wait(again))
+        out.append(f)
     return out

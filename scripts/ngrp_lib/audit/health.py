@@ -12,6 +12,7 @@ be judged on it, else `healthy`. Task-level findings flag the task, never its ro
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -32,6 +33,7 @@ from ..artifacts.jsonl import (
     refuse_existing,
 )
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
+from ..artifacts.live import live_run
 from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
@@ -59,6 +61,7 @@ from .health_checks import (
     judge_row,
 )
 from .health_scan import RolloutScan, SidecarFailures
+from .tool_breakdown import tool_breakdown
 
 ROLLOUT_ID_KEY = "_ng_rollout_id"
 VERIFY_FAILED = "verify_failed"  # the collector's failure class for a verifier that could not score
@@ -77,6 +80,7 @@ class HealthResult:
     affected: dict[str, int]  # check -> rollouts (or tasks) with a finding
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
     unhealthy_examples: list[list[Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)  # `tool_breakdown`: which tool breaks the agent
     collector_retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again
 
     @property
@@ -117,6 +121,7 @@ class HealthResult:
             "zero_rewards": ours["zero_rewards"],
             "causes": ours["causes"],
             "unhealthy_examples": self.unhealthy_examples,
+            "tools": self.tools,
             "collector_retries": self.collector_retries,
         }
 
@@ -314,12 +319,8 @@ def run_health(
     inputs, rollouts = Path(inputs), Path(rollouts)
     failures = failures_beside(rollouts, failures)
     paths = health_paths_for(rollouts)
-    if write:
-        try:
-            refuse_existing(list(paths.values()), overwrite, inputs=(inputs, rollouts, failures))
-        except OutputExistsError as exc:  # the run was judged before: asking again is a read
-            exc.hint = "--no-write reports without writing anything; --overwrite replaces the two files"
-            raise
+    if write:  # an existing output is refused later, and only when what would be written differs
+        refuse_existing(list(paths.values()), True, inputs=(inputs, rollouts, failures))
     refuse_swapped(inputs, rollouts)
     if failures is not None:
         refuse_wrong_kind(failures, FAILURES, option="--failures")
@@ -341,13 +342,21 @@ def run_health(
     }  # fmt: skip
     causes = summary["ngrp"]["causes"]
     _add_collector_stop(causes, rollouts)
+    live = live_run(rollouts)
+    if live is not None:  # keys not written yet are not "never attempted": a collector is writing them
+        # who and since when, not for how long: the same run asked again judges the same (no clock in it)
+        causes["unscored"]["in_progress"] = {k: v for k, v in live.to_json().items() if k != "running_s"}
+        causes["unscored"]["collector_stopped"] = None
+        if causes["unscored"]["not_judged"]:
+            causes["unscored"]["not_judged_attempted"] = "in_progress"
     # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
     inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
     causes["answer"] = answer_text(
         causes, inspect if write else f"ngrp health without --no-write, then {inspect}"
     )
+    tools = tool_breakdown(digests, inspect if write else None)
     if write:
-        _write(paths, summary, digests, overwrite)
+        _write_unless_same(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
     return HealthResult(
         rollouts=str(rollouts),
@@ -358,6 +367,7 @@ def run_health(
         affected=affected,
         flagged_tasks=flagged,
         unhealthy_examples=examples,
+        tools=tools,
         collector_retries=collector_retries(rollouts),
     )
 
@@ -445,26 +455,59 @@ _HEALTHY_ROW = (
 _BATCH = 4096  # verdict rows per write call (each write of the atomic writer has a fixed cost)
 
 
-def _write(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
+def _verdict_chunks(digests: list[Digest]) -> Iterator[bytes]:
+    """The verdicts file's bytes, _BATCH rows at a time, in Gym's order."""
     dumps = orjson.dumps
     newline = orjson.OPT_APPEND_NEWLINE
+    for start in range(0, len(digests), _BATCH):
+        chunk = []
+        for d in digests[start : start + _BATCH]:  # already in Gym's order
+            if d.findings or d.unobserved or d.rollout_id or d.stage is not None or type(d.task) is not int:
+                chunk.append(dumps(verdict_row(d), option=newline))
+            else:  # most rows: the same bytes, without building a dict per row
+                chunk.append(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
+        yield b"".join(chunk)
+
+
+def _summary_bytes(summary: dict) -> bytes:
+    return orjson.dumps(summary, option=orjson.OPT_INDENT_2)
+
+
+def _same_on_disk(paths: dict[str, Path], summary: dict, digests: list[Digest]) -> bool:
+    """Both health files exist and hold exactly the bytes this judgement would write (compared chunk by
+    chunk: the verdicts are never held whole)."""
+    try:
+        with open(paths["quality_summary"], "rb") as fh:
+            if fh.read() != _summary_bytes(summary):
+                return False
+        with open(paths["rollout_verdicts"], "rb") as fh:
+            for chunk in _verdict_chunks(digests):
+                if fh.read(len(chunk)) != chunk:
+                    return False
+            return fh.read(1) == b""
+    except OSError:
+        return False
+
+
+def _write_unless_same(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
+    """Write the two files; when both already hold these bytes (the same run asked again), write
+    nothing; when one exists and would change, refuse (exit 2) unless `overwrite`."""
+    if not overwrite and any(path.exists() for path in paths.values()):
+        if _same_on_disk(paths, summary, digests):
+            return
+        existing = next(path for path in paths.values() if path.exists())
+        exc = OutputExistsError(existing)
+        exc.message = (
+            f"{existing} already exists and this judgement differs from it (the run, its files or the "
+            "options changed); refusing to overwrite it"
+        )
+        exc.hint = "--no-write reports without writing anything; --overwrite replaces the two files"
+        raise exc
     with atomic_outputs(paths, overwrite=overwrite) as out:
-        out["quality_summary"].write(dumps(summary, option=orjson.OPT_INDENT_2))
+        out["quality_summary"].write(_summary_bytes(summary))
         write = out["rollout_verdicts"].write
-        for start in range(0, len(digests), _BATCH):
-            chunk = []
-            for d in digests[start : start + _BATCH]:  # already in Gym's order
-                if (
-                    d.findings
-                    or d.unobserved
-                    or d.rollout_id
-                    or d.stage is not None
-                    or type(d.task) is not int
-                ):
-                    chunk.append(dumps(verdict_row(d), option=newline))
-                else:  # most rows: the same bytes, without building a dict per row
-                    chunk.append(_HEALTHY_ROW % (d.task, d.rollout, d.task, d.rollout))
-            write(b"".join(chunk))
+        for chunk in _verdict_chunks(digests):
+            write(chunk)
 
 
 __all__ = ["CONDITIONAL_IDS", "RESPONSE_IDS", "TASK_IDS", "Digest", "HealthResult", "run_health"]

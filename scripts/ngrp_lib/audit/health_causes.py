@@ -13,12 +13,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .health_checks import INFRASTRUCTURE, POLICY, RECORD, REGISTRY, SETTING, VERIFIER
+from .health_checks import INFRASTRUCTURE, POLICY, RECORD, REGISTRY, SETTING, UNKNOWN, VERIFIER
 
 if TYPE_CHECKING:
     from .health_checks import Digest
 
-PRECEDENCE = (RECORD, INFRASTRUCTURE, SETTING, VERIFIER, POLICY)
+PRECEDENCE = (RECORD, INFRASTRUCTURE, SETTING, VERIFIER, UNKNOWN, POLICY)
 CAUSE_OF = {check.id: check.cause for check in REGISTRY}
 CLEAN = "clean"  # a zero with no finding: a wrong answer, the policy's
 UNEXPLAINED = "unexplained"  # no score and no finding (the check that would say why was ignored)
@@ -82,6 +82,7 @@ def causes_block(tally: CauseTally, expected: int, missing: int, failures_read: 
             "not_judged": missing,
             "not_judged_attempted": ("never" if failures_read else "unknown") if missing else None,
             "collector_stopped": None,  # run_health fills it from the run manifest
+            "in_progress": None,  # run_health: `live.LiveRun.to_json()` while a collector holds the lock
             "outside_inputs": {"total": sum(tally.outside.values()), "by_check": _by_check(tally.outside)},
         },
         "zero_rewards": {
@@ -107,8 +108,14 @@ def _others(part: dict[str, Any], skip: tuple[str, ...] = (), inspect: str | Non
         if n and cause not in skip:
             extra = _checks(part["by_check"], cause)
             caps = part.get("max_output_tokens")
-            if cause == SETTING and caps:
-                extra += f"; max_output_tokens {', '.join(map(str, caps))}"
+            if cause == SETTING and caps:  # a cut reply's zero: the cap's only if more tokens would pass
+                extra += (
+                    f"; max_output_tokens {', '.join(map(str, caps))}: cut there, so whether more tokens"
+                    " would pass is unknown"
+                )
+                if inspect:
+                    first = next(c for c in part["by_check"] if c in _CAP_CHECKS)
+                    extra += f"; read them: {inspect} --finding {first}"
             if cause == VERIFIER and inspect:  # a verifier's zero is a hint: a reply may hold no answer
                 first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
                 extra += f"; read those replies: {inspect} --finding {first}"
@@ -141,7 +148,13 @@ def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -
                 if unscored["not_judged_attempted"] == "never"
                 else "without a rollout (no failures file was read: whether attempted is unknown)"
             )
-            if unscored.get("collector_stopped"):
+            live = unscored.get("in_progress")
+            if live:
+                words = (
+                    f"not written yet: the run is in progress (a collector, pid {live['pid']}, holds "
+                    f"{live['lock']} since {live['since']}); ask again when it has finished"
+                )
+            elif unscored.get("collector_stopped"):
                 words += f" because the collector stopped: {unscored['collector_stopped']}"
             parts.append(f"{unscored['not_judged']} {words}")
         head = (
@@ -156,7 +169,8 @@ def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -
     own = [f"{zero['clean']} clean wrong answers"] if zero["clean"] else []
     if _checks(zero["by_check"], POLICY):
         own.append(_checks(zero["by_check"], POLICY))
-    parts = [f"{policy} are the policy's" + (f" ({', '.join(own)})" if own else "")]
+    said = f"{policy} are the policy's" if policy else "none is shown to be the policy's"
+    parts = [said + (f" ({', '.join(own)})" if own else "")]
     parts += _others(zero, skip=(POLICY,), inspect=inspect)
     order = " > ".join(PRECEDENCE)
     return f"{head}; of {zero['total']} zero rewards, {', '.join(parts)} (each counted once: {order})"

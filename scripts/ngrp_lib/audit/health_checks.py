@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..artifacts.items import turns_and_calls
 from ..artifacts.names import USAGE_MISSING
 from ..artifacts.response import (
     FAILED_STATUSES,
     final_and_reasoning,
     has_content,
     made_tool_call,
+    nested_output_problem,
     prompt_and_completion_tokens,
     stop_reason,
     stopped_at_token_cap,
@@ -35,12 +35,16 @@ from .verifier_checks import CHECK as EXPECTED_IN_REPLY
 from .verifier_checks import answer_fields, has_answers, stated_expected
 
 ROLLOUT, TASK = "rollout", "task"
+UNREADABLE_OUTPUT = "ngrp/output_unreadable"
 # What a finding says about whose fault a rollout's zero (or missing score) is, one class per check.
-RECORD, INFRASTRUCTURE, SETTING, VERIFIER, POLICY = (
+# UNKNOWN: the row lacks what would tell (usage counts missing: whether the reply stopped at the cap, or
+# the server failed to count, cannot be told), so the zero is nobody's for certain.
+RECORD, INFRASTRUCTURE, SETTING, VERIFIER, UNKNOWN, POLICY = (
     "record",
     "infrastructure",
     "setting",
     "verifier",
+    "unknown",
     "policy",
 )
 
@@ -77,7 +81,8 @@ REGISTRY: tuple[Check, ...] = (
     ),
     Check(
         "model_call_missing_token_counts", ROLLOUT, "response.usage",
-        "usage lacks a prompt or completion token count", INFRASTRUCTURE,
+        "usage lacks a prompt or completion token count (the server did not count, or the agent did not"
+        " pass the counts on: no fault shown)", UNKNOWN,
     ),
     Check(
         "model_call_failed", ROLLOUT, "response.status, response.error, failures sidecar",
@@ -90,6 +95,11 @@ REGISTRY: tuple[Check, ...] = (
     Check(
         "ngrp/record_without_identity", ROLLOUT, "record",
         "no integer _ng_task_index / _ng_rollout_index: cannot be joined", RECORD,
+    ),
+    Check(
+        UNREADABLE_OUTPUT, ROLLOUT, "response.output",
+        "response.output is nested lists that are not Gym's aviary transitions: its items cannot be read",
+        RECORD,
     ),
     Check(
         "ngrp/truncated_at_token_cap", ROLLOUT, "response, materialized max_output_tokens",
@@ -167,6 +177,7 @@ RESPONSE_IDS = (
     "ngrp/tool_output_error",
     "ngrp/tool_call_loop",
     "ngrp/ended_on_tool_call",
+    UNREADABLE_OUTPUT,
     EXPECTED_IN_REPLY,
 )
 # Checks with a condition under which they do not apply (counted as not applicable, not unobserved).
@@ -257,7 +268,8 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     explained, answer = False, None
     if type(response) is dict:
         explained, answer = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
-        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings)
+        ended = row.get("terminated") is True  # the environment ended the episode (Gymnasium's flag)
+        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings, ended)
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
     if CONTEXT_FULL not in ignored:
@@ -325,13 +337,12 @@ def _response_checks(
     explained = False
     if failed or prompt is None or completion is None or completion == 0:
         explained = _call_problems(response, failed, prompt, completion, ignored, judged.findings)
+    unreadable = nested_output_problem(response)  # said, never read as an empty answer
+    if unreadable is not None and UNREADABLE_OUTPUT not in ignored:
+        judged.findings.append(finding(UNREADABLE_OUTPUT, {"problem": unreadable}))
+        explained = True
     answer, reasoning = final_and_reasoning(response)  # the one reading of both every command shares
-    if cap is not None and completion is not None and completion >= cap and turns_and_calls(response)[0] > 1:
-        cap = None  # an agent's usage sums its model calls (Gym accumulates it); the cap is per call
-    if not explained and (
-        response.get("incomplete_details")
-        or (cap is not None and completion is not None and completion >= cap)
-    ):
+    if not explained and stopped_at_token_cap(response, cap, completion):  # the one rule, as check's
         explained = _cap_checks(response, completion, cap, ignored, judged.findings)
     if not explained and (not answer or answer.isspace()) and not made_tool_call(response):
         explained = _answer_checks(answer, reasoning, ignored, judged.findings)

@@ -52,6 +52,10 @@ class MaterializeOptions:
     limit: int | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     fan_out: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # --adaptive: a task index is one task, sampled once: a later line with an index already given (a
+    # byte-identical line; Gym's numbering is unchanged) adds no rows. Implied by --adaptive, which is
+    # in the run's identity, so it is not part of `to_json`.
+    one_line_per_task: bool = False
 
     def __post_init__(self) -> None:
         if self.num_repeats < 1:
@@ -111,6 +115,7 @@ def expand(
 ) -> list[dict]:
     """Gym's expansion of task rows into materialized rows, in dispatch order."""
     numbering = TaskNumbering.for_source(source)
+    first_line: dict[int, jsonl.Row] = {}  # one_line_per_task: each task's first line
     next_rollout: Counter[int] = Counter()
     missing_agent: list[int] = []
     out: list[dict] = []
@@ -123,6 +128,8 @@ def expand(
             continue
         _merge_overrides(row, options.overrides, source, record.line)
         task = numbering.index(record, source)
+        if options.one_line_per_task and _seen_task(first_line, task, record, source):
+            continue
         for agent_row in _fan_out(row, basis, options.fan_out):
             agent_row[TASK_KEY] = task
             for _ in range(options.num_repeats):
@@ -140,6 +147,33 @@ def expand(
     if options.interleave:
         out.sort(key=lambda r: r[ROLLOUT_KEY])
     return out
+
+
+def _seen_task(first_line: dict[int, jsonl.Row], task: int, record: jsonl.Row, source: Path | str) -> bool:
+    """True when an earlier line already gave this task index (one_line_per_task): a byte-identical line
+    is the same task; a different line stamped with the same `_ng_task_index` is refused, since one
+    sequence of outcomes cannot stand for two tasks."""
+    first = first_line.setdefault(task, record)
+    if first is record:
+        return False
+    if first.raw != record.raw:
+        raise InputError(
+            f"lines {first.line} and {record.line} are different tasks with the same {TASK_KEY} {task}:"
+            " --adaptive decides per task, on one sequence of outcomes",
+            path=source, line=record.line, pointer=f"/{TASK_KEY}",
+            hint="give each distinct task its own index, or collect without --adaptive",
+        )  # fmt: skip
+    return True
+
+
+def task_source_lines(rows: Iterable[jsonl.Row], source: Path | str = "<tasks>") -> dict[int, list[int]]:
+    """Each task index's source line numbers (1-based, as editors show them), in file order, by Gym's
+    numbering (`TaskNumbering`): several lines when byte-identical lines share one index."""
+    numbering = TaskNumbering.for_source(source)
+    lines: dict[int, list[int]] = {}
+    for record in rows:
+        lines.setdefault(numbering.index(record, source), []).append(record.line)
+    return lines
 
 
 def _route(row: dict, options: MaterializeOptions) -> bool:

@@ -62,6 +62,8 @@ class CollectResult:
     grouping: dict[str, Any] = field(default_factory=dict)  # `grouping_block`: how rows became requests
     load: dict[str, Any] = field(default_factory=dict)  # `runner.load_block`: sequences in flight, limit
     retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again (`http.retry_cause`)
+    # the manifest's `totals`: every invocation of the run added up, killed ones included (`invocations`)
+    run_totals: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -131,7 +133,18 @@ def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = N
         "tokens_per_s": per_second(sum(known), elapsed) if known else None,
         "output_tokens_per_s": per_second(tokens["output_tokens"], elapsed),
         "prefix_cache_hit_rate": prefix_cache_hit_rate,
+        "prefix_cache_note": None,  # why not reported, or why 0 (metrics.prefix_cache and cache_note)
+        "one_request_per_rollout": one_request_per_rollout(run),
     }
+
+
+def one_request_per_rollout(run: Any) -> dict[str, Any]:
+    """What this invocation would have cost sending every rollout as its own request, estimated from its
+    own usage (`CostTally.one_request_per_rollout`); the extra requests are counted against the requests
+    this invocation really sent (retries included)."""
+    single = run.cost.one_request_per_rollout()
+    single["extra_requests"] = max(single["requests"] - run.requests, 0)
+    return single
 
 
 def grouping_block(run: Any, plan: Plan) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import jsonl, names, schemas
+from ..artifacts import jsonl, names, schemas, task_lines
 from ..artifacts.kinds import MATERIALIZED, refuse_wrong_kind
 from ..artifacts.names import RCP, TASK_KEY
 from ..artifacts.redact import Redactor, masked_errors
@@ -31,8 +31,9 @@ from .gym_run import GymRun, check_agents
 from .gym_targets import GymTargets, resolve_gym_url
 from .interrupt import REASON as INTERRUPTED
 from .interrupt import Interrupt
-from .materialize import expand, read_task_lines, sha256_file
-from .metrics import hit_rate, read_counts
+from .invocations import open_invocation, record_cost
+from .materialize import expand, read_task_lines, sha256_file, task_source_lines
+from .metrics import cache_note, prefix_cache, prefix_counts, read_counters, read_counts
 from .options import CollectOptions, sequence_limit
 from .preflight import (
     DEFAULT_TIMEOUT,
@@ -46,7 +47,7 @@ from .preflight import (
 from .result import CollectResult, Plan, build_result
 from .routing import Endpoint
 from .run import Run, run_redactor, stderr_log
-from .state import CollectorLock, build_manifest, check_manifest, nothing_written, record_cost, scan_outputs
+from .state import CollectorLock, build_manifest, check_manifest, nothing_written, scan_outputs
 from .verify import verifier_for
 from .work import FollowUp, run_workers
 
@@ -177,7 +178,13 @@ async def collect(
         run = _backend(options, servers, verifier, disk, session, plan.to_run, log, redactor)
         run.follow_up = follow_up
         sampled = () if options.skip_preflight else servers.endpoints  # servers that passed the check
-        cache_before = await read_counts(session, sampled, run.headers)
+        blocks: dict[str, int] = {}
+        counters = await read_counters(session, sampled, run.headers, blocks)
+        cache_before = prefix_counts(counters)
+        # this invocation's runs[] entry, before any row: a kill leaves it for the next start to close
+        invocation = open_invocation(
+            options.manifest_path, options.output, options.failures_path, counters, options.resume
+        )
         try:
             interrupted = await _work(run, interrupt)
         finally:
@@ -185,13 +192,14 @@ async def collect(
         plan.grow(len(run.added), run.added_seeded)
         checks = None if servers.checks is None else [redactor.value(c.to_json()) for c in servers.checks]
         result = build_result(options, plan, disk, run, checks)
-        result.cost["prefix_cache_hit_rate"] = hit_rate(
-            cache_before, await read_counts(session, sampled, run.headers)
-        )
+        rate, refused = prefix_cache(cache_before, await read_counts(session, sampled, run.headers, blocks))
+        result.cost["prefix_cache_hit_rate"] = rate
+        why_zero = cache_note(rate, blocks, run.cost.max_prompt_tokens, run.requests, len(run.cost.tasks))
+        result.cost["prefix_cache_note"] = "; ".join(n for n in (refused, why_zero) if n) or None
         result.interrupted = interrupted
         result.load = load_block(run)
         result.retries = dict(run.retries)
-        record_cost(options.manifest_path, result)
+        record_cost(options.manifest_path, result, invocation)
         return result
 
 
@@ -432,6 +440,8 @@ def _file_refs(options: CollectOptions, input_sha: str | None, plan: Plan) -> di
         "materialized": {"path": str(options.materialized_path), "sha256": plan.sha256, "rows": plan.rows},
         "rollouts": {"path": str(options.output)},
     }
-    if options.input is not None:
-        files["input"] = {"path": str(options.input), "sha256": input_sha}
+    if options.input is not None:  # with each task's source lines, for the reports (`task_lines`)
+        records = read_task_lines(options.input, options.materialize.limit)
+        lines = task_lines.encode(task_source_lines(records, options.input))
+        files["input"] = {"path": str(options.input), "sha256": input_sha, task_lines.KEY: lines}
     return files

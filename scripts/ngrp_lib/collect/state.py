@@ -128,35 +128,6 @@ def build_manifest(
     }
 
 
-def record_cost(path: Path, result: Any) -> None:
-    """Append this invocation's cost and grouping to the manifest's `runs` (a resume adds one more),
-    rewriting it atomically; a manifest that is gone or unreadable is left alone."""
-    try:
-        manifest = jsonl.read_json(path)
-    except (InputError, OSError):
-        return
-    if not isinstance(manifest, dict):
-        return
-    earlier = manifest.get("runs")
-    runs: list = earlier if isinstance(earlier, list) else []
-    entry = {
-        "finished_at": now_iso(),
-        "resumed": result.resumed,
-        "cost": result.cost,
-        "grouping": result.grouping,
-        "load": getattr(result, "load", None),
-        "retries": getattr(result, "retries", {}),
-        # why this invocation ended before every row was done: what a later reader (health, check) can
-        # say of the keys it never attempted, instead of leaving the cause to inference
-        "succeeded": result.succeeded,
-        "failed_attempts": result.failed,
-        "stopped_early": result.stopped_early,
-        "interrupted": bool(getattr(result, "interrupted", False)),
-    }
-    manifest["runs"] = [*runs, entry]
-    jsonl.write_json(path, manifest, overwrite=True, indent=True)
-
-
 def check_manifest(path: Path, identity: dict[str, Any]) -> None:
     """Refuse to resume when anything that shapes the results changed since the manifest was written."""
     if not path.exists():

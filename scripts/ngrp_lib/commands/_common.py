@@ -19,6 +19,25 @@ if TYPE_CHECKING:
     from ..artifacts.failures import FailureSummary
 
 
+def _refuse_empty(
+    path_type: click.Path, value: Any, param: click.Parameter | None, ctx: click.Context | None
+) -> None:
+    """An empty path is a usage error (exit 2, naming the option): Path("") is ".", the current folder."""
+    if isinstance(value, (str, bytes)) and not value:
+        path_type.fail("an empty path names no file", param, ctx)
+
+
+class AnyPath(click.Path):
+    """click.Path that refuses an empty value; `path_type` str or Path as click's."""
+
+    def __init__(self, path_type: type = str) -> None:
+        super().__init__(path_type=path_type)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        _refuse_empty(self, value, param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class FilePath(click.Path):
     """A file path (input or output). click itself would answer a folder with exit 2; here a folder where a
     file is expected is exit 3 (unreadable input, unwritable output), for every command alike, and whether
@@ -30,6 +49,7 @@ class FilePath(click.Path):
         self.name = "file"  # the metavar: FILE
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        _refuse_empty(self, value, param, ctx)
         given = os.fsdecode(value) if isinstance(value, (str, bytes)) else str(value)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
         if self.role == "output" and given.endswith(("/", os.sep)) and not os.path.isdir(path):
@@ -53,6 +73,7 @@ class FolderPath(click.Path):
         self.name = "directory"  # the metavar: DIRECTORY
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        _refuse_empty(self, value, param, ctx)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))
         if os.path.lexists(path) and not os.path.isdir(path):
             raise InputError("is not a folder", path=path, hint="give the path of a folder")

@@ -6,18 +6,18 @@ import click
 
 from ..audit.check import check_run
 from ..audit.check_result import CheckResult
-from ._common import emit, failure_lines, json_option
+from ._common import AnyPath, emit, failure_lines, json_option
 
 
 @click.command("check")
-@click.option("--inputs", required=True, type=click.Path(path_type=str), help="Materialized inputs JSONL.")
-@click.option("--rollouts", required=True, type=click.Path(path_type=str), help="Rollouts JSONL.")
+@click.option("--inputs", required=True, type=AnyPath(str), help="Materialized inputs JSONL.")
+@click.option("--rollouts", required=True, type=AnyPath(str), help="Rollouts JSONL.")
 @click.option(
     "--failures",
-    type=click.Path(path_type=str),
+    type=AnyPath(str),
     help="Failures sidecar JSONL; default <rollouts stem>_failures.jsonl when it exists.",
 )
-@click.argument("others", nargs=-1, type=click.Path(path_type=str), metavar="[OTHER_FILES]...")
+@click.argument("others", nargs=-1, type=AnyPath(str), metavar="[OTHER_FILES]...")
 @json_option
 def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str, ...], as_json: bool) -> int:
     """Account for every (_ng_task_index, _ng_rollout_index) key of a run: expected, completed,
@@ -26,9 +26,10 @@ def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str,
     Streams both files; each finding names the command that fixes it.
 
     OTHER_FILES (a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json,
-    quality_summary.json, rollout_verdicts.jsonl) are each held against the inputs: a task, key, repeat
-    or rollout count the inputs do not have is an error naming both files and both numbers (files of
-    two runs in one folder); fewer is a warning (a partial run).
+    quality_summary.json, rollout_verdicts.jsonl; told by content, so a renamed one is read too) are each
+    held against the inputs: a task, key, repeat or rollout count the inputs do not have is an error
+    naming both files and both numbers (files of two runs in one folder); fewer is a warning (a
+    partial run).
 
     \b
     Example:
@@ -95,6 +96,8 @@ def render_text(r: CheckResult) -> str:
     lines.append(
         "result: complete and consistent"
         if r.exit_code == 0
+        else "result: in progress, not complete yet (exit 1)"
+        if r.in_progress
         else "result: NOT complete or consistent (exit 1)"
     )
     return "\n".join(lines)

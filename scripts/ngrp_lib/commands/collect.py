@@ -228,9 +228,14 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     " 95% interval is wholly inside or outside [LOW, HIGH], when no draw to come can change fixed N's"
     " decision, or when drawing to N would lower the chance of misclassifying it by under RISK, default"
     " 0.03, under both a Jeffreys and a uniform prior; band:0.2,0.8 at N=16, R=4 measured 0.56-0.58 of fixed"
-    " N's rollouts, misclassified at most 0.93 points more often than fixed N; some bands more, use RISK 0.01"
-    " for them); width:W (stop when the Wilson 95% interval is at most W wide; its final interval missed the"
-    " true rate at most 0.3 points more often than fixed N's). Figures: references/statistics.md."
+    " N's rollouts, misclassified at most 0.93 points more often than fixed N on four spread-out populations"
+    " (Beta(2,3), Beta(1,1), Beta(0.3,0.3), Beta(0.25,2)), but 10.6 points more on tasks just outside the"
+    " band (true rates uniform on [0.80, 0.85]) and 1.2 on Beta(20,80); RISK 0.001 (band:0.2,0.8,0.001)"
+    " kept every one of them at fixed N's, at 0.81-0.84 of its rollouts (0.91-0.93 near the edges); other"
+    " bands differ, see the figures); width:W (stop when"
+    " the Wilson 95% interval is at most W wide; on the same four populations its final interval missed the"
+    " true rate at most 0.3 points more often than fixed N's, but 5.9 points more with every rate near 0.5,"
+    " where the interval is widest). Figures: references/statistics.md."
     " Needs --input.",
 )
 @click.option(
@@ -403,7 +408,8 @@ async def _collect(options, settings=None):
     assert task is not None
     try:
         with interrupt.on_sigint(asyncio.get_running_loop(), task):
-            async with open_session(options.concurrency) as session:
+            # --fill-batch may raise the limit past --concurrency: the run's own limit holds then
+            async with open_session(None if options.fill_batch else options.concurrency) as session:
                 if settings is not None:
                     from ..adaptive.rounds import collect_adaptive
 
@@ -476,6 +482,7 @@ def _render(result) -> str:
     if result.retries:
         causes = ", ".join(f"{cause} {n}" for cause, n in sorted(result.retries.items()))
         lines.append(f"retries: {sum(result.retries.values())} requests sent again ({causes})")
+    lines += totals_lines(result.run_totals)
     lines += [f"left out: {c['problem']}" for c in result.preflight or [] if not c["ok"]]
     lines += failure_lines(result.top_failures)
     if result.repaired:
@@ -530,6 +537,35 @@ def load_lines(load) -> list[str]:
     return [line]
 
 
+def totals_lines(totals) -> list[str]:
+    """The whole run's cost when it took more than one invocation, a killed one's share and what the
+    kills lost in flight (regenerated after them)."""
+    from ..artifacts.usage import tokens_text
+
+    if not totals or totals["invocations"] < 2:
+        return []
+    line = (
+        f"whole run: {totals['invocations']} invocations ({totals['killed']} killed):"
+        f" {totals['requests']} requests, {totals['rollouts']} rollouts written,"
+        f" {tokens_text(totals['input_tokens'])} input and {tokens_text(totals['output_tokens'])}"
+        " output tokens"
+    )
+    if not totals["killed"]:
+        return [line]
+    share, lost = totals["killed_share"], totals["lost_in_flight"]
+    return [
+        line,
+        f"  killed invocations: {share['rollouts']} rollouts written,"
+        f" {share['output_tokens']:,} output tokens;"
+        f" lost in flight and regenerated after the kill: {_lost(lost['output_tokens'])} output,"
+        f" {_lost(lost['input_tokens'])} input tokens",
+    ]
+
+
+def _lost(value) -> str:
+    return value if isinstance(value, str) else f"{value:,}"
+
+
 def cost_lines(cost, grouping) -> list[str]:
     """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
     from ..artifacts.usage import tokens_text
@@ -546,6 +582,17 @@ def cost_lines(cost, grouping) -> list[str]:
         + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
         + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
     ]
+    if cost.get("prefix_cache_note"):
+        lines.append(f"  prefix cache: {cost['prefix_cache_note']}")
+    single = cost.get("one_request_per_rollout")
+    if single and grouping.get("grouped") and single["extra_requests"]:
+        extra = single["extra_input_tokens"]
+        lines.append(
+            f"one request per rollout would have sent {single['requests']:,} requests"
+            f" ({single['extra_requests']:,} more) and input {tokens_text(single['input_tokens'])} tokens"
+            + ("" if extra is None else f" ({extra:,} more prefill, less what the prefix cache would serve)")
+            + f", output the same {tokens_text(single['output_tokens'])}"
+        )
     if grouping.get("fallback"):
         lines.append(f"requests: one per rollout ({grouping['fallback']})")
     elif grouping.get("grouped"):

@@ -12,6 +12,7 @@ from ._common import (
     PROFILE_PATH,
     FiniteFloat,
     bootstrap_option,
+    count,
     emit,
     json_option,
     pass_threshold_option,
@@ -47,6 +48,15 @@ from ._common import (
     help="Run A's rollouts, for reward components (default: X.jsonl beside X_reward_profiling.jsonl).",
 )
 @click.option("--rollouts-b", type=INPUT_FILE, help="Run B's rollouts, as --rollouts-a.")
+@click.option(
+    "--group-size",
+    "group_sizes",
+    type=count(maximum=2**31),
+    multiple=True,
+    metavar="G",
+    help="GRPO group size for B - A of P(informative at G), the share of groups with both a pass and a "
+    "fail; repeatable (default: the repeats both runs hold).",
+)
 @bootstrap_option("Paired bootstrap replicates (tasks resampled).")
 @seed_option("Seed for the bootstrap and permutations.")
 @json_option
@@ -60,6 +70,7 @@ def command(
     effect: float,
     rollouts_a: Path | None,
     rollouts_b: Path | None,
+    group_sizes: tuple[int, ...],
     n_bootstrap: int,
     seed: int,
     as_json: bool,
@@ -71,14 +82,17 @@ def command(
     when each run has one binary rollout per task; tasks that flipped (Fisher's exact test per task,
     Benjamini-Hochberg); pass@k and pass^k paired by task; the correlation of A's and B's per-task
     means; the minimum detectable effect at 80% power (z and t) and the tasks needed to detect
-    --effect. Identical outcomes in both runs (the same rollouts or seed?) are reported as a finding,
-    with the MDE from the within-task variance. When both runs' rows carry `reward_components`
-    (--rollouts-a/-b, or the rollouts beside each profile): B - A per component, over tasks.
+    --effect; B - A of P(informative at G), the share of GRPO groups of G with both a pass and a fail
+    (did B raise the share of GRPO-useful tasks?), paired by task. Identical outcomes in both runs (the
+    same rollouts or seed?) are reported as a finding, with the MDE from the within-task variance. When
+    both runs' rows carry `reward_components` (--rollouts-a/-b, or the rollouts beside each profile):
+    B - A per component, over tasks.
 
     \b
     Example:
       ngrp compare base/rollouts_reward_profiling.jsonl tuned/rollouts_reward_profiling.jsonl
       ngrp compare a.jsonl b.jsonl --intersect --json > compare.json
+      ngrp compare a.jsonl b.jsonl --group-size 8   # did B raise the share of GRPO-informative groups?
 
     \b
     Exit codes: 0 ok, 1 the runs cover different tasks (use --intersect), 2 bad options,
@@ -98,6 +112,7 @@ def command(
             pass_threshold=pass_threshold,
             alpha=alpha,
             effect=effect,
+            group_sizes=group_sizes,
         ),
     )
     result.reward_components = paired_components_of(
@@ -118,9 +133,11 @@ def paired_components_of(a: Path | None, b: Path | None) -> dict | None:
     """B - A per reward component when both runs' rows carry `reward_components` (else None)."""
     if a is None or b is None:
         return None
+    from ..stats.adaptive_run import rule_of
     from ..stats.components import paired_components, read_components
 
-    ra, rb = read_components(a), read_components(b)
+    # each side over the rows `stats.rows` counts: no masked row, an adaptive run's first round alone
+    ra, rb = read_components(a, rule=rule_of(None, a)), read_components(b, rule=rule_of(None, b))
     if not (ra.n_with_components and rb.n_with_components):
         return None
     return paired_components(ra, rb)

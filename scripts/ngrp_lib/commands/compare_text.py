@@ -55,6 +55,12 @@ def render_compare(r: CompareResult) -> str:
                 for e in curve
             )
             lines.append(f"  {name} B - A, paired by task ({methods.tag(curve[0].ci_method)}): {shown}")
+    for e in r.grpo_informative:
+        lines.append(
+            f"  GRPO-informative share at G={e.k} (P(a group of {e.k} holds a pass and a fail)): "
+            f"A {num(e.mean_a, 3)}, B {num(e.mean_b, 3)}, B - A {num(e.mean_diff, 3)} "
+            f"{interval(e.ci_low, e.ci_high)} ({methods.tag(e.ci_method)}, n={e.n_tasks} tasks)"
+        )
     lines += [f"note: {n}" for n in r.notes if not n.startswith(IDENTICAL)]
     lines.append(f"answer: {r.answer['text']}")
     return "\n".join(lines)

@@ -37,6 +37,8 @@ def _render(result) -> str:
         f"  tasks file: {result.n_task_lines} rows, {result.n_tasks_in_file} tasks, "
         f"{result.n_duplicate_lines} duplicate lines; {result.n_not_profiled} tasks not in the profile",
     ]
+    if result.selected_tasks:
+        lines.append("  selected: " + _selected_words(result.selected_tasks, result.tasks))
     if result.adaptive:
         a = result.adaptive
         lines.append(
@@ -69,6 +71,18 @@ def _render(result) -> str:
             f"without _ng_rollout_index; fields that vary by repeat left out: {dropped})"
         )
     return "\n".join(lines)
+
+
+SHOWN = 10  # selected tasks named in the text (--json lists them all)
+
+
+def _selected_words(selected, tasks) -> str:
+    """`task 2 (lines 4, 8), task 3 (line 5) ... of tasks.jsonl`: which lines of --tasks were kept."""
+    from ..artifacts.task_lines import lines_text
+
+    named = ", ".join(f"task {t['task']} ({lines_text(t['source_lines'])})" for t in selected[:SHOWN])
+    more = f" and {len(selected) - SHOWN} more (--json: selected_tasks)" if len(selected) > SHOWN else ""
+    return f"{named}{more}, lines of {tasks}"
 
 
 HELP = """Select training tasks from a profile; write their original rows with the pass rate added.

@@ -30,11 +30,14 @@ Example:
 \b
 Outputs, next to --rollouts: quality_summary.json and rollout_verdicts.jsonl (Gym's names) when the
 file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verdicts.jsonl.
-With --no-write nothing is written (and nothing refused): the same report, on a run already judged.
+Asked again about the same, unchanged run, it answers the same and writes nothing (the files already
+hold this judgement); an output that would change is refused. With --no-write nothing is written and
+nothing refused.
 
 \b
 Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, or none to judge, 2 bad
-options or an output exists (use --overwrite), 3 a file cannot be read or the inputs hold a malformed line.
+options or an output exists that this judgement would change (use --overwrite), 3 a file cannot be read
+or the inputs hold a malformed line.
 """,
 )
 @click.option("--inputs", required=True, type=INPUT_FILE, help="Materialized inputs JSONL.")
@@ -174,6 +177,9 @@ def render_text(result) -> str:
             f"zero rewards: {zero['total']}, of which {zero['unhealthy']} unhealthy "
             f"({100 * zero['share_unhealthy']:.1f}%): {meaning}" + (f"; why: {why}" if why else "")
         )
+    from ..audit.tool_breakdown import render as render_tools
+
+    lines += render_tools(data["tools"])
     outputs = data["outputs"]
     if outputs is None:
         lines.append("nothing written (--no-write)")
@@ -200,6 +206,14 @@ def _list(values: list) -> str:
 def _missing_words(data: dict) -> str:
     """What an expected key with no rollout row is: never attempted only when a failures sidecar was read
     (it would list the attempts that failed); without one, whether it was attempted is unknown."""
+    live = data["causes"]["unscored"]["in_progress"]
+    if live:
+        written = data["keys"]["expected"] - data["keys"]["missing"]
+        return (
+            f"not written yet (the run is in progress: a collector, pid {live['pid']}, holds {live['lock']}"
+            f" since {live['since']}; {written} of {data['keys']['expected']} written so far; ask again"
+            " when it has finished)"
+        )
     if data["files"]["failures"] is None:
         return "without a rollout (no failures file was read, so whether they were attempted is unknown)"
     return "never attempted"

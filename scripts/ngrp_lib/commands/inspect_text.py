@@ -15,7 +15,10 @@ LABEL = 11
 
 def task_header(t: dict[str, Any]) -> str:
     agent = f" (agent {t['agent']})" if t["agent"] is not None else ""
-    return f"== task {t['task']}{agent}: " + task_summary(t)
+    from ..artifacts.task_lines import lines_text
+
+    where = lines_text(t.get("source_lines"))
+    return f"== task {t['task']}{f' ({where})' if where else ''}{agent}: " + task_summary(t)
 
 
 def _profile_line(p: dict[str, Any]) -> str:
@@ -48,6 +51,8 @@ def rollout_block(s: Shown, max_chars: int | None, rollouts_name: str) -> list[s
     lines = [head]
     if d.failure:
         lines.append(f"     {'failure':<{LABEL}}{d.failure}")
+    if d.output_unreadable:  # said, not shown as an empty answer
+        lines.append(f"     {'output':<{LABEL}}not read: {d.output_unreadable}")
     lines += _block("prompt", cut_middle(d.prompt, max_chars))
     agentic = d.n_tool_calls > 0 or d.n_turns > 1
     if d.reasoning and not agentic:  # an agent's reasoning is shown turn by turn below

@@ -33,7 +33,7 @@ def sampling_options(f):
         "--max-output-tokens",
         type=int,
         default=None,
-        help="responses_create_params.max_output_tokens for every row (a whole number >= 1).",
+        help="responses_create_params.max_output_tokens for every row (a whole number, 1 to 2**31-1).",
     )(f)
     f = click.option(
         "--top-p",

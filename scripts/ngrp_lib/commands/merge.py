@@ -7,17 +7,17 @@ from pathlib import Path
 import click
 
 from ..merge.shards import MergeResult, merge_shards
-from ._common import OUTPUT_FILE, emit, json_option, overwrite_option
+from ._common import OUTPUT_FILE, AnyPath, emit, json_option, overwrite_option
 
 
 @click.command(name="merge")
-@click.argument("shards", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("shards", nargs=-1, required=True, type=AnyPath(Path))
 @click.option("--output", "-o", required=True, type=OUTPUT_FILE, help="Merged rollouts file.")
 @click.option(
     "--inputs",
     "inputs",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=AnyPath(Path),
     help="Materialized inputs to merge (repeatable). Default: each shard's"
     " <stem>_materialized_inputs.jsonl, if present.",
 )

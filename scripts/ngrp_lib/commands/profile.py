@@ -9,7 +9,7 @@ import click
 
 from ..artifacts.terminal import say
 from ..errors import UsageError
-from ._common import FINITE, emit, exclude_unhealthy_option, json_option, overwrite_option
+from ._common import FINITE, AnyPath, emit, exclude_unhealthy_option, json_option, overwrite_option
 
 # Gym's Hydra spelling of our options, accepted as extra arguments: `++allow_partial_rollouts=True` etc.
 _GYM_TOKEN = re.compile(
@@ -80,13 +80,9 @@ cannot be read, a line is not valid JSON or a profile state does not match its h
 
 
 @click.command("profile", help=HELP, context_settings={"ignore_unknown_options": True})
-@click.option("--inputs", type=click.Path(path_type=str), help="Materialized inputs JSONL (Gym: --inputs).")
-@click.option(
-    "--rollouts", type=click.Path(path_type=str), help="Rollouts JSONL; outputs are named from its stem."
-)
-@click.option(
-    "--output-dir", type=click.Path(path_type=str), help="Write outputs here instead of next to --rollouts."
-)
+@click.option("--inputs", type=AnyPath(str), help="Materialized inputs JSONL (Gym: --inputs).")
+@click.option("--rollouts", type=AnyPath(str), help="Rollouts JSONL; outputs are named from its stem.")
+@click.option("--output-dir", type=AnyPath(str), help="Write outputs here instead of next to --rollouts.")
 @click.option("--allow-partial", is_flag=True, help="Profile completed rollouts when some are missing.")
 @overwrite_option
 @click.option(

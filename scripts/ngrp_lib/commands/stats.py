@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import UsageError
 from ._common import (
     INPUT_FILE,
     FiniteFloat,
@@ -55,6 +56,15 @@ from ._common import (
     metavar="G",
     help="GRPO group size for P(informative); repeatable (default: powers of two up to n).",
 )
+@click.option(
+    "--component-diff",
+    "component_diffs",
+    type=(str, str),
+    multiple=True,
+    metavar="X Y",
+    help="Reward components X and Y (with --rollouts): X - Y per rollout, task-clustered interval; "
+    "repeatable (default: every pair when the rows carry 2 to 4 components).",
+)
 @exclude_unhealthy_option
 @json_option
 def command(
@@ -69,6 +79,7 @@ def command(
     interval: str,
     target_width: float,
     group_sizes: tuple[int, ...],
+    component_diffs: tuple[tuple[str, str], ...],
     exclude_unhealthy: Path | None,
     as_json: bool,
 ) -> int:
@@ -82,7 +93,8 @@ def command(
     and population (new tasks) SE; within/between-task variance, ICC, design effect, effective n,
     repeats needed; difficulty bands and P(GRPO group informative); reward vs length. With --rollouts
     whose rows carry `reward_components`: each component's mean with its task-clustered interval and its
-    correlation with the reward; rows lacking a component are counted and named, never read as 0.
+    correlation with the reward; rows lacking a component are counted and named, never read as 0; and
+    which component drags: the paired difference X - Y per rollout with its task-clustered interval.
 
     \b
     Example:
@@ -111,19 +123,32 @@ def command(
         group_by=group_by,
         interval=interval,
     )
+    if component_diffs and rollouts is None:
+        raise UsageError("--component-diff reads the rows' reward_components: add --rollouts ROLLOUTS")
     result = compute_stats(profile, rollouts, settings, exclude_unhealthy)
     if rollouts is not None:
-        result.reward_components = components_of(rollouts)
+        result.reward_components = components_of(rollouts, component_diffs, profile, exclude_unhealthy)
     emit(result, as_json, lambda r: "\n".join([render_stats(r), *components_lines(r.reward_components)]))
     return 0
 
 
-def components_of(rollouts: Path) -> dict | None:
-    """Each reward component's statistics when the rows carry `reward_components` (None when none does)."""
-    from ..stats.components import component_stats, read_components
+def components_of(
+    rollouts: Path,
+    pairs: tuple[tuple[str, str], ...] = (),
+    profile: Path | None = None,
+    exclude_unhealthy: Path | None = None,
+) -> dict | None:
+    """Each reward component's statistics when the rows carry `reward_components` (None when none does),
+    with the paired differences between components (`pairs`, or every pair of a few), over the rows
+    `stats.rows` counts (no masked or excluded row; an adaptive run's first round)."""
+    from ..stats.adaptive_run import rule_of
+    from ..stats.components import component_pairs, component_stats, read_components
 
-    found = read_components(rollouts)
-    return component_stats(found) if found.n_with_components or found.malformed else None
+    found = read_components(rollouts, rule=rule_of(profile, rollouts, exclude_unhealthy))
+    if not (found.n_with_components or found.malformed):
+        component_pairs(found, pairs)  # a pair asked of rows without components names what is there
+        return None
+    return component_stats(found, diffs=pairs)
 
 
 def components_lines(summary: dict | None) -> list[str]:

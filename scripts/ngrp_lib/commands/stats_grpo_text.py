@@ -36,11 +36,11 @@ def lowest_task_lines(result: Any) -> list[str]:
     for r in at[0][:MAX_LOWEST]:
         prompt = " ".join(str(r.get("prompt", "")).split())
         agent = f" agent {r['agent']}" if r.get("agent") else ""
-        lines.append(f'  task {r["task"]}{agent}: {_score(r)}  "{prompt}"')
+        lines.append(f'  task {task_words(r)}{agent}: {_score(r)}  "{prompt}"')
     if len(at[0]) > MAX_LOWEST:
         lines.append(f"  ... and {len(at[0]) - MAX_LOWEST} more (--json: per_task[])")
     if len(at) > 1:
-        named = ", ".join(f"task {r['task']} {_score(r, short=True)}" for r in at[1][:MAX_LOWEST])
+        named = ", ".join(f"task {task_words(r)} {_score(r, short=True)}" for r in at[1][:MAX_LOWEST])
         more = f" and {len(at[1]) - MAX_LOWEST} more" if len(at[1]) > MAX_LOWEST else ""
         lines.append(f"  next lowest: {named}{more}")
     if result.rollouts:
@@ -95,7 +95,7 @@ def grpo_task_lines(result: Any) -> list[str]:
             prompt = " ".join(str(r.get("prompt", "")).split())
             band = r["band"].replace("_", " ")
             lines.append(
-                f"  task {r['task']}{agent}: {band}, {r['successes']}/{r['n']} passed, "
+                f"  task {task_words(r)}{agent}: {band}, {r['successes']}/{r['n']} passed, "
                 f'P(informative) {num(p, 3)}  "{prompt}"'
             )
         unknown = sum(_unknown(r, size) for r in rows)
@@ -113,6 +113,14 @@ def grpo_task_lines(result: Any) -> list[str]:
                 f"--learnable-for {size}"
             )
     return lines
+
+
+def task_words(row: dict) -> str:
+    """`7 (line 9)`: the task index with its source lines, when the run recorded them."""
+    from ..artifacts.task_lines import lines_text
+
+    where = lines_text(row.get("source_lines"))
+    return f"{row['task']} ({where})" if where else str(row["task"])
 
 
 def _task_order(row: dict) -> tuple:

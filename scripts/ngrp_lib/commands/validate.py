@@ -5,11 +5,11 @@ from __future__ import annotations
 import click
 
 from ..audit.validate import KINDS, ValidationResult, validate_files
-from ._common import emit, json_option
+from ._common import AnyPath, emit, json_option
 
 
 @click.command("validate")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.argument("files", nargs=-1, required=True, type=AnyPath(str))
 @click.option(
     "--kind", type=click.Choice(KINDS), help="Artifact kind; default: from the file name, else the first row."
 )

@@ -21,6 +21,7 @@ from ..artifacts.response import (
     final_and_reasoning,
     finish,
     function_call_count,
+    nested_output_problem,
     output_and_reasoning_tokens,
     parts_text,
     response_text,
@@ -113,6 +114,7 @@ class RolloutDigest:
     items: list[Item] = field(default_factory=list)  # response.output in order, with turn numbers
     input_items: list[Item] = field(default_factory=list)  # the input conversation
     components: dict[str, Any] | None = None  # reward_components as the row holds it
+    output_unreadable: str | None = None  # why response.output was not read (nested_output_problem)
 
     @property
     def n_turns(self) -> int:
@@ -147,6 +149,7 @@ class RolloutDigest:
             "finish_status": self.finish.status,
             "finish_reason": self.finish.reason,
             "failure": self.failure,
+            "output_unreadable": self.output_unreadable,
             "prompt": cut_middle(self.prompt, max_chars),
             "final_text": cut_middle(self.final_text, max_chars),
             "reasoning": cut_middle(self.reasoning, max_chars),
@@ -239,6 +242,7 @@ def digest(
         failure=_failure(row),
         items=items,
         components=_components(row.get("reward_components")),
+        output_unreadable=nested_output_problem(response),
         input_items=readable_input(
             source.get("responses_create_params") or row.get("responses_create_params")
         ),

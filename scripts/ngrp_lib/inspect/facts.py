@@ -14,14 +14,14 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..artifacts.items import turns_and_calls
-from ..artifacts.jsonl import BLANK, TORN, Problem, hint_for, parse_line
+from ..artifacts.jsonl import BLANK, TOO_DEEP, TORN, Problem, deeper_than, hint_for, may_be_deep, parse_line
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY, agent_name, is_index
 from ..artifacts.opening import line_too_long, max_line_bytes, open_input
 from ..artifacts.response import finish, output_and_reasoning_tokens, truncated
@@ -51,6 +51,9 @@ class ScanStats:
     blank_lines: int = 0
     torn_tail: bool = False
     rows_without_key: int = 0
+    # rows refused where they were read, each [line, why] (a row nested past the reader's limit; in a
+    # live view, any unreadable appended row): skipped and named, the rest of the file still read
+    refused: list[list[Any]] = field(default_factory=list)
     # where a read of appended bytes resumes: [byte offset after the last complete (newline-ended) line,
     # and lines, rows, blank_lines, rows_without_key counted up to it]
     resume: list[int] | None = None
@@ -67,7 +70,29 @@ class ScanStats:
                 f"{self.path}: {self.rows_without_key} row(s) without a valid {TASK_KEY} / {ROLLOUT_KEY} "
                 "were skipped (ngrp validate names them)"
             )
+        if self.refused:
+            shown = "; ".join(f"line {line}: {why}" for line, why in self.refused[:5])
+            more = len(self.refused) - 5
+            out.append(
+                f"{self.path}: {len(self.refused)} row(s) refused and skipped ({shown}"
+                + (f"; and {more} more)" if more > 0 else ")")
+            )
         return out
+
+    def add_row(
+        self, builder: FactsBuilder, raw: bytes, line: int, offset: int, *, live: bool = False
+    ) -> None:
+        """Read one line into `builder`; a row too deep (or, `live`, any unreadable row) is refused: named
+        in `refused`, skipped. Other unreadable rows raise InputError naming the line."""
+        try:
+            row = parse_row(raw, line, Path(self.path))
+        except InputError as exc:
+            if not (live or getattr(exc, "kind", None) == TOO_DEEP):
+                raise
+            self.refused.append([line, exc.detail])
+            return
+        if not builder.add(row, line, offset, len(raw)):
+            self.rows_without_key += 1
 
 
 def iter_lines(
@@ -121,11 +146,13 @@ def parse_row(raw: bytes, line: int, path: Path) -> dict:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         data = None
-    if type(data) is dict:
+    if type(data) is dict and not (may_be_deep(raw) and deeper_than(data)):
         return data
     record = parse_line(raw, line)
     if isinstance(record, Problem) and record.kind != BLANK:
-        raise InputError(record.message, path=path, line=line, hint=hint_for(record.kind))
+        error = InputError(record.message, path=path, line=line, hint=hint_for(record.kind))
+        error.kind = record.kind  # type: ignore[attr-defined]
+        raise error
     assert not isinstance(record, Problem)  # a blank line was handled above
     return record.data  # pragma: no cover - parse_line agreed it is an object after all
 
@@ -271,9 +298,8 @@ def scan(
     builder = FactsBuilder(previews=previews)
     for line, offset, raw in iter_lines(path, stats):
         stats.rows += 1
-        if not builder.add(parse_row(raw, line, path), line, offset, len(raw)):
-            stats.rows_without_key += 1
-        elif chunk_rows is not None and builder.pending() >= chunk_rows:
+        stats.add_row(builder, raw, line, offset)
+        if chunk_rows is not None and builder.pending() >= chunk_rows:
             yield builder.take(), builder
     yield builder.take(), builder
 
@@ -322,8 +348,7 @@ def _scan_part(path: Path, start: int, end: int, previews: bool) -> tuple[Facts,
     builder = FactsBuilder(previews=previews)
     for line, offset, raw in iter_lines(path, stats, start, end):
         stats.rows += 1
-        if not builder.add(parse_row(raw, line, path), line, offset, len(raw)):
-            stats.rows_without_key += 1
+        stats.add_row(builder, raw, line, offset)
     return builder.take(), stats, builder.previews
 
 
@@ -362,6 +387,7 @@ def _merge(parts: list[tuple[Facts, ScanStats, dict | None]], path: Path, size: 
         stats.rows += part.rows
         stats.blank_lines += part.blank_lines
         stats.rows_without_key += part.rows_without_key
+        stats.refused += [[line + lines_before, why] for line, why in part.refused]
         stats.torn_tail = part.torn_tail  # only the last part can end in a cut-off line
         lines_before += part.lines
     return Facts.concat(pieces, builder.agents), stats, builder

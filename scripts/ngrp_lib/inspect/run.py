@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..artifacts import task_lines
 from .digest import DEFAULT_ANSWER_KEY, RolloutDigest, digest
 from .facts import Facts, ScanStats, open_regular, parse_row, read_at, scan
 from .join import InputsIndex, ProfileIndex, RunPaths
@@ -133,6 +134,7 @@ def inspect_run(
             kept.append(facts.subset(mask))
     table = summarize(merge(tallies), agents, selection.threshold)
     table.expected = expected_counts(table, inputs)
+    table.lines = task_lines.for_rollouts(paths.rollouts)
     candidates = Facts.concat(kept, agents)
     where = {(int(t), int(a)): i for i, (t, a) in enumerate(zip(table.task, table.agent, strict=True))}
     tmask = task_mask(selection, table)

@@ -35,3 +35,11 @@ def task_summary(t: dict[str, Any]) -> str:
     if t["n_masked"]:
         parts.append(f"{t['n_masked']} masked")
     return ", ".join(parts)
+
+
+def with_lines(t: dict[str, Any], text: str) -> str:
+    """`text` led by the task's source lines (`lines 4, 8: ...`), when the run recorded them."""
+    from ..artifacts.task_lines import lines_text
+
+    where = lines_text(t.get("source_lines"))
+    return f"task file {where}; {text}" if where else text

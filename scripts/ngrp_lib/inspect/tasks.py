@@ -125,6 +125,7 @@ class TaskTable:
     band: Any  # all_fail | mixed | all_pass | none (no scored rollout)
     threshold: float
     expected: Any  # rollouts the materialized inputs hold for the task; -1 when unknown
+    lines: Any = None  # artifacts.task_lines.TaskLines of the run, when its manifest records them
 
     def __len__(self) -> int:
         return int(self.task.size)
@@ -157,6 +158,7 @@ class TaskTable:
             "mean_turns": _f(self.mean_turns[i]),
             "mean_tool_calls": _f(self.mean_calls[i]),
             "band": str(self.band[i]),
+            "source_lines": None if self.lines is None else self.lines.of(int(self.task[i])),
         }
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..artifacts.opening import open_append
+from ..artifacts.scrub import StreamMask, environment_secrets
 from .outcome import ESCAPED, Outcome, StopRequest, Watch
 from .procwatch import GpuProbe, Proc, scan, start_ticks, tree, tree_rss
 
@@ -146,9 +147,12 @@ class _Tree:
 
 
 class _LocalRun:
-    def __init__(self, proc: subprocess.Popen, log: BinaryIO, echo: BinaryIO | None, tree_: _Tree) -> None:
+    def __init__(
+        self, proc: subprocess.Popen, log: BinaryIO, echo: BinaryIO | None, tree_: _Tree, mask: StreamMask
+    ) -> None:
         self.proc = proc
         self.log = log
+        self.mask = mask  # the launched environment's secret values, masked before a byte is kept
         self.echo = echo
         self.tree = tree_
         self.selector = selectors.DefaultSelector()
@@ -174,7 +178,9 @@ class _LocalRun:
             if not data:
                 self.selector.unregister(self.pipe)
                 self.pipe_open = False
-                return
+                data = self.mask.flush()
+            else:
+                data = self.mask.feed(data)
             self.log.write(data)
             self.log.flush()
             if self.echo is not None:
@@ -257,7 +263,8 @@ def run_local(argv: Sequence[str], log_path: Path, watch: Watch, *, cwd: Path | 
             env={**(os.environ if env is None else env), RUN_TOKEN: token},
             cwd=cwd,
         )
-        run = _LocalRun(proc, log, watch.echo, _Tree(proc.pid, grace_s, token))
+        secrets = environment_secrets(os.environ if env is None else env)
+        run = _LocalRun(proc, log, watch.echo, _Tree(proc.pid, grace_s, token), StreamMask(secrets))
         if watch.on_start is not None:
             watch.on_start({"pgid": proc.pid})
         try:
@@ -272,6 +279,8 @@ def run_local(argv: Sequence[str], log_path: Path, watch: Watch, *, cwd: Path | 
         finally:
             run.selector.close()
             run.pipe.close()
+            run.log.write(run.mask.flush())  # the held tail when the pipe was closed before its end
+            run.log.flush()
         escaped = run.tree.stop_escapees()
     outcome = run.outcome()
     if escaped:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.scrub import scrub
+from ..artifacts.scrub import environment_secrets, mask_file, scrub
 from ..errors import FindingsError, InputError, NgrpError, UsageError
 from . import runs, table
 from .campaign import Campaign, LedgerPaths, load_campaign, now_utc
@@ -155,7 +155,10 @@ class _Experiment:
             from .slurm import run_slurm
 
             name = f"ngrp-{self.campaign.campaign}-{slot.index}"
-            return run_slurm(req.argv, slot.log, watch, job_name=name, sbatch_args=req.sbatch_args)
+            try:
+                return run_slurm(req.argv, slot.log, watch, job_name=name, sbatch_args=req.sbatch_args)
+            finally:  # Slurm wrote the log itself: its secret values are masked once the job is over
+                mask_file(slot.log, environment_secrets(env))
         from .local import run_local
 
         return run_local(req.argv, slot.log, watch)

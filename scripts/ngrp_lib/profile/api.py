@@ -233,7 +233,12 @@ def run_totals(stats: ReadStats) -> dict[str, Any] | None:
     if "rollouts" not in stats.paths:
         return None
     return {
-        "tokens": {"rows": stats.usage.rows, **stats.usage.to_json()},
+        "tokens": {
+            "rows": stats.usage.rows,
+            **stats.usage.to_json(),
+            "requests": stats.usage.requests,
+            "one_request_per_rollout": stats.usage.one_request_per_rollout(),
+        },
         "sampling": stats.sampling.to_json(),
     }
 

@@ -13,7 +13,16 @@ from typing import Any
 
 import orjson
 
-from ..artifacts.jsonl import BLANK, LineReader, Problem, hint_for, iter_records, parse_line
+from ..artifacts.jsonl import (
+    BLANK,
+    LineReader,
+    Problem,
+    deeper_than,
+    hint_for,
+    iter_records,
+    may_be_deep,
+    parse_line,
+)
 from ..artifacts.names import MAX_INDEX, ROLLOUT_KEY, TASK_KEY, index_problem, is_index, pack_key
 from ..artifacts.opening import open_input
 from ..artifacts.sampling import SamplingTally
@@ -75,7 +84,7 @@ def _rows(
                         stats.torn_tail[role] = line_no
                         break
                     data = _slow_row(raw, path, line_no)  # a lone surrogate, as Gym's json reads it
-                if type(data) is not dict:
+                if type(data) is not dict or may_be_deep(raw) and deeper_than(data):
                     _raise_problem(path, line_no)
                 count += 1
                 yield line_no, data

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..artifacts import task_lines
 from ..inspect.digest import cut_middle, digest
 from ..inspect.facts import open_regular, parse_row, read_at, scan_all
 from ..inspect.join import InputsIndex, resolve
@@ -74,6 +75,7 @@ def build_explorer(
     paths = resolve(rollouts)
     facts, scan, builder = scan_all(paths.rollouts, previews=True)
     table = summarize(tally(facts, threshold), facts.agents, threshold)
+    table.lines = task_lines.for_rollouts(paths.rollouts)
     picked = pick_examples(facts, examples, threshold) if examples else facts.task[:0]
     chars, fit = _budget(len(picked))
     if fit is not None:

@@ -33,7 +33,12 @@ figures are in references/statistics.md): the Wilson interval covers about 95% a
 after every round `width`'s final interval missed the true rate at most 0.3 points more often than fixed
 N's. `band:0.2,0.8` at N=16, R=4 uses 0.56-0.58 of fixed N's rollouts and misclassifies the true rate at
 most 0.93 points more often than fixed N (exact expectation; fewer on Beta(2,3)); its decision differs
-from fixed N's on the same draws in 3-7% of tasks. Other bands at N=16 stay within +0.5 points when
+from fixed N's on the same draws in 3-7% of tasks. Those figures are on four spread-out populations
+(Beta(2,3), Beta(1,1), Beta(0.3,0.3), Beta(0.25,2)); with tasks just outside the band (rates uniform on
+[0.80, 0.85]) it is +10.6 points (+1.2 on Beta(20,80)); RISK 0.001 keeps all seven at fixed N's
+(0.81-0.84 of the rollouts on the four, 0.91-0.93 near the edges); `width:0.5`
+misses 5.9 points more with every rate near 0.5 (`adaptive_bench.py --populations edge`).
+Other bands at N=16 stay within +0.5 points when
 symmetric (0.1-0.9, 0.3-0.7) and reach +1.43 one-sided (0.4-1), +3.9 at N=8 (0-0.5); risk 0.01 keeps every
 measured band within +0.52 points at N=16 and +0.73 at N=8, at 0.74-0.79 of the rollouts for 0.2-0.8 at
 N=16. The risk 0.03 was chosen by the simulation: at N=16 risks 0.026 to 0.05 give the same figures for

@@ -20,6 +20,7 @@ from ..artifacts import jsonl, names
 from ..errors import InputError, NgrpError
 from .adaptive import parse_rule
 from .load import ProfileData
+from .rows import RowRule
 
 FIRST_ROUND_NOTE = (
     "adaptive run ({rule}, first round R={r}, at most N={n}): benchmark-level estimates and intervals use"
@@ -117,7 +118,7 @@ def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
     """The profile with only each task's first `first_round` repeats (rollout index < R), packed left."""
     import numpy as np
 
-    keep = (data.rollout_index >= 0) & (data.rollout_index < first_round)
+    keep = RowRule(first_round).counted_indices(data.rollout_index)  # the one rule (`stats.rows`)
     order = np.argsort(~keep, axis=1, kind="stable")  # kept entries first, in their order
     width = int(keep.sum(axis=1).max()) if keep.size else 0
     kept = np.take_along_axis(keep, order, axis=1)[:, :width]
@@ -205,3 +206,19 @@ def adaptive_basis(selector: Any) -> str:
         " rates are biased (a task's repeats depended on its outcomes); a fixed-N run, or --adaptive with"
         " the matching rule, answers it without bias"
     )
+
+
+def rule_of(
+    profile: Path | str | None = None,
+    rollouts: Path | str | None = None,
+    exclude_unhealthy: Path | str | None = None,
+) -> RowRule:
+    """The rule for a run: its adaptive first round when a manifest beside its rollouts says so, and the
+    unhealthy rollouts of `exclude_unhealthy` (a verdicts file) left out."""
+    from ..artifacts.verdicts import load_unhealthy
+
+    run = find_adaptive(profile, rollouts)
+    excluded = (
+        frozenset(load_unhealthy(exclude_unhealthy).keys) if exclude_unhealthy is not None else frozenset()
+    )
+    return RowRule(None if run is None else run.first_round, excluded)

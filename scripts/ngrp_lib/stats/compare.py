@@ -108,6 +108,8 @@ class CompareResult:
     flips: list[Flip] = field(default_factory=list)
     pass_at_k: list[PairedAtK] = field(default_factory=list)  # paired by task, binary metrics only
     pass_hat_k: list[PairedAtK] = field(default_factory=list)
+    # B - A of P(informative at G), the share of GRPO groups with a non-zero advantage (k holds G)
+    grpo_informative: list[PairedAtK] = field(default_factory=list)
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reward_components: dict | None = None  # stats.components.paired_components, from both runs' rows
@@ -330,9 +332,13 @@ def _difference(d: Any, n_bootstrap: int, seed: int) -> tuple[dict[str, Any], An
 
 
 def _binary(
-    p: _Pairs, defined: Any, used: list[TaskDiff], threshold: float | None, alpha: float, metric: str
+    p: _Pairs,
+    defined: Any,
+    used: list[TaskDiff],
+    options: CompareOptions,
 ) -> dict:
     """McNemar, per-task flips and paired pass@k / pass^k when both runs' values are pass/fail."""
+    threshold, alpha, metric = options.pass_threshold, options.alpha, options.metric
     sa, sb = successes(p.va[defined], threshold), successes(p.vb[defined], threshold)
     out: dict[str, Any] = dict(binary=sa is not None and sb is not None, mcnemar=None, flips=[], notes=[])
     if sa is None or sb is None:
@@ -346,6 +352,14 @@ def _binary(
     out["notes"] = [] if flips else _no_flip_note(used, pass_counts, alpha)
     out["pass_at_k"] = paired.paired_at_k(sa, sb, ks, hat=False)
     out["pass_hat_k"] = paired.paired_at_k(sa, sb, ks, hat=True)
+    sizes = list(options.group_sizes) or [k for k in ks[-1:] if k >= 2]  # default: the repeats both hold
+    out["grpo_informative"] = paired.paired_informative(sa, sb, sizes)
+    missing = [g for g in sizes if g not in {e.k for e in out["grpo_informative"]}]
+    if missing:
+        out["notes"].append(
+            f"P(informative at G) not compared for G={', '.join(map(str, missing))}: no paired task has "
+            "that many scored rollouts in both runs"
+        )
     return out
 
 
@@ -377,6 +391,7 @@ class CompareOptions:
     pass_threshold: float | None = None
     alpha: float = 0.05
     effect: float | None = 0.05
+    group_sizes: tuple[int, ...] = ()  # GRPO group sizes for P(informative); () = the repeats both hold
 
 
 def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions()) -> CompareResult:
@@ -384,6 +399,8 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
     import numpy as np
 
     _check_options(options.n_bootstrap, options.seed, options.alpha, options.effect)
+    if any(g < 2 for g in options.group_sizes):
+        raise UsageError("--group-size must be at least 2 (a group of one is never informative)")
     da, db = load_profile(a, (options.metric,)), load_profile(b, (options.metric,))
     da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
     pairs, only_a, only_b = _match(da, db, options.intersect)
@@ -399,7 +416,7 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
     d = diffs[defined]
     difference, interval = _difference(d, options.n_bootstrap, options.seed)
     used = [r for r, ok in zip(rows, defined, strict=True) if ok]
-    binary = _binary(p, defined, used, options.pass_threshold, options.alpha, options.metric)
+    binary = _binary(p, defined, used, options)
     power = _power(p, defined, d, interval, options.alpha, options.effect)
     counted = {
         "a": denominators(da, options.metric, beside_summary=True),
@@ -419,6 +436,7 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
         correlation=paired.correlation(means_a, means_b), binary=binary["binary"], mcnemar=binary["mcnemar"],
         alpha=options.alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
+        grpo_informative=binary.get("grpo_informative", []),
         row_differences=differences.to_json(),
         adaptive=adaptive,
     )  # fmt: skip

@@ -1,12 +1,18 @@
 """Reward components: `reward_components: {name: number}` beside `reward`, as multi-reward resources servers
 write it. Each component is counted apart, and a row that lacks a component (or holds a non-number for
-it) is counted and named, never read as zero.
+it) is counted and named, never read as zero, wherever it falls (before the component first appears too).
+Which rows count is `stats.rows`' rule: masked rows are out (counted as masked), and an adaptive run gives
+its first round alone (later-round rows counted apart), as for every other benchmark-level number.
 
 Per component, over the rollouts that hold it as a number:
 - the rollout-weighted mean sum(x) / n with a task-clustered interval: CR1 standard error
   se^2 = G/(G-1) * sum_t (S_t - mean * n_t)^2 / n^2 over the G tasks (S_t, n_t: the task's sum and count),
   and a t interval with G-1 degrees of freedom (the same clustering as `stats`' rollout-weighted mean);
 - Pearson's correlation with the total reward, over the rollouts holding both as numbers.
+Paired between two components of one run (stats, "which component drags"): per rollout holding both as
+numbers d = X - Y, the rollout-weighted mean of d with the same task-clustered (CR1) t interval: the
+rollouts of a task share its prompt, so they are not independent. Every pair by default (up to
+MAX_AUTO_PAIRS components), or the pairs asked for.
 Paired per component (compare): per task the component's mean in A and in B, over the tasks where both
 have it; the mean of B - A over those tasks with a t interval on G-1 degrees of freedom.
 """
@@ -23,9 +29,11 @@ from ..artifacts.jsonl import iter_rows
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
 from . import methods
 from .distributions import t_ppf
+from .rows import COUNTED, MASKED, RowRule
 
 KEY = "reward_components"
 EXAMPLES = 5  # rollout ids named per missing component
+MAX_AUTO_PAIRS = 4  # components up to which every pair is differenced without being asked (6 pairs)
 
 
 def _number(value: Any) -> float | None:
@@ -40,8 +48,12 @@ def _number(value: Any) -> float | None:
 class ComponentRows:
     """Per-rollout component values of a run, gathered from its rows."""
 
+    rule: RowRule = field(default_factory=RowRule)
     n_rows: int = 0
+    n_masked: int = 0  # rows left out as masked (`stats.rows`)
+    n_later_round: int = 0  # an adaptive run's rows after its first round, left out
     n_with_components: int = 0
+    rids: list[str] = field(default_factory=list)  # one entry per row holding reward_components
     names: list[str] = field(default_factory=list)  # in order of first appearance
     task: list[int] = field(default_factory=list)  # one entry per row holding reward_components
     reward: list[float | None] = field(default_factory=list)
@@ -52,6 +64,13 @@ class ComponentRows:
 
     def add(self, row: dict) -> None:
         self.n_rows += 1
+        status = self.rule.status(row)
+        if status != COUNTED:
+            if status == MASKED:
+                self.n_masked += 1
+            else:
+                self.n_later_round += 1
+            return
         raw = row.get(KEY)
         if raw is None:
             return
@@ -63,10 +82,13 @@ class ComponentRows:
         if not isinstance(task, int) or isinstance(task, bool):
             return
         for name in raw:
-            if name not in self.values:
+            if name not in self.values:  # the rows before it lack it: missing, as anywhere else
                 self.names.append(name)
                 self.values[name] = [None] * self.n_with_components
+                if self.rids:
+                    self.missing[name] = list(self.rids)
         self.n_with_components += 1
+        self.rids.append(rid)
         self.task.append(task)
         self.reward.append(_number(row.get("reward")))
         for name in self.names:
@@ -81,10 +103,13 @@ class ComponentRows:
         return len(self.missing.get(name, [])) + len(self.not_numeric.get(name, []))
 
 
-def read_components(path: Path | str, rows: Iterable[dict] | None = None) -> ComponentRows:
-    """The component values of a rollouts file (or of `rows`)."""
-    found = ComponentRows()
-    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path))):
+def read_components(
+    path: Path | str, rows: Iterable[dict] | None = None, rule: RowRule | None = None
+) -> ComponentRows:
+    """The component values of a rollouts file (or of `rows`), over the rows `rule` counts."""
+    found = ComponentRows(rule=rule or RowRule())
+    refused: list[int] = []  # rows too deep: skipped here, named by attach_rollouts' note on the same file
+    for row in rows if rows is not None else (r.data for r in iter_rows(Path(path), refused=refused)):
         found.add(row)
     return found
 
@@ -122,8 +147,52 @@ def pearson(xs: list[float], ys: list[float]) -> float | None:
     return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
 
 
-def component_stats(found: ComponentRows, level: float = 0.95) -> dict[str, Any]:
-    """Each component's mean, interval, correlation with the total and its missing rows (JSON)."""
+def component_pairs(found: ComponentRows, asked: Iterable[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """The pairs to difference: those asked for (each name must be a component), else every pair in order
+    of first appearance when there are 2 to MAX_AUTO_PAIRS components."""
+    from ..errors import UsageError
+
+    asked = list(asked)
+    for x, y in asked:
+        unknown = [name for name in (x, y) if name not in found.values]
+        if unknown:
+            known = ", ".join(found.names) or "none"
+            raise UsageError(
+                f"--component-diff: no reward component {unknown[0]!r} in the rollouts (components: {known})"
+            )
+        if x == y:
+            raise UsageError(f"--component-diff needs two different components, not {x!r} twice")
+    if asked:
+        return asked
+    names = found.names
+    if not 2 <= len(names) <= MAX_AUTO_PAIRS:
+        return []
+    return [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
+
+
+def component_difference(found: ComponentRows, x: str, y: str, level: float = 0.95) -> dict[str, Any]:
+    """X - Y over the rollouts holding both as numbers: mean, task-clustered (CR1) t interval (JSON)."""
+    kept = [
+        (t, vx - vy)
+        for t, vx, vy in zip(found.task, found.values[x], found.values[y], strict=True)
+        if vx is not None and vy is not None
+    ]
+    entry: dict[str, Any] = {"a": x, "b": y, "n_rollouts": len(kept)}
+    entry.update(
+        clustered_mean([t for t, _ in kept], [d for _, d in kept], level)
+        if kept
+        else {"mean": None, "se": None, "ci_low": None, "ci_high": None, "n_tasks": 0}
+    )
+    entry["ci_method"] = methods.T
+    entry["n_lacking"] = found.n_with_components - len(kept)
+    return entry
+
+
+def component_stats(
+    found: ComponentRows, level: float = 0.95, diffs: Iterable[tuple[str, str]] = ()
+) -> dict[str, Any]:
+    """Each component's mean, interval, correlation with the total and its missing rows, and the paired
+    differences between components (`diffs`; default every pair of up to MAX_AUTO_PAIRS) (JSON)."""
     out = []
     for name in found.names:
         column = found.values[name]
@@ -144,9 +213,12 @@ def component_stats(found: ComponentRows, level: float = 0.95) -> dict[str, Any]
     return {
         "level": level,
         "n_rows": found.n_rows,
+        "n_masked": found.n_masked,
+        "n_later_round": found.n_later_round,
         "n_with_components": found.n_with_components,
         "n_malformed": len(found.malformed),
         "components": out,
+        "differences": [component_difference(found, x, y, level) for x, y in component_pairs(found, diffs)],
     }
 
 
@@ -197,6 +269,13 @@ def components_text(summary: dict[str, Any]) -> list[str]:
         f"reward components ({summary['n_with_components']} of {summary['n_rows']} rows carry them; "
         f"mean [{pct} task-clustered interval], correlation with reward):"
     ]
+    left_out = []
+    if summary.get("n_masked"):
+        left_out.append(f"{summary['n_masked']} masked row(s)")
+    if summary.get("n_later_round"):
+        left_out.append(f"{summary['n_later_round']} row(s) after the adaptive run's first round")
+    if left_out:
+        lines.append(f"  left out, as from every other estimate: {', '.join(left_out)}")
     for c in summary["components"]:
         ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
         mean = "n/a" if c["mean"] is None else f"{c['mean']:.3f}"
@@ -210,4 +289,19 @@ def components_text(summary: dict[str, Any]) -> list[str]:
         lines.append(line)
     if summary["n_malformed"]:
         lines.append(f"  {summary['n_malformed']} row(s) hold a reward_components that is not an object")
+    differences = summary.get("differences") or []
+    if differences:
+        lines.append(f"paired differences between components (X - Y per rollout, {pct} task-clustered t):")
+    for d in differences:
+        ci = "n/a" if d["ci_low"] is None else f"[{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        mean = "n/a" if d["mean"] is None else f"{d['mean']:+.3f}"
+        verdict = ""
+        if d["ci_low"] is not None and (d["ci_low"] > 0 or d["ci_high"] < 0):
+            verdict = f"; {d['b'] if d['ci_low'] > 0 else d['a']} is lower"
+        elif d["ci_low"] is not None:
+            verdict = "; no difference detectable at this n"
+        lines.append(
+            f"  {d['a']} - {d['b']}: {mean} {ci}, n {d['n_rollouts']} rollouts / {d['n_tasks']} tasks"
+            + verdict
+        )
     return lines

@@ -3,11 +3,16 @@
 The token totals and the sampling come from the run's profile summary (`<stem>_profile_summary.json`
 beside `<stem>_reward_profiling.jsonl`, written by `ngrp profile`), which sums every rollout row's usage
 (a grouped request's prompt once). From them:
-- tokens per rollout = (input + output tokens) / rollout rows;
-- tokens per success = (input + output tokens) / successful rollouts (reward counted as a pass);
+- tokens per rollout = (input + output tokens) / the rows that report usage (a row without usage is "not
+  reported", never 0 tokens: counting it as 0 understated the figure by the share of such rows);
+- tokens per success = tokens per rollout x rollout rows / successful rollouts (reward counted as a pass);
+- one request per rollout (grouped runs): a request per rollout and every row's prompt (a grouped
+  request's prompt once per rollout), from the summary's `tokens.one_request_per_rollout`;
 - tokens per informative task at group size G = G x tokens per rollout / P(informative at G): what it
   costs, on average, to draw one group of G rollouts for a task whose group has both a pass and a fail
-  (a GRPO group with a non-zero advantage), with P from `stats` on this run.
+  (a GRPO group with a non-zero advantage), with P from `stats` on this run. In an adaptive run P stands
+  on the first round (`stats.rows`), so the tokens per rollout it is divided into are the first round's
+  too (`first_round`, from the rollouts file); later rounds went to other tasks, with other lengths.
 A run whose rows carry no usage says so ("not reported"); no figure is ever a 0 standing for unknown.
 """
 
@@ -35,9 +40,13 @@ def summary_beside(profile: Path | str) -> Path | None:
 
 
 def run_cost(
-    profile: Path | str, successes: int | None, informative: Sequence[tuple[int, float | None]]
+    profile: Path | str,
+    successes: int | None,
+    informative: Sequence[tuple[int, float | None]],
+    first_round: dict | None = None,
 ) -> dict:
-    """The cost block of `stats --json` (`cost`); `informative`: (group size, P(informative)) pairs."""
+    """The cost block of `stats --json` (`cost`); `informative`: (group size, P(informative)) pairs;
+    `first_round`: an adaptive run's first-round token totals (`first_round_tokens`), which P stands on."""
     source = summary_beside(profile)
     summary = _read(source)
     tokens = summary.get("tokens") if isinstance(summary, dict) else None
@@ -46,25 +55,61 @@ def run_cost(
         "tokens": tokens if isinstance(tokens, dict) else None,
         "sampling": summary.get("sampling") if isinstance(summary, dict) else None,
         "tokens_per_rollout": None,
+        "rollouts_with_usage": None,
         "tokens_per_success": None,
         "tokens_per_informative_task": [],
+        "informative_tokens_from": None,
+        "one_request_per_rollout": None,
     }
     if not isinstance(tokens, dict):
         return out
-    counts = [tokens.get("input_tokens"), tokens.get("output_tokens")]
-    known = [c for c in counts if isinstance(c, int)]
+    single = tokens.get("one_request_per_rollout")
+    out["one_request_per_rollout"] = single if isinstance(single, dict) else None
+    per_rollout, reporting = _per_rollout(tokens)
     rows = tokens.get("rows")
-    if not known or not isinstance(rows, int) or rows <= 0:
+    out["rollouts_with_usage"] = reporting
+    if per_rollout is None or not isinstance(rows, int):
         return out
-    total = sum(known)
-    per_rollout = total / rows
     out["tokens_per_rollout"] = round(per_rollout, 1)
-    out["tokens_per_success"] = round(total / successes, 1) if successes else None
+    out["tokens_per_success"] = round(per_rollout * rows / successes, 1) if successes else None
+    per_group_rollout: float | None = per_rollout
+    rows_used = "every rollout row"
+    if first_round is not None:
+        per_group_rollout, _ = _per_rollout(first_round)
+        rows_used = "the first round's rows (as P(informative))"
+    out["informative_tokens_from"] = rows_used
     out["tokens_per_informative_task"] = [
-        {"group_size": g, "tokens": round(g * per_rollout / p, 1) if p and p == p else None}
+        {
+            "group_size": g,
+            "tokens": round(g * per_group_rollout / p, 1) if p and p == p and per_group_rollout else None,
+        }
         for g, p in informative
     ]
     return out
+
+
+def _per_rollout(tokens: dict) -> tuple[float | None, int | None]:
+    """(input + output tokens per row that reports usage, how many rows do); None where not reported."""
+    known = [c for c in (tokens.get("input_tokens"), tokens.get("output_tokens")) if type(c) is int]
+    rows, without = tokens.get("rows"), tokens.get("rows_without_usage", 0)
+    if type(rows) is not int or type(without) is not int or not 0 <= without <= rows:
+        return None, None
+    reporting = rows - without
+    if not known or reporting <= 0:
+        return None, reporting
+    return sum(known) / reporting, reporting
+
+
+def first_round_tokens(rollouts: Path | str, first_round: int) -> dict:
+    """Token totals over an adaptive run's counted first-round rows (`stats.rows`: no masked row)."""
+    from ..artifacts.usage import CostTally
+    from .rows import COUNTED, RowRule
+
+    rule, tally = RowRule(first_round), CostTally()
+    for row in jsonl.iter_rows(Path(rollouts)):
+        if rule.status(row.data) == COUNTED:
+            tally.add(row.data)
+    return {"rows": tally.rows, **tally.to_json()}
 
 
 def _read(source: Path | None) -> Any:
@@ -95,8 +140,29 @@ def cost_lines(cost: dict | None) -> list[str]:
     if per_task:
         text += "; per GRPO-informative task " + ", ".join(per_task)
     inputs, outputs = tokens.get("input_tokens"), tokens.get("output_tokens")
-    text += f" (input {_n(inputs)}, output {_n(outputs)} over {tokens.get('rows')} rollouts)"
-    return [*lines, text]
+    reporting, rows = cost.get("rollouts_with_usage"), tokens.get("rows")
+    over = (
+        f"{rows} rollouts"
+        if reporting in (None, rows)
+        else f"the {reporting} of {rows} rollouts reporting usage"
+    )
+    text += f" (input {_n(inputs)}, output {_n(outputs)} over {over})"
+    if cost.get("informative_tokens_from") == "the first round's rows (as P(informative))":
+        text += "; per informative task from the adaptive run's first round, as P(informative)"
+    return [*lines, text, *_single_lines(cost.get("one_request_per_rollout"), tokens)]
+
+
+def _single_lines(single: Any, tokens: dict) -> list[str]:
+    """What one request per rollout would have cost, when the run grouped its repeats (else nothing)."""
+    if not isinstance(single, dict) or not single.get("extra_requests"):
+        return []
+    extra = single.get("extra_input_tokens")
+    return [
+        f"one request per rollout would have sent {_n(single['requests'])} requests (this run: "
+        f"{_n(tokens.get('requests'))}) and input {_n(single.get('input_tokens'))} tokens"
+        + ("" if extra is None else f" ({_n(extra)} more prefill, less what the prefix cache would serve)")
+        + ", the same output"
+    ]
 
 
 def _n(value: Any) -> str:

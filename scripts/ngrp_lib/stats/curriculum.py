@@ -196,6 +196,8 @@ class CurriculumResult:
     n_unhealthy_excluded: int = 0  # rollouts of the profile left out by it
     adaptive: dict | None = None  # an adaptive run: its summary and whether its decisions chose the tasks
     denominators: Denominators | None = None  # of the rows read (the --agent's only, with --agent)
+    # every selected task beside its lines in --tasks (1-based; a materialized --tasks: its rows' lines)
+    selected_tasks: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -320,6 +322,10 @@ def export_curriculum(
         n_unhealthy_excluded=data.n_unhealthy,
         adaptive=None if run is None else {**run.summary(), "selected_by": adaptive_basis(by_decision)},
         denominators=_counted(data, picked),
+        selected_tasks=[
+            {"task": task, "source_lines": [r.line for r in lines.rows[task]], "pass_rate": rate, "n": n}
+            for task, (rate, n) in sorted(chosen.rows.items())
+        ],
     )
 
 

@@ -1,11 +1,17 @@
 """What every command that reads a profile says about what its numbers stand on: the rollouts the run was
-meant to have, those it has, those missing, and the tasks with no scored rollout (one block, the same in
-`stats` and `compare`, text and JSON), and the few-task note.
+meant to have, those that came back, those masked, those missing, and the tasks with no scored rollout
+(one block, the same in `stats` and `compare`, text and JSON), and the few-task note.
 
-The profile's rows state `expected_num_rollouts` (Gym's and ngrp's do); a task group with no completed
-rollout has no row at all, so only `*_profile_summary.json` counts those (`missing_input_rows`): `stats`
-and `compare` read the summary beside the profile when it counts the rows' completed rollouts
-(`tasks_without_rows`).
+Each figure comes from its own count (`stats.rows` is the rule for which rows count):
+- expected: every rollout the run asked for; completed: those that came back, masked ones included;
+  masked: those left out of every statistic by `mask_sample`; missing = expected - completed; the
+  completion share = completed / expected; scored: rollouts with a numeric value (null rewards are
+  completed but not scored).
+- The profile's rows list only unmasked rollouts, and their `expected_num_rollouts` leave masked ones out
+  too; a task group with no completed rollout has no row at all. So `*_profile_summary.json` beside the
+  profile is the source when it describes these rows (its completed rollouts less its masked and excluded
+  ones equal the rows' listed rollouts); without it the block stands on the rows, and masked is null
+  (unknown).
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ PROFILE_SUFFIX = "_reward_profiling.jsonl"
 
 @dataclass
 class Denominators:
-    """Rollouts expected (sum of the rows' expected_num_rollouts; null when no row states it), completed
-    (listed in the rows' rollout_infos), missing and the completion %; rollouts scored (with a numeric
+    """Rollouts expected, completed (masked ones included), missing (expected - completed) and the
+    completion %; masked (null when unknown: no matching profile summary); rollouts scored (with a numeric
     value, after any exclusion); the tasks with none."""
 
     tasks: int
@@ -39,6 +45,7 @@ class Denominators:
     # task groups with no completed rollout (no profile row), from the *_profile_summary.json beside the
     # profile; None without one (or one that does not match the rows)
     tasks_without_rows: int | None = None
+    masked_rollouts: int | None = None  # from the profile summary; null without one
 
     @property
     def partial(self) -> bool:
@@ -54,6 +61,11 @@ class Denominators:
                 f"completed ({self.completion_pct:.1f}%), {self.missing_rollouts} missing; every number "
                 "stands on the completed ones, and missing rollouts that are not random (timeouts on long "
                 "answers, say) bias it"
+            )
+        if self.masked_rollouts:
+            out.append(
+                f"{who}{self.masked_rollouts} masked rollout(s) (mask_sample) completed but are left out of "
+                "every estimate (not counted missing)"
             )
         if self.tasks_without_rows:
             out.append(
@@ -71,8 +83,8 @@ class Denominators:
 
 
 def denominators(data: ProfileData, metric: str = "reward", *, beside_summary: bool = False) -> Denominators:
-    """With `beside_summary`, the profile summary next to the file (same stem) adds the rollouts of task
-    groups that have no row, when it counts the same completed rollouts as the rows list."""
+    """With `beside_summary`, the profile summary next to the file (same stem) gives expected, completed
+    and masked rollouts and the task groups with no row, when it describes these rows."""
     import numpy as np
 
     completed = sum(data.listed)
@@ -82,21 +94,35 @@ def denominators(data: ProfileData, metric: str = "reward", *, beside_summary: b
         expected = sum(e if e is not None else n for e, n in zip(data.expected, data.listed, strict=True))
     scored = (~np.isnan(data.values[metric])).sum(axis=1)
     unscored = [task_label(*data.keys[i]) for i in np.flatnonzero(scored == 0)]
-    dropped = None
+    dropped = masked = None
     if beside_summary:
-        gym = _summary_completion(data.path, completed)
-        if gym is not None:
-            expected, dropped = gym
+        found = _summary_counts(data.path, completed)
+        if found is not None:
+            expected, completed, masked, dropped = found
     missing = None if expected is None else max(0, expected - completed)
     pct = None if expected is None else (100.0 if expected == 0 else 100.0 * completed / expected)
     return Denominators(
-        data.n_tasks, expected, completed, missing, pct, int(scored.sum()), len(unscored), unscored, dropped
+        data.n_tasks,
+        expected,
+        completed,
+        missing,
+        pct,
+        int(scored.sum()),
+        len(unscored),
+        unscored,
+        dropped,
+        masked,
     )
 
 
-def _summary_completion(profile: Path, completed: int) -> tuple[int, int] | None:
-    """(expected rollouts, task groups without a row) from `<stem>_profile_summary.json`, or None when
-    there is none, it is unreadable, or it counts other completed rollouts (another run's file)."""
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None  # a bool or a negative: not a count
+
+
+def _summary_counts(profile: Path, listed: int) -> tuple[int, int, int, int] | None:
+    """(expected, completed, masked rollouts, task groups without a row) from `<stem>_profile_summary.json`,
+    or None when there is none, it is unreadable, or it counts other rollouts than the rows list (another
+    run's file): its completed rollouts less the masked and excluded ones must be the rows' `listed`."""
     import orjson
 
     name = profile.name
@@ -106,21 +132,26 @@ def _summary_completion(profile: Path, completed: int) -> tuple[int, int] | None
     try:
         if not path.is_file():
             return None
-        gym = orjson.loads(path.read_bytes()).get("gym_completion")
-    except (OSError, orjson.JSONDecodeError, AttributeError):
+        summary = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
         return None
+    gym = summary.get("gym_completion") if isinstance(summary, dict) else None
     if not isinstance(gym, dict):
         return None
     expected, done, dropped = (
-        gym.get("expected_rollout_rows"),
-        gym.get("completed_rollout_rows"),
-        gym.get("missing_input_rows"),
+        _count(gym.get("expected_rollout_rows")),
+        _count(gym.get("completed_rollout_rows")),
+        _count(gym.get("missing_input_rows")),
     )
-    if not (isinstance(expected, int) and isinstance(dropped, int) and done == completed):
+    if expected is None or done is None or dropped is None:
         return None
-    if not all(type(v) is int and v >= 0 for v in (expected, done, dropped)):
-        return None  # a bool or a negative count: not a summary ngrp or Gym wrote
-    return expected, dropped
+    counts = summary.get("counts")
+    counts = counts if isinstance(counts, dict) else {}
+    masked = _count(counts.get("masked", 0))
+    excluded = _count(counts.get("unhealthy_excluded", 0))
+    if masked is None or excluded is None or done - masked - excluded != listed:
+        return None
+    return expected, done, masked, dropped
 
 
 def few_tasks_note(behind: str, estimates: str = "stats") -> str:

@@ -6,12 +6,20 @@ tasks widen it as the t interval would, and capped at the rollouts behind the es
 [0, 1], and it was chosen by simulation among the alternatives here (references/statistics.md has the
 figures; tests/interval_coverage.py reproduces them).
 
-Skewed per-task values (pass^k with 1 < k < K on hard tasks: most tasks 0, a few with small fractions)
-make p(1 - p)/se^2 exceed the number of tasks while the SE rests on the few tasks off the edge. The part
-of n_eff above T (what fractional values earn over all-or-nothing ones) is then discounted by
-(t_{T-1} / t_{m-1})^2, m = the tasks away from the edge nearer p (`off_edge`): the variance has about
-m - 1 degrees of freedom, not T - 1. Per-task values of 0 and 1 only (pass^K, the pass rate at K = 1)
-never reach past T, so their interval is the plain Korn-Graubard one.
+Fractional per-task values (pass@k, pass^k with 1 < k < K, a pass rate over K repeats) can make
+p(1 - p)/se^2 exceed the number of tasks T: values in [0, 1] vary less than 0/1 ones of the same mean (a
+0/1 value is the most variable: variance p(1 - p)), and n_eff = T is what all-or-nothing tasks would
+earn. On skewed values (pass^k on hard tasks: most tasks 0, a few small fractions; pass@k on easy ones)
+the estimate rests on the few tasks that carry it, the mean's spread is skewed, and that credit is not
+earned: with K = 16 to 64 repeats the truth fell outside on one side in up to 1 run of 3. So the part of
+n_eff above T is scaled by m / (m + 10 (1 - m/T)), m = the tasks that carry the estimate (`carrying`:
+(sum d)^2 / sum d^2 over the tasks' distances d from the edge nearer p; the count of tasks off that edge
+when the values are 0 or 1, fewer when a handful of values dominate): in full when every task carries an
+equal part, about m / (m + 10) when few of many do. With few tasks carrying it the interval tends
+to the Clopper-Pearson one on T all-or-nothing tasks (conservative for values in [0, 1]). The form and the
+10 were chosen by simulation over K = 4 to 64, k in {2, K/4, K/2}, 8 to 200 tasks, populations skewed both
+ways (references/statistics.md; tests/interval_coverage.py). Per-task values of 0 and 1 only (pass^K, the
+pass rate at K = 1) never reach past T, so their interval is the plain Korn-Graubard one.
 
 A value of exactly 0 or 1 has no SE to work with (every task agrees), so it gets a one-sided bound on
 the tasks behind it: 0 of T gives [0, 1 - (1 - level)^(1/T)]. It holds for any per-task values in [0, 1]
@@ -43,30 +51,40 @@ def one_sided(value: float, n_tasks: int, level: float) -> Bounds:
     return Bounds(bound, 1.0, LOWER_BOUND)
 
 
-def off_edge(values, p: float) -> int:
-    """The tasks whose value is not at the edge nearer `p` (not 0 when p < 0.5, not 1 otherwise)."""
+SKEW_TASKS = 10.0  # the credit above T is m / (m + SKEW_TASKS (1 - m/T)), m: the tasks carrying the estimate
+
+
+def carrying(values, p: float) -> float:
+    """The tasks that carry an estimate `p` of per-task values in [0, 1]: (sum d)^2 / sum d^2 with d each
+    task's distance from the edge nearer p (v when p < 0.5, else 1 - v). For 0/1 values the tasks off
+    that edge; m equal distances give m; one dominant value gives about 1."""
     import numpy as np
 
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
-    return int((v > 0.0).sum() if p < 0.5 else (v < 1.0).sum())
+    d = v if p < 0.5 else 1.0 - v
+    square = float((d * d).sum())
+    return 0.0 if square <= 0 else float(d.sum()) ** 2 / square
 
 
 def effective_n(
-    p: float, se: float, n_tasks: int, level: float, cap: float, spread: int | None = None
+    p: float, se: float, n_tasks: int, level: float, cap: float, spread: float | None = None
 ) -> float:
     """Korn-Graubard effective sample size: p(1-p)/se^2, capped, times (z/t_{T-1})^2; the part above
-    n_tasks is discounted by (t_{T-1}/t_{spread-1})^2 (`spread`: tasks off the edge, None = all)."""
+    n_tasks is scaled by m / (m + SKEW_TASKS (1 - m / n_tasks)) (m = `spread`: `carrying`, None = no
+    scaling)."""
     n_eff = cap if se <= 0 else min(cap, p * (1.0 - p) / (se * se))
     q = 0.5 + level / 2
     t = t_ppf(q, n_tasks - 1)
-    if spread is not None and n_eff > n_tasks and spread < n_tasks:
-        n_eff = n_tasks + (n_eff - n_tasks) * (t / t_ppf(q, max(1, spread - 1))) ** 2
+    if spread is not None and n_eff > n_tasks:
+        m = min(max(0.0, spread), float(n_tasks))
+        rest = SKEW_TASKS * (1.0 - m / n_tasks)
+        n_eff = n_tasks + (n_eff - n_tasks) * (m / (m + rest) if m + rest > 0 else 1.0)
     return n_eff * (norm_ppf(q) / t) ** 2
 
 
 def korn_graubard(
-    p: float, se: float, n_tasks: int, level: float, cap: float, spread: int | None = None
+    p: float, se: float, n_tasks: int, level: float, cap: float, spread: float | None = None
 ) -> Bounds:
     """Clopper-Pearson on (p n*, n*) with n* the df-adjusted effective sample size."""
     n = effective_n(p, se, n_tasks, level, cap, spread)
@@ -77,7 +95,9 @@ def korn_graubard(
     return Bounds(low, high, KORN_GRAUBARD)
 
 
-def wilson(p: float, se: float, n_tasks: int, level: float, cap: float, spread: int | None = None) -> Bounds:
+def wilson(
+    p: float, se: float, n_tasks: int, level: float, cap: float, spread: float | None = None
+) -> Bounds:
     """Wilson's score interval on the df-adjusted effective sample size (cluster-adjusted Wilson)."""
     n = effective_n(p, se, n_tasks, level, cap, spread)
     z = norm_ppf(0.5 + level / 2)
@@ -87,7 +107,9 @@ def wilson(p: float, se: float, n_tasks: int, level: float, cap: float, spread: 
     return Bounds(max(0.0, centre - half), min(1.0, centre + half), WILSON)
 
 
-def logit_t(p: float, se: float, n_tasks: int, level: float, cap: float, spread: int | None = None) -> Bounds:
+def logit_t(
+    p: float, se: float, n_tasks: int, level: float, cap: float, spread: float | None = None
+) -> Bounds:
     """t interval on the logit scale (delta-method SE se / (p(1-p))), mapped back."""
     del cap, spread
     t = t_ppf(0.5 + level / 2, n_tasks - 1)
@@ -103,7 +125,7 @@ CANDIDATES = {KORN_GRAUBARD: korn_graubard, WILSON: wilson, LOGIT_T: logit_t}
 
 
 def headline(
-    iv: Interval, *, rate: bool, cap: float, level: float, method: str, spread: int | None
+    iv: Interval, *, rate: bool, cap: float, level: float, method: str, spread: float | None
 ) -> Bounds:
     """The interval an estimate leads with: `rate_interval` for a rate under --interval bounded, else the
     t interval of `iv` (method "" when undefined)."""
@@ -120,10 +142,10 @@ def rate_interval(
     level: float,
     cap: float,
     method: str = KORN_GRAUBARD,
-    spread: int | None = None,
+    spread: float | None = None,
 ) -> Bounds | None:
     """The interval of a rate estimated from `n_tasks` tasks (and at most `cap` rollouts, `spread` of the
-    tasks off the edge: `off_edge`); None when undefined (no task, or one task and a value strictly
+    tasks carrying it: `carrying`); None when undefined (no task, or one task and a value strictly
     between 0 and 1)."""
     if n_tasks < 1 or math.isnan(p):
         return None

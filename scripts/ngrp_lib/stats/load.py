@@ -205,7 +205,7 @@ def _refuse_oversize(matrix: Any, name: str, keys: list[TaskKey], path: Path) ->
         )
 
 
-def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | None) -> dict[str, int]:
+def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | None) -> dict[str, Any]:
     """Join per-rollout extras from a rollouts file by (task, rollout): answers and truncation flags.
 
     Adds `extras["answer"]` (object matrix, None = no answer) and `extras["truncated"]` (float matrix,
@@ -224,7 +224,8 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     matched = unmatched = 0
     first_line: dict[tuple[int, int], int] = {}
     refuse_wrong_kind(rollouts, ROLLOUTS, option="--rollouts")
-    for row in iter_rows(rollouts):
+    refused: list[int] = []
+    for row in iter_rows(rollouts, refused=refused):
         if "rollout_infos" in row.data:
             raise InputError(
                 "this is a reward profile, not a rollouts file", path=rollouts, line=row.line,
@@ -256,7 +257,14 @@ def attach_rollouts(data: ProfileData, rollouts: Path | str, answer_key: str | N
     if answer_key is not None:
         data.extras["answer"] = answers
     missing = int((data.rollout_index >= 0).sum()) - matched
-    return {"matched": matched, "not_in_profile": unmatched, "profile_rollouts_not_in_file": missing}
+    counts: dict[str, Any] = {
+        "matched": matched,
+        "not_in_profile": unmatched,
+        "profile_rollouts_not_in_file": missing,
+    }
+    if refused:
+        counts["refused_lines"] = refused
+    return counts
 
 
 def _is_truncated(row: dict) -> bool:

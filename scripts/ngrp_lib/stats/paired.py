@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .distributions import norm_ppf, t_ppf, t_two_sided_p
-from .estimators import counts, pass_at_k, pass_hat_k
+from .estimators import counts, p_informative, pass_at_k, pass_hat_k
 from .methods import T
 from .uncertainty import t_interval
 
@@ -57,14 +57,26 @@ class Correlation:
 
 def paired_at_k(sa: Any, sb: Any, ks: list[int], hat: bool) -> list[PairedAtK]:
     """Per task pass@k (or pass^k) in A and in B, differenced, with a paired t interval, for each k."""
+    return _paired_estimator(sa, sb, ks, pass_hat_k if hat else pass_at_k)
+
+
+def paired_informative(sa: Any, sb: Any, sizes: list[int]) -> list[PairedAtK]:
+    """B - A of the share of GRPO-informative groups: per task the unbiased P(a group of G of its rollouts
+    holds both a pass and a fail) in A and in B (`estimators.p_informative`, needs n >= G in both),
+    differenced, with a paired t interval over tasks (`k` holds G). The tasks are the sample: the interval
+    is for the mean over tasks drawn like these, each task's own sampling noise included."""
+    return _paired_estimator(sa, sb, sizes, p_informative)
+
+
+def _paired_estimator(sa: Any, sb: Any, ks: list[int], estimator: Any) -> list[PairedAtK]:
     import numpy as np
 
     na, ca = counts(sa)
     nb, cb = counts(sb)
     out = []
     for k in ks:
-        fa = (pass_hat_k if hat else pass_at_k)(na, ca, k)
-        fb = (pass_hat_k if hat else pass_at_k)(nb, cb, k)
+        fa = estimator(na, ca, k)
+        fb = estimator(nb, cb, k)
         both = ~np.isnan(fa) & ~np.isnan(fb)
         if not both.any():
             continue

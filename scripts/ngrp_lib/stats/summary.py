@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..artifacts.reading import MAX_DEPTH
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
@@ -126,7 +127,7 @@ class _Columns:
 
 def _estimate(values: Any, rate: bool, n_rollouts: int, settings: StatsSettings) -> Estimate:
     iv = t_interval(values, settings.level)
-    spread = intervals.off_edge(values, iv.value)
+    spread = intervals.carrying(values, iv.value)
     head = intervals.headline(iv, rate=rate, cap=n_rollouts, level=settings.level, method=settings.interval,
                               spread=spread)  # fmt: skip
     nan = math.nan
@@ -164,7 +165,7 @@ def _rollout_weighted(rewards: Any, settings: StatsSettings, unit: bool) -> Roll
     )
     low, high = (t_interval_from_sem(mu, clustered, n_tasks, settings.level) if n_tasks > 1 else None) or (
         math.nan, math.nan)  # fmt: skip
-    spread = intervals.off_edge(estimators.row_means(rewards), mu)
+    spread = intervals.carrying(estimators.row_means(rewards), mu)
     head = intervals.headline(
         Interval(mu, clustered, low, high, n_tasks), rate=unit, cap=n_roll, level=settings.level,
         method=settings.interval, spread=spread,
@@ -436,6 +437,13 @@ def _overall_notes(
             f"{read['profile_rollouts_not_in_file']} profiled rollouts are not in the "
             "rollouts file: left out of majority@k and truncation"
         )
+    if read is not None and read.get("refused_lines"):
+        lines = read["refused_lines"]
+        shown = ", ".join(map(str, lines[:5])) + (f" and {len(lines) - 5} more" if len(lines) > 5 else "")
+        notes.append(
+            f"{len(lines)} row(s) of the rollouts file nest more than {MAX_DEPTH} levels deep:"
+            f" refused, skipped (line {shown})"
+        )
     if overall.majority_at_k is not None:
         notes.append(f"majority@k tie rule: {TIE_RULE}; {NO_ANSWER}")
         if all(answer is None for answer in data.extras["answer"].flat):
@@ -514,6 +522,7 @@ def compute_stats(
         per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
     else:  # every repeat: the profile's token totals count every repeat too
         per_task, task_cols = adaptive_per_task(full, settings, labels, run)
+    add_source_lines(per_task, profile, rollouts)
     successes = int(np.nansum(task_cols["successes"])) if "successes" in task_cols else None
     informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
@@ -527,8 +536,30 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
-        cost=run_cost(profile, successes, informative),
+        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run)),
     )
+
+
+def add_source_lines(rows: list[dict], profile: Path | str, rollouts: Path | str | None) -> None:
+    """Each per-task row's `source_lines` (1-based lines of the task file, from the run manifest beside
+    the rollouts: `artifacts.task_lines`), None where no manifest records them."""
+    from ..artifacts import task_lines
+
+    lines = task_lines.for_rollouts(rollouts) or task_lines.for_profile(profile)
+    for row in rows:
+        row["source_lines"] = None if lines is None else lines.of(row["task"])
+
+
+def _first_round_tokens(profile: Path | str, rollouts: Path | str | None, run: AdaptiveRun | None) -> Any:
+    """An adaptive run's first-round token totals (what P(informative) stands on), from its rollouts file;
+    None for a fixed-N run or when the file is not there."""
+    from ..artifacts.names import rollouts_path_of_profile
+    from .cost import first_round_tokens
+
+    if run is None:
+        return None
+    source = Path(rollouts) if rollouts is not None else rollouts_path_of_profile(profile)
+    return first_round_tokens(source, run.first_round) if source is not None and source.is_file() else None
 
 
 def adaptive_per_task(

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from ..artifacts import task_lines
 from ..artifacts.opening import real_path
 from ..inspect.digest import RolloutDigest, digest
 from ..inspect.facts import (
@@ -112,6 +113,7 @@ class RunIndex:
                 ],
                 dtype=np.int64,
             )
+        table.lines = task_lines.for_rollouts(self.paths.rollouts)
         self.table = table
         # the table is sorted by (task, agent code), so is this order: group ids match table positions
         order = np.lexsort((self.facts.rollout, self.facts.agent, self.facts.task))
@@ -193,8 +195,7 @@ class RunIndex:
             builder.code(name)
         for line, offset, raw in iter_lines(path, part, start=at):
             part.rows += 1
-            if not builder.add(parse_row(raw, lines + line, path), lines + line, offset, len(raw)):
-                part.rows_without_key += 1
+            part.add_row(builder, raw, lines + line, offset, live=True)  # a bad row is named, not a 500
         new = builder.take()
         kept = self.facts.subset(self.facts.offset < at)  # less the unterminated line read again
         self.added += len(new) - (len(self.facts) - len(kept))
@@ -206,7 +207,7 @@ class RunIndex:
         self.scan = ScanStats(
             old.path, size=part.size, lines=lines + part.lines, rows=rows + part.rows,
             blank_lines=blank + part.blank_lines, torn_tail=part.torn_tail,
-            rows_without_key=keyless + part.rows_without_key,
+            rows_without_key=keyless + part.rows_without_key, refused=old.refused + part.refused,
             resume=[r_at, lines + r_lines, rows + r_rows, blank + r_blank, keyless + r_keyless],
         )  # fmt: skip
         self.finish()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
-from ..inspect.task_line import rate_text, task_summary
+from ..inspect.task_line import rate_text, task_summary, with_lines
 from ..numbers import num, pct, short, signed
 from .markup import Markup, escape, join, render
 from .turns import input_html, turns_html
@@ -24,6 +24,7 @@ KEYS = {
 }
 COLUMNS = (
     ("task", "task"),
+    (None, "line"),  # the task file's lines (1-based), when the run's manifest records them
     ("agent", "agent"),
     (None, "prompt"),
     ("n", "n"),
@@ -72,6 +73,7 @@ def task_row(t: dict[str, Any], url: str | None) -> Markup:
         task_cell=(Markup('<a href="') + url + Markup('">') + str(t["task"]) + Markup("</a>"))
         if url
         else str(t["task"]),
+        lines=", ".join(map(str, t.get("source_lines") or [])),
         agent=t["agent"] if t["agent"] is not None else "",
         preview=t.get("preview", ""),
         n=n,
@@ -99,7 +101,7 @@ def task_table(
 ) -> Markup:
     headers = join(header(key, label) for key, label in COLUMNS)
     body = join(task_row(t, url(t)) for t in rows) or Markup(
-        "<tr><td colspan='10' class='empty'>no task matches</td></tr>"
+        "<tr><td colspan='11' class='empty'>no task matches</td></tr>"
     )
     return render("task_table", headers=headers, rows=body)
 
@@ -296,7 +298,7 @@ def task_page(data: dict[str, Any], *, compare: bool) -> Markup:
         position=position,
         task=t["task"],
         agent_label=f" (agent {t['agent']})" if t["agent"] is not None else "",
-        summary=task_summary(t),
+        summary=with_lines(t, task_summary(t)),
         prompt=data["prompt"],
         conversation=input_html(data["rollouts"][0]["input"] if data["rollouts"] else []),
         expected=short(data["expected_answer"]),

@@ -1,0 +1,78 @@
+"""Is a collector writing this run right now? Read from its lock (`collect.state.CollectorLock`), never by
+taking it: the collector holds an exclusive `flock` on `<rollouts>.lock` for its whole life and writes its
+pid there when it takes it, so the lock file's modification time is when that invocation started.
+
+`live_run` asks for a shared lock without waiting and gives it straight back: refused means a collector
+holds it. A missing lock file, a symlink or anything not a regular file means no live run (nothing is
+created or followed). `check` and `health` then say the run is in progress (who, since when, how far)
+instead of counting its unwritten keys as missing and advising a resume.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .names import lock_path_for
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """A collector holding the run's lock: its pid (as it wrote it; "?" when unreadable) and since when."""
+
+    lock: str
+    pid: str
+    since: str  # ISO 8601, UTC, whole seconds
+    running_s: int  # seconds since then, when asked
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lock": self.lock, "pid": self.pid, "since": self.since, "running_s": self.running_s}
+
+    def words(self, written: int, expected: int) -> str:
+        """'a collector (pid 4242) holds out/r.jsonl.lock since 2026-12-04T16:00:00Z (3m12s): 16 of 256
+        rollouts written so far'."""
+        minutes, seconds = divmod(self.running_s, 60)
+        took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+        return (
+            f"the run is in progress: a collector (pid {self.pid}) holds {self.lock} since {self.since} "
+            f"({took}); {written} of {expected} rollouts written so far"
+        )
+
+    def wait(self, again: str) -> str:
+        """The fix while it runs: wait, then ask again (never resume beside a live writer)."""
+        return f"wait for pid {self.pid} to finish (or stop it), then {again}; do not resume while it runs"
+
+
+def live_run(rollouts: Path | str, now: float | None = None) -> LiveRun | None:
+    """The collector writing `rollouts` now, or None (no lock file, or nobody holds it)."""
+    import fcntl
+
+    path = lock_path_for(rollouts)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None  # absent, a symlink, unreadable: no run we can see
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            started = info.st_mtime
+            utc = dt.datetime.fromtimestamp(int(started), dt.timezone.utc)
+            since = utc.isoformat().replace("+00:00", "Z")
+            running = max(0, int((dt.datetime.now().timestamp() if now is None else now) - started))
+            return LiveRun(str(path), pid if pid.isdigit() else "?", since, running)
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

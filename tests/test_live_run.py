@@ -1,0 +1,129 @@
+"""While a collector holds its lock, `check` and `health` say the run is in progress (who holds the lock,
+since when, how far it is) and advise no resume (issue 36, wrong turn 1: `check` said "256 missing, fix:
+--resume" and `health` "240 never attempted" of a run still being written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ngrp_lib.artifacts.live import live_run
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "gym-0.7.0" / "case_partial"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+HOLD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from ngrp_lib.collect.state import CollectorLock
+with CollectorLock(Path(sys.argv[2])):
+    print("locked", flush=True)
+    sys.stdin.read()  # until the test closes it
+"""
+
+
+@pytest.fixture
+def run(tmp_path):
+    for name in ("rollouts.jsonl", "rollouts_materialized_inputs.jsonl"):
+        shutil.copy(GOLDEN / name, tmp_path / name)
+    (tmp_path / "rollouts_failures.jsonl").write_text("")
+    return tmp_path
+
+
+@pytest.fixture
+def collector(run):
+    """Another process holding the run's lock with collect's own CollectorLock, as a live collector does."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(SCRIPTS), str(run / "rollouts.jsonl")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline() == "locked\n"
+    yield proc
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def _check(run_ngrp):
+    proc = run_ngrp("check", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    data = run_ngrp("check", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl",
+                    "--json")  # fmt: skip
+    return proc, json.loads(data.stdout)
+
+
+def test_check_says_the_run_is_in_progress_and_advises_no_resume(run, collector, run_ngrp):
+    proc, data = _check(run_ngrp)
+    assert proc.returncode == 1 and data["exit_code"] == 1
+    live = data["in_progress"]
+    assert live["pid"] == str(collector.pid) and live["lock"].endswith("rollouts.jsonl.lock")
+    assert abs(time.time() - _epoch(live["since"])) < 60 and 0 <= live["running_s"] < 60
+    first = data["findings"][0]
+    assert first["code"] == "run_in_progress" and first["severity"] == "error"
+    assert f"pid {collector.pid}" in first["message"]
+    assert "10 of 12 rollouts written so far" in first["message"]
+    missing = next(f for f in data["findings"] if f["code"] == "missing_rollouts")
+    assert missing["severity"] == "note" and "not written yet" in missing["message"]
+    assert "--resume" not in proc.stdout and "--resume" not in json.dumps(data["findings"])
+    assert f"wait for pid {collector.pid}" in proc.stdout
+    assert "result: in progress, not complete yet (exit 1)" in proc.stdout
+
+
+def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, run_ngrp):
+    proc = run_ngrp("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts",
+                    "rollouts.jsonl", "--no-write")  # fmt: skip
+    assert "never attempted" not in proc.stdout, proc.stdout
+    assert f"not written yet (the run is in progress: a collector, pid {collector.pid}" in proc.stdout
+    assert "10 of 12 written so far" in proc.stdout
+    answer = next(line for line in proc.stdout.splitlines() if line.startswith("answer: "))
+    assert "2 not written yet: the run is in progress" in answer and "resume" not in answer
+    data = json.loads(run_ngrp("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts",
+                               "rollouts.jsonl", "--no-write", "--json").stdout)  # fmt: skip
+    unscored = data["causes"]["unscored"]
+    assert unscored["not_judged_attempted"] == "in_progress"
+    assert unscored["in_progress"]["pid"] == str(collector.pid)
+
+
+def test_health_asked_again_on_a_live_run_that_did_not_change_answers_the_same(run, collector, run_ngrp):
+    """No clock in what health writes: asked twice, seconds apart, on a run whose files did not change,
+    the second answer is the first (no refusal because "the judgement differs")."""
+    argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    first = run_ngrp(*argv)
+    time.sleep(1.1)
+    again = run_ngrp(*argv)
+    assert again.returncode == first.returncode, again.stderr
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
+
+
+def test_after_the_collector_ends_the_same_run_is_missing_keys_again(run, collector, run_ngrp):
+    """The lock released (the collector exited): the usual findings and their resume fix come back."""
+    assert collector.stdin is not None
+    collector.stdin.close()
+    collector.wait(timeout=30)
+    assert live_run(run / "rollouts.jsonl") is None
+    proc, data = _check(run_ngrp)
+    assert data["in_progress"] is None and "run_in_progress" not in {f["code"] for f in data["findings"]}
+    missing = next(f for f in data["findings"] if f["code"] == "missing_rollouts")
+    assert missing["severity"] == "error" and "resume" in missing["fix"]
+
+
+def test_no_lock_a_symlinked_lock_or_a_stray_one_is_no_live_run(tmp_path):
+    rollouts = tmp_path / "r.jsonl"
+    assert live_run(rollouts) is None  # no lock file: nothing created either
+    assert not (tmp_path / "r.jsonl.lock").exists()
+    (tmp_path / "r.jsonl.lock").write_text(f"{os.getpid()}\n")  # left by a finished run: nobody holds it
+    assert live_run(rollouts) is None
+    (tmp_path / "r.jsonl.lock").unlink()
+    (tmp_path / "elsewhere").write_text("1\n")
+    (tmp_path / "r.jsonl.lock").symlink_to(tmp_path / "elsewhere")
+    assert live_run(rollouts) is None
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

@@ -1,0 +1,137 @@
+"""The resume command `check` and `collect` print is the run's own: parsed back by collect's own option
+parser, it gives the identity the run's manifest holds, field for field (issue 36, wrong turn 3: the
+printed command left out `--temperature 0.7`, and run as printed it was refused)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import click
+import pytest
+from cli_helpers import SCRIPT
+
+from ngrp_lib.artifacts.resume import resume_argv
+from ngrp_lib.collect.state import build_manifest
+from ngrp_lib.commands import collect as collect_cmd
+
+SERVER = ("--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+RUNS = [
+    (*SERVER, "--temperature", "0.7"),
+    (*SERVER, "--temperature", "0.1", "--top-p", "0.95", "--max-output-tokens", "64"),
+    (
+        *SERVER,
+        "--set",
+        "top_k=20",
+        "--set",
+        'reasoning.effort="low"',
+        "--set",
+        'stop=["\\n\\n", "x y"]',
+    ),  # fmt: skip
+    (*SERVER, "--num-repeats", "4", "--seed-per-repeat", "--interleave", "--limit", "3", "--agent", "a b"),
+    (
+        *SERVER,
+        "--verifier",
+        "regex",
+        "--verifier-pattern",
+        r"\d+",
+        "--answer-key",
+        "gold",
+        "--timeout",
+        "600",
+    ),  # fmt: skip
+    ("--endpoints", "e.json", "--model", "m", "--api", "responses", "--temperature", "1e-05"),
+    ("--gym-url", "http://127.0.0.1:11000", "--temperature", "0.0", "--concurrency", "4"),
+]
+
+
+def _options(argv: list[str]):
+    """The CollectOptions collect itself builds from `argv` (no server is asked; endpoint files read)."""
+    params = collect_cmd.command.make_context("collect", list(argv)).params
+    shard = collect_cmd._refuse_expansion_options_with_materialized(params)
+    return collect_cmd._collect_options(params, shard)
+
+
+def _manifest(options) -> dict:
+    files = {
+        "materialized": {"path": str(options.materialized_path)},
+        "rollouts": {"path": str(options.output)},
+        "input": {"path": str(options.input)},
+    }
+    return build_manifest(options.identity("in-sha", "m-sha"), files, options.runtime())
+
+
+@pytest.mark.parametrize("extra", RUNS, ids=lambda a: " ".join(a)[:60])
+def test_the_printed_command_parses_back_to_the_runs_identity(tmp_path, monkeypatch, extra):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "e.json").write_text(json.dumps({"endpoints": [{"base_url": "http://127.0.0.1:9/v1",
+                                                                "model": "m"}]}))  # fmt: skip
+    argv = ["--input", "t.jsonl", "--output", "out/r.jsonl", *extra]
+    first = _options(argv)
+    manifest = json.loads(json.dumps(_manifest(first)))  # as read back from disk
+    printed = resume_argv(manifest)
+    again = _options(shlex.split(shlex.join(printed))[1:])  # through the shell, as the user pastes it
+    assert again.resume
+    assert again.identity("in-sha", "m-sha") == manifest["identity"]
+    runtime = again.runtime()["options"]
+    assert runtime == {k: manifest["options"][k] for k in runtime}  # the runtime options kept too
+
+
+def test_every_sampling_override_of_the_identity_is_printed():
+    from ngrp_lib.artifacts.resume import resume_command
+
+    options = _options(["--input", "t.jsonl", "--output", "r.jsonl", *RUNS[0]])
+    manifest = json.loads(json.dumps(_manifest(options)))
+    assert "--temperature 0.7" in resume_command(manifest)
+
+
+def test_an_override_with_a_flag_and_a_string_value_goes_by_set():
+    """`--set temperature="hot"` (the server refuses it, but it is what the run asked) is not printed as
+    `--temperature hot`, which the option parser refuses."""
+    from ngrp_lib.artifacts.resume import _override_args
+
+    assert _override_args({"temperature": "hot", "max_output_tokens": 8}) == [
+        "--set", 'temperature="hot"', "--max-output-tokens", "8"]  # fmt: skip
+
+
+def test_a_usage_error_is_not_hidden_by_the_round_trip(tmp_path, monkeypatch):
+    """The parser the test uses is collect's: a bad value is refused there as on the command line."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(click.BadParameter):
+        _options(["--input", "t.jsonl", "--output", "r.jsonl", *SERVER, "--temperature", "hot"])
+
+
+@pytest.mark.vllm
+def test_the_printed_resume_command_runs_as_printed_against_vllm(vllm_server, tmp_path):
+    """A run with --temperature 0.7 --set top_k=20, cut short (its last rows removed): `check` prints a
+    resume command; pasted into a shell it is accepted and finishes the run, every key once."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"responses_create_params": {"input": [
+        {"role": "user", "content": f"What is {i}+{i}?"}], "max_output_tokens": 4},
+        "expected_answer": str(2 * i)}) + "\n" for i in range(3)))  # fmt: skip
+
+    def ngrp(*args):
+        return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    first = ngrp("collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "2",
+                 "--base-url", vllm_server.base_url, "--model", "tiny", "--verifier", "math",
+                 "--temperature", "0.7", "--set", "top_k=20", "--concurrency", "2")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    rollouts = tmp_path / "out" / "r.jsonl"
+    rows = rollouts.read_text().splitlines(keepends=True)
+    rollouts.write_text("".join(rows[:3]))
+    check = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl",
+                 "--json")  # fmt: skip
+    assert check.returncode == 1, check.stderr
+    fix = next(f["fix"] for f in json.loads(check.stdout)["findings"] if f["code"] == "missing_rollouts")
+    command = fix[: fix.index(" (runs only the missing keys)")]
+    command = command[command.index(" or ") + 4 :]
+    assert "--temperature 0.7" in command and "--set top_k=20" in command, command
+    resumed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    keys = [(json.loads(r)["_ng_task_index"], json.loads(r)["_ng_rollout_index"])
+            for r in rollouts.read_text().splitlines()]  # fmt: skip
+    assert sorted(keys) == [(t, r) for t in range(3) for r in range(2)]
