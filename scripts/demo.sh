@@ -7,7 +7,9 @@
 #
 # Environment: NGRP_DEMO_DIR (output dir, must not exist yet), NGRP_DEMO_REPEATS (rollouts per task,
 # default 8), NGRP_DEMO_TASKS (task file, default examples/tasks.jsonl), NGRP_CACHE_DIR (model and
-# vLLM venv cache, default ~/.cache/ngrp), NGRP_VLLM_VENV (use this vLLM venv instead of installing).
+# vLLM venv cache, default ~/.cache/ngrp), NGRP_VLLM_VENV (use this vLLM venv instead of installing),
+# NGRP_DEMO_NGRP (run this installed `ngrp` executable instead of installing the checkout into .venv:
+# .ci/run passes the wheel it installed, so the demo runs what users install, not the tree).
 # Every server this script starts is stopped when it exits, also on error or Ctrl-C.
 set -euo pipefail
 
@@ -43,14 +45,20 @@ trap stop_servers EXIT
 trap 'exit 130' INT TERM
 
 # 1. The project itself, in a venv (reused when it already works).
-step "project venv ($REPO/.venv)"
 t=$EPOCHREALTIME
-PY=$(command -v python3.11 || command -v python3)
-if ! "$REPO/.venv/bin/ngrp" --version >/dev/null 2>&1; then
-  "$PY" -m venv "$REPO/.venv"
-  quiet "$REPO/.venv/bin/pip" install -q -e "$REPO[report]"
+if [ -n "${NGRP_DEMO_NGRP:-}" ]; then
+  step "installed ngrp ($NGRP_DEMO_NGRP)"
+  NGRP=$NGRP_DEMO_NGRP
+  "$NGRP" --version >/dev/null || { echo "error: NGRP_DEMO_NGRP=$NGRP does not run" >&2; exit 2; }
+else
+  step "project venv ($REPO/.venv)"
+  PY=$(command -v python3.11 || command -v python3)
+  if ! "$REPO/.venv/bin/ngrp" --version >/dev/null 2>&1; then
+    "$PY" -m venv "$REPO/.venv"
+    quiet "$REPO/.venv/bin/pip" install -q -e "$REPO[report]"
+  fi
+  NGRP=$REPO/.venv/bin/ngrp
 fi
-NGRP=$REPO/.venv/bin/ngrp
 TIMES[install_project]=$(since "$t")
 
 # 2. The CPU build of vLLM, in its own cached venv.

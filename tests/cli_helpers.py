@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,11 @@ import jsonschema
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "ngrp.py"
 SCHEMAS = REPO / "schemas"
+# NGRP_TEST_NGRP names an installed `ngrp` executable (tests/installed.sh sets it: the wheel installed in a
+# fresh venv). Then every CLI call of the tests runs it, and conftest imports ngrp_lib from that install,
+# never from scripts/. Unset, the calls run the tree's entry script.
+INSTALLED = os.environ.get("NGRP_TEST_NGRP") or None
+ENTRY: tuple[str, ...] = (INSTALLED,) if INSTALLED else (sys.executable, str(SCRIPT))
 
 
 def ngrp_process(
@@ -22,9 +28,10 @@ def ngrp_process(
     env: dict | None = None,
     timeout: float = 600,
 ) -> subprocess.CompletedProcess:
-    """`python3 <repo>/scripts/ngrp.py ARGS` as a subprocess, by absolute path (text output)."""
+    """`ngrp ARGS` as a subprocess (text output): `python3 <repo>/scripts/ngrp.py` by absolute path, or the
+    installed `ngrp` that NGRP_TEST_NGRP names."""
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
+        [*ENTRY, *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -11,14 +11,23 @@ from pathlib import Path
 
 import pytest
 from browser_fixtures import browser, page  # noqa: F401  (a real Chromium and a fresh tab in it)
-from cli_helpers import SCRIPT, ngrp_process  # noqa: F401  (SCRIPT: tests import it from here too)
+from cli_helpers import INSTALLED, SCRIPT, ngrp_process  # noqa: F401  (SCRIPT: tests import it from here too)
 from gym_stack_fixture import gym_stack  # noqa: F401  (session fixture: a real NeMo Gym stack)
 from ledger_helpers import repo  # noqa: F401  (a throwaway git repository; see its ledger_campaign mark)
 from slurm_fixture import slurm_cluster  # noqa: F401  (session fixture: a real one-node Slurm cluster)
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "gym-0.7.0"
-sys.path.insert(0, str(REPO / "scripts"))
+if INSTALLED:
+    # The installed-copy tier: ngrp_lib must come from the venv's site-packages, never from the tree.
+    import ngrp_lib
+
+    if REPO in Path(ngrp_lib.__file__).resolve().parents:
+        raise RuntimeError(
+            f"NGRP_TEST_NGRP is set but ngrp_lib is imported from the tree: {ngrp_lib.__file__}"
+        )
+else:
+    sys.path.insert(0, str(REPO / "scripts"))
 
 # Hypothesis keeps its files out of the tree (a local skill install copies the folder as it is).
 # No deadline: speed is measured in benchmarks/, and a loaded 2-core machine must not fail a property.
@@ -83,13 +92,26 @@ def run_ngrp(tmp_path):
     """Run `ngrp ARGS` from a temporary working directory; returns a CompletedProcess.
 
     In this process by default (the CLI tests' cost is then the command's, not an interpreter start);
-    NGRP_TEST_SUBPROCESS=1 runs every call as `python3 <repo>/scripts/ngrp.py ARGS` instead.
+    NGRP_TEST_SUBPROCESS=1 runs every call as `python3 <repo>/scripts/ngrp.py ARGS` instead, and
+    NGRP_TEST_NGRP=<installed ngrp> as that executable (the installed-copy tier: tests/installed.sh).
     `run_ngrp_process` always does: the entry-point smoke tests use it.
     """
-    runner = _run_as_process if os.environ.get("NGRP_TEST_SUBPROCESS") == "1" else _run_in_process
+    subprocess_ = INSTALLED or os.environ.get("NGRP_TEST_SUBPROCESS") == "1"
+    runner = _run_as_process if subprocess_ else _run_in_process
 
     def run(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
         return runner(args, cwd or tmp_path, input, env)
+
+    return run
+
+
+@pytest.fixture
+def run_ngrp_in_process(tmp_path):
+    """Run `ngrp ARGS` through `ngrp_lib.cli.main` in this process, always: for a test that spies on the
+    library with monkeypatch. In the installed-copy tier that library is the install's (see above)."""
+
+    def run(*args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None):
+        return _run_in_process(args, cwd or tmp_path, input, env)
 
     return run
 

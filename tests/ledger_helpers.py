@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT, check
+from cli_helpers import check
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -79,5 +78,4 @@ def repo(tmp_path, run_ngrp, request) -> Path:
     return path
 
 
-ENTRY = (sys.executable, str(SCRIPT))  # the entry script, for a run started with Popen
 LEDGER_RUN = ("ledger", "run", "--campaign", "c1")  # every ledger test's campaign is c1

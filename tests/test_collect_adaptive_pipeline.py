@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT
+from cli_helpers import ENTRY
 from http_helpers import chat_app, chat_reply, serve_app, sum_tasks, with_n_choices
 from test_collect_adaptive_vllm import KEYED_VERIFIER, outcome
 
@@ -61,7 +60,7 @@ def holding_peer():
 
 def _start_json_run(folder: Path, url: str) -> subprocess.Popen:
     """`collect --adaptive ... --json` into run/r.jsonl as a subprocess (a test may signal or wait on it)."""
-    argv = [sys.executable, str(SCRIPT), *_argv(folder, url, "run/r.jsonl", "--json")]
+    argv = [*ENTRY, *_argv(folder, url, "run/r.jsonl", "--json")]
     return subprocess.Popen(argv, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -115,14 +114,14 @@ def test_a_task_goes_through_its_rounds_while_another_is_still_in_its_first(fold
 
 
 def _run(folder: Path, url: str, out: str, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, str(SCRIPT), *_argv(folder, url, out, *extra)]
+    argv = [*ENTRY, *_argv(folder, url, out, *extra)]
     return subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=120)
 
 
 def test_kill_9_mid_pipeline_then_resume_gives_the_files_of_an_unkilled_run(folder, holding_peer):
     killed = folder / "killed" / "r.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *_argv(folder, holding_peer["url"], "killed/r.jsonl")],
+        [*ENTRY, *_argv(folder, holding_peer["url"], "killed/r.jsonl")],
         cwd=folder,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

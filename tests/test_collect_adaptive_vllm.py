@@ -13,12 +13,11 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import ENTRY
 from profile_compare import compare_outputs, gym_profile
 from test_collect_vllm import keys_of, ngrp, validate_rows, write_tasks
 
@@ -73,7 +72,9 @@ def _keys_in_order(path: Path) -> list[tuple[int, int]]:
     return [(r.data["_ng_task_index"], r.data["_ng_rollout_index"]) for r in jsonl.iter_rows(path)]
 
 
-def test_rounds_run_per_task_and_every_moment_leaves_valid_files(vllm_server, folder, run_ngrp, monkeypatch):
+def test_rounds_run_per_task_and_every_moment_leaves_valid_files(
+    vllm_server, folder, run_ngrp, run_ngrp_in_process, monkeypatch
+):
     from ngrp_lib.collect.run import Run
 
     tasks = write_tasks(folder / "tasks.jsonl", 8)
@@ -107,7 +108,10 @@ def test_rounds_run_per_task_and_every_moment_leaves_valid_files(vllm_server, fo
 
     monkeypatch.setattr(Run, "extend", spying_extend)
     monkeypatch.setattr(adaptive_module, "advance", spying_advance)
-    proc = run_ngrp(*adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2", "--json"))
+    # in this process: the spies above must see the run
+    proc = run_ngrp_in_process(
+        *adaptive_args(tasks, out, vllm_server.base_url, "--concurrency", "2", "--json")
+    )
     assert proc.returncode == 0, proc.stderr
     assert len(finals) == 1  # one runner call: the rounds ran inside it, no barrier between them
     summary = json.loads(proc.stdout)
@@ -188,7 +192,7 @@ def test_kill_9_mid_round_then_resume_gives_the_files_of_an_unkilled_run(vllm_se
     killed_mid_run = mid_pipeline = 0
     for attempt in range(6):
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), *map(str, base + (["--resume"] if attempt else []))],
+            [*ENTRY, *map(str, base + (["--resume"] if attempt else []))],
             cwd=folder,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

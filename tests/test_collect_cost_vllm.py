@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT
+from cli_helpers import ENTRY
 from cli_helpers import ngrp_process as ngrp
 from test_collect_vllm import collect_args, write_tasks
 
@@ -82,7 +81,7 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     out = tmp_path / "rollouts.jsonl"
     base = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4", "--concurrency", "4")
     before = server_counts(vllm_server.base_url)
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, base)], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*ENTRY, *map(str, base)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and complete_rows(out) < 12 and proc.poll() is None:
@@ -145,7 +144,7 @@ def test_a_kill_with_no_metrics_readable_says_unknown_never_0(vllm_server, tmp_p
     out = tmp_path / "rollouts.jsonl"
     base = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "2", "--concurrency", "4",
                         "--skip-preflight")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, base)], stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen([*ENTRY, *map(str, base)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and complete_rows(out) < 4 and proc.poll() is None:

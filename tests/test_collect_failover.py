@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import ENTRY
 
 from ngrp_lib.collect.failover import FailoverRouter, ProbeSchedule, make_router
 from ngrp_lib.collect.http import AttemptFailed
@@ -167,7 +167,7 @@ def test_two_real_servers_one_killed_mid_run(vllm_server, vllm_server_factory, t
     print(f"second vLLM server ready in {time.monotonic() - started:.1f} s")
     tasks_jsonl(tmp_path / "tasks.jsonl", 40, 32)
     out = tmp_path / "run" / "rollouts.jsonl"
-    cmd = [sys.executable, str(SCRIPT), "collect", "--input", str(tmp_path / "tasks.jsonl"),
+    cmd = [*ENTRY, "collect", "--input", str(tmp_path / "tasks.jsonl"),
            "--num-repeats", "4", "--base-url", first.base_url, "--base-url", second.base_url,
            "--model", "tiny", "--verifier", "exact", "--concurrency", "8", "--output", str(out),
            "--json"]  # fmt: skip

@@ -9,10 +9,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import ENTRY
 from test_collect_vllm import collect_args, write_tasks
 
 pytestmark = pytest.mark.vllm
@@ -32,7 +32,7 @@ def _private_tmpfs() -> bool:
 
 def _collect_on_a_small_disk(argv: list, folder: Path, saved: Path) -> subprocess.CompletedProcess:
     """`ngrp ARGV` writing into `folder`, a tmpfs of SIZE_KB; what it wrote is copied to `saved`."""
-    command = " ".join(f"'{a}'" for a in [sys.executable, REPO / "scripts" / "ngrp.py", *argv])
+    command = " ".join(f"'{a}'" for a in [*ENTRY, *argv])
     script = (
         f"mount -t tmpfs -o size={SIZE_KB}k tmpfs '{folder}' && {{ {command}; code=$?; "
         f"cp -a '{folder}/.' '{saved}/'; exit $code; }}"
@@ -48,7 +48,7 @@ def _collect_under_a_size_limit(argv: list) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_FSIZE, (SIZE_KB * 1024, SIZE_KB * 1024))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
-    command = [sys.executable, str(REPO / "scripts" / "ngrp.py"), *map(str, argv)]
+    command = [*ENTRY, *map(str, argv)]
     return subprocess.run(command, capture_output=True, text=True, timeout=600, preexec_fn=limit)
 
 
@@ -75,7 +75,7 @@ def test_a_disk_that_fills_while_rows_are_in_flight_names_the_file_and_loses_not
     rows = out.read_bytes().split(b"\n")
     kept = [json.loads(line) for line in rows[:-1]]  # every complete line is a row; the last may be torn
     assert kept
-    command = [sys.executable, str(REPO / "scripts" / "ngrp.py"), *map(str, argv), "--resume"]
+    command = [*ENTRY, *map(str, argv), "--resume"]
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     after = [json.loads(line) for line in out.read_text().splitlines()]

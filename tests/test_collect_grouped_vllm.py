@@ -10,13 +10,12 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from cli_helpers import ENTRY
 from profile_compare import PROFILE_ARGS, compare_outputs, gym_profile
 from test_collect_vllm import _rows_in, assert_exactly_once, collect_args, ngrp, validate_rows, write_tasks
 
@@ -189,7 +188,7 @@ def test_kill_9_during_grouped_requests_then_resume_exactly_once(vllm_server, tm
     for round_ in range(5):
         extra = ["--resume"] if round_ else []
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), *map(str, base + extra)],
+            [*ENTRY, *map(str, base + extra)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -8,6 +8,7 @@ import json
 import os
 
 import pytest
+from cli_helpers import ENTRY
 
 from ngrp_lib.artifacts import answers
 from ngrp_lib.artifacts.response import response_text
@@ -515,10 +516,7 @@ def test_silent_server_times_out_retries_and_records(run_ngrp, tmp_path, silent_
 
 def test_bounded_admission_keeps_at_most_concurrency_requests_open(tmp_path, silent_peer):
     import subprocess
-    import sys
     import time
-
-    from conftest import SCRIPT
 
     _tasks(tmp_path, n=20)
     args = [
@@ -532,7 +530,7 @@ def test_bounded_admission_keeps_at_most_concurrency_requests_open(tmp_path, sil
         "--abort-after",
         "100",
     ]
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), *map(str, args)], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*ENTRY, *map(str, args)], stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
         while len(_Peer.held) < 3 and time.monotonic() < deadline:

@@ -8,11 +8,10 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
-from cli_helpers import SCRIPT
+from cli_helpers import ENTRY
 from http_helpers import chat_app, chat_reply, serve_app, sum_tasks, with_n_choices
 from vllm_fixture import free_port
 
@@ -68,7 +67,7 @@ def test_ctrl_c_prints_the_summary_and_the_resume_line_and_keeps_what_was_writte
     argv = _argv(tmp_path, slow_peer["url"], *(["--json"] if as_json else []))
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *argv],
+        [*ENTRY, *argv],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -430,7 +429,7 @@ def test_ctrl_c_during_the_pre_flight_check_sends_nothing_and_leaves_nothing(tmp
     app.router.add_post("/v1/chat/completions", chat)
     with serve_app(app) as url:
         argv = [*_argv(tmp_path, url), "--timeout", "60"]
-        proc = subprocess.Popen([sys.executable, str(SCRIPT), *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+        proc = subprocess.Popen([*ENTRY, *argv], cwd=tmp_path, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
         deadline = time.monotonic() + 60
         while not state["asked"] and time.monotonic() < deadline:

@@ -7,13 +7,12 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from cli_helpers import SCRIPT
+from cli_helpers import ENTRY
 from cli_helpers import ngrp_process as ngrp
 from http_helpers import serve_app
 from profile_compare import gym_profile
@@ -250,7 +249,7 @@ def test_server_killed_mid_run_then_resume_on_another_server(vllm_server_factory
         "--json",
     )
     collector = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *map(str, args)],
+        [*ENTRY, *map(str, args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -294,7 +293,7 @@ def test_kill_9_at_random_points_then_resume_exactly_once(vllm_server, tmp_path)
     for round_ in range(6):
         extra = ["--resume"] if round_ else []
         proc = subprocess.Popen(
-            [sys.executable, str(SCRIPT), *map(str, base + extra)],
+            [*ENTRY, *map(str, base + extra)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

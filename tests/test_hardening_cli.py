@@ -14,11 +14,11 @@ import os
 import resource
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import ENTRY
 from hostile_helpers import make_world, run_bounded
 
 REPO = Path(__file__).resolve().parents[1]
@@ -311,7 +311,7 @@ def test_arguments_that_are_not_utf8(world, tmp_path, argv):
     argv = [_fill(a, fields) for a in argv]
     (tmp_path / "o").mkdir()
     before = (world.ledger / "results.tsv").read_bytes()
-    done = subprocess.run([sys.executable, str(SCRIPT), *argv], capture_output=True, timeout=120)
+    done = subprocess.run([*ENTRY, *argv], capture_output=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert b"Traceback" not in done.stderr and b"not valid UTF-8" in done.stderr and b"\\xff" in done.stderr
     assert list((tmp_path / "o").iterdir()) == []  # no ledger folder, no stray .lock, no output
@@ -334,7 +334,7 @@ def test_a_sigkilled_merge_leaves_temps_the_next_merge_removes(tmp_path):
             handle.write(json.dumps({"_ng_task_index": i, "_ng_rollout_index": 0, "pad": "x" * 100}) + "\n")
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "merge", str(shard), "-o", str(out / "m.jsonl")])
+    proc = subprocess.Popen([*ENTRY, "merge", str(shard), "-o", str(out / "m.jsonl")])
     deadline = time.monotonic() + 60
     while not list(out.glob(".m.jsonl.*.tmp")) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -343,7 +343,7 @@ def test_a_sigkilled_merge_leaves_temps_the_next_merge_removes(tmp_path):
     left = list(out.glob(".m.jsonl.*.tmp"))
     if not left:
         pytest.skip("the merge finished before it could be killed mid-write")
-    done = subprocess.run([sys.executable, str(SCRIPT), "merge", str(shard), "-o", str(out / "m.jsonl")],
+    done = subprocess.run([*ENTRY, "merge", str(shard), "-o", str(out / "m.jsonl")],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not list(out.glob(".*.tmp")) and (out / "m.jsonl").exists()
@@ -478,7 +478,7 @@ def test_a_write_that_fails_names_the_file(world, tmp_path, command):
                     "--output-dir", out],
     }[command]  # fmt: skip
     limit = 512 if command == "profile" else 4096
-    done = subprocess.run([sys.executable, str(SCRIPT), *map(str, argv)], capture_output=True, text=True,
+    done = subprocess.run([*ENTRY, *map(str, argv)], capture_output=True, text=True,
                           timeout=120, preexec_fn=_limited(limit))  # fmt: skip
     assert done.returncode == 3, done.stderr
     assert "Traceback" not in done.stderr and "File too large" in done.stderr, done.stderr

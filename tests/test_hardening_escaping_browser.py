@@ -10,19 +10,19 @@ payloads do show, as text."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import orjson
 import pytest
 from browser_fixtures import BROWSER_MARK
+from cli_helpers import ENTRY
 from hostile_agent_rows import MARK, payload, write_hostile_run
 from view_helpers import Viewer
 
 pytestmark = BROWSER_MARK
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ngrp.py"
+
 TASKS = 3
 INJECTED = "document.querySelectorAll('[id^=pwn], [onload], [onerror]').length"
 # the page's own script elements hold no payload: one planted there would have been parsed as one
@@ -42,7 +42,7 @@ def run(tmp_path_factory):
                  ["report", profile, "--rollouts", rollouts, "-o", root / "report.html"],
                  ["report", profile, "--rollouts", rollouts, "-o", root / "report_compare.html",
                   "--compare", other.with_name("rollouts_reward_profiling.jsonl")]):  # fmt: skip
-        done = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True)
+        done = subprocess.run([*ENTRY, *map(str, args)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
     agent = orjson.loads(rollouts.read_bytes().splitlines()[0])["agent_ref"]["name"]
     return {"root": root, "rollouts": rollouts, "other": other, "planter": planter, "agent": agent}

@@ -11,10 +11,10 @@ import resource
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import ENTRY
 from http_helpers import chat_reply, serve_app, sum_tasks
 
 from ngrp_lib.artifacts import jsonl
@@ -136,7 +136,7 @@ def _fsize_limit(limit: int):
 def test_no_output_full_disk_during_appends_names_the_file(tmp_path, peer):
     sum_tasks(tmp_path, 40)
     out = tmp_path / "run" / "r.jsonl"
-    argv = [sys.executable, str(REPO / "scripts" / "ngrp.py"), *map(str, _collect_argv(tmp_path, peer, out))]
+    argv = [*ENTRY, *map(str, _collect_argv(tmp_path, peer, out))]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=_fsize_limit(8192))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and "File too large" in done.stderr, done.stderr

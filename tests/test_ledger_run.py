@@ -287,7 +287,7 @@ def test_ctrl_c_stops_the_run_and_records_it(repo):
     while not (record.exists() and "running" in record.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
     time.sleep(0.5)
-    status_argv = [sys.executable, str(SCRIPT), "ledger", "status", "--campaign", "c1", "--json"]
+    status_argv = [*ENTRY, "ledger", "status", "--campaign", "c1", "--json"]
     status = json.loads(subprocess.run(status_argv, cwd=repo, capture_output=True, text=True).stdout)
     assert [r["index"] for r in status["open_runs"]] == [1] and status["open_runs"][0]["owner_alive"] is True
     proc.send_signal(signal.SIGINT)

@@ -197,7 +197,7 @@ def test_a_stale_run_is_flagged_and_does_not_hold_the_budget(repo):
     try:
         status = json.loads(
             subprocess.run(
-                [sys.executable, str(SCRIPT), "ledger", "status", "--campaign", "c1", "--json"],
+                [*ENTRY, "ledger", "status", "--campaign", "c1", "--json"],
                 cwd=repo,
                 capture_output=True,
                 text=True,
@@ -205,7 +205,7 @@ def test_a_stale_run_is_flagged_and_does_not_hold_the_budget(repo):
         )
         assert status["open_runs"][0]["owner_alive"] is False and status["open_runs"][0]["pgid"] == pgid
         text = subprocess.run(
-            [sys.executable, str(SCRIPT), "ledger", "handoff", "--campaign", "c1"],
+            [*ENTRY, "ledger", "handoff", "--campaign", "c1"],
             cwd=repo,
             capture_output=True,
             text=True,

@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import orjson
 import pytest
+from cli_helpers import ENTRY
 from profile_compare import compare_outputs, load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -194,14 +195,13 @@ def test_a_write_error_leaves_all_old_outputs_or_none(golden, tmp_path, overwrit
     behaves alike) leaves no new file, no temp file and, with --overwrite, the old set untouched."""
     import resource
     import subprocess
-    import sys
 
     _case(golden, "case_complete", tmp_path)
     if overwrite:
         for name in ("reward_profiling.jsonl", "agent_metrics.json", "repeat_level_metrics.json"):
             (tmp_path / f"rollouts_{name}").write_text("old\n")
     before = _profile_files(tmp_path)
-    cmd = [sys.executable, str(REPO / "scripts" / "ngrp.py"), "profile", "--inputs", PAIR[0]]
+    cmd = [*ENTRY, "profile", "--inputs", PAIR[0]]
     cmd += ["--rollouts", PAIR[1], *(["--overwrite"] if overwrite else [])]
     limit = 3000  # bytes: smaller than the profile rows file, larger than the inputs read
     proc = subprocess.run(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from cli_helpers import SCRIPT
+from cli_helpers import ENTRY
 from health_data import clean_run
 from http_helpers import serve_app
 
@@ -234,8 +233,7 @@ def test_kill_9_mid_run_then_resume_each_key_exactly_once(tmp_path):
     run.write(tmp_path)
     (tmp_path / "verifiers.py").write_text(SLOW_VERIFIER)
     args = [
-        sys.executable,
-        str(SCRIPT),
+        *ENTRY,
         "reverify",
         "--rollouts",
         "rollouts.jsonl",

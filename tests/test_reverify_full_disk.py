@@ -11,10 +11,10 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import ENTRY
 from health_data import clean_run
 from http_helpers import serve_app
 
@@ -52,7 +52,7 @@ def _tmpfs_allowed() -> bool:
 def _run_on_a_small_disk(argv: list, folder: Path, tmpfs: bool) -> subprocess.CompletedProcess:
     """`ngrp ARGV` with `folder` a tmpfs of SIZE_KB (what it wrote copied back to `folder` afterwards), or
     under a file size limit of SIZE_KB."""
-    command = [sys.executable, str(REPO / "scripts" / "ngrp.py"), *map(str, argv)]
+    command = [*ENTRY, *map(str, argv)]
     if not tmpfs:
         import resource
         import signal
@@ -97,7 +97,7 @@ def test_a_full_disk_during_reverify_names_the_file_and_sends_nothing_after(tmp_
     assert kept
     posts = slow_verify["posts"]
     assert posts <= len(kept) + 1 + 32, (posts, len(kept))  # at most the rows in flight went unwritten
-    resumed = subprocess.run([sys.executable, str(REPO / "scripts" / "ngrp.py"), *map(str, argv), "--resume"],
+    resumed = subprocess.run([*ENTRY, *map(str, argv), "--resume"],
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]

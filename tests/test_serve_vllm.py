@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_helpers import ENTRY
 from cli_helpers import ngrp_process as ngrp
 from vllm_fixture import build_model
 
@@ -125,7 +125,7 @@ def test_detached_serve_lists_model_and_stop_leaves_no_process(model, tmp_path):
 def test_foreground_serve_stops_its_server_on_sigterm(model, tmp_path):
     eps = tmp_path / "fg.json"
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "serve", "--model", model, "--served-model-name", "fg",
+        [*ENTRY, "serve", "--model", model, "--served-model-name", "fg",
          "--endpoints-file", eps, "--timeout", "300"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

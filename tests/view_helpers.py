@@ -6,19 +6,18 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ngrp.py"
+from cli_helpers import ENTRY
 
 
 class Viewer:
     def __init__(self, *args: object, cache: Path, cwd: Path) -> None:
         env = dict(os.environ, NGRP_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "view", *map(str, args), "--port", "0"],
+            [*ENTRY, "view", *map(str, args), "--port", "0"],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
