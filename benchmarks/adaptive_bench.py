@@ -14,10 +14,17 @@
 2. `bound` (the bands of --rules, else band:0.2,0.8): the fewest rollouts ANY rule with the same rounds
    can use and stay within fixed N's misclassification + 1 point, even one that knows the population
    (Bayes-optimal stopping by dynamic programming, a Lagrangian lower bound; see `band_bound`).
-3. `real`: the demo's tasks (examples/tasks.jsonl) against the real vLLM CPU server, `--adaptive learnable`
+3. `schedules` (--schedules, learnable, N=16): round schedules beside each other on the same simulated tasks,
+   equal rounds of 4, 2 and 1 and requests that grow while a task stays unsettled (1,1,2,4,8: 1, 2, 4, 8
+   then 16 repeats). Learnable's decision is fixed N's on the same draws whatever the schedule (the
+   decisions != fixed N column checks it); what a schedule changes is the rollouts, printed sampled and
+   exact, against the floor no schedule can beat (one draw at a time, exact) and the rounds a task can
+   take (latency: a round is one request after another).
+4. `real`: the demo's tasks (examples/tasks.jsonl) against the real vLLM CPU server, `--adaptive learnable`
    against fixed N, side by side: rollouts, wall time, decisions (see `real_run`).
 
     python3 benchmarks/adaptive_bench.py                          # simulation, 200,000 tasks (under a minute)
+    python3 benchmarks/adaptive_bench.py schedules                # learnable's schedules, N=16
     python3 benchmarks/adaptive_bench.py --populations edge --rules band:0.2,0.8 width:0.5
     python3 benchmarks/adaptive_bench.py bound --rules band:0.2,0.8 band:0.3,0.7
     NGRP_VLLM_VENV=$(bash .ci/install_vllm.sh) python3 benchmarks/adaptive_bench.py real
@@ -37,7 +44,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "scripts"), str(REPO / "tests"), str(REPO / "benchmarks")]
 
-from ngrp_lib.stats.adaptive import Rule, Schedule, decide_at_end, parse_rule, play  # noqa: E402
+from ngrp_lib.stats.adaptive import (  # noqa: E402
+    Rule,
+    Schedule,
+    decide_at_end,
+    parse_rule,
+    parse_schedule,
+    play,
+)
 from ngrp_lib.stats.estimators import wilson_one  # noqa: E402
 
 POPULATIONS = {
@@ -56,6 +70,7 @@ EDGE_POPULATIONS: dict[str, Any] = {
 }
 DESIGNS = ((16, 4), (8, 2))  # (N, R); later rounds add R
 RULES = ("learnable", "band:0.2,0.8", "width:0.3", "width:0.5")
+SCHEDULES = ("4", "2", "1", "1,1,2,4,8", "2,2,4,8", "1,1,1,1,2,2,4", "2,2,2,2,4")
 CODES = {
     "inside": 0,
     "below": 1,
@@ -375,14 +390,65 @@ def run_simulation(args: argparse.Namespace) -> dict:
     return {"tasks": args.tasks, "seed": args.seed, "rows": rows}
 
 
+def run_schedules(args: argparse.Namespace) -> dict:
+    """Learnable under each schedule of --schedules at N = --repeats, on every population: the same
+    simulated tasks (one seed a population) for every schedule."""
+    rule, n = parse_rule("learnable"), args.repeats
+    schedules = [parse_schedule(spec, n) for spec in args.schedules or SCHEDULES]
+    floor_table = decision_table(rule, Schedule(1, n))
+    rows = []
+    for seed, (name, population) in enumerate(POPULATIONS.items()):
+        floor = exact(rule, floor_table, population, n)["exact_share"]
+        tables = {s.spec: (rule, decision_table(rule, s)) for s in schedules}
+        cells = simulate(population, tables, n, args.tasks, args.seed + seed)
+        for schedule in schedules:
+            cell = cells[schedule.spec]
+            rows.append(
+                {
+                    "population": name,
+                    "n": n,
+                    "schedule": schedule.spec,
+                    "max_rounds": schedule.max_rounds,
+                    "rollout_share": cell["rollout_share"],
+                    "exact_share": cell["exact_share"],
+                    "differ_from_fixed": cell["differ_from_fixed"],
+                    "floor_share": floor,
+                }
+            )
+    return {"tasks": args.tasks, "seed": args.seed, "rows": rows}
+
+
+def print_schedules(results: dict[str, Any]) -> None:
+    print(f"learnable's schedules: {results['tasks']:,} tasks a population, seed {results['seed']}")
+    print(
+        "| population | N | rounds | most rounds | rollouts / fixed N | exact | decisions != fixed N"
+        " | floor (one draw at a time, exact) | exact / floor |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in results["rows"]:
+        print(
+            f"| {row['population']} | {row['n']} | {row['schedule']} | {row['max_rounds']} |"
+            f" {row['rollout_share']:.3f} | {row['exact_share']:.3f} | {row['differ_from_fixed']:.4f} |"
+            f" {row['floor_share']:.3f} | {row['exact_share'] / row['floor_share']:.2f} |"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("part", nargs="?", choices=("simulate", "bound", "real"), default="simulate")
+    parts = ("simulate", "schedules", "bound", "real")
+    parser.add_argument("part", nargs="?", choices=parts, default="simulate")
     parser.add_argument("--tasks", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=26)
     parser.add_argument("--rules", nargs="+", default=list(RULES))
+    parser.add_argument(
+        "--schedules",
+        nargs="+",
+        help="schedules and real: round sizes, as collect's --rounds (schedules: default "
+        + " ".join(SCHEDULES)
+        + "; real: default --first-round)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--populations",
@@ -392,7 +458,7 @@ def main() -> int:
     )
     parser.add_argument("--base-url", help="real: an already running server (else a tiny one is started)")
     parser.add_argument("--model", default="tiny")
-    parser.add_argument("--repeats", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=16, help="schedules and real: N")
     parser.add_argument("--first-round", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="real: fixed/adaptive pairs, interleaved")
     parser.add_argument(
@@ -420,7 +486,11 @@ def main() -> int:
 
         run, show = real_run, print_real
     else:
-        run, show = (run_bound, print_bound) if args.part == "bound" else (run_simulation, print_simulation)
+        run, show = {
+            "bound": (run_bound, print_bound),
+            "schedules": (run_schedules, print_schedules),
+            "simulate": (run_simulation, print_simulation),
+        }[args.part]
     results = run(args)
     if args.json:
         print(json.dumps(results))

@@ -19,7 +19,8 @@ Each run records the 1-minute load average before and after it: the machine may 
 runs both at S sequences in flight (collect's --concurrency counts sequences); `requests` runs each at
 S requests in flight: fixed N at S x N sequences (n = N a request), adaptive at S x R (its first rounds'
 n = R). Each run also gives the server's own generated and prompt tokens and its prefix-cache hit rate
-(its /metrics before and after).
+(its /metrics before and after). `--schedules 2 2,1,1,2,2,4` adds one adaptive arm a round schedule
+(collect's `--rounds`), at S sequences in flight.
 """
 
 from __future__ import annotations
@@ -192,6 +193,8 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
     equal = getattr(args, "equal", "sequences")
     if equal in ("sequences", "both"):  # both at S sequences in flight
         arms |= {"fixed": ([], NGRP, s), "adaptive": (adaptive, NGRP, s)}
+        for spec in getattr(args, "schedules", None) or []:  # one more arm a round schedule (--rounds)
+            arms[f"adaptive {spec}"] = (["--adaptive", "learnable", "--rounds", spec], NGRP, s)
     if equal in ("requests", "both"):  # both at S requests in flight: n = N against n = R a request
         arms |= {"fixed_eq_requests": ([], NGRP, s * n), "adaptive_eq_requests": (adaptive, NGRP, s * r)}
     if args.barrier_checkout:
@@ -205,7 +208,10 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
         one_run(workdir / "warmup", base_url, model, [], args)
     for i in range(args.rounds):
         for name, (extra, ngrp, limit) in arms.items():
-            runs[name].append(one_run(workdir / f"{name}{i}", base_url, model, extra, args, ngrp, limit))
+            folder = workdir / f"{name}{i}".replace(" ", "_").replace(",", "-")
+            runs[name].append(one_run(folder, base_url, model, extra, args, ngrp, limit))
+            shown = {k: v for k, v in runs[name][-1].items() if k != "decisions"}
+            print(f"{name} {i + 1}: {json.dumps(shown)}", file=sys.stderr)  # a run cut short keeps these
     return runs
 
 
@@ -226,6 +232,7 @@ def print_real(results: dict) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     names = ("fixed", "adaptive", "adaptive_barrier", "fixed_eq_requests", "adaptive_eq_requests")
     arms = [name for name in names if name in results]
+    arms += [name for name in results if name.startswith("adaptive ")]  # --schedules arms
     reference = results.get("fixed") or results["fixed_eq_requests"]
     for i, fixed in enumerate(reference):
         for name in arms:

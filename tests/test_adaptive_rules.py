@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +24,7 @@ from ngrp_lib.stats.adaptive import (
     decide,
     decide_at_end,
     parse_rule,
+    parse_schedule,
     play,
     regularized_beta,
     replay,
@@ -66,6 +69,30 @@ def test_schedule_rounds():
     assert (odd.next_size(6), odd.max_rounds) == (8, 3)
     with pytest.raises(UsageError, match="--first-round"):
         Schedule(first_round=5, num_repeats=4)
+
+
+def test_growing_schedules():
+    grow = Schedule(1, 16, (1, 2, 4, 8))  # 1, 2, 4, 8, 16 repeats
+    assert grow.rounds == (1, 1, 2, 4, 8) and grow.spec == "1,1,2,4,8"
+    sizes = [grow.first_round]
+    while sizes[-1] < 16:
+        sizes.append(grow.next_size(sizes[-1]))
+    assert sizes == [1, 2, 4, 8, 16] and grow.max_rounds == 5
+    assert [grow.round_of(i) for i in range(16)] == [1, 2, 3, 3, 4, 4, 4, 4] + [5] * 8
+    # the last size repeats: 2, 2, 4 then rounds of 4, the last one cut at N
+    tail = parse_schedule("2,2,4", 14)
+    assert [tail.round_of(i) for i in range(14)] == [1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5]
+    assert (tail.next_size(8), tail.next_size(12), tail.max_rounds) == (12, 14, 5)
+    # listed rounds past N are cut: 8 then 8 more would pass N = 12
+    assert [parse_schedule("8,8,8", 12).next_size(8)] == [12]
+    # one form per schedule: equal rounds are Schedule(R, N), whatever the spelling
+    assert parse_schedule("4,4,4", 16) == Schedule(4, 16) == parse_schedule("4", 16)
+    assert Schedule(4, 16).rounds == (4,) and Schedule(2, 16, (2, 4, 4)).spec == "2,2,4"
+    for bad in ("", "0", "2,0", "a", "2,,4", "-1,2"):
+        with pytest.raises(UsageError, match="not a schedule"):
+            parse_schedule(bad, 16)
+    with pytest.raises(UsageError, match="--first-round"):
+        parse_schedule("17,1", 16)
 
 
 def test_learnable_by_hand():
@@ -334,3 +361,95 @@ def test_bound_prices_a_stop_by_the_misclassification_the_simulation_counts():
     assert bench.stop_error(3.0, 3.0, 0.2, 0.8) == pytest.approx(
         1 - (beta.cdf(0.8, 3, 3) - beta.cdf(0.2, 3, 3))
     )
+
+
+SCHEDULES = {  # round sizes, the last repeating: equal rounds of 4, 2, 1 and growing requests
+    "4": (4,),
+    "2": (2,),
+    "1": (1,),
+    "1,1,2,4,8": (1, 1, 2, 4, 8),
+    "1,1,1,1,2,2,4": (1, 1, 1, 1, 2, 2, 4),
+    "2,2,2,2,4": (2, 2, 2, 2, 4),
+}
+
+
+def _sizes(rounds: tuple[int, ...], n: int) -> list[int]:
+    """The repeats a task has after each round, from the round sizes (the last repeating), capped at N."""
+    sizes = [min(rounds[0], n)]
+    while sizes[-1] < n:
+        sizes.append(min(n, sizes[-1] + rounds[min(len(sizes), len(rounds) - 1)]))
+    return sizes
+
+
+def _curtailed_size(rounds: tuple[int, ...], draws: list[bool]) -> int:
+    """Where learnable must stop on these draws, worked out without the rule: the first size the rounds
+    reach that holds both a pass and a fail (the draw that mixes them decides informative), else N."""
+    n = len(draws)
+    mixed_at = next((i + 1 for i in range(1, n) if draws[i] != draws[0]), n)
+    return next(size for size in _sizes(rounds, n) if size >= mixed_at)
+
+
+@pytest.mark.parametrize("rounds", SCHEDULES.values(), ids=SCHEDULES.keys())
+def test_learnable_on_every_sequence_of_16_draws_decides_as_fixed_n_and_stops_at_once(rounds):
+    """Exhaustive, N = 16, through `play`: on each of the 2^16 draw sequences, learnable's decision is
+    fixed N's on the same draws, and it stops at the first round end after the draw that decides it."""
+    schedule = Schedule(rounds[0], 16, rounds[1:])
+    for index in range(1 << 16):
+        draws = [(index >> i) & 1 == 1 for i in range(16)]
+        state = play(LEARNABLE, schedule, draws)
+        assert state.decision == decide_at_end(LEARNABLE, draws), draws
+        assert state.size == _curtailed_size(rounds, draws), draws
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_learnable_under_any_schedule_decides_as_fixed_n_and_stops_at_once(data):
+    n = data.draw(st.integers(1, 40), label="N")
+    first = data.draw(st.integers(1, n), label="first round")
+    later = tuple(data.draw(st.lists(st.integers(1, n), max_size=6), label="later rounds"))
+    draws = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="draws")
+    schedule = Schedule(first, n, later)
+    state = play(LEARNABLE, schedule, draws)
+    assert state.decision == decide_at_end(LEARNABLE, draws)
+    assert state.size == _curtailed_size((first, *later), draws)
+    assert state.rounds == _sizes((first, *later), n).index(state.size) + 1
+
+
+def _not_mixed(a: float, b: float, m: int) -> float:
+    """P(m draws all pass or all fail) for a rate drawn from Beta(a, b): E[p^m] + E[(1 - p)^m]."""
+    from math import lgamma
+
+    def log_beta(x: float, y: float) -> float:
+        return lgamma(x) + lgamma(y) - lgamma(x + y)
+
+    return sum(math.exp(log_beta(a + m * (1 - j), b + m * j) - log_beta(a, b)) for j in (0, 1))
+
+
+@pytest.mark.parametrize(
+    "rounds, floor",
+    [((4,), 0.363), ((2,), 0.292), ((1,), 0.271), ((1, 1, 2, 4, 8), 0.326), ((1, 1, 1, 1, 2, 2, 4), 0.286)],
+)
+def test_learnable_rollout_share_on_beta_2_3_is_the_exact_floor(rounds, floor):
+    """The benchmark's exact share (its table of `play` on every sequence, each weighted by its
+    beta-binomial chance) against a closed form: a task draws the next round only while all its draws so
+    far agree, so E[repeats] = s_1 + sum_j (s_(j+1) - s_j) P(s_j draws agree). The issue's floors: 0.363
+    (rounds of 4), 0.292 (of 2), 0.271 (one draw at a time)."""
+    bench = _bench()
+    schedule = Schedule(rounds[0], 16, rounds[1:])
+    sizes = _sizes(rounds, 16)
+    steps = zip(sizes, sizes[1:], strict=False)
+    closed = (sizes[0] + sum((t - s) * _not_mixed(2.0, 3.0, s) for s, t in steps)) / 16
+    table = bench.decision_table(LEARNABLE, schedule)
+    assert bench.exact(LEARNABLE, table, (2.0, 3.0), 16)["exact_share"] == pytest.approx(closed, abs=1e-12)
+    assert round(closed, 3) == floor
+
+
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "adaptive_bench.py"
+    spec = importlib.util.spec_from_file_location("adaptive_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench

@@ -157,6 +157,10 @@ def test_curriculum_keeps_the_tasks_the_run_found_mixed(runs, run_ngrp, tmp_path
             "--first-round must be between 1 and --num-repeats (8)",
         ),
         (["--first-round", "2"], "only apply with --adaptive"),
+        (["--rounds", "1,1,2"], "only apply with --adaptive"),
+        (["--adaptive", "learnable", "--rounds", "1,0,2"], "--rounds '1,0,2' is not a schedule"),
+        (["--adaptive", "learnable", "--rounds", "9,1"], "--first-round must be between 1 and --num-repeats"),
+        (["--adaptive", "learnable", "--rounds", "2", "--first-round", "2"], "both give the rounds"),
         (["--pass-threshold", "0.5"], "only apply with --adaptive"),
     ],
 )
@@ -196,6 +200,11 @@ def test_the_resume_command_of_an_adaptive_run_carries_its_rule():
     assert resume_command(manifest) == (
         "ngrp collect --input t.jsonl --output o/r.jsonl --num-repeats 16 --adaptive band:0.2,0.8"
         " --first-round 4 --pass-threshold 0.5 --base-url http://127.0.0.1:8000/v1 --model m --resume"
+    )
+    manifest["identity"]["adaptive"] = {"rule": "learnable", "first_round": 1, "rounds": [1, 1, 2, 4, 8]}
+    assert resume_command(manifest) == (
+        "ngrp collect --input t.jsonl --output o/r.jsonl --num-repeats 16 --adaptive learnable"
+        " --rounds 1,1,2,4,8 --base-url http://127.0.0.1:8000/v1 --model m --resume"
     )
 
 

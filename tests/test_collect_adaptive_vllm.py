@@ -147,6 +147,37 @@ def test_rounds_run_per_task_and_every_moment_leaves_valid_files(
     assert changed.returncode == 2 and 'rule: was "learnable", now "band:0.2,0.8"' in changed.stderr
 
 
+def test_a_growing_schedule_runs_its_rounds_records_them_and_refuses_a_change_on_resume(
+    vllm_server, folder, run_ngrp
+):
+    """`--rounds 1,2`: 1 repeat, then 2 more at a time (1, 3, 5, ... 11, 12) on KEYED_VERIFIER's outcomes:
+    never or always passing runs all 12; passing from the 6th repeat mixes at the 6th, the end of the
+    round that reaches 7; alternating mixes at the 2nd, the end of the round that reaches 3."""
+    tasks = write_tasks(folder / "tasks.jsonl", 8)
+    out = folder / "run" / "rollouts.jsonl"
+    args = [*adaptive_args(tasks, out, vllm_server.base_url)[:-2], "--rounds", "1,2", "--concurrency", "3"]
+    proc = run_ngrp(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    sizes = {t: (12, 12, 7, 3)[t % 4] for t in range(8)}
+    assert keys_of(out) == {(t, r): 1 for t, n in sizes.items() for r in range(n)}
+    summary = json.loads(proc.stdout)["adaptive"]
+    assert (summary["rounds"], summary["first_round"], summary["round_size"]) == ([1, 2], 1, 2)
+    assert summary["max_rounds"] == 7 and summary["rollouts_assigned"] == 68
+    assert summary["settled_per_round"] == {"1": 0, "2": 2, "3": 0, "4": 2, "5": 0, "6": 0, "7": 0}
+    manifest = json.loads((folder / "run" / "rollouts_run_manifest.json").read_text())
+    schemas.validator("run_manifest").validate(manifest)
+    assert manifest["identity"]["adaptive"]["rounds"] == [1, 2]
+    schedule = Schedule(1, 12, (2,))
+    final = _keys_in_order(out.with_name("rollouts_materialized_inputs.jsonl"))
+    assert final == sorted(final, key=lambda k: (schedule.round_of(k[1]), k[0], k[1]))
+    again = run_ngrp(*args, "--resume", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["succeeded"] == 0, again.stderr
+    changed = run_ngrp(*[("1,3" if a == "1,2" else a) for a in args], "--resume")
+    assert changed.returncode == 2 and "rounds: was [1, 2], now [1, 3]" in changed.stderr, changed.stderr
+    spelled = run_ngrp(*[a for a in args if a not in ("--rounds", "1,2")], "--first-round", "1", "--resume")
+    assert spelled.returncode == 2 and "rounds: was [1, 2], now [1]" in spelled.stderr, spelled.stderr
+
+
 def _rows_in(path: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.exists() else 0
 

@@ -1,7 +1,8 @@
 """`collect --adaptive RULE`: rounds of repeats, per task, driven from above the runner (`runner.collect`).
 
 Every task gets R repeats; the rule (`stats.adaptive`) looks at a task's outcomes and gives an unsettled
-task R more, up to N. Rounds are per task, not barriers: the runner is called once with a follow-up
+task R more (or the schedule's next round: `--rounds 1,1,2,4,8`), up to N. Rounds are per task, not
+barriers: the runner is called once with a follow-up
 (`NextRounds`, the runner's `work.FollowUp`) that is told each rollout as it is written, replays that
 task's rule on its outcomes so far, and answers the rows of the task's next round the moment its own
 round is complete. The runner appends them to the materialized file in one write (the next
@@ -58,7 +59,8 @@ class AdaptiveSettings:
             "rule": self.rule.spec,
             "interval": self.rule.interval,
             "first_round": self.schedule.first_round,
-            "round_size": self.schedule.first_round,
+            "round_size": self.schedule.rounds[-1],  # the size that repeats
+            "rounds": list(self.schedule.rounds),
             "pass_threshold": self.pass_threshold,
         }
 
@@ -277,6 +279,9 @@ def _checked_manifest(options: CollectOptions) -> dict[str, Any]:
     old = manifest.get("identity") if isinstance(manifest, dict) else None
     if not isinstance(old, dict) or not isinstance(manifest.get("materialized"), dict):
         raise UsageError(f"cannot resume: {options.manifest_path} is not an ngrp collect manifest")
+    block = old.get("adaptive")
+    if isinstance(block, dict) and "rounds" not in block:  # begun before --rounds: rounds of first_round
+        block["rounds"] = [block.get("first_round")]  # the manifest advance writes back carries it
     input_sha = sha256_file(options.input) if options.input is not None else None
     changes = changed_fields(old, options.identity(input_sha, old.get("materialized_sha256", "")))
     if changes:

@@ -147,7 +147,10 @@ def _override_args(overrides: dict[str, Any]) -> list[str]:
 def _adaptive_args(block: Any) -> list[str]:
     if not isinstance(block, dict):
         return []
-    args = ["--adaptive", str(block["rule"]), "--first-round", str(block["first_round"])]
+    rounds = block.get("rounds") or [block["first_round"]]  # a run begun before --rounds: rounds of R
+    sizes = ",".join(map(str, rounds))
+    shown = ["--first-round", sizes] if len(rounds) == 1 else ["--rounds", sizes]
+    args = ["--adaptive", str(block["rule"]), *shown]
     threshold = block.get("pass_threshold", 1.0)
     return args if threshold == 1.0 else [*args, "--pass-threshold", _number(threshold)]
 

@@ -245,6 +245,18 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     help="With --adaptive: repeats every task gets, and the size of each later round. [default: 4, at most"
     " --num-repeats]",
 )
+@click.option(
+    "--rounds",
+    "round_sizes",
+    metavar="SIZES",
+    default=None,
+    help="With --adaptive, instead of --first-round: the size of each round, comma-separated, the last one"
+    " repeating until --num-repeats: 2 (rounds of 2), 1,1,1,1,2,2,4 (requests that grow while a task stays"
+    " unsettled). The decisions are the rule's on the same draws whatever the rounds; smaller rounds use"
+    " fewer rollouts and take more rounds: learnable at N=16 on Beta(2,3) pass rates uses 0.363 of fixed"
+    " N's rollouts with rounds of 4, 0.292 of 2, 0.286 with 1,1,1,1,2,2,4, 0.271 one at a time (the"
+    " floor). --resume refuses a change.",
+)
 @pass_threshold_option("With --adaptive: a pass means reward >= X (default 1).")
 @overwrite_option
 @json_option
@@ -257,7 +269,11 @@ def command(**options):
         _bare_resume(_shard_output(output, shard), source)
     collect_options = _collect_options(options, shard)
     settings = _adaptive_settings(
-        options["adaptive_rule"], options["first_round"], options["pass_threshold"], options["num_repeats"]
+        options["adaptive_rule"],
+        options["first_round"],
+        options["pass_threshold"],
+        options["num_repeats"],
+        options["round_sizes"],
     )
     result = asyncio.run(_collect(collect_options, settings))
     emit(result, options["as_json"], _render_adaptive if settings else _render)
@@ -356,18 +372,26 @@ def _materialize_options(o, endpoints):
     )
 
 
-def _adaptive_settings(rule, first_round, pass_threshold, num_repeats):
+def _adaptive_settings(rule, first_round, pass_threshold, num_repeats, round_sizes=None):
     """The --adaptive settings, or None; the round options alone are a usage error."""
     if rule is None:
-        if first_round is not None or pass_threshold is not None:
-            raise UsageError("--first-round and --pass-threshold only apply with --adaptive RULE")
+        if first_round is not None or pass_threshold is not None or round_sizes is not None:
+            raise UsageError("--first-round, --rounds and --pass-threshold only apply with --adaptive RULE")
         return None
     from ..adaptive.rounds import AdaptiveSettings
-    from ..stats.adaptive import Schedule, parse_rule
+    from ..stats.adaptive import Schedule, parse_rule, parse_schedule
 
-    schedule = Schedule(
-        first_round=min(4, num_repeats) if first_round is None else first_round, num_repeats=num_repeats
-    )
+    if round_sizes is not None:
+        if first_round is not None:
+            raise UsageError(
+                "--first-round and --rounds both give the rounds",
+                hint="give one: --rounds R is --first-round R",
+            )
+        schedule = parse_schedule(round_sizes, num_repeats)
+    else:
+        schedule = Schedule(
+            first_round=min(4, num_repeats) if first_round is None else first_round, num_repeats=num_repeats
+        )
     threshold = 1.0 if pass_threshold is None else pass_threshold
     return AdaptiveSettings(rule=parse_rule(rule), schedule=schedule, pass_threshold=threshold)
 
