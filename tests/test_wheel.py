@@ -54,6 +54,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
     dist = root / "dist"
     done = subprocess.run(
         [sys.executable, "-m", "build", "--outdir", str(dist), str(source)],
+        cwd=root,  # not the checkout: a build/ folder there would shadow the build package
         capture_output=True,
         text=True,
         timeout=600,

@@ -7,20 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from . import jsonl
-from .names import manifest_path_for
+from .manifest import manifest_beside
 
 
 def collector_retries(rollouts: Path | str) -> dict[str, int]:
-    manifest = manifest_path_for(rollouts)
-    if not manifest.is_file():
-        return {}
-    try:
-        data = jsonl.read_json(manifest)
-    except (InputError, OSError):
-        return {}
-    return retries_of(data)
+    data = manifest_beside(rollouts)
+    return {} if data is None else retries_of(data)
 
 
 def retries_of(manifest: Any) -> dict[str, int]:

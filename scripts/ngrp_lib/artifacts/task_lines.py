@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .names import manifest_path_for, rollouts_path_of_profile
+from .names import rollouts_path_of_profile
 
 KEY = "task_lines"  # in the manifest's `input` block
 _BIG = 1 << 64
@@ -71,19 +71,10 @@ def decode(block: Any) -> TaskLines | None:
 
 def for_rollouts(rollouts: Path | str | None) -> TaskLines | None:
     """The task lines recorded in the run manifest beside a rollouts file, or None."""
-    from ..errors import NgrpError
-    from . import jsonl
+    from .manifest import manifest_beside
 
-    if rollouts is None:
-        return None
-    path = manifest_path_for(rollouts)
-    if not path.is_file():
-        return None
-    try:
-        manifest = jsonl.read_json(path)
-    except (NgrpError, OSError):
-        return None
-    block = manifest.get("input") if isinstance(manifest, dict) else None
+    manifest = None if rollouts is None else manifest_beside(rollouts)
+    block = manifest.get("input") if manifest is not None else None
     return decode(block.get(KEY)) if isinstance(block, dict) else None
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .metrics import METRICS_LIMIT, TIMEOUT_S, metrics_url, parse_counters
+from .metrics import metrics_text, parse_counters
 from .routing import Endpoint
 
 RUNNING = "vllm:num_requests_running"
@@ -88,20 +88,10 @@ async def read_samples(session: Any, endpoints: Iterable[Endpoint], headers: dic
 
 
 async def _one(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> Sample | None:
-    import aiohttp
-
-    from .http import AttemptFailed, read_limited
-
-    url = metrics_url(endpoint)
-    try:
-        timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
-        async with session.get(url, headers=headers, timeout=timeout, allow_redirects=False) as reply:
-            if reply.status != 200:
-                return None
-            body = await read_limited(reply, METRICS_LIMIT, url)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, AttemptFailed):
+    text = await metrics_text(session, endpoint, headers)
+    if text is None:
         return None
-    found = parse_counters(body.decode("utf-8", errors="replace"), (RUNNING, WAITING, GENERATED))
+    found = parse_counters(text, (RUNNING, WAITING, GENERATED))
     if len(found) < 3:
         return None
     return Sample(found[RUNNING], found[WAITING], found[GENERATED])

@@ -103,6 +103,13 @@ async def read_counts(
 async def _one(
     session: Any, endpoint: Endpoint, headers: dict[str, str]
 ) -> tuple[dict[str, float], int | None] | None:
+    text = await metrics_text(session, endpoint, headers)
+    return None if text is None else (parse_counters(text, READ), parse_block_size(text))
+
+
+async def metrics_text(session: Any, endpoint: Endpoint, headers: dict[str, str]) -> str | None:
+    """One server's /metrics page (bounded read, no redirect followed), None when it does not answer 200
+    in time: a figure the server cannot give is "not reported", never an error of the run."""
     import aiohttp
 
     url = metrics_url(endpoint)
@@ -114,8 +121,7 @@ async def _one(
             body = await read_limited(reply, METRICS_LIMIT, url)
     except (aiohttp.ClientError, asyncio.TimeoutError, OSError, AttemptFailed):
         return None
-    text = body.decode("utf-8", errors="replace")
-    return parse_counters(text, READ), parse_block_size(text)
+    return body.decode("utf-8", errors="replace")
 
 
 def cache_note(

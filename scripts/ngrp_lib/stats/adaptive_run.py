@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import jsonl, names
+from ..artifacts import names
+from ..artifacts.manifest import manifest_beside
 from ..errors import InputError, NgrpError
 from .adaptive import parse_rule
 from .load import ProfileData
@@ -76,15 +77,10 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
         source = names.rollouts_path_of_profile(profile)
     if source is None:
         return None
-    path = names.manifest_path_for(source)
-    if not path.is_file():
+    manifest = manifest_beside(source)
+    if manifest is None:
         return None
-    try:
-        manifest = jsonl.read_json(path)
-    except (NgrpError, OSError):
-        return None
-    if not isinstance(manifest, dict):
-        return None
+    path = names.manifest_path_for(source)  # named in the errors below
     identity = manifest.get("identity")
     if not isinstance(identity, dict) or not isinstance(identity.get("adaptive"), dict):
         return None
