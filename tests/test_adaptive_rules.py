@@ -23,6 +23,7 @@ from ngrp_lib.stats.adaptive import (
     band_settle,
     decide,
     decide_at_end,
+    fixed_draws,
     parse_rule,
     parse_schedule,
     play,
@@ -413,6 +414,36 @@ def test_learnable_under_any_schedule_decides_as_fixed_n_and_stops_at_once(data)
     assert state.decision == decide_at_end(LEARNABLE, draws)
     assert state.size == _curtailed_size((first, *later), draws)
     assert state.rounds == _sizes((first, *later), n).index(state.size) + 1
+
+
+@pytest.mark.parametrize(
+    ("rounds", "n", "fixed"),
+    [((1,), 8, 2), ((4,), 16, 4), ((1, 1, 2, 4, 8), 16, 2), ((2,), 8, 2), ((1, 3), 8, 4), ((1,), 1, 1)],
+)
+def test_the_fixed_draws_of_learnable_by_hand(rounds, n, fixed):
+    # learnable settles a task only on both a pass and a fail: never on one draw, so rounds of 1 give
+    # every task its first 2 draws whatever happens (1, 3: the round ending at 1 cannot settle, so 4)
+    assert fixed_draws(LEARNABLE, Schedule(rounds[0], n, rounds[1:])) == fixed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_no_task_stops_before_the_fixed_draws_and_some_can_stop_there(data):
+    rule = data.draw(st.sampled_from([LEARNABLE, parse_rule("band:0.2,0.8"), parse_rule("width:0.5")]))
+    n = data.draw(st.integers(1, 24), label="N")
+    first = data.draw(st.integers(1, n), label="first round")
+    later = tuple(data.draw(st.lists(st.integers(1, n), max_size=4), label="later rounds"))
+    draws = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="draws")
+    schedule = Schedule(first, n, later)
+    fixed = fixed_draws(rule, schedule)
+    assert play(rule, schedule, draws).size >= fixed
+    if fixed < n:  # some sequence stops there: the all-pass, all-fail or an alternating one
+        candidates = [[True] * n, [False] * n, [i % 2 == 0 for i in range(n)], [i % 2 == 1 for i in range(n)]]
+        stops = [play(rule, schedule, seq).size for seq in candidates]
+        passes = range(fixed + 1)
+        assert min(stops) == fixed or any(
+            play(rule, schedule, [True] * k + [False] * (n - k)).size == fixed for k in passes
+        )
 
 
 def _not_mixed(a: float, b: float, m: int) -> float:

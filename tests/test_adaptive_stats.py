@@ -25,20 +25,23 @@ def _keep(folder: Path, source: Path, name: str, keep) -> Path:
     return folder / name
 
 
-@pytest.fixture
-def runs(tmp_path):
-    """`full`: fixed N for every task; `adaptive`: what learnable (R=2, N=8) keeps of the same rows, with
-    its manifest; `fixed_r`: the first R repeats of every task, no manifest."""
+@pytest.fixture(params=[R, 1], ids=["R=2", "R=1"])
+def runs(tmp_path, request):
+    """`full`: fixed N for every task; `adaptive`: what learnable (R=2, or 1, N=8) keeps of the same rows,
+    with its manifest; `fixed_r`: the repeats every task got whatever happened (R, or 2 for R=1: learnable
+    cannot settle on one draw), no manifest."""
+    settings = AdaptiveSettings(Rule("learnable"), Schedule(request.param, N))
+    fixed = max(request.param, 2)
     full = tmp_path / "full"
     write_run(full, tasks=TASKS, repeats=N)
     states = {
-        t: play(SETTINGS.rule, SETTINGS.schedule, [reward_of(t, r) >= 1 for r in range(N)])
+        t: play(settings.rule, settings.schedule, [reward_of(t, r) >= 1 for r in range(N)])
         for t in range(TASKS)
     }
     folders = {}
     for name, keep in (
         ("adaptive", lambda row: row["_ng_rollout_index"] < states[row["_ng_task_index"]].size),
-        ("fixed_r", lambda row: row["_ng_rollout_index"] < R),
+        ("fixed_r", lambda row: row["_ng_rollout_index"] < fixed),
     ):
         folder = tmp_path / name
         folder.mkdir()
@@ -48,12 +51,12 @@ def runs(tmp_path):
     manifest = {
         "tool": {"name": "ngrp", "version": "test"},
         "created_at": "2026-12-01T00:00:00Z",
-        "identity": {"materialize": {"num_repeats": N}, "adaptive": SETTINGS.to_json()},
-        "adaptive": summarize(states, SETTINGS),
+        "identity": {"materialize": {"num_repeats": N}, "adaptive": settings.to_json()},
+        "adaptive": summarize(states, settings),
     }
     schemas.validator("run_manifest").validate(manifest)
     (folders["adaptive"] / "rollouts_run_manifest.json").write_text(json.dumps(manifest))
-    return {"full": full, **folders, "states": states}
+    return {"full": full, **folders, "states": states, "fixed": fixed}
 
 
 def _profile(run_ngrp, folder: Path) -> dict:
@@ -92,7 +95,7 @@ def test_first_round_estimates_equal_a_fixed_r_profile_of_the_same_rollouts(runs
         headline["ci_low"],
     )
     assert first["pass_rate"]["ci_high"] == fixed["overall"]["pass_rate"]["ci_high"]
-    assert any("first round alone" in w for w in adaptive_profile["warnings"])
+    assert any("fixed design alone" in w for w in adaptive_profile["warnings"])
     # per-task rows use every repeat, with the run's decision
     per_task = {row["task"]: row for row in ours["per_task"]}
     for task, state in runs["states"].items():
@@ -109,7 +112,7 @@ def test_stats_text_says_adaptive_and_counts_rounds(runs, run_ngrp):
     settled = Counter(s.rounds for s in runs["states"].values() if s.reason == "settled")
     per_round = ", ".join(f"{r}: {settled[r]}" for r in range(1, 5))
     assert f"tasks settled per round: {per_round}" in proc.stdout
-    assert "estimates above from the first round (2 repeats of every task)" in proc.stdout
+    assert f"estimates above from the fixed design ({runs['fixed']} repeats of every task)" in proc.stdout
     assert "saved)" in proc.stdout
 
 
@@ -259,10 +262,10 @@ def test_cost_per_informative_task_takes_tokens_from_the_first_round_as_p(runs, 
     _profile(run_ngrp, runs["adaptive"])
     ours = _stats(run_ngrp, runs["adaptive"])
     rows = [r.data for r in jsonl.iter_rows(runs["adaptive"] / "rollouts.jsonl")]
-    first = [r for r in rows if r["_ng_rollout_index"] < R]
+    first = [r for r in rows if r["_ng_rollout_index"] < runs["fixed"]]
     per_first = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in first) / len(first)
     per_all = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in rows) / len(rows)
-    assert len(first) == TASKS * R and per_all > per_first * 1.02
+    assert len(first) == TASKS * runs["fixed"] and per_all > per_first * 1.02
     cost = ours["cost"]
     assert cost["tokens_per_rollout"] == pytest.approx(round(per_all, 1))
     assert cost["informative_tokens_from"] == "the first round's rows (as P(informative))"

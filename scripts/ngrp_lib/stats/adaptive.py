@@ -190,6 +190,22 @@ def parse_schedule(text: str, num_repeats: int) -> Schedule:
     return Schedule(sizes[0], num_repeats, tuple(sizes[1:]))
 
 
+def fixed_draws(rule: Rule, schedule: Schedule) -> int:
+    """The repeats every task receives whatever its outcomes: the end of the first round at which some
+    outcome could settle a task under this rule (N if none can). Before it no task can stop, so these
+    repeats are a fixed design, like a fixed-N run's, and benchmark-level numbers may stand on all of them.
+    `learnable` cannot settle on one draw, so rounds of 1 give every task 2 such repeats, not 1."""
+    size = schedule.first_round
+    while size < schedule.num_repeats:
+        remaining = schedule.num_repeats - size
+        if any(
+            decide(rule, [True] * passes + [False] * (size - passes), remaining) for passes in range(size + 1)
+        ):
+            return size
+        size = schedule.next_size(size)
+    return schedule.num_repeats
+
+
 def decide(rule: Rule, outcomes: Sequence[bool], remaining: int = 0) -> str | None:
     """The task's decision when the rule settles it on these outcomes, else None. `remaining`: the repeats
     a fixed-N run would still draw for it (band's forecast of that run's decision; 0: none to forecast)."""

@@ -25,9 +25,9 @@ from .rows import RowRule
 
 FIRST_ROUND_NOTE = (
     "adaptive run ({rule}, first round R={r}, at most N={n}): benchmark-level estimates and intervals use"
-    " the first round alone (R repeats of every task: a fixed design; later rounds went only to tasks the"
-    " rule had not settled, so means over all repeats are biased); per-task rows and decisions use every"
-    " repeat"
+    " the fixed design alone: the first {fixed} repeats of every task, which every task got whatever its"
+    " outcomes (later rounds went only to tasks the rule had not settled, so means over all repeats are"
+    " biased); per-task rows and decisions use every repeat"
 )
 
 
@@ -38,6 +38,11 @@ class AdaptiveRun:
     first_round: int
     num_repeats: int
     progress: dict[str, Any] = field(default_factory=dict)  # the manifest's `adaptive` block
+    # the repeats every task got whatever its outcomes (`adaptive.fixed_draws`): what the statistics use
+    fixed: int = 0
+
+    def __post_init__(self) -> None:
+        self.fixed = self.fixed or self.first_round
 
     def decisions(self) -> dict[int, dict[str, Any]]:
         """Task index -> {repeats, reason, decision}, as the run last recorded them."""
@@ -45,7 +50,9 @@ class AdaptiveRun:
         return {int(task): state for task, state in states.items() if isinstance(state, dict)}
 
     def note(self) -> str:
-        return FIRST_ROUND_NOTE.format(rule=self.rule, r=self.first_round, n=self.num_repeats)
+        return FIRST_ROUND_NOTE.format(
+            rule=self.rule, r=self.first_round, n=self.num_repeats, fixed=self.fixed
+        )
 
     def summary(self) -> dict[str, Any]:
         """What stats, compare and the report print: rounds, tasks settled per round, rollouts saved."""
@@ -65,7 +72,8 @@ class AdaptiveRun:
             "rollouts_assigned": assigned,
             "rollouts_fixed_n": fixed,
             "rollouts_saved_share": None if not fixed or assigned is None else 1 - assigned / fixed,
-            "estimates_from": f"first round ({self.first_round} repeats of every task)",
+            "estimates_from": f"fixed design ({self.fixed} repeats of every task)",
+            "fixed_repeats": self.fixed,
         }
 
 
@@ -89,7 +97,24 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
     found = manifest.get("adaptive")
     progress: dict[str, Any] = found if isinstance(found, dict) else {}
     _check_block(path, block, repeats, progress)
-    return AdaptiveRun(str(path), str(block["rule"]), block["first_round"], repeats or 0, progress)
+    run = AdaptiveRun(str(path), str(block["rule"]), block["first_round"], repeats or 0, progress)
+    run.fixed = _fixed(block, repeats)
+    return run
+
+
+def _fixed(block: dict[str, Any], repeats: Any) -> int:
+    """`adaptive.fixed_draws` for the manifest's rule and rounds (a run begun before --rounds: rounds of R);
+    the first round when N is not known."""
+    from .adaptive import Schedule, fixed_draws
+
+    first = block["first_round"]
+    sizes = block.get("rounds")
+    later = (
+        tuple(sizes[1:]) if isinstance(sizes, list) and all(type(s) is int and s >= 1 for s in sizes) else ()
+    )
+    if type(repeats) is not int or repeats < first:
+        return first
+    return fixed_draws(parse_rule(str(block["rule"])), Schedule(first, repeats, later))
 
 
 def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict[str, Any]) -> None:
@@ -150,7 +175,7 @@ def first_rounds(sides: dict[str, tuple[Path, ProfileData]]) -> tuple[ProfileDat
     for label, (path, data) in sides.items():
         run = find_adaptive(path)
         if run is not None:
-            data = first_round_view(data, run.first_round)
+            data = first_round_view(data, run.fixed)
             runs[label] = run.summary()
         out.append(data)
     return out[0], out[1], runs
@@ -159,7 +184,10 @@ def first_rounds(sides: dict[str, tuple[Path, ProfileData]]) -> tuple[ProfileDat
 def adaptive_note(runs: dict[str, Any]) -> str | None:
     if not runs:
         return None
-    sides = "; ".join(f"{label}: {r['rule']}, first round R={r['first_round']}" for label, r in runs.items())
+    sides = "; ".join(
+        f"{label}: {r['rule']}, first round R={r['first_round']}, fixed {r['fixed_repeats']}"
+        for label, r in runs.items()
+    )
     fixed = [label for label in ("A", "B") if label not in runs]
     rest = f"; {fixed[0]} is a fixed-N run, used whole" if fixed else ""
     return (
@@ -217,4 +245,4 @@ def rule_of(
     excluded = (
         frozenset(load_unhealthy(exclude_unhealthy).keys) if exclude_unhealthy is not None else frozenset()
     )
-    return RowRule(None if run is None else run.first_round, excluded)
+    return RowRule(None if run is None else run.fixed, excluded)

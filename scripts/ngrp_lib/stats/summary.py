@@ -512,7 +512,7 @@ def compute_stats(
     run = find_adaptive(profile, rollouts)
     full = data
     if run is not None:  # benchmark-level numbers from the fixed-design first round only
-        data = first_round_view(data, run.first_round)
+        data = first_round_view(data, run.fixed)
         notes.append(run.note())
     overall, cols = scope_stats(data, settings, "all")
     notes += _overall_notes(data, overall, settings, inputs.get("rollouts"))
@@ -559,7 +559,7 @@ def _first_round_tokens(profile: Path | str, rollouts: Path | str | None, run: A
     if run is None:
         return None
     source = Path(rollouts) if rollouts is not None else rollouts_path_of_profile(profile)
-    return first_round_tokens(source, run.first_round) if source is not None and source.is_file() else None
+    return first_round_tokens(source, run.fixed) if source is not None and source.is_file() else None
 
 
 def adaptive_per_task(
@@ -579,7 +579,7 @@ def adaptive_per_task(
 def first_round_estimates(profile: Path | str, run: AdaptiveRun, pass_threshold: float | None) -> dict:
     """An adaptive run's benchmark-level headline (mean reward, pass rate) from its first round alone."""
     settings = StatsSettings(pass_threshold=pass_threshold, n_bootstrap=0)
-    data = first_round_view(load_profile(profile, ("reward",)), run.first_round)
+    data = first_round_view(load_profile(profile, ("reward",)), run.fixed)
     scope, _ = scope_stats(data, settings, "first round")
     picked = {"mean_reward": scope.mean_reward.task_weighted.estimate, "pass_rate": scope.pass_rate}
     shown = ("value", "ci_low", "ci_high", "ci_method", "n_tasks", "n_rollouts")
