@@ -430,8 +430,8 @@ def test_503_is_retried_with_backoff_until_it_succeeds(flaky_proxy, tmp_path):
             url,
             "--num-repeats",
             "2",
-            "--concurrency",
-            "1",
+            "--concurrency",  # sequences in flight: one request of n=2 at a time
+            "2",
             "--max-retries",
             "2",
             "--retry-base-delay",

@@ -53,7 +53,7 @@ def array_script(run: Path, tasks: Path, repeats: int, concurrency: int, per_tas
         (r"^trap 'ngrp serve stop .*\n", ""),
         (re.escape("/shared/data/math_tasks.jsonl"), str(tasks)),
         (re.escape("--num-repeats 16"), f"--num-repeats {repeats}"),
-        (re.escape("--concurrency 256"), f"--concurrency {concurrency}"),
+        (re.escape("--concurrency 2048"), f"--concurrency {concurrency}"),
     ]
     if per_task:
         edits.append((re.escape('--output "$RUN/rollouts.jsonl"'), PER_TASK))
