@@ -265,7 +265,9 @@ def test_fill_batch_raises_the_limit_while_the_server_has_no_queue(vllm_server, 
 
     from ngrp_lib.artifacts import schemas
 
-    tasks = write_tasks(tmp_path / "tasks.jsonl", 8, max_tokens=32)
+    # enough work to outlast several of the rule's 2-second steps on a quiet machine too (64 rollouts of 32
+    # tokens ended before the second reading, so the limit was never measured, let alone raised)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 32, max_tokens=64)
     out = tmp_path / "rollouts.jsonl"
     args = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "8", "--concurrency", "2")
     with _Gauges(vllm_server.base_url) as gauges:
