@@ -127,3 +127,19 @@ def run_ngrp_process(tmp_path):
 
 
 from vllm_fixture import tiny_model_dir, vllm_server, vllm_server_factory  # noqa: E402, F401
+
+
+@pytest.fixture
+def components_run(tmp_path, run_ngrp):
+    """A profiled agent run whose rows carry reward components, one of them missing in rollout (2, 1)
+    (test_reward_components, test_component_diff)."""
+    from agent_rows import write_run
+
+    folder = tmp_path / "run"
+    write_run(folder, tasks=4, repeats=4, turns=3, defects={(2, 1): "missing_component"})
+    res = run_ngrp(
+        "profile", "--inputs", str(folder / "rollouts_materialized_inputs.jsonl"),
+        "--rollouts", str(folder / "rollouts.jsonl"),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return folder

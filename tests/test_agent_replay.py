@@ -144,13 +144,7 @@ def test_gyms_own_example_rollouts_are_not_a_setting_fault(tmp_path, run_ngrp, s
         json.loads(line)
         for line in (root / server / "data" / "example_rollouts.jsonl").read_text().splitlines()
     ]
-    inputs, rollouts = tmp_path / "m.jsonl", tmp_path / "r.jsonl"
-    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    inputs.write_text("".join(json.dumps({k: r[k] for k in ("responses_create_params", "_ng_task_index",
-                                          "_ng_rollout_index")}) + "\n" for r in rows))  # fmt: skip
-    data = json.loads(
-        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
-    )
+    data = _health_of(rows, tmp_path, run_ngrp)
     # only a game the environment cut at its own step limit (Gymnasium's `truncated: true`) is the setting's
     cut = [r for r in rows if r.get("truncated") is True]
     assert next(c["affected"] for c in data["checks"] if c["id"] == "ngrp/ended_on_tool_call") == len(cut)
@@ -216,17 +210,11 @@ def test_gyms_own_aviary_rows_have_answers_not_empty_final_answer(tmp_path, run_
         pytest.skip("NGRP_GYM_VENV is not set: `export NGRP_GYM_VENV=$(.ci/install_gym.sh)` for the gym tier")
     for i, row in enumerate(rows):  # Gym's committed file has no identity keys: numbered here
         row.update(_ng_task_index=i, _ng_rollout_index=0)
-    inputs, rollouts = tmp_path / "m.jsonl", tmp_path / "r.jsonl"
-    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    inputs.write_text("".join(json.dumps({k: r[k] for k in ("responses_create_params", "_ng_task_index",
-                                          "_ng_rollout_index")}) + "\n" for r in rows))  # fmt: skip
-    data = json.loads(
-        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
-    )
+    data = _health_of(rows, tmp_path, run_ngrp)
     affected = {c["id"]: c["affected"] for c in data["checks"] if c["affected"]}
     assert "ngrp/empty_final_answer" not in affected and "ngrp/output_unreadable" not in affected, affected
     last = rows[0]["response"]["output"][-1][-1]["content"][0]["text"]
-    shown = run_ngrp("inspect", rollouts, "--task", "0", "--full")
+    shown = run_ngrp("inspect", tmp_path / "r.jsonl", "--task", "0", "--full")
     assert last in shown.stdout and "calculator" in shown.stdout  # the final answer and the tool call
 
 
@@ -272,3 +260,15 @@ def test_which_tool_breaks_the_agent(tmp_path, run_ngrp):
     text = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write").stdout
     assert "  get_page: 3 in 3 rollouts (ngrp/tool_output_error 3 / 3)" in text
     assert "    ngrp/tool_output_error: rollouts (1, 0), (1, 2), (2, 1)" in text
+
+
+def _health_of(rows: list[dict], folder, run_ngrp) -> dict:
+    """`health --no-write --json` on these rollout rows (written to FOLDER/r.jsonl), with materialized
+    inputs cut from them."""
+    inputs, rollouts = folder / "m.jsonl", folder / "r.jsonl"
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    keys = ("responses_create_params", "_ng_task_index", "_ng_rollout_index")
+    inputs.write_text("".join(json.dumps({k: r[k] for k in keys}) + "\n" for r in rows))
+    return json.loads(
+        run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
+    )

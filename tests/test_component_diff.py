@@ -10,7 +10,6 @@ import math
 import numpy as np
 import orjson
 import pytest
-from agent_rows import write_run
 
 from ngrp_lib.artifacts import schemas
 from ngrp_lib.errors import UsageError
@@ -80,20 +79,8 @@ def test_pairs_default_and_asked():
     assert component_pairs(many) == [], "five components: 10 pairs only when asked"
 
 
-@pytest.fixture
-def profiled(tmp_path, run_ngrp):
-    folder = tmp_path / "run"
-    write_run(folder, tasks=4, repeats=4, turns=3, defects={(2, 1): "missing_component"})
-    res = run_ngrp(
-        "profile", "--inputs", str(folder / "rollouts_materialized_inputs.jsonl"),
-        "--rollouts", str(folder / "rollouts.jsonl"),
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    return folder
-
-
-def test_stats_cli_component_diff(profiled, run_ngrp):
-    profile, rollouts = profiled / "rollouts_reward_profiling.jsonl", profiled / "rollouts.jsonl"
+def test_stats_cli_component_diff(components_run, run_ngrp):
+    profile, rollouts = components_run / "rollouts_reward_profiling.jsonl", components_run / "rollouts.jsonl"
     rows = [orjson.loads(line) for line in rollouts.read_bytes().splitlines()]
     args = ["stats", str(profile), "--rollouts", str(rollouts)]
     res = run_ngrp(*args, "--component-diff", "correctness", "format", "--json")

@@ -8,7 +8,7 @@ import math
 
 import orjson
 import pytest
-from agent_rows import agent_row, materialized, write_run
+from agent_rows import agent_row, materialized
 
 from ngrp_lib.stats.components import component_stats, components_text, paired_components, read_components
 from ngrp_lib.stats.rows import RowRule
@@ -82,23 +82,11 @@ def test_paired_difference_per_component_by_hand():
     assert b["diff"] == pytest.approx(-0.25)
 
 
-@pytest.fixture
-def profiled(tmp_path, run_ngrp):
-    folder = tmp_path / "run"
-    write_run(folder, tasks=4, repeats=4, turns=3, defects={(2, 1): "missing_component"})
+def test_stats_with_rollouts_reports_each_component(components_run, run_ngrp):
+    rows = [orjson.loads(line) for line in (components_run / "rollouts.jsonl").read_bytes().splitlines()]
     res = run_ngrp(
-        "profile", "--inputs", str(folder / "rollouts_materialized_inputs.jsonl"),
-        "--rollouts", str(folder / "rollouts.jsonl"),
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr
-    return folder
-
-
-def test_stats_with_rollouts_reports_each_component(profiled, run_ngrp):
-    rows = [orjson.loads(line) for line in (profiled / "rollouts.jsonl").read_bytes().splitlines()]
-    res = run_ngrp(
-        "stats", str(profiled / "rollouts_reward_profiling.jsonl"),
-        "--rollouts", str(profiled / "rollouts.jsonl"), "--json",
+        "stats", str(components_run / "rollouts_reward_profiling.jsonl"),
+        "--rollouts", str(components_run / "rollouts.jsonl"), "--json",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     found = {c["name"]: c for c in json.loads(res.stdout)["reward_components"]["components"]}
@@ -107,17 +95,17 @@ def test_stats_with_rollouts_reports_each_component(profiled, run_ngrp):
     assert found["format"]["missing_examples"] == ["2-1"] and found["correctness"]["n_missing"] == 0
     text = run_ngrp(
         "stats",
-        str(profiled / "rollouts_reward_profiling.jsonl"),
+        str(components_run / "rollouts_reward_profiling.jsonl"),
         "--rollouts",
-        str(profiled / "rollouts.jsonl"),
+        str(components_run / "rollouts.jsonl"),
     ).stdout
     assert "format:" in text and "MISSING in 1 row(s), e.g. 2-1 (not counted as 0)" in text
 
 
-def test_compare_finds_rollouts_beside_profiles(profiled, run_ngrp, tmp_path):
+def test_compare_finds_rollouts_beside_profiles(components_run, run_ngrp, tmp_path):
     res = run_ngrp(
-        "compare", str(profiled / "rollouts_reward_profiling.jsonl"),
-        str(profiled / "rollouts_reward_profiling.jsonl"), "--json",
+        "compare", str(components_run / "rollouts_reward_profiling.jsonl"),
+        str(components_run / "rollouts_reward_profiling.jsonl"), "--json",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     comps = json.loads(res.stdout)["reward_components"]["components"]
@@ -138,11 +126,11 @@ def test_inspect_shows_components_per_rollout(tmp_path, run_ngrp):
     assert "components correctness=1  format=0" in text
 
 
-def test_profile_adds_per_task_component_means_after_gyms_keys(profiled):
-    rows = [orjson.loads(line) for line in (profiled / "rollouts.jsonl").read_bytes().splitlines()]
+def test_profile_adds_per_task_component_means_after_gyms_keys(components_run):
+    rows = [orjson.loads(line) for line in (components_run / "rollouts.jsonl").read_bytes().splitlines()]
     profile = [
         orjson.loads(line)
-        for line in (profiled / "rollouts_reward_profiling.jsonl").read_bytes().splitlines()
+        for line in (components_run / "rollouts_reward_profiling.jsonl").read_bytes().splitlines()
     ]
     for prow in profile:
         task = prow["_ng_task_index"]

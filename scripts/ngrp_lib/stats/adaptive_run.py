@@ -10,6 +10,7 @@ repeat: that is what the extra rounds were for.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 from ..artifacts import names
 from ..artifacts.manifest import manifest_beside
 from ..errors import InputError, NgrpError
-from .adaptive import parse_rule
+from .adaptive import Schedule, fixed_draws, parse_rule
 from .load import ProfileData
 from .rows import RowRule
 
@@ -38,11 +39,15 @@ class AdaptiveRun:
     first_round: int
     num_repeats: int
     progress: dict[str, Any] = field(default_factory=dict)  # the manifest's `adaptive` block
-    # the repeats every task got whatever its outcomes (`adaptive.fixed_draws`): what the statistics use
-    fixed: int = 0
+    later: tuple[int, ...] = ()  # the sizes of the rounds after the first (`--rounds`), the last repeating
 
-    def __post_init__(self) -> None:
-        self.fixed = self.fixed or self.first_round
+    @functools.cached_property
+    def fixed(self) -> int:
+        """The repeats every task got whatever its outcomes (`adaptive.fixed_draws`): what the statistics
+        use. The first round when N is not known."""
+        if self.num_repeats < self.first_round:
+            return self.first_round
+        return fixed_draws(parse_rule(self.rule), Schedule(self.first_round, self.num_repeats, self.later))
 
     def decisions(self) -> dict[int, dict[str, Any]]:
         """Task index -> {repeats, reason, decision}, as the run last recorded them."""
@@ -97,24 +102,8 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
     found = manifest.get("adaptive")
     progress: dict[str, Any] = found if isinstance(found, dict) else {}
     _check_block(path, block, repeats, progress)
-    run = AdaptiveRun(str(path), str(block["rule"]), block["first_round"], repeats or 0, progress)
-    run.fixed = _fixed(block, repeats)
-    return run
-
-
-def _fixed(block: dict[str, Any], repeats: Any) -> int:
-    """`adaptive.fixed_draws` for the manifest's rule and rounds (a run begun before --rounds: rounds of R);
-    the first round when N is not known."""
-    from .adaptive import Schedule, fixed_draws
-
-    first = block["first_round"]
-    sizes = block.get("rounds")
-    later = (
-        tuple(sizes[1:]) if isinstance(sizes, list) and all(type(s) is int and s >= 1 for s in sizes) else ()
-    )
-    if type(repeats) is not int or repeats < first:
-        return first
-    return fixed_draws(parse_rule(str(block["rule"])), Schedule(first, repeats, later))
+    later = tuple(block.get("rounds") or (None,))[1:]  # a run begun before --rounds: rounds of R
+    return AdaptiveRun(str(path), str(block["rule"]), block["first_round"], repeats or 0, progress, later)
 
 
 def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict[str, Any]) -> None:
@@ -126,6 +115,16 @@ def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict
     first = block.get("first_round")
     if type(first) is not int or first < 1:
         raise InputError(f"identity.adaptive.first_round is {first!r}, not a positive integer", path=path)
+    rounds = block.get("rounds")
+    if rounds is not None and not (
+        isinstance(rounds, list)
+        and rounds
+        and rounds[0] == first
+        and all(type(s) is int and s >= 1 for s in rounds)
+    ):
+        raise InputError(
+            f"identity.adaptive.rounds is {rounds!r}, not sizes that begin with first_round", path=path
+        )
     if repeats is not None and (type(repeats) is not int or repeats < 1):
         raise InputError(
             f"identity.materialize.num_repeats is {repeats!r}, not a positive integer", path=path
