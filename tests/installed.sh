@@ -65,6 +65,12 @@ done
 
 NGRP_VLLM_VENV=${NGRP_VLLM_VENV:-$(bash "$REPO/.ci/install_vllm.sh")}
 export NGRP_VLLM_VENV
+# NeMo Gym 0.7.0 (cached) for the slice's Gym comparisons; as in tests/run.sh, they skip with a reason
+# only when it cannot be installed.
+if [ -z "${NGRP_GYM_VENV:-}" ]; then
+  NGRP_GYM_VENV=$(bash "$REPO/.ci/install_gym.sh") || NGRP_GYM_VENV=
+fi
+[ -n "$NGRP_GYM_VENV" ] && export NGRP_GYM_VENV || unset NGRP_GYM_VENV
 
 # pytest reads the tree's tests and settings; the code under test is the install's.
 PYTEST=("$WORK/test/bin/python" -m pytest --rootdir "$REPO" -c "$REPO/pyproject.toml")
