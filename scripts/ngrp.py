@@ -39,17 +39,38 @@ def _command(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-def _too_old(command: str | None = None) -> list[str]:
-    """Packages older than MINIMUM; orjson only when `command` writes files Gym reads (or is unknown)."""
+def _version(name: str) -> str | None:
+    """The installed version of package `name` (None when it is not installed), read from the one
+    `name-VERSION.dist-info` folder beside it, as pip installs it: importing importlib.metadata to ask
+    would cost ~20 ms on every call. Other layouts (conda, eggs, several such folders) ask it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        return None
+    if spec.origin and spec.submodule_search_locations:  # a package: <site>/<name>/__init__.py
+        site = os.path.dirname(os.path.dirname(spec.origin))
+        prefix, suffix = name + "-", ".dist-info"
+        try:
+            found = [e for e in os.listdir(site) if e.startswith(prefix) and e.endswith(suffix)]
+        except OSError:
+            found = []
+        if len(found) == 1:
+            return found[0][len(prefix) : -len(suffix)]
     from importlib import metadata
 
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _too_old(command: str | None = None) -> list[str]:
+    """Packages older than MINIMUM; orjson only when `command` writes files Gym reads (or is unknown)."""
     old = []
     for name, minimum in MINIMUM.items():
         if name == "orjson" and command is not None and command not in WRITES_GYM_FILES:
             continue
-        try:
-            have = metadata.version(name)
-        except metadata.PackageNotFoundError:
+        have = _version(name)
+        if have is None:
             continue  # numpy and aiohttp are needed only by some commands, which say so
         if _numbers(have) < _numbers(minimum):
             old.append(f"{name} {have} (needs >= {minimum})")

@@ -125,8 +125,13 @@ def test_a_package_older_than_required_is_named_with_the_upgrade(monkeypatch):
 
     entry = runpy.run_path(str(REPO / "scripts" / "ngrp.py"))
     assert entry["_numbers"]("3.11.7") == (3, 11, 7) and entry["_numbers"]("2.0.0rc1") == (2, 0, 0)
-    real = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda name: "3.10.0" if name == "orjson" else real(name))
+    # the versions read from the dist-info folders are importlib.metadata's
+    for name in [*entry["MINIMUM"], "pytest"]:
+        assert entry["_version"](name) == metadata.version(name), name
+    assert entry["_version"]("no_such_package_here") is None
+    real = entry["_version"]
+    old_orjson = lambda name: "3.10.0" if name == "orjson" else real(name)  # noqa: E731
+    monkeypatch.setitem(entry["_too_old"].__globals__, "_version", old_orjson)  # the script's own globals
     assert entry["_too_old"]() == ["orjson 3.10.0 (needs >= 3.11.7)"]
     # an old orjson changes only how written floats are spelled: a warning where Gym reads the files
     assert entry["_too_old"]("profile") == ["orjson 3.10.0 (needs >= 3.11.7)"]

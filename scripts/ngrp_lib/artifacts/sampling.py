@@ -160,8 +160,9 @@ class SamplingTally:
 
     def __init__(self) -> None:
         self.rows = 0
-        self._combinations: dict[tuple, int] = {}  # (values, their types) -> rows
+        self._combinations: dict[tuple, int] = {}  # (fields set, their values, the types) -> rows
         self._odd: dict[str, Counter[tuple[str, Any]]] = {path: Counter() for path in SAMPLING_FIELDS}
+        self._last: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # params' keys, sampling fields set
 
     def add(self, row: Mapping[str, Any]) -> None:
         self.rows += 1
@@ -170,11 +171,19 @@ class SamplingTally:
             if isinstance(params, dict):
                 self._add_fields(params)
             return
-        get = params.get
-        reasoning = get("reasoning")
-        values = (*map(get, _TOP_FIELDS), reasoning.get("effort") if type(reasoning) is dict else None)
+        # Only the fields a row sets are read: rows of a run share their params' keys, so the fields set
+        # are found once per layout of keys (the last one is compared, not hashed), not looked up per row.
+        keys = tuple(params)
+        if keys != self._last[0]:
+            self._last = keys, tuple(path for path in _TOP_FIELDS if path in params)
+        fields = self._last[1]
+        values = tuple(map(params.__getitem__, fields))
+        if "reasoning" in params:  # reasoning.effort, one level down
+            reasoning = params["reasoning"]
+            effort = reasoning.get("effort") if type(reasoning) is dict else None
+            fields, values = (*fields, _EFFORT), (*values, effort)
         # the types keep 1, 1.0 and true apart, which compare (and hash) equal
-        key = (values, tuple(map(type, values)))
+        key = (fields, values, tuple(map(type, values)))
         try:
             self._combinations[key] = self._combinations.get(key, 0) + 1
         except TypeError:  # a list or an object as a value: counted field by field
@@ -190,8 +199,8 @@ class SamplingTally:
     def counts(self) -> dict[str, Counter[tuple[str, Any]]]:
         """{field: Counter({hashable value: rows})} over every row added, absent values left out."""
         out = {path: Counter(odd) for path, odd in self._odd.items()}
-        for (values, _), rows in self._combinations.items():
-            for path, value in zip(SAMPLING_FIELDS, values, strict=True):
+        for (fields, values, _), rows in self._combinations.items():
+            for path, value in zip(fields, values, strict=True):
                 if value is not None:
                     out[path][_hashable(value)] += rows
         return out
@@ -213,8 +222,9 @@ class SamplingTally:
 
 
 _TOP_FIELDS = tuple(path for path in SAMPLING_FIELDS if "." not in path)
-# the order `SamplingTally.add` reads them in: the top-level fields, then reasoning.effort
-assert (*_TOP_FIELDS, "reasoning.effort") == SAMPLING_FIELDS
+_EFFORT = "reasoning.effort"
+# the fields `SamplingTally.add` reads: the top-level ones, then reasoning.effort
+assert (*_TOP_FIELDS, _EFFORT) == SAMPLING_FIELDS
 
 
 def _hashable(value: Any) -> tuple[str, Any]:
