@@ -528,6 +528,11 @@ def load_lines(load) -> list[str]:
         f" {load['limit']} ({load['limit_source']}); requests in flight mean {load['requests_mean']:g},"
         f" peak {load['requests_peak']}"
     )
+    if load.get("sequences_mean_waiting") is not None:
+        line += (
+            f"; while work waited for room ({load['waiting_s']:g}s): sequences mean"
+            f" {load['sequences_mean_waiting']:g}"
+        )
     fill = load.get("fill_batch")
     if fill:
         line += (
