@@ -199,6 +199,8 @@ def test_growing_rounds_hold_the_limit_while_work_waits(vllm_server, folder, run
     assert load["waiting_s"] > 0 and load["sequences_mean_waiting"] >= 6.9, load
     manifest = json.loads((folder / "run" / "rollouts_run_manifest.json").read_text())
     assert manifest["runs"][-1]["load"] == load
+    again = run_ngrp(*args, "--resume")  # the text summary names the schedule as given
+    assert again.returncode == 0 and "adaptive learnable (--rounds 1,1,2,4,8):" in again.stdout, again
 
 
 def _rows_in(path: Path) -> int:

@@ -495,6 +495,8 @@ def _render(result) -> str:
 
 
 def _render_adaptive(result) -> str:
+    from ..stats.adaptive import rounds_flag
+
     a = result.adaptive
     lines = [
         _render(result.collect),
@@ -510,7 +512,8 @@ def _render_adaptive(result) -> str:
         saved = 1 - a["rollouts_assigned"] / a["rollouts_fixed_n"] if a["rollouts_fixed_n"] else 0.0
         reasons = ", ".join(f"{k} {v}" for k, v in a["tasks_by_reason"].items())
         lines += [
-            f"adaptive {a['rule']}: {a['rounds_done']} of at most {a['max_rounds']} rounds done over"
+            f"adaptive {a['rule']} ({rounds_flag(a['rounds'])}): {a['rounds_done']} of at most"
+            f" {a['max_rounds']} rounds done over"
             f" {result.runner_calls} runner calls; tasks: {reasons}",
             f"rollouts: {a['rollouts_assigned']:,} of fixed N's {a['rollouts_fixed_n']:,}"
             f" ({saved:.0%} saved);"
