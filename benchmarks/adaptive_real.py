@@ -88,12 +88,17 @@ def one_run(
         row = json.loads(line)
         per_task.setdefault(row["_ng_task_index"], []).append(row["reward"] >= 1.0)
     decisions = {t: _decision(v) for t, v in sorted(per_task.items())}
+    manifest = json.loads(out.with_name("rollouts_run_manifest.json").read_text())
+    loads = [run.get("load") or {} for run in manifest.get("runs", [])]  # the collector's own, per call
     return {
         "wall_s": round(wall, 2),
         "rollouts": sum(len(v) for v in per_task.values()),
         "decisions": decisions,
         "sequences_limit": limit,
         **server,
+        "sequences_mean": [load.get("sequences_mean") for load in loads],
+        "sequences_mean_waiting": [load.get("sequences_mean_waiting") for load in loads],
+        "waiting_s": [load.get("waiting_s") for load in loads],
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
     }
 
@@ -198,11 +203,10 @@ def _interleaved(workdir: Path, base_url: str, model: str, args: Any) -> dict[st
     if equal in ("requests", "both"):  # both at S requests in flight: n = N against n = R a request
         arms |= {"fixed_eq_requests": ([], NGRP, s * n), "adaptive_eq_requests": (adaptive, NGRP, s * r)}
     if args.barrier_checkout:
-        arms["adaptive_barrier"] = (
-            adaptive,
-            [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")],
-            s,
-        )
+        other = [sys.executable, str(Path(args.barrier_checkout) / "scripts" / "ngrp.py")]
+        arms["adaptive_barrier"] = (adaptive, other, s)
+        for spec in getattr(args, "schedules", None) or []:  # the schedules by that checkout too
+            arms[f"adaptive {spec} barrier"] = (["--adaptive", "learnable", "--rounds", spec], other, s)
     runs: dict[str, list[dict]] = {name: [] for name in arms}
     if args.warmup:  # the server's first large batches are slow (its CPU kernels warm up): not timed
         one_run(workdir / "warmup", base_url, model, [], args)
@@ -227,9 +231,10 @@ def print_real(results: dict) -> None:
     )
     print(
         "| run | sequences limit | rollouts | wall s | generated tok | prompt tok | prefix hit | mixed |"
-        " all pass | all fail | decisions equal to fixed N's | load |"
+        " all pass | all fail | decisions equal to fixed N's | sequences in flight mean (while work waited) |"
+        " load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     names = ("fixed", "adaptive", "adaptive_barrier", "fixed_eq_requests", "adaptive_eq_requests")
     arms = [name for name in names if name in results]
     arms += [name for name in results if name.startswith("adaptive ")]  # --schedules arms
@@ -245,5 +250,15 @@ def print_real(results: dict) -> None:
                 f" {run['wall_s']:.1f} | {run.get('server_generated_tokens', '-')} |"
                 f" {run.get('server_prompt_tokens', '-')} | {run.get('prefix_hit', '-')} |"
                 f" {kinds.count('mixed')} | {kinds.count('all_pass')} | {kinds.count('all_fail')} | {agree} |"
+                f" {_in_flight(run)} |"
                 f" {run['load_1min'][0]} to {run['load_1min'][1]} |"
             )
+
+
+def _in_flight(run: dict) -> str:
+    """The collector's mean sequences in flight (its first call's) and, in brackets, over the time a
+    request waited for room (a checkout from before that measure shows `-`)."""
+    means, waiting = run.get("sequences_mean") or [None], run.get("sequences_mean_waiting") or [None]
+    if means[0] is None:
+        return "-"
+    return f"{means[0]} ({'-' if waiting[0] is None else waiting[0]})"

@@ -13,7 +13,7 @@ from run_helpers import reward_of, write_run
 
 from ngrp_lib.adaptive.rounds import AdaptiveSettings, summarize
 from ngrp_lib.artifacts import jsonl, schemas
-from ngrp_lib.stats.adaptive import Rule, Schedule, play
+from ngrp_lib.stats.adaptive import Rule, Schedule, fixed_draws, play
 
 R, N, TASKS = 2, 8, 12
 SETTINGS = AdaptiveSettings(Rule("learnable"), Schedule(R, N))
@@ -25,13 +25,19 @@ def _keep(folder: Path, source: Path, name: str, keep) -> Path:
     return folder / name
 
 
-@pytest.fixture(params=[R, 1], ids=["R=2", "R=1"])
+SCHEDULES = {"R=2": ((R,), "--first-round 2"), "R=1": ((1,), "--first-round 1"),
+             "1,1,2,4": ((1, 1, 2, 4), "--rounds 1,1,2,4")}  # fmt: skip
+
+
+@pytest.fixture(params=list(SCHEDULES))
 def runs(tmp_path, request):
-    """`full`: fixed N for every task; `adaptive`: what learnable (R=2, or 1, N=8) keeps of the same rows,
-    with its manifest; `fixed_r`: the repeats every task got whatever happened (R, or 2 for R=1: learnable
-    cannot settle on one draw), no manifest."""
-    settings = AdaptiveSettings(Rule("learnable"), Schedule(request.param, N))
-    fixed = max(request.param, 2)
+    """`full`: fixed N for every task; `adaptive`: what learnable (R=2, or 1, or growing rounds 1,1,2,4;
+    N=8) keeps of the same rows, with its manifest; `fixed_r`: the repeats every task got whatever happened
+    (R, or 2 for R=1 and 1,1,2,4: learnable cannot settle on one draw), no manifest."""
+    rounds, flag = SCHEDULES[request.param]
+    settings = AdaptiveSettings(Rule("learnable"), Schedule(rounds[0], N, rounds[1:]))
+    fixed = fixed_draws(settings.rule, settings.schedule)
+    assert fixed == max(rounds[0], 2)
     full = tmp_path / "full"
     write_run(full, tasks=TASKS, repeats=N)
     states = {
@@ -56,7 +62,7 @@ def runs(tmp_path, request):
     }
     schemas.validator("run_manifest").validate(manifest)
     (folders["adaptive"] / "rollouts_run_manifest.json").write_text(json.dumps(manifest))
-    return {"full": full, **folders, "states": states, "fixed": fixed}
+    return {"full": full, **folders, "states": states, "fixed": fixed, "flag": flag}
 
 
 def _profile(run_ngrp, folder: Path) -> dict:
@@ -88,6 +94,9 @@ def test_first_round_estimates_equal_a_fixed_r_profile_of_the_same_rollouts(runs
     assert ours["overall"] == fixed["overall"]  # every estimate, interval and count, bootstrap included
     assert ours["groups"] == fixed["groups"]
     assert fixed["adaptive"] is None and ours["adaptive"]["rule"] == "learnable"
+    assert ours["adaptive"]["schedule"] == runs["flag"]  # the rounds as the user gave them, not only R
+    assert ours["adaptive"]["rounds"] == [int(n) for n in runs["flag"].split()[1].split(",")]
+    assert any(f"adaptive run (learnable, {runs['flag']}, at most N={N})" in n for n in ours["notes"])
     first = adaptive_profile["adaptive"]["first_round_estimates"]
     headline = fixed["overall"]["mean_reward"]["task_weighted"]
     assert (first["mean_reward"]["value"], first["mean_reward"]["ci_low"]) == (
@@ -113,6 +122,7 @@ def test_stats_text_says_adaptive_and_counts_rounds(runs, run_ngrp):
     per_round = ", ".join(f"{r}: {settled[r]}" for r in range(1, 5))
     assert f"tasks settled per round: {per_round}" in proc.stdout
     assert f"estimates above from the fixed design ({runs['fixed']} repeats of every task)" in proc.stdout
+    assert f"adaptive run: rule learnable, {runs['flag']}, N={N};" in proc.stdout
     assert "saved)" in proc.stdout
 
 
@@ -132,6 +142,7 @@ def test_compare_cuts_the_adaptive_side_to_its_first_round(runs, run_ngrp):
         assert ours[key] == fixed[key], key
     assert set(ours["adaptive"]) == {"A"} and fixed["adaptive"] == {}
     assert any("compared on its first round only" in n and "B is a fixed-N run" in n for n in ours["notes"])
+    assert any(f"A: learnable, {runs['flag']}, fixed {runs['fixed']}" in n for n in ours["notes"])
 
 
 def test_curriculum_keeps_the_tasks_the_run_found_mixed(runs, run_ngrp, tmp_path):

@@ -25,7 +25,9 @@ def outcome(task: int, rollout: int) -> bool:
     return kind == 2 and rollout % 2 == 0 or kind == 1 and rollout >= 5
 
 
-def _drive(schedule: Schedule) -> tuple[dict[int, int], list[tuple[bool, int]], list[str]]:
+def _drive(
+    schedule: Schedule, limit: int = LIMIT
+) -> tuple[dict[int, int], list[tuple[bool, int]], list[str]]:
     """Run every task's rounds through the queue in steps: in each, the queue admits what fits, then every
     request in flight completes (one generation, whatever its n). Returns each task's repeats, per step
     (first rounds still queued?, sequences in flight), and the order requests were admitted."""
@@ -34,7 +36,7 @@ def _drive(schedule: Schedule) -> tuple[dict[int, int], list[tuple[bool, int]], 
     follow_up = NextRounds.start(plan, settings, task_states(plan, settings, {}, {}), {}, {})
     first = [[(row, 0) for row in plan if row[TASK_KEY] == t and row[ROLLOUT_KEY] < schedule.first_round]
              for t in range(TASKS)]  # fmt: skip
-    queue = WorkQueue(iter(first), grows=True, limit=LIMIT)
+    queue = WorkQueue(iter(first), grows=True, limit=limit)
     repeats = {t: 0 for t in range(TASKS)}
     first_left = [len(first)]
     steps: list[tuple[bool, int]] = []
@@ -55,7 +57,7 @@ def _drive(schedule: Schedule) -> tuple[dict[int, int], list[tuple[bool, int]], 
             queue.done(len(group))
 
     async def run() -> None:
-        workers = asyncio.ensure_future(run_workers(worker() for _ in range(LIMIT)))
+        workers = asyncio.ensure_future(run_workers(worker() for _ in range(limit)))
         while not workers.done():
             for _ in range(200):  # every worker that can be admitted is
                 await asyncio.sleep(0)
@@ -70,18 +72,22 @@ def _drive(schedule: Schedule) -> tuple[dict[int, int], list[tuple[bool, int]], 
     return repeats, steps, admitted
 
 
-@pytest.mark.parametrize("rounds", [(4,), (2,), (2, 1, 1, 2, 2, 4)], ids=["4", "2", "2,1,1,2,2,4"])
-def test_first_rounds_fill_the_batch_while_other_tasks_are_in_later_rounds(rounds):
+@pytest.mark.parametrize(
+    ("rounds", "limit"),
+    [((4,), LIMIT), ((2,), LIMIT), ((2, 1, 1, 2, 2, 4), LIMIT), ((1, 1, 2, 4, 8), 7), ((4,), 6)],
+    ids=["4", "2", "2,1,1,2,2,4", "1,1,2,4,8-limit-7", "4-limit-6"],
+)
+def test_first_rounds_fill_the_batch_while_other_tasks_are_in_later_rounds(rounds, limit):
     schedule = Schedule(rounds[0], N, rounds[1:])
-    repeats, steps, admitted = _drive(schedule)
+    repeats, steps, admitted = _drive(schedule, limit)
     # each task ran the repeats its rule gives it on its own draws (play: fixed N's decision, curtailed)
     assert repeats == {t: play(Rule("learnable"), schedule, [outcome(t, r) for r in range(N)]).size
                        for t in range(TASKS)}  # fmt: skip
     # pipelined: later rounds were admitted while first rounds were still queued
     assert admitted.index("later") < len(admitted) - admitted[::-1].index("first") - 1
-    # full: in every step with first rounds still queued, the batch held the limit but for less than the
-    # request that waited for room (the queue's head, at most max(rounds) sequences: with rounds of 4 and
-    # of 2 every such step held all 8; growing rounds left up to 3 free while a round of 4 waited)
+    # full: in every step with first rounds still queued, the batch held the limit exactly, whatever the
+    # rounds' sizes (a round that did not fit went in parts: growing rounds once left up to 3 of 8 free
+    # while a round of 4 waited whole)
     filling = [in_flight for first_queued, in_flight in steps if first_queued]
-    assert filling and min(filling) > LIMIT - max(rounds), steps
-    assert max(in_flight for _, in_flight in steps) <= LIMIT
+    assert filling and min(filling) == limit, steps
+    assert max(in_flight for _, in_flight in steps) <= limit

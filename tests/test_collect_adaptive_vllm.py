@@ -178,6 +178,31 @@ def test_a_growing_schedule_runs_its_rounds_records_them_and_refuses_a_change_on
     assert spelled.returncode == 2 and "rounds: was [1, 2], now [1]" in spelled.stderr, spelled.stderr
 
 
+def test_growing_rounds_hold_the_limit_while_work_waits(vllm_server, folder, run_ngrp):
+    """`--rounds 1,1,2,4,8` (N = 16) under `--concurrency 7`, a limit no round size divides, rows grouped
+    (no seed: a round is one request of n while it fits): while a request waited for room the batch held
+    all 7 sequences, as rounds that do not fit go in parts. A round waiting whole held as few as 4 (a
+    round of 4 in flight, the next waiting for 8 - 4 = 4 more free). The decisions are fixed N's."""
+    tasks = write_tasks(folder / "tasks.jsonl", 12, max_tokens=16)
+    out = folder / "run" / "rollouts.jsonl"
+    args = ["collect", "--input", tasks, "--output", out, "--base-url", vllm_server.base_url,
+            "--model", "tiny", "--verifier-fn", "keyed_verifier:score", "--num-repeats", "16",
+            "--adaptive", "learnable", "--rounds", "1,1,2,4,8", "--concurrency", "7"]  # fmt: skip
+    proc = run_ngrp(*args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    schedule = Schedule(1, 16, (1, 2, 4, 8))
+    sizes = {t: play(Rule("learnable"), schedule, [outcome(t, r) for r in range(16)]).size for t in range(12)}
+    assert keys_of(out) == {(t, r): 1 for t, n in sizes.items() for r in range(n)}
+    load = summary["load"]
+    assert load["limit"] == 7 and load["sequences_peak"] == 7, load
+    assert load["waiting_s"] > 0 and load["sequences_mean_waiting"] >= 6.9, load
+    manifest = json.loads((folder / "run" / "rollouts_run_manifest.json").read_text())
+    assert manifest["runs"][-1]["load"] == load
+    again = run_ngrp(*args, "--resume")  # the text summary names the schedule as given
+    assert again.returncode == 0 and "adaptive learnable (--rounds 1,1,2,4,8):" in again.stdout, again
+
+
 def _rows_in(path: Path) -> int:
     return len(path.read_bytes().splitlines()) if path.exists() else 0
 

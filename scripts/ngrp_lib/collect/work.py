@@ -8,11 +8,17 @@ flight, and all stop when nothing is queued and nothing is in flight. Added rows
 rest: they are the later rounds of tasks already started, whose chains of rounds set the run's end.
 
 Sequences in flight are the unit (`WorkQueue.limit`): a request carries one sequence per rollout it asks
-for (its `n`), and a request is admitted only while the sequences in flight plus its own stay within the
-limit, whatever the request shape (one per rollout, a task group, an adaptive round). A request larger
-than the limit never waits forever: it goes alone when nothing else is in flight (the grouper caps `n` at
-the limit, so that does not happen in a collection). `load` keeps the time-weighted mean and the peak of
-sequences and requests in flight, for the summary and the manifest.
+for (its `n`), and the sequences in flight never pass the limit, whatever the request shape (one per
+rollout, a task group, an adaptive round). The next group is cut to the room the limit leaves: with 5
+sequences free and a round of 8 next, a request of 5 goes now and one of 3 when room frees. A group is
+rows that send the same request, so any part of it is a request; a round is where the rule decides, not
+a request, so cutting it changes no decision (the follow-up is told each rollout as it is written). So
+while work is pending the batch holds the limit exactly, whatever the rounds' sizes: a group waiting for
+room whole would leave up to its size minus one sequences free (growing rounds of 1, 1, 2, 4, 8 under a
+limit of 12: 8 in flight while the next 8 waited). The group first in line is cut, never passed: added
+rounds keep their place ahead of the file. `load` keeps the time-weighted mean and the peak of
+sequences and requests in flight, and the mean over the time a request waited for room, for the
+summary and the manifest.
 
 `run_workers`: a run's workers stop together. When one fails (a full disk under `Appender.write`, say),
 the others are cancelled and waited for before the error goes on. `asyncio.gather` alone leaves them
@@ -54,16 +60,29 @@ class Load:
         self._started = self._last = clock()
         self._seq_area = 0.0
         self._req_area = 0.0
+        self.waiting = False  # a request is waiting for room (work pending, the limit binds)
+        self._wait_s = 0.0
+        self._wait_seq_area = 0.0
 
     def change(self, sequences: int, requests: int) -> None:
         now = self._clock()
-        self._seq_area += self.sequences * (now - self._last)
-        self._req_area += self.requests * (now - self._last)
+        span = now - self._last
+        self._seq_area += self.sequences * span
+        self._req_area += self.requests * span
+        if self.waiting:
+            self._wait_s += span
+            self._wait_seq_area += self.sequences * span
         self._last = now
         self.sequences += sequences
         self.requests += requests
         self.peak_sequences = max(self.peak_sequences, self.sequences)
         self.peak_requests = max(self.peak_requests, self.requests)
+
+    def wait(self, waiting: bool) -> None:
+        """From now on a request is (or no request is) waiting for room."""
+        if waiting != self.waiting:
+            self.change(0, 0)
+            self.waiting = waiting
 
     def set_limit(self, limit: int) -> None:
         self.limit = limit
@@ -77,12 +96,17 @@ class Load:
             "sequences_peak": self.peak_sequences,
             "requests_mean": round(self._req_area / span, 2) if span > 0 else 0.0,
             "requests_peak": self.peak_requests,
+            "waiting_s": round(self._wait_s, 3),
+            "sequences_mean_waiting": round(self._wait_seq_area / self._wait_s, 2)
+            if self._wait_s > 0
+            else None,
         }
 
 
 class WorkQueue:
-    """Request groups for the workers: added groups first, then the file's; `None` when the run is done.
-    At most `limit` sequences (rows) are in flight (`load.limit`, which a controller may move)."""
+    """Request groups for the workers: added groups first, then the file's, each cut to the room left;
+    `None` when the run is done. At most `limit` sequences (rows) are in flight (`load.limit`, which a
+    controller may move)."""
 
     def __init__(self, groups: Iterator[list[Item]], *, grows: bool, limit: int = 1 << 30) -> None:
         self._file: Iterator[list[Item]] | None = groups
@@ -107,25 +131,27 @@ class WorkQueue:
         self._wake()
 
     async def take(self) -> list[Item] | None:
-        """The next group (the caller must call `done` once it is handled), or None: nothing is left."""
+        """The next group, cut to the room the limit leaves (the caller must call `done` once it is
+        handled), or None: nothing is left."""
         while True:
             if self._head is None:
                 self._head = self._next()
             group = self._head
-            if group is not None and self._fits(len(group)):
-                self._head = None
+            room = self.load.limit - self.load.sequences
+            if group is not None and room > 0:
+                taken, rest = group[:room], group[room:]
+                self._head = rest or None
                 self._in_flight += 1
-                self.load.change(len(group), 1)
-                return group
+                self.load.change(len(taken), 1)
+                self.load.wait(bool(rest))  # the rest waits: the limit is reached
+                return taken
             if group is None and (not self._grows or self._in_flight == 0):
+                self.load.wait(False)
                 self._wake()  # the other waiting workers see it too
                 return None
+            self.load.wait(group is not None)
             self._changed.clear()
             await self._changed.wait()
-
-    def _fits(self, size: int) -> bool:
-        sequences = self.load.sequences
-        return sequences == 0 or sequences + size <= self.load.limit
 
     def done(self, size: int = 1) -> None:
         """A request of `size` sequences is finished (handled, failed or dropped)."""

@@ -495,6 +495,8 @@ def _render(result) -> str:
 
 
 def _render_adaptive(result) -> str:
+    from ..stats.adaptive import rounds_flag
+
     a = result.adaptive
     lines = [
         _render(result.collect),
@@ -510,7 +512,8 @@ def _render_adaptive(result) -> str:
         saved = 1 - a["rollouts_assigned"] / a["rollouts_fixed_n"] if a["rollouts_fixed_n"] else 0.0
         reasons = ", ".join(f"{k} {v}" for k, v in a["tasks_by_reason"].items())
         lines += [
-            f"adaptive {a['rule']}: {a['rounds_done']} of at most {a['max_rounds']} rounds done over"
+            f"adaptive {a['rule']} ({rounds_flag(a['rounds'])}): {a['rounds_done']} of at most"
+            f" {a['max_rounds']} rounds done over"
             f" {result.runner_calls} runner calls; tasks: {reasons}",
             f"rollouts: {a['rollouts_assigned']:,} of fixed N's {a['rollouts_fixed_n']:,}"
             f" ({saved:.0%} saved);"
@@ -528,6 +531,11 @@ def load_lines(load) -> list[str]:
         f" {load['limit']} ({load['limit_source']}); requests in flight mean {load['requests_mean']:g},"
         f" peak {load['requests_peak']}"
     )
+    if load.get("sequences_mean_waiting") is not None:
+        line += (
+            f"; while work waited for room ({load['waiting_s']:g}s): sequences mean"
+            f" {load['sequences_mean_waiting']:g}"
+        )
     fill = load.get("fill_batch")
     if fill:
         line += (

@@ -172,7 +172,7 @@ def adaptive_lines(adaptive: dict | None) -> list[str]:
     reasons = ", ".join(f"{k} {v}" for k, v in adaptive["tasks_by_reason"].items())
     decisions = ", ".join(f"{k} {v}" for k, v in adaptive["decisions"].items())
     return [
-        f"adaptive run: rule {adaptive['rule']}, R={adaptive['first_round']}, N={adaptive['num_repeats']};"
+        f"adaptive run: rule {adaptive['rule']}, {adaptive['schedule']}, N={adaptive['num_repeats']};"
         f" estimates above from the {adaptive['estimates_from']}",
         f"  tasks settled per round: {per_round}; stop reasons: {reasons}; decisions: {decisions}",
         f"  rollouts: {adaptive['rollouts_assigned']} of fixed N's {adaptive['rollouts_fixed_n']}"

@@ -154,7 +154,7 @@ def _adaptive(adaptive: dict | None) -> Markup | str:
     decisions = ", ".join(f"{k} {v}" for k, v in adaptive["decisions"].items())
     saved = adaptive.get("rollouts_saved_share")
     text = (
-        f"Adaptive collection, rule {adaptive['rule']} (R={adaptive['first_round']},"
+        f"Adaptive collection, rule {adaptive['rule']} ({adaptive['schedule']},"
         f" N={adaptive['num_repeats']}):"
         f" tasks settled per round: {rounds}; decisions: {decisions};"
         f" rollouts {adaptive['rollouts_assigned']} of fixed N's {adaptive['rollouts_fixed_n']}"

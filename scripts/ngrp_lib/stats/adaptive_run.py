@@ -20,12 +20,12 @@ from typing import Any
 from ..artifacts import names
 from ..artifacts.manifest import manifest_beside
 from ..errors import InputError, NgrpError
-from .adaptive import Schedule, fixed_draws, parse_rule
+from .adaptive import Schedule, fixed_draws, parse_rule, rounds_flag
 from .load import ProfileData
 from .rows import RowRule
 
 FIRST_ROUND_NOTE = (
-    "adaptive run ({rule}, first round R={r}, at most N={n}): benchmark-level estimates and intervals use"
+    "adaptive run ({rule}, {schedule}, at most N={n}): benchmark-level estimates and intervals use"
     " the fixed design alone: the first {fixed} repeats of every task, which every task got whatever its"
     " outcomes (later rounds went only to tasks the rule had not settled, so means over all repeats are"
     " biased); per-task rows and decisions use every repeat"
@@ -56,8 +56,13 @@ class AdaptiveRun:
 
     def note(self) -> str:
         return FIRST_ROUND_NOTE.format(
-            rule=self.rule, r=self.first_round, n=self.num_repeats, fixed=self.fixed
+            rule=self.rule, schedule=self.schedule, n=self.num_repeats, fixed=self.fixed
         )
+
+    @property
+    def schedule(self) -> str:
+        """The rounds as the user gave them to collect: `--rounds 1,1,2,4,8` (`--first-round 4`)."""
+        return rounds_flag((self.first_round, *self.later))
 
     def summary(self) -> dict[str, Any]:
         """What stats, compare and the report print: rounds, tasks settled per round, rollouts saved."""
@@ -68,6 +73,8 @@ class AdaptiveRun:
             "manifest": self.manifest,
             "rule": self.rule,
             "first_round": self.first_round,
+            "rounds": [self.first_round, *self.later],
+            "schedule": self.schedule,
             "num_repeats": self.num_repeats,
             "rounds_done": p.get("rounds_done"),
             "max_rounds": p.get("max_rounds"),
@@ -184,8 +191,7 @@ def adaptive_note(runs: dict[str, Any]) -> str | None:
     if not runs:
         return None
     sides = "; ".join(
-        f"{label}: {r['rule']}, first round R={r['first_round']}, fixed {r['fixed_repeats']}"
-        for label, r in runs.items()
+        f"{label}: {r['rule']}, {r['schedule']}, fixed {r['fixed_repeats']}" for label, r in runs.items()
     )
     fixed = [label for label in ("A", "B") if label not in runs]
     rest = f"; {fixed[0]} is a fixed-N run, used whole" if fixed else ""
