@@ -24,6 +24,12 @@ def _collect(vllm_server, tmp_path: Path, name: str, *extra: str) -> Path:
     out = tmp_path / name / "rollouts.jsonl"
     proc = ngrp(*collect_args(tasks, out, vllm_server.base_url, "--num-repeats", str(REPEATS), *extra))
     assert proc.returncode == 0, proc.stderr
+    # the pre-flight check answers "are the servers up, what do they serve, is a seed sent?" first
+    first = next(line for line in proc.stderr.splitlines() if "passed the check" in line)
+    assert f"servers: 1 of 1 passed the check (GET /models): {vllm_server.base_url}" in first
+    assert "serves tiny (max_model_len " in first
+    seed = {"--seed-per-repeat": "seed = rollout index", "seed=7": "seed 7 in every row"}
+    assert next((v for k, v in seed.items() if k in extra), "no seed sent by ngrp") in first
     return out
 
 
