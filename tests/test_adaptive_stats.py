@@ -162,6 +162,39 @@ def test_curriculum_keeps_the_tasks_the_run_found_mixed(runs, run_ngrp, tmp_path
     assert json.loads(band.stdout)["adaptive"]["selected_by"].startswith("pass rates over all repeats")
 
 
+def test_curriculum_answers_which_lines_and_the_benchmark_pass_rate(runs, run_ngrp, tmp_path):
+    """The triage answer in one output: the kept lines, flat and sorted, and pass@1 over every task with
+    stats' interval, on the fixed design of an adaptive run and on every repeat of a fixed-N one."""
+    for name in ("adaptive", "fixed_r"):
+        _profile(run_ngrp, runs[name])
+    fixed = _stats(run_ngrp, runs["fixed_r"])["overall"]["pass_rate"]
+    shown = ("value", "ci_low", "ci_high", "ci_method", "n_tasks", "n_rollouts")
+    for name, basis in (
+        ("adaptive", f"the first {runs['fixed']} repeats of every task"),
+        ("fixed_r", "every repeat"),
+    ):
+        folder = runs[name]
+        inputs = folder / "rollouts_materialized_inputs.jsonl"
+        args = ("curriculum", folder / "rollouts_reward_profiling.jsonl", "--tasks", inputs,
+                "-o", tmp_path / f"{name}.jsonl", "--learnable-for", "8")  # fmt: skip
+        result = json.loads(run_ngrp(*args, "--json").stdout)
+        schemas.validator("curriculum_result").validate(result)
+        flat = sorted(line for t in result["selected_tasks"] for line in t["source_lines"])
+        assert result["selected_lines"] == flat and len(flat) == result["n_written_lines"]
+        assert [r.line for r in jsonl.iter_rows(inputs)
+                if r.data["_ng_rollout_index"] == 0 and r.data["_ng_task_index"] in
+                {t["task"] for t in result["selected_tasks"]}] == flat  # fmt: skip
+        p1 = result["pass_at_1"]
+        assert {f: p1[f] for f in shown} == {f: fixed[f] for f in shown}, name
+        assert basis in p1["stands_on"] and p1["n_tasks"] == TASKS
+        text = run_ngrp(*args, "--overwrite").stdout
+        assert (
+            f"pass@1 (mean pass rate over all {TASKS} profiled tasks, kept or not): {fixed['value']:.4f}"
+            in text
+        )
+        assert f"[{fixed['ci_low']:.4f}, {fixed['ci_high']:.4f}]" in text and basis in text
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -392,3 +392,13 @@ def test_verify_url_client_error_is_not_retried(run_dir, run_ngrp):
     assert set(seen.values()) == {1}
     failures = _rows(run_dir / "c_failures.jsonl")
     assert {f["_ng_failure_http_status"] for f in failures} == {422}
+
+
+def test_no_verifier_and_no_run_manifest_is_a_usage_error_naming_both(run_dir, run_ngrp):
+    """Without a verifier option, reverify uses the run's own from the manifest beside --rollouts; a run
+    ngrp did not collect has none: refused, naming the manifest it looked for and the options."""
+    proc = _reverify(run_ngrp, run_dir, "--output", "same.jsonl")
+    assert proc.returncode == 2
+    assert f"no run manifest beside {run_dir / 'rollouts.jsonl'} names the run's" in proc.stderr
+    assert "--verifier exact|math|mcq|regex" in proc.stderr
+    assert not (run_dir / "same.jsonl").exists()

@@ -61,6 +61,7 @@ from .health_checks import (
     judge_row,
 )
 from .health_scan import RolloutScan, SidecarFailures
+from .identical import identical_replies
 from .tool_breakdown import tool_breakdown
 
 ROLLOUT_ID_KEY = "_ng_rollout_id"
@@ -82,6 +83,7 @@ class HealthResult:
     unhealthy_examples: list[list[Any]]
     tools: list[dict[str, Any]] = field(default_factory=list)  # `tool_breakdown`: which tool breaks the agent
     collector_retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again
+    identical_replies: dict[str, Any] = field(default_factory=dict)  # `identical.identical_replies`
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -123,6 +125,7 @@ class HealthResult:
             "unhealthy_examples": self.unhealthy_examples,
             "tools": self.tools,
             "collector_retries": self.collector_retries,
+            "identical_replies": self.identical_replies,
         }
 
 
@@ -369,6 +372,7 @@ def run_health(
         unhealthy_examples=examples,
         tools=tools,
         collector_retries=collector_retries(rollouts),
+        identical_replies=identical_replies(digests, rollouts),
     )
 
 

@@ -239,6 +239,7 @@ class Digest:
     in_inputs: bool = False  # its key is one of the materialized inputs' (an expected rollout)
     from_failures: bool = False
     packed: int = -1  # pack_key of an integer identity below 2^32 rollouts with no stage (sorts fast)
+    reply: int = 0  # hash of the final answer text (0: none, or blank): `identical.identical_replies`
 
     @property
     def verdict(self) -> str:
@@ -268,6 +269,8 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
     explained, answer = False, None
     if type(response) is dict:
         explained, answer = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
+        if isinstance(answer, str) and answer.strip():
+            judged.reply = hash(answer) or 1
         ended = row.get("terminated") is True  # the environment ended the episode (Gymnasium's flag)
         agent_findings(response, settings.tool_loop_min_repeats, ignored, findings, ended)
     else:

@@ -318,6 +318,9 @@ async def _prepare(
         # a refusal's secrets are masked by collect's masked_errors around the whole run
         servers = await _check_servers(options, session, lambda text: log(redactor.text(text)))
         budget.check(servers.context)
+        if servers.checks is not None and not options.gym_url:
+            checked = servers.checks[: len(options.endpoints)]  # a --verify-url check comes after them
+            log(redactor.text(servers_line(checked, options.materialize)))
         if servers.targets is not None:
             check_agents(servers.targets, plan.agent_rows)
         if not options.resume:
@@ -363,6 +366,25 @@ async def _check_servers(options: CollectOptions, session: Any, log: Callable[[s
             raise UsageError(check.line(), hint=REFUSED)
         checks.append(check)
     return Servers(endpoints=found.endpoints, checks=checks, context=found.context)
+
+
+def servers_line(checks: list[ServerCheck], materialize: Any) -> str:
+    """The pre-flight check's answer before the first row: each server that passed, what it serves, and
+    whether ngrp sends a seed (what identical replies will mean: `audit.identical`)."""
+    passed = [c for c in checks if c.ok and c.model is not None]
+    each = "; ".join(
+        f"{c.url} serves {c.model}" + (f" (max_model_len {c.max_model_len})" if c.max_model_len else "")
+        for c in passed
+    )
+    fixed = (materialize.overrides or {}).get("seed")
+    seed = (
+        f"seed {fixed} in every row (--set seed): every repeat of a task is the same draw"
+        if fixed is not None
+        else "seed = rollout index (--seed-per-repeat)"
+        if materialize.seed_per_repeat
+        else "no seed sent by ngrp (each choice is the server's own draw)"
+    )
+    return f"servers: {len(passed)} of {len(checks)} passed the check (GET /models): {each}; {seed}"
 
 
 def _runtime(options: CollectOptions, servers: Servers) -> dict[str, Any]:

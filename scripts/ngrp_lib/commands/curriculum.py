@@ -39,6 +39,8 @@ def _render(result) -> str:
     ]
     if result.selected_tasks:
         lines.append("  selected: " + _selected_words(result.selected_tasks, result.tasks))
+    if result.pass_at_1:
+        lines.append("  " + _pass_at_1_words(result.pass_at_1))
     if result.adaptive:
         a = result.adaptive
         lines.append(
@@ -73,6 +75,15 @@ def _render(result) -> str:
     return "\n".join(lines)
 
 
+def _pass_at_1_words(p: dict) -> str:
+    """The benchmark-level number beside the selection: what it is, its interval and what it stands on."""
+    return (
+        f"pass@1 (mean pass rate over all {p['n_tasks']} profiled tasks, kept or not): {p['value']:.4f},"
+        f" 95% CI [{p['ci_low']:.4f}, {p['ci_high']:.4f}] ({p['ci_method']}, clustered by task;"
+        f" {p['n_rollouts']} rollouts) from {p['stands_on']} (--json: pass_at_1)"
+    )
+
+
 SHOWN = 10  # selected tasks named in the text (--json lists them all)
 
 
@@ -81,7 +92,11 @@ def _selected_words(selected, tasks) -> str:
     from ..artifacts.task_lines import lines_text
 
     named = ", ".join(f"task {t['task']} ({lines_text(t['source_lines'])})" for t in selected[:SHOWN])
-    more = f" and {len(selected) - SHOWN} more (--json: selected_tasks)" if len(selected) > SHOWN else ""
+    more = (
+        f" and {len(selected) - SHOWN} more (--json: selected_lines, selected_tasks)"
+        if len(selected) > SHOWN
+        else ""
+    )
     return f"{named}{more}, lines of {tasks}"
 
 

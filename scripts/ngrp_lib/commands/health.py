@@ -192,7 +192,10 @@ def render_text(result) -> str:
             + shlex.quote(data["outputs"]["rollout_verdicts"])
         )
     from ..artifacts.collector_retries import retries_line
+    from ..audit.identical import render as render_identical
 
+    if data["identical_replies"].get("replies"):
+        lines.append(render_identical(data["identical_replies"]))
     if (retried := retries_line(data["collector_retries"])) is not None:
         lines.append(retried)
     lines.append(f"answer: {data['causes']['answer']}")

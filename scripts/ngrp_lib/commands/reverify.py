@@ -27,6 +27,7 @@ from ._common import (
     epilog="""\b
 Example:
   ngrp reverify --rollouts results/rollouts.jsonl --output results/rollouts_v2.jsonl --verifier math
+  ngrp reverify --rollouts results/rollouts.jsonl --output /tmp/rescored.jsonl   # the run's own verifier
   ngrp reverify --rollouts r.jsonl --output r_judge.jsonl --inputs r_materialized_inputs.jsonl \\
       --verify-url http://127.0.0.1:8001/verify --concurrency 16 --resume
   ngrp profile --inputs r_materialized_inputs.jsonl --rollouts r_judge.jsonl   # then compare:
@@ -95,14 +96,18 @@ def command(
     overwrite: bool,
     as_json: bool,
 ) -> int:
-    """Re-score stored rollouts with another verifier; nothing is sent to the model.
+    """Re-score stored rollouts with another verifier, or the run's own; nothing is sent to the model.
 
     Uses collect's verifier options (--verifier, --verify-url, --verifier-fn) and its retry policy.
+    With none of them, the run's own verifier from the run manifest beside --rollouts: "0 of N changed"
+    then says every stored reward is what that verifier gives on the stored reply.
     Kill it at any moment: --resume finishes with every key exactly once. Prints how many rewards
     changed, and in which direction.
     """
+    import dataclasses
+
     from ..collect.http import RetryPolicy
-    from ..reverify.run import ReverifyOptions, reverify
+    from ..reverify.run import ReverifyOptions, reverify, run_verifier
 
     options = ReverifyOptions(
         rollouts=rollouts,
@@ -120,6 +125,9 @@ def command(
         overwrite=overwrite,
         progress=not as_json and sys.stderr.isatty(),
     )
+    if not (verifier or verify_url or verifier_fn):  # the run's own: are the stored rewards right?
+        found, manifest = run_verifier(rollouts)
+        options = dataclasses.replace(options, **found, verifier_from=str(manifest))
     result = reverify(options)
     emit(result, as_json, render_text)
     if not result.complete:
@@ -147,8 +155,9 @@ def _mean(value: float | None) -> str:
 
 def render_text(r) -> str:
     c = r.changes
+    own = f", the run's own verifier from {r.verifier_from}" if r.verifier_from else ""
     lines = [
-        f"reverify ({r.verifier}): {r.completed}/{r.source_rows} rows re-scored into {r.output}, "
+        f"reverify ({r.verifier}{own}): {r.completed}/{r.source_rows} rows re-scored into {r.output}, "
         f"{r.missing} missing",
         f"this run: {r.rescored} re-scored, {r.failed} failed attempts"
         + class_counts(r.failures_by_class)
@@ -162,8 +171,17 @@ def render_text(r) -> str:
         lines.append(repaired_line(r.repaired))
     if r.failed or r.missing:
         lines.append(f"failed rows: {r.failures}")
-    lines.append(
-        "next: profile both files, then `ngrp compare OLD_reward_profiling.jsonl NEW_reward_profiling.jsonl` "
-        "lists the tasks the verifier change flipped"
-    )
+    if r.verifier_from and not r.missing:
+        lines.append(
+            f"answer: every stored reward ({c.rows}) is what the run's verifier gives on the stored reply"
+            if not c.changed
+            else f"answer: {c.changed} of {c.rows} stored rewards differ from what the run's verifier gives"
+            " on the stored reply: the run's rewards are not its verifier's; compare the rows"
+            " (`ngrp/previous_reward` beside `reward` in the output)"
+        )
+    elif not r.verifier_from:
+        lines.append(
+            "next: profile both files, then `ngrp compare OLD_reward_profiling.jsonl"
+            " NEW_reward_profiling.jsonl` lists the tasks the verifier change flipped"
+        )
     return "\n".join(lines)

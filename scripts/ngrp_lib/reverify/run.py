@@ -66,6 +66,7 @@ class ReverifyOptions:
     resume: bool = False
     overwrite: bool = False
     progress: bool = False
+    verifier_from: str | None = None  # the run manifest the verifier was read from (no verifier option)
 
     def __post_init__(self) -> None:
         if self.resume and self.overwrite:
@@ -146,6 +147,7 @@ class ReverifyResult:
     rows_per_s: float
     resumed: bool
     repaired: dict[str, str] = field(default_factory=dict)
+    verifier_from: str | None = None  # the run's own verifier, read from this manifest
 
     @property
     def complete(self) -> bool:
@@ -248,6 +250,28 @@ def rescored_row(row: dict[str, Any], verdict: dict[str, Any], verifier: str) ->
     out[PREVIOUS_REWARD] = row.get("reward")
     out[REVERIFIED_WITH] = verifier
     return out
+
+
+RUN_VERIFIER_FIELDS = ("verifier", "verifier_pattern", "answer_key", "verify_url", "verifier_fn")
+
+
+def run_verifier(rollouts: Path) -> tuple[dict[str, Any], Path]:
+    """The verifier the run was collected with, from the run manifest beside `rollouts` (what `collect`
+    recorded in its identity): the fields of `ReverifyOptions` that choose it, and the manifest's path.
+    A usage error when no manifest names one (a run ngrp did not collect: name the verifier)."""
+    from ..artifacts.manifest import manifest_beside
+
+    path = names.manifest_path_for(rollouts)
+    manifest = manifest_beside(rollouts)
+    identity = manifest.get("identity") if manifest is not None else None
+    found = {k: identity.get(k) for k in RUN_VERIFIER_FIELDS} if isinstance(identity, dict) else {}
+    if not any(found.get(k) for k in ("verifier", "verify_url", "verifier_fn")):
+        raise UsageError(
+            f"no verifier given, and no run manifest beside {rollouts} names the run's ({path})",
+            hint="choose one: --verifier exact|math|mcq|regex, --verify-url URL or --verifier-fn MOD:FN",
+        )
+    found["answer_key"] = found.get("answer_key") or "expected_answer"
+    return found, path
 
 
 def reverify(options: ReverifyOptions) -> ReverifyResult:
@@ -491,4 +515,5 @@ def _result(
         rows_per_s=round(t.completed / t.elapsed, 3),
         resumed=resumed,
         repaired=disk.repaired,
+        verifier_from=options.verifier_from,
     )

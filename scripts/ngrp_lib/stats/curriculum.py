@@ -198,6 +198,10 @@ class CurriculumResult:
     denominators: Denominators | None = None  # of the rows read (the --agent's only, with --agent)
     # every selected task beside its lines in --tasks (1-based; a materialized --tasks: its rows' lines)
     selected_tasks: list[dict] = field(default_factory=list)
+    # the lines of every selected task, flat and sorted (1-based lines of --tasks)
+    selected_lines: list[int] = field(default_factory=list)
+    # the mean pass rate over every profiled task (pass@1) with its 95% interval, as `stats` gives it
+    pass_at_1: dict | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -296,6 +300,7 @@ def export_curriculum(
     by_decision = None if run is None else decision_selector(run, selection)
     chosen = _choose(Path(tasks), lines, data, picked, selection, (n, c), by_decision)
     written, replaced = _write(output, lines, chosen.rows, rate.key, overwrite)
+    overall = _pass_at_1(data, picked, run, rate.pass_threshold)
     bands = estimators.difficulty_band(n, c)
     return CurriculumResult(
         profile=str(profile),
@@ -326,7 +331,20 @@ def export_curriculum(
             {"task": task, "source_lines": [r.line for r in lines.rows[task]], "pass_rate": rate, "n": n}
             for task, (rate, n) in sorted(chosen.rows.items())
         ],
+        selected_lines=sorted(r.line for task in chosen.rows for r in lines.rows[task]),
+        pass_at_1=overall,
     )
+
+
+def _pass_at_1(data: ProfileData, picked: list[int], run: Any, pass_threshold: float | None) -> dict | None:
+    """The benchmark-level pass rate of the picked rows (`stats.summary.benchmark_pass_rate`)."""
+    import numpy as np
+
+    from .summary import benchmark_pass_rate
+
+    mask = np.zeros(data.n_tasks, dtype=bool)
+    mask[picked] = True
+    return benchmark_pass_rate(data.subset(mask), run, pass_threshold)
 
 
 def _pass_counts(data: ProfileData, picked: list[int], pass_threshold: float | None) -> tuple[Any, Any]:

@@ -586,6 +586,29 @@ def first_round_estimates(profile: Path | str, run: AdaptiveRun, pass_threshold:
     return {name: None if e is None else {f: getattr(e, f) for f in shown} for name, e in picked.items()}
 
 
+def benchmark_pass_rate(
+    data: ProfileData, run: AdaptiveRun | None, pass_threshold: float | None
+) -> dict | None:
+    """The mean pass rate over the tasks of `data` (pass@1) with `stats`' 95% interval, and what it stands
+    on: an adaptive run's fixed design (the repeats every task got whatever its outcomes), else every
+    repeat. None when the rewards are not binary and no threshold makes them so."""
+    if run is not None:
+        data = first_round_view(data, run.fixed)
+    settings = StatsSettings(pass_threshold=pass_threshold, ks=[1], group_sizes=[2], n_bootstrap=0)
+    scope, _ = scope_stats(data, settings, "all")
+    e = scope.pass_rate
+    if e is None:
+        return None
+    stands_on = (
+        f"the fixed design: the first {run.fixed} repeats of every task, which every task got whatever its"
+        " outcomes (later rounds went only to unsettled tasks: a mean over every repeat is biased)"
+        if run is not None
+        else "every repeat of every task (a fixed design)"
+    )
+    shown = ("value", "ci_low", "ci_high", "ci_method", "n_tasks", "n_rollouts")
+    return {**{f: getattr(e, f) for f in shown}, "level": 0.95, "stands_on": stands_on}
+
+
 def parse_int_list(text: str | None, option: str) -> list[int] | None:
     """'1,2,4,8' -> [1, 2, 4, 8]; None stays None. Raises UsageError naming the option."""
     if text is None:
