@@ -43,7 +43,10 @@ def _version(name: str) -> str | None:
     """The installed version of package `name` (None when it is not installed), read from the one
     `name-VERSION.dist-info` folder beside it, as pip installs it: importing importlib.metadata to ask
     would cost ~20 ms on every call. Other layouts (conda, eggs, several such folders) ask it."""
-    spec = importlib.util.find_spec(name)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # a broken or blocked package: its metadata still gives the version
+        return _metadata_version(name)
     if spec is None:
         return None
     if spec.origin and spec.submodule_search_locations:  # a package: <site>/<name>/__init__.py
@@ -55,6 +58,10 @@ def _version(name: str) -> str | None:
             found = []
         if len(found) == 1:
             return found[0][len(prefix) : -len(suffix)]
+    return _metadata_version(name)
+
+
+def _metadata_version(name: str) -> str | None:
     from importlib import metadata
 
     try:
