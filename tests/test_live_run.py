@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,8 +63,12 @@ def test_check_says_the_run_is_in_progress_and_advises_no_resume(run, collector,
     live = data["in_progress"]
     assert live["pid"] == str(collector.pid) and live["lock"].endswith("rollouts.jsonl.lock")
     assert abs(time.time() - _epoch(live["since"])) < 60 and 0 <= live["running_s"] < 60
-    first = data["findings"][0]
-    assert first["code"] == "run_in_progress" and first["severity"] == "error"
+    first = data["findings"][0]  # a status (text `status:`), not an error; exit 1 all the same
+    assert first["code"] == "run_in_progress" and first["severity"] == "note"
+    assert not any(f["severity"] == "error" for f in data["findings"])
+    assert f"status: the run is in progress: a collector (pid {collector.pid})" in proc.stdout
+    assert "error:" not in proc.stdout
+    assert live["rate_per_s"] is None and live["eta_s"] is None  # no manifest beside the rollouts
     assert f"pid {collector.pid}" in first["message"]
     assert "10 of 12 rollouts written so far" in first["message"]
     missing = next(f for f in data["findings"] if f["code"] == "missing_rollouts")
@@ -71,6 +76,29 @@ def test_check_says_the_run_is_in_progress_and_advises_no_resume(run, collector,
     assert "--resume" not in proc.stdout and "--resume" not in json.dumps(data["findings"])
     assert f"wait for pid {collector.pid}" in proc.stdout
     assert "result: in progress, not complete yet (exit 1)" in proc.stdout
+
+
+def test_check_gives_the_rate_and_eta_of_the_live_invocation_from_its_manifest_entry(
+    run, collector, run_ngrp
+):
+    """Replay 2026-12-04, W2: how far is it? Rows this invocation wrote (past the file's size when it
+    started) over the seconds since its started_at: 6 rows in 60 s is 0.1/s, and the 2 missing take 20 s."""
+    from ngrp_lib.artifacts.names import manifest_path_for
+
+    rollouts = run / "rollouts.jsonl"
+    start = len(b"".join(rollouts.read_bytes().splitlines(keepends=True)[:4]))  # 4 rows there before it
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    entry = {"id": "a", "status": "running", "started_at": started, "pid": collector.pid, "resumed": True,
+             "start": {"rollouts_bytes": start, "failures_bytes": 0}, "cost": None}  # fmt: skip
+    manifest_path_for(rollouts).write_text(json.dumps({"runs": [entry]}))
+    proc, data = _check(run_ngrp)
+    assert proc.returncode == 1 and data["exit_code"] == 1
+    live = data["in_progress"]
+    assert 0.09 < live["rate_per_s"] < 0.105 and 19 <= live["eta_s"] <= 22, live
+    status = next(line for line in proc.stdout.splitlines() if line.startswith("status: "))
+    assert re.search(r"10 of 12 rollouts written so far, 0\.(1|099) rollouts/s, ETA (19|2\d)s$", status), (
+        status
+    )
 
 
 def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, run_ngrp):

@@ -17,7 +17,7 @@ from ..artifacts.collector_retries import collector_retries
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run
+from ..artifacts.live import live_run, pace
 from ..artifacts.names import (
     USAGE_MISSING,
     agent_name,
@@ -209,8 +209,13 @@ def check_run(
     result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
     live = live_run(rollouts)
     if live is not None:
-        result.in_progress = live.to_json()
-        result.findings = while_running(result, live)
+        speed = pace(rollouts, live, result.counts.missing)
+        result.in_progress = {
+            **live.to_json(),
+            "rate_per_s": None if speed is None else round(speed.rate_per_s, 4),
+            "eta_s": None if speed is None else speed.eta_s,
+        }
+        result.findings = while_running(result, live, speed)
     result.retries = collector_retries(rollouts)
     return result
 

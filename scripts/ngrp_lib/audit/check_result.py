@@ -108,7 +108,8 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(f.severity == ERROR for f in self.findings) else 0
+        live = self.in_progress is not None  # a run still being written is not complete (its status)
+        return 1 if live or any(f.severity == ERROR for f in self.findings) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
