@@ -27,6 +27,7 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
+from ..artifacts.prefix_cache import prefix_cache_of
 from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
@@ -217,6 +218,7 @@ def check_run(
         }
         result.findings = while_running(result, live, speed)
     result.retries = collector_retries(rollouts)
+    result.prefix_cache = prefix_cache_of(rollouts)
     return result
 
 

@@ -105,6 +105,7 @@ class CheckResult:
     top_failures: list[FailureSummary] = field(default_factory=list)
     in_progress: dict[str, Any] | None = None  # `live.LiveRun.to_json()` while a collector holds the lock
     retries: dict[str, int] = field(default_factory=dict)  # cause -> requests the collector sent again
+    prefix_cache: list[dict[str, Any]] = field(default_factory=list)  # `artifacts.prefix_cache_of`
 
     @property
     def exit_code(self) -> int:
@@ -131,4 +132,5 @@ class CheckResult:
             "retries": self.retries,
             "findings": [asdict(f) for f in self.findings],
             "in_progress": self.in_progress,
+            "prefix_cache": self.prefix_cache,
         }

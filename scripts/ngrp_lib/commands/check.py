@@ -85,9 +85,12 @@ def render_text(r: CheckResult) -> str:
                 f"{at.none} with none"
             )
     from ..artifacts.collector_retries import retries_line
+    from ..artifacts.prefix_cache import prefix_cache_line
 
     if (retried := retries_line(r.retries)) is not None:
         lines.append(retried)
+    if (cache := prefix_cache_line(r.prefix_cache)) is not None:
+        lines.append(cache)
     for f in r.findings:
         label = "status" if f.code == "run_in_progress" else f.severity  # a normal state, not a problem
         lines.append(f"{label}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
