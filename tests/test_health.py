@@ -162,8 +162,10 @@ def test_outputs_named_by_stem_refused_without_overwrite(tmp_path, run_ngrp):
     assert first.returncode == 0, first.stderr
     summary, verdicts = tmp_path / "run7_quality_summary.json", tmp_path / "run7_rollout_verdicts.jsonl"
     before = summary.read_bytes(), verdicts.read_bytes()
-    with run_file.open("ab") as fh:  # the run changed: what health would write differs
-        fh.write(clean_run(4).lines[-1])
+    rows = run_file.read_bytes().splitlines(keepends=True)
+    edited = json.loads(rows[-1])  # the run changed, not grown: what health would write differs
+    edited["reward"] = 1.0 - edited["reward"]
+    run_file.write_bytes(b"".join(rows[:-1]) + json.dumps(edited).encode() + b"\n")
     again = run_ngrp(*args)
     assert again.returncode == 2 and "already exists and this judgement differs" in again.stderr
     assert (summary.read_bytes(), verdicts.read_bytes()) == before

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,8 +63,12 @@ def test_check_says_the_run_is_in_progress_and_advises_no_resume(run, collector,
     live = data["in_progress"]
     assert live["pid"] == str(collector.pid) and live["lock"].endswith("rollouts.jsonl.lock")
     assert abs(time.time() - _epoch(live["since"])) < 60 and 0 <= live["running_s"] < 60
-    first = data["findings"][0]
-    assert first["code"] == "run_in_progress" and first["severity"] == "error"
+    first = data["findings"][0]  # a status (text `status:`), not an error; exit 1 all the same
+    assert first["code"] == "run_in_progress" and first["severity"] == "note"
+    assert not any(f["severity"] == "error" for f in data["findings"])
+    assert f"status: the run is in progress: a collector (pid {collector.pid})" in proc.stdout
+    assert "error:" not in proc.stdout
+    assert live["rate_per_s"] is None and live["eta_s"] is None  # no manifest beside the rollouts
     assert f"pid {collector.pid}" in first["message"]
     assert "10 of 12 rollouts written so far" in first["message"]
     missing = next(f for f in data["findings"] if f["code"] == "missing_rollouts")
@@ -71,6 +76,29 @@ def test_check_says_the_run_is_in_progress_and_advises_no_resume(run, collector,
     assert "--resume" not in proc.stdout and "--resume" not in json.dumps(data["findings"])
     assert f"wait for pid {collector.pid}" in proc.stdout
     assert "result: in progress, not complete yet (exit 1)" in proc.stdout
+
+
+def test_check_gives_the_rate_and_eta_of_the_live_invocation_from_its_manifest_entry(
+    run, collector, run_ngrp
+):
+    """Replay 2026-12-04, W2: how far is it? Rows this invocation wrote (past the file's size when it
+    started) over the seconds since its started_at: 6 rows in 60 s is 0.1/s, and the 2 missing take 20 s."""
+    from ngrp_lib.artifacts.names import manifest_path_for
+
+    rollouts = run / "rollouts.jsonl"
+    start = len(b"".join(rollouts.read_bytes().splitlines(keepends=True)[:4]))  # 4 rows there before it
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    entry = {"id": "a", "status": "running", "started_at": started, "pid": collector.pid, "resumed": True,
+             "start": {"rollouts_bytes": start, "failures_bytes": 0}, "cost": None}  # fmt: skip
+    manifest_path_for(rollouts).write_text(json.dumps({"runs": [entry]}))
+    proc, data = _check(run_ngrp)
+    assert proc.returncode == 1 and data["exit_code"] == 1
+    live = data["in_progress"]
+    assert 0.09 < live["rate_per_s"] < 0.105 and 19 <= live["eta_s"] <= 22, live
+    status = next(line for line in proc.stdout.splitlines() if line.startswith("status: "))
+    assert re.search(r"10 of 12 rollouts written so far, 0\.(1|099) rollouts/s, ETA (19|2\d)s$", status), (
+        status
+    )
 
 
 def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, run_ngrp):
@@ -88,9 +116,52 @@ def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, 
     assert unscored["in_progress"]["pid"] == str(collector.pid)
 
 
+def test_health_on_a_live_run_writes_nothing_and_says_so_then_writes_when_it_ends(run, collector, run_ngrp):
+    """Replay 2026-12-04, W1: health asked while a collector ran wrote its files, and every later ask (and
+    check's `fix: ngrp health ...`) was refused, exit 2, even after the run finished."""
+    argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    proc = run_ngrp(*argv)
+    assert proc.returncode == 0, proc.stderr  # its 10 rows are healthy; the 2 not written yet are not judged
+    assert f"nothing written: the run is in progress (a collector, pid {collector.pid}" in proc.stdout
+    assert not (run / "quality_summary.json").exists() and not (run / "rollout_verdicts.jsonl").exists()
+    assert json.loads(run_ngrp(*argv, "--json").stdout)["outputs"] is None
+    assert collector.stdin is not None
+    collector.stdin.close()
+    collector.wait(timeout=30)
+    done = run_ngrp(*argv)
+    assert done.returncode == 0 and "wrote " in done.stdout, done.stderr
+    assert "nothing written" not in done.stdout
+    assert (run / "quality_summary.json").exists() and (run / "rollout_verdicts.jsonl").exists()
+
+
+def test_health_replaces_its_files_of_an_earlier_shorter_state_of_the_same_run(run, run_ngrp):
+    """Files judged from fewer rows of the same run (killed, then resumed; or written during a live run by
+    an earlier version) are stale, not a different judgement: replaced. Other options are still refused."""
+    argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    full = (run / "rollouts.jsonl").read_bytes()
+    (run / "rollouts.jsonl").write_bytes(b"".join(full.splitlines(keepends=True)[:5]))
+    assert run_ngrp(*argv).returncode == 0
+    (run / "rollouts.jsonl").write_bytes(full)
+    grown = run_ngrp(*argv)
+    assert grown.returncode == 0 and "wrote " in grown.stdout, grown.stderr
+    summary = json.loads((run / "quality_summary.json").read_bytes())
+    assert summary["ngrp"]["sources"]["rollouts"]["rows"] == 10
+    # as an earlier version wrote it during a live run
+    summary["ngrp"]["causes"]["unscored"]["in_progress"] = {"lock": "x.lock", "pid": "1", "since": "2026"}
+    (run / "quality_summary.json").write_text(json.dumps(summary))
+    assert run_ngrp(*argv).returncode == 0
+    replaced = json.loads((run / "quality_summary.json").read_bytes())
+    assert replaced["ngrp"]["causes"]["unscored"]["in_progress"] is None
+    other = run_ngrp(*argv, "--loop-min-repeats", "11")  # a different judgement of the same rows: kept
+    assert other.returncode == 2 and "refusing to overwrite" in other.stderr
+    (run / "rollouts.jsonl").write_bytes(b"".join(full.splitlines(keepends=True)[:5]))
+    fewer = run_ngrp(*argv)  # fewer rows than the files were judged from: not an earlier state, refused
+    assert fewer.returncode == 2 and "refusing to overwrite" in fewer.stderr
+
+
 def test_health_asked_again_on_a_live_run_that_did_not_change_answers_the_same(run, collector, run_ngrp):
-    """No clock in what health writes: asked twice, seconds apart, on a run whose files did not change,
-    the second answer is the first (no refusal because "the judgement differs")."""
+    """No clock in what health answers: asked twice, seconds apart, on a run whose files did not change,
+    the second answer is the first (and nothing is written or refused)."""
     argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
     first = run_ngrp(*argv)
     time.sleep(1.1)

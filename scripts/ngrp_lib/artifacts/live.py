@@ -11,8 +11,10 @@ instead of counting its unwritten keys as missing and advising a resume.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,19 +34,63 @@ class LiveRun:
     def to_json(self) -> dict[str, Any]:
         return {"lock": self.lock, "pid": self.pid, "since": self.since, "running_s": self.running_s}
 
-    def words(self, written: int, expected: int) -> str:
-        """'a collector (pid 4242) holds out/r.jsonl.lock since 2026-12-04T16:00:00Z (3m12s): 16 of 256
-        rollouts written so far'."""
-        minutes, seconds = divmod(self.running_s, 60)
-        took = f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
-        return (
+    def words(self, written: int, expected: int, pace: Pace | None = None) -> str:
+        """'the run is in progress: a collector (pid 4242) holds out/r.jsonl.lock since
+        2026-12-04T16:00:00Z (3m12s); 16 of 256 rollouts written so far, 0.08 rollouts/s, ETA 50m00s'."""
+        text = (
             f"the run is in progress: a collector (pid {self.pid}) holds {self.lock} since {self.since} "
-            f"({took}); {written} of {expected} rollouts written so far"
+            f"({_duration(self.running_s)}); {written} of {expected} rollouts written so far"
         )
+        if pace is None:
+            return text
+        text += f", {pace.rate_per_s:.2g} rollouts/s" if pace.rate_per_s else ", none yet by this invocation"
+        return text + (f", ETA {_duration(pace.eta_s)}" if pace.eta_s is not None else "")
 
     def wait(self, again: str) -> str:
         """The fix while it runs: wait, then ask again (never resume beside a live writer)."""
         return f"wait for pid {self.pid} to finish (or stop it), then {again}; do not resume while it runs"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the live invocation writes: rows it wrote (past the rollouts file's size when it started,
+    from its `running` entry in the run manifest) over the seconds since its `started_at`, and the seconds
+    the rows still expected would take at that rate (None before its first row)."""
+
+    rate_per_s: float
+    eta_s: int | None
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def pace(rollouts: Path | str, live: LiveRun, left: int, now: float | None = None) -> Pace | None:
+    """The live invocation's rate and ETA for `left` rows, or None when the manifest beside the rollouts
+    has no `running` entry of its pid with a start time and start size (another collector, or none)."""
+    from .names import manifest_path_for
+
+    try:
+        manifest = json.loads(manifest_path_for(rollouts).read_bytes())
+        entry = next(
+            r
+            for r in manifest.get("runs") or []
+            if isinstance(r, dict) and r.get("status") == "running" and str(r.get("pid")) == live.pid
+        )
+        started = dt.datetime.fromisoformat(str(entry["started_at"]).replace("Z", "+00:00")).timestamp()
+        offset = int(entry["start"]["rollouts_bytes"])
+        with open(rollouts, "rb") as fh:
+            fh.seek(offset)
+            rows = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
+    elapsed = (time.time() if now is None else now) - started
+    if elapsed <= 0:
+        return None
+    rate = rows / elapsed
+    return Pace(rate, round(left / rate) if rate > 0 else None)
 
 
 def live_run(rollouts: Path | str, now: float | None = None) -> LiveRun | None:

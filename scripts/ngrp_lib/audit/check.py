@@ -17,7 +17,7 @@ from ..artifacts.collector_retries import collector_retries
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run
+from ..artifacts.live import live_run, pace
 from ..artifacts.names import (
     USAGE_MISSING,
     agent_name,
@@ -27,6 +27,7 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
+from ..artifacts.prefix_cache import prefix_cache_of
 from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
@@ -209,9 +210,15 @@ def check_run(
     result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
     live = live_run(rollouts)
     if live is not None:
-        result.in_progress = live.to_json()
-        result.findings = while_running(result, live)
+        speed = pace(rollouts, live, result.counts.missing)
+        result.in_progress = {
+            **live.to_json(),
+            "rate_per_s": None if speed is None else round(speed.rate_per_s, 4),
+            "eta_s": None if speed is None else speed.eta_s,
+        }
+        result.findings = while_running(result, live, speed)
     result.retries = collector_retries(rollouts)
+    result.prefix_cache = prefix_cache_of(rollouts)
     return result
 
 

@@ -105,10 +105,12 @@ class CheckResult:
     top_failures: list[FailureSummary] = field(default_factory=list)
     in_progress: dict[str, Any] | None = None  # `live.LiveRun.to_json()` while a collector holds the lock
     retries: dict[str, int] = field(default_factory=dict)  # cause -> requests the collector sent again
+    prefix_cache: list[dict[str, Any]] = field(default_factory=list)  # `artifacts.prefix_cache_of`
 
     @property
     def exit_code(self) -> int:
-        return 1 if any(f.severity == ERROR for f in self.findings) else 0
+        live = self.in_progress is not None  # a run still being written is not complete (its status)
+        return 1 if live or any(f.severity == ERROR for f in self.findings) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,4 +132,5 @@ class CheckResult:
             "retries": self.retries,
             "findings": [asdict(f) for f in self.findings],
             "in_progress": self.in_progress,
+            "prefix_cache": self.prefix_cache,
         }

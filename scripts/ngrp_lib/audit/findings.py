@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..artifacts.failures import TOP
-from ..artifacts.live import LiveRun
+from ..artifacts.live import LiveRun, Pace
 from ..artifacts.names import manifest_path_for, unpack_key
 from .check_result import (
     AGENT_BITS,
@@ -365,14 +365,15 @@ def _notes(r: CheckResult, retry_helps: bool, spent: OutOfAttempts | None) -> li
     return out
 
 
-def while_running(result: CheckResult, live: LiveRun) -> list[Finding]:
+def while_running(result: CheckResult, live: LiveRun, speed: Pace | None = None) -> list[Finding]:
     """The findings of a run a collector is still writing: first that it is in progress (who, since when,
-    how far; an error: the run is not complete), then the others, where a key not written yet is a note
+    how far, at what rate, and an ETA; a status, not an error: `CheckResult.exit_code` is 1 while it runs),
+    then the others, where a key not written yet is a note
     and not missing, a cut-off last line is the one being written, and no fix resumes beside the live
     writer."""
     c, t = result.counts, result.tasks
     again = f"ngrp check --inputs {result.inputs.path} --rollouts {result.rollouts.path}"
-    out = [Finding("run_in_progress", ERROR, 1, live.words(c.completed, c.expected), live.wait(again))]
+    out = [Finding("run_in_progress", NOTE, 1, live.words(c.completed, c.expected, speed), live.wait(again))]
     for f in result.findings:
         if f.code == "missing_rollouts":
             msg = (

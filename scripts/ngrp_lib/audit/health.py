@@ -76,7 +76,7 @@ class HealthResult:
     rollouts: str
     inputs: str
     failures: str | None
-    outputs: dict[str, str] | None  # None when nothing was written (--no-write)
+    outputs: dict[str, str] | None  # None when nothing was written (--no-write, or the run is in progress)
     summary: dict[str, Any]  # what quality_summary.json holds
     affected: dict[str, int]  # check -> rollouts (or tasks) with a finding
     flagged_tasks: dict[str, list[Any]]  # task check -> first task indices flagged
@@ -352,20 +352,22 @@ def run_health(
         causes["unscored"]["collector_stopped"] = None
         if causes["unscored"]["not_judged"]:
             causes["unscored"]["not_judged_attempted"] = "in_progress"
+    # a run still being written is judged and answered, never written as if final: its files would be a
+    # judgement of rows that are still coming (asked when it has finished, health writes them)
+    write_now = write and live is None
     # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
     inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
-    causes["answer"] = answer_text(
-        causes, inspect if write else f"ngrp health without --no-write, then {inspect}"
-    )
-    tools = tool_breakdown(digests, inspect if write else None)
-    if write:
+    later = "ngrp health when the run has finished" if write else "ngrp health without --no-write"
+    causes["answer"] = answer_text(causes, inspect if write_now else f"{later}, then {inspect}")
+    tools = tool_breakdown(digests, inspect if write_now else None)
+    if write_now:
         _write_unless_same(paths, summary, digests, overwrite)
     examples = [[d.task, d.rollout] for d in digests if d.findings][:EXAMPLES]
     return HealthResult(
         rollouts=str(rollouts),
         inputs=str(inputs),
         failures=None if failures is None else str(failures),
-        outputs={name: str(path) for name, path in paths.items()} if write else None,
+        outputs={name: str(path) for name, path in paths.items()} if write_now else None,
         summary=summary,
         affected=affected,
         flagged_tasks=flagged,
@@ -493,12 +495,40 @@ def _same_on_disk(paths: dict[str, Path], summary: dict, digests: list[Digest]) 
         return False
 
 
+def _earlier_state(paths: dict[str, Path], summary: dict) -> bool:
+    """Both files are this judgement of an earlier, shorter state of the same run: the same rollouts and
+    inputs (and the same failures sidecar, or none read then), the same ignored checks and settings, and
+    then fewer rows, or the run was in progress (written by a version that wrote during a live run).
+    Such files are stale, not a user's different judgement, so they are replaced without --overwrite."""
+    if not all(path.is_file() for path in paths.values()):
+        return False
+    try:
+        old = orjson.loads(paths["quality_summary"].read_bytes())
+        ours, new = old["ngrp"], summary["ngrp"]
+        was, now = ours["sources"], new["sources"]
+        same = (
+            old["run"]["ignored_checks"] == summary["run"]["ignored_checks"]
+            and ours["settings"] == new["settings"]
+            and was["rollouts"]["path"] == now["rollouts"]["path"]
+            and was["inputs"]["path"] == now["inputs"]["path"]
+            and was["inputs"]["keys"] == now["inputs"]["keys"]
+            and (was["failures"] is None or (now["failures"] or {}).get("path") == was["failures"]["path"])
+        )
+        live_then = ours["causes"]["unscored"].get("in_progress") is not None
+        return bool(same and (live_then or was["rollouts"]["rows"] < now["rollouts"]["rows"]))
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return False  # not a summary of ours we can read: a user's file, kept
+
+
 def _write_unless_same(paths: dict[str, Path], summary: dict, digests: list[Digest], overwrite: bool) -> None:
     """Write the two files; when both already hold these bytes (the same run asked again), write
-    nothing; when one exists and would change, refuse (exit 2) unless `overwrite`."""
+    nothing; when they hold an earlier state of the same run (`_earlier_state`), replace them; when one
+    exists and would change otherwise, refuse (exit 2) unless `overwrite`."""
     if not overwrite and any(path.exists() for path in paths.values()):
         if _same_on_disk(paths, summary, digests):
             return
+        overwrite = _earlier_state(paths, summary)
+    if not overwrite and any(path.exists() for path in paths.values()):
         existing = next(path for path in paths.values() if path.exists())
         exc = OutputExistsError(existing)
         exc.message = (

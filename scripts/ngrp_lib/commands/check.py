@@ -39,7 +39,8 @@ def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str,
 
     \b
     Exit codes: 0 complete and consistent (notes and warnings allowed), 1 findings
-    (missing, extra or duplicate keys, unreadable lines, torn tail), 2 usage error,
+    (missing, extra or duplicate keys, unreadable lines, torn tail) or the run is in progress (a
+    collector holds its lock: a status line with rows written, rate and ETA), 2 usage error,
     3 a file cannot be read.
     """
     result = check_run(inputs, rollouts, failures, others)
@@ -84,11 +85,15 @@ def render_text(r: CheckResult) -> str:
                 f"{at.none} with none"
             )
     from ..artifacts.collector_retries import retries_line
+    from ..artifacts.prefix_cache import prefix_cache_line
 
     if (retried := retries_line(r.retries)) is not None:
         lines.append(retried)
+    if (cache := prefix_cache_line(r.prefix_cache)) is not None:
+        lines.append(cache)
     for f in r.findings:
-        lines.append(f"{f.severity}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
+        label = "status" if f.code == "run_in_progress" else f.severity  # a normal state, not a problem
+        lines.append(f"{label}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))
         if f.code == "failed_attempts":
             lines += ["  " + line for line in failure_lines(r.top_failures)]
         if f.fix:

@@ -31,8 +31,9 @@ Example:
 Outputs, next to --rollouts: quality_summary.json and rollout_verdicts.jsonl (Gym's names) when the
 file is rollouts.jsonl, else <stem>_quality_summary.json and <stem>_rollout_verdicts.jsonl.
 Asked again about the same, unchanged run, it answers the same and writes nothing (the files already
-hold this judgement); an output that would change is refused. With --no-write nothing is written and
-nothing refused.
+hold this judgement); files of an earlier, shorter state of the same run (same files and options, fewer
+rows) are replaced; any other output that would change is refused. While a collector holds the run's
+lock it answers and writes nothing. With --no-write nothing is written and nothing refused.
 
 \b
 Exit codes: 0 every rollout healthy, 1 some rollout unhealthy or unobserved, or none to judge, 2 bad
@@ -181,7 +182,14 @@ def render_text(result) -> str:
 
     lines += render_tools(data["tools"])
     outputs = data["outputs"]
-    if outputs is None:
+    live = data["causes"]["unscored"]["in_progress"]
+    if outputs is None and live:
+        lines.append(
+            f"nothing written: the run is in progress (a collector, pid {live['pid']}, holds "
+            f"{live['lock']}); this answer is of the rows so far; asked when it has finished, health "
+            "writes its two files"
+        )
+    elif outputs is None:
         lines.append("nothing written (--no-write)")
     else:
         lines.append(f"wrote {outputs['quality_summary']} and {outputs['rollout_verdicts']}")

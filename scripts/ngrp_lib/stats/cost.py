@@ -24,6 +24,7 @@ from typing import Any
 
 from ..artifacts import jsonl
 from ..artifacts.names import PROFILE_SUMMARY_SUFFIX, REWARD_PROFILE_SUFFIX
+from ..artifacts.prefix_cache import prefix_cache_line, prefix_cache_of
 from ..artifacts.sampling import sampling_lines
 from ..errors import InputError
 
@@ -44,9 +45,11 @@ def run_cost(
     successes: int | None,
     informative: Sequence[tuple[int, float | None]],
     first_round: dict | None = None,
+    rollouts: Path | str | None = None,
 ) -> dict:
     """The cost block of `stats --json` (`cost`); `informative`: (group size, P(informative)) pairs;
-    `first_round`: an adaptive run's first-round token totals (`first_round_tokens`), which P stands on."""
+    `first_round`: an adaptive run's first-round token totals (`first_round_tokens`), which P stands on;
+    `rollouts`: whose manifest gives the prefix cache (default: the rollouts the profile is named after)."""
     source = summary_beside(profile)
     summary = _read(source)
     tokens = summary.get("tokens") if isinstance(summary, dict) else None
@@ -60,6 +63,7 @@ def run_cost(
         "tokens_per_informative_task": [],
         "informative_tokens_from": None,
         "one_request_per_rollout": None,
+        "prefix_cache": prefix_cache_of(rollouts or _rollouts_of(profile)),
     }
     if not isinstance(tokens, dict):
         return out
@@ -86,6 +90,14 @@ def run_cost(
         for g, p in informative
     ]
     return out
+
+
+def _rollouts_of(profile: Path | str) -> Path:
+    """`r_reward_profiling.jsonl` -> `r.jsonl` (the rollouts it was made from, by collect's names)."""
+    path = Path(profile)
+    suffix = REWARD_PROFILE_SUFFIX + ".jsonl"
+    stem = path.name[: -len(suffix)] if path.name.endswith(suffix) else path.stem
+    return path.with_name(stem + ".jsonl")
 
 
 def _per_rollout(tokens: dict) -> tuple[float | None, int | None]:
@@ -126,6 +138,11 @@ def cost_lines(cost: dict | None) -> list[str]:
     if cost is None:
         return []
     lines = [f"sampling: {line}" for line in sampling_lines(cost.get("sampling"))]
+    cache = prefix_cache_line(cost.get("prefix_cache") or [])
+    return [*_cost_lines(cost, lines), *([cache] if cache else [])]
+
+
+def _cost_lines(cost: dict, lines: list[str]) -> list[str]:
     tokens = cost.get("tokens")
     if not isinstance(tokens, dict):
         where = "no profile summary beside the profile" if cost.get("summary") is None else "an older summary"

@@ -536,7 +536,7 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
-        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run)),
+        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run), rollouts),
     )
 
 
