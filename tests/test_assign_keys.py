@@ -150,3 +150,17 @@ def test_a_keyed_file_with_one_keyless_row_is_described_as_it_is(tmp_path, run_n
         "this row has no _ng_task_index/_ng_rollout_index, but the 2 row(s) before it have them"
         in proc.stderr
     )
+
+
+@pytest.mark.parametrize("command", ["health", "check", "profile"])
+def test_missing_inputs_names_assign_keys_or_the_file_beside(tmp_path, run_ngrp, command):
+    """Rows alone: the error names `assign-keys` on those rows (wrong turn W4); once the inputs file is
+    beside them, it names that file instead."""
+    source = _write(tmp_path / "rows.jsonl", [_keyless(0, 0), _keyless(1, 0)])
+    proc = run_ngrp(command, "--rollouts", source)
+    assert proc.returncode == 2, proc.stderr
+    assert "--inputs is required" in proc.stderr
+    assert f"ngrp assign-keys {source} --output run/rollouts.jsonl" in proc.stderr
+    assert run_ngrp("assign-keys", source, "--output", "run/rollouts.jsonl").returncode == 0
+    keyed = run_ngrp(command, "--rollouts", "run/rollouts.jsonl")
+    assert keyed.returncode == 2 and "--inputs run/rollouts_materialized_inputs.jsonl" in keyed.stderr
