@@ -162,6 +162,33 @@ def test_curriculum_keeps_the_tasks_the_run_found_mixed(runs, run_ngrp, tmp_path
     assert json.loads(band.stdout)["adaptive"]["selected_by"].startswith("pass rates over all repeats")
 
 
+def test_stats_group_size_follows_the_runs_decisions_as_curriculum_does(runs, run_ngrp, tmp_path):
+    """On a learnable run, stats --group-size 8 counts the tasks curriculum --learnable-for 8 keeps (settled
+    mixed, some after 2 of 8 repeats) and names the all-fail/all-pass ones; it never asks for more repeats."""
+    _profile(run_ngrp, runs["adaptive"])
+    profile = runs["adaptive"] / "rollouts_reward_profiling.jsonl"
+    proc = run_ngrp("stats", profile, "--group-size", "8")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "kept.jsonl"
+    tasks = runs["adaptive"] / "rollouts_materialized_inputs.jsonl"
+    picked = run_ngrp("curriculum", profile, "--tasks", tasks, "-o", out, "--learnable-for", "8", "--json")
+    kept = {t["task"] for t in json.loads(picked.stdout)["selected_tasks"]}
+    decisions = Counter(s.decision for s in runs["states"].values())
+    assert kept == {t for t, s in runs["states"].items() if s.decision == "mixed"}
+    assert (
+        f"GRPO at G=8, by the adaptive run's decisions (every repeat): {len(kept)} of {TASKS} tasks settled "
+        f"mixed" in proc.stdout
+    )
+    assert (
+        f"all fail {decisions['all_fail']}, all pass {decisions['all_pass']} (each ran to N={N}"
+        in proc.stdout
+    )
+    for task, state in runs["states"].items():
+        named = f"  task {task}: {state.decision.replace('_', ' ')}, " in proc.stdout
+        assert named == (state.decision != "mixed"), task
+    assert "profile with at least" not in proc.stdout and "not judged" not in proc.stdout
+
+
 def test_curriculum_answers_which_lines_and_the_benchmark_pass_rate(runs, run_ngrp, tmp_path):
     """The triage answer in one output: the kept lines, flat and sorted, and pass@1 over every task with
     stats' interval, on the fixed design of an adaptive run and on every repeat of a fixed-N one."""

@@ -98,7 +98,11 @@ def test_gyms_own_keyless_example_files_get_a_way_in(tmp_path, run_ngrp):
     roots = sorted(Path(venv).glob("lib/python3*/site-packages/resources_servers")) if venv else []
     if not roots:
         pytest.skip("NGRP_GYM_VENV is not set: `export NGRP_GYM_VENV=$(.ci/install_gym.sh)` for the gym tier")
-    for server, extra in (("calendar", ()), ("aviary", ("--task-field", "task_idx"))):
+    for server, extra in (
+        ("calendar", ()),
+        ("aviary", ("--task-field", "task_idx")),
+        ("example_tool_call_multireward", ()),  # keyed rows without inputs: keys kept
+    ):
         source = roots[0] / server / "data" / "example_rollouts.jsonl"
         out = tmp_path / server / "rollouts.jsonl"
         proc = run_ngrp("assign-keys", source, "--output", out, *extra)
@@ -107,3 +111,56 @@ def test_gyms_own_keyless_example_files_get_a_way_in(tmp_path, run_ngrp):
             "check", "--inputs", out.with_name("rollouts_materialized_inputs.jsonl"), "--rollouts", out
         )
         assert check.returncode == 0, check.stdout
+
+
+def test_rows_that_all_have_keys_keep_them_and_get_their_inputs(tmp_path, run_ngrp):
+    """Gym's keyed example rows without their inputs file (example_tool_call_multireward): the keys are
+    kept, the inputs written in Gym's order, and profile reads the pair."""
+    order = [(1, 0), (0, 0), (1, 1), (0, 1), (2, 0)]
+    source = _write(tmp_path / "multireward.jsonl", [agent_row(t, r, turns=2) for t, r in order])
+    proc = run_ngrp("assign-keys", source, "--output", "run/rollouts.jsonl", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["rows"], result["tasks"], result["max_repeats"], result["kept_keys"]) == (5, 3, 2, True)
+    assert (tmp_path / "run" / "rollouts.jsonl").read_text().splitlines() == [
+        json.dumps(json.loads(x), separators=(",", ":")) for x in source.read_text().splitlines()
+    ]
+    inputs = tmp_path / "run" / "rollouts_materialized_inputs.jsonl"
+    keys = [
+        (m["_ng_task_index"], m["_ng_rollout_index"])
+        for m in map(json.loads, inputs.read_text().splitlines())
+    ]
+    assert keys == sorted(order)
+    check = run_ngrp("check", "--inputs", inputs, "--rollouts", "run/rollouts.jsonl")
+    assert check.returncode == 0 and "result: complete and consistent" in check.stdout, check.stdout
+    text = run_ngrp("assign-keys", source, "--output", "again.jsonl").stdout
+    assert "5 rows with their own keys, kept" in text
+    twice = _write(tmp_path / "twice.jsonl", [agent_row(0, 0, turns=2), agent_row(0, 0, turns=2)])
+    refused = run_ngrp("assign-keys", twice, "--output", "t.jsonl")
+    assert refused.returncode == 3 and "twice.jsonl:2" in refused.stderr and "line 1 too" in refused.stderr
+
+
+def test_a_keyed_file_with_one_keyless_row_is_described_as_it_is(tmp_path, run_ngrp):
+    source = _write(
+        tmp_path / "m.jsonl", [agent_row(0, 0, turns=2), agent_row(0, 1, turns=2), _keyless(1, 0)]
+    )
+    proc = run_ngrp("assign-keys", source, "--output", "r.jsonl")
+    assert proc.returncode == 3 and "m.jsonl:3" in proc.stderr, proc.stderr
+    assert (
+        "this row has no _ng_task_index/_ng_rollout_index, but the 2 row(s) before it have them"
+        in proc.stderr
+    )
+
+
+@pytest.mark.parametrize("command", ["health", "check", "profile"])
+def test_missing_inputs_names_assign_keys_or_the_file_beside(tmp_path, run_ngrp, command):
+    """Rows alone: the error names `assign-keys` on those rows (wrong turn W4); once the inputs file is
+    beside them, it names that file instead."""
+    source = _write(tmp_path / "rows.jsonl", [_keyless(0, 0), _keyless(1, 0)])
+    proc = run_ngrp(command, "--rollouts", source)
+    assert proc.returncode == 2, proc.stderr
+    assert "--inputs is required" in proc.stderr
+    assert f"ngrp assign-keys {source} --output run/rollouts.jsonl" in proc.stderr
+    assert run_ngrp("assign-keys", source, "--output", "run/rollouts.jsonl").returncode == 0
+    keyed = run_ngrp(command, "--rollouts", "run/rollouts.jsonl")
+    assert keyed.returncode == 2 and "--inputs run/rollouts_materialized_inputs.jsonl" in keyed.stderr

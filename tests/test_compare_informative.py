@@ -82,3 +82,21 @@ def test_interval_covers_the_truth_in_simulation(design):
     covered, _ = sim.coverage(design, runs, seed=7)
     band = 3 * math.sqrt(0.95 * 0.05 / runs)  # 3 standard errors of a 95% coverage over 400 runs
     assert abs(covered - 0.95) <= band, f"{design.label()}: covers {covered}"
+
+
+def test_the_answer_line_answers_the_group_size_question(tmp_path, run_ngrp):
+    """W6: with --group-size the `answer:` line states the informative share's B - A with its interval
+    (from brute force and scipy here), after the mean; without it, the mean alone as before."""
+    stats = pytest.importorskip("scipy.stats")
+    a, b = write_profile(tmp_path / "a.jsonl", A), write_profile(tmp_path / "b.jsonl", B)
+    d = np.array([brute_informative(tb, 3) - brute_informative(ta, 3) for ta, tb in zip(A, B, strict=True)])
+    low, high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+    answer = run_ngrp("compare", a, b, "--group-size", "3").stdout.rstrip().splitlines()[-1]
+    assert answer.startswith("answer: mean reward: "), answer
+    verdict = "B raises it" if low > 0 else "B lowers it" if high < 0 else "no difference detectable"
+    assert (
+        f"; GRPO-informative share at G=3: {verdict}: B - A = {d.mean():.4g}, "
+        f"95% CI [{low:.4g}, {high:.4g}], n={len(A)} tasks" in answer
+    ), answer
+    plain = json.loads(run_ngrp("compare", a, b, "--json").stdout)
+    assert plain["group_sizes_asked"] == [] and "GRPO" not in plain["answer"]["text"]

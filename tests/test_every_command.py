@@ -87,16 +87,18 @@ def test_analysis_commands(run):
 
 def test_stats_on_reward_components_needs_no_scipy(run):
     """The documented install has no scipy: the components' t interval is ngrp's own. Worked by hand: task
-    means 3/4, 5/8, 1/4; se = sd/sqrt(3); df 2 has the closed form t_p = (2p-1) sqrt(2 / (4p(1-p)))."""
+    means 3/8, 5/16, 1/8 (half the reward: a fraction keeps the t interval); se = sd/sqrt(3); df 2 has the
+    closed form t_p = (2p-1) sqrt(2 / (4p(1-p))). A 0/1 component is a rate: all 1 gets the exact one-sided
+    bound 0.05^(1/3) over its 3 tasks."""
     rows = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
     with open(run / "rc.jsonl", "w") as handle:
         for row in rows:
-            row["reward_components"] = {"correctness": row["reward"], "format": 1.0}
+            row["reward_components"] = {"correctness": row["reward"] / 2, "format": 1.0}
             handle.write(json.dumps(row) + "\n")
     profile = profiled(run)
     stats = json.loads(ngrp(run, "stats", profile, "--rollouts", "rc.jsonl", "--json").stdout)
     found = {c["name"]: c for c in stats["reward_components"]["components"]}
-    means = [0.75, 0.625, 0.25]
+    means = [0.375, 0.3125, 0.125]
     mean = sum(means) / 3
     se = (sum((m - mean) ** 2 for m in means) / 2) ** 0.5 / 3**0.5
     p = 0.975
@@ -105,7 +107,9 @@ def test_stats_on_reward_components_needs_no_scipy(run):
     assert found["correctness"]["se"] == pytest.approx(se, rel=1e-12)
     assert found["correctness"]["ci_low"] == pytest.approx(mean - t * se, rel=1e-9)
     assert found["correctness"]["ci_high"] == pytest.approx(mean + t * se, rel=1e-9)
-    assert found["format"]["ci_low"] == found["format"]["ci_high"] == 1.0
+    assert found["correctness"]["ci_method"] == "t" and found["format"]["ci_method"] == "one_sided_lower"
+    assert found["format"]["ci_low"] == pytest.approx(0.05 ** (1 / 3), rel=1e-12)
+    assert found["format"]["ci_high"] == 1.0
 
 
 def test_report_writes_its_page_with_plots(run):

@@ -402,3 +402,28 @@ def test_no_verifier_and_no_run_manifest_is_a_usage_error_naming_both(run_dir, r
     assert f"no run manifest beside {run_dir / 'rollouts.jsonl'} names the run's" in proc.stderr
     assert "--verifier exact|math|mcq|regex" in proc.stderr
     assert not (run_dir / "same.jsonl").exists()
+
+
+def test_the_documented_components_verifier_runs_as_written(run_dir, run_ngrp):
+    """W7: references/collection.md's `--verifier-fn` block that returns `reward_components`, written to
+    the file it names and run as the text says: reverify stores the components on every row and stats
+    reports each."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "references" / "collection.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(# mycomponents\.py.*?)```", doc, re.S)
+    (run_dir / "mycomponents.py").write_text(block)
+    proc = _reverify(
+        run_ngrp, run_dir, "--output", "comp/rollouts.jsonl", "--verifier-fn", "mycomponents:score"
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = _rows(run_dir / "comp" / "rollouts.jsonl")
+    assert rows and all(set(r["reward_components"]) == {"correct", "only_number"} for r in rows)
+    assert all(r["reward"] == r["reward_components"]["correct"] for r in rows)
+    inputs = run_dir / "rollouts_materialized_inputs.jsonl"
+    profiled = run_ngrp("profile", "--inputs", inputs, "--rollouts", "comp/rollouts.jsonl", cwd=run_dir)
+    assert profiled.returncode == 0, profiled.stderr
+    stats = run_ngrp("stats", "comp/rollouts_reward_profiling.jsonl", "--rollouts", "comp/rollouts.jsonl",
+                     cwd=run_dir)  # fmt: skip
+    assert stats.returncode == 0, stats.stderr
+    assert "  correct: " in stats.stdout and "  only_number: " in stats.stdout

@@ -40,8 +40,13 @@ def test_component_means_intervals_and_correlations_by_hand():
     # se^2 = G/(G-1) * 0.5 / n^2 = 2 * 0.5 / 16 -> se 0.25
     assert a["name"] == "a" and a["n_rollouts"] == 4 and a["n_tasks"] == 2
     assert a["mean"] == 0.75 and a["se"] == pytest.approx(0.25)
-    assert a["ci_low"] == pytest.approx(0.75 - T_975_1 * 0.25)
-    assert a["ci_high"] == pytest.approx(0.75 + T_975_1 * 0.25)
+    # a 0/1 component is a rate: bounded (the t interval 0.75 +- 12.7 * 0.25 would leave [0, 1])
+    assert a["ci_method"] == "korn_graubard" and 0 <= a["ci_low"] < 0.75 < a["ci_high"] <= 1
+    half = dict(RUN_A[0], reward_components={"a": 0.5})  # a fraction: the t interval, by hand
+    (t_a,) = component_stats(read_components("", rows=[half, *RUN_A[1:]]))["components"][:1]
+    assert t_a["ci_method"] == "t" and t_a["mean"] == 0.625
+    assert t_a["ci_low"] == pytest.approx(0.625 - T_975_1 * t_a["se"])
+    assert t_a["ci_high"] == pytest.approx(0.625 + T_975_1 * t_a["se"])
     # corr([1,0,1,1], [1,1,2,1]): sxy 0.25, sxx 0.75, syy 0.75 -> 1/3
     assert a["correlation_with_reward"] == pytest.approx(1 / 3)
     # b = [0, 1 | 1], rollout 1-1 lacks it: mean 2/3, residuals -1/3, +1/3: se^2 = 2 * (2/9) / 9
@@ -50,6 +55,33 @@ def test_component_means_intervals_and_correlations_by_hand():
     assert b["correlation_with_reward"] == pytest.approx(0.5)  # over [0,1,1] vs [1,1,2]
     assert (b["n_missing"], b["n_not_numeric"], b["missing_examples"]) == (1, 0, ["1-1"])
     assert summary["n_rows"] == summary["n_with_components"] == 4
+
+
+def test_a_rare_zero_one_component_has_a_bounded_interval_as_the_headline_rates():
+    """W9: 1 pass in 160 rollouts of 40 tasks. The t interval crosses 0; the component gets stats' rate
+    interval (Korn-Graubard on the CR1 SE), here recomputed with scipy; an all-zero one the exact one-sided
+    bound 1 - 0.05^(1/T)."""
+    stats = pytest.importorskip("scipy.stats")
+    rows = [
+        _row(t, r, {"only_number": int(t == r == 0), "never": 0}, 0.0) for t in range(40) for r in range(4)
+    ]
+    rare, never = component_stats(read_components("", rows=rows))["components"]
+    p, n, tasks = 1 / 160, 160, 40
+    resid = [1 - 4 * p] + [-4 * p] * 39
+    se = math.sqrt(tasks / (tasks - 1) * sum(x * x for x in resid)) / n
+    assert rare["se"] == pytest.approx(se) and p - stats.t.ppf(0.975, tasks - 1) * se < 0  # t would cross 0
+    n_eff = min(n, p * (1 - p) / se**2)
+    m = 1.0  # one task carries it
+    n_eff = tasks + (n_eff - tasks) * m / (m + 10 * (1 - m / tasks))
+    n_eff *= (stats.norm.ppf(0.975) / stats.t.ppf(0.975, tasks - 1)) ** 2
+    x = p * n_eff
+    low, high = stats.beta.ppf(0.025, x, n_eff - x + 1), stats.beta.ppf(0.975, x + 1, n_eff - x)
+    assert rare["ci_method"] == "korn_graubard" and rare["ci_low"] >= 0
+    assert (rare["ci_low"], rare["ci_high"]) == (pytest.approx(low, rel=1e-6), pytest.approx(high, rel=1e-6))
+    assert never["ci_method"] == "one_sided_upper"
+    assert (never["ci_low"], never["ci_high"]) == (0.0, pytest.approx(1 - 0.05 ** (1 / tasks)))
+    text = "\n".join(components_text(component_stats(read_components("", rows=rows))))
+    assert "only_number: 0.006 [0.000," in text
 
 
 def test_a_missing_or_non_numeric_component_is_never_zero():

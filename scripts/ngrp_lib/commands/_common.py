@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,27 @@ class FiniteFloat(click.ParamType):
         if low is not None and (number <= low if self.strict_minimum else number < low):
             self.fail(f"{number:g} must be {'>' if self.strict_minimum else '>='} {low:g}", param, ctx)
         return number
+
+
+def require_inputs(inputs: Any, rollouts: Any) -> Any:
+    """`--inputs`, or a usage error that names the way to get one: the inputs file beside the rollouts
+    when it is there, else `ngrp assign-keys` (rows without a materialized inputs file)."""
+    from ..artifacts.names import materialized_path_for
+    from ..errors import UsageError
+
+    if inputs:
+        return inputs
+    beside = materialized_path_for(rollouts) if rollouts else None
+    if beside is not None and beside.is_file():
+        hint = f"the run's inputs are beside its rollouts: --inputs {beside}"
+    else:
+        rows = shlex.quote(str(rollouts or "ROWS"))
+        hint = (
+            "pass the run's *_materialized_inputs.jsonl; rows without one (Gym's example rows): "
+            f"`ngrp assign-keys {rows} --output run/rollouts.jsonl` writes them with "
+            "run/rollouts_materialized_inputs.jsonl beside them"
+        )
+    raise UsageError("--inputs is required", hint=hint)
 
 
 def count(minimum: int | None = None, maximum: int = 2**63 - 1) -> click.IntRange:

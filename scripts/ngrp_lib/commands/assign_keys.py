@@ -29,8 +29,10 @@ def command(rollouts, output, task_field, overwrite, as_json):
     The rule: a task is a prompt (rows with the same responses_create_params.input, compared as JSON,
     are repeats of one task), or with --task-field FIELD the same value of FIELD (an empty prompt, the
     environment giving the task, is refused without it); tasks are numbered from 0 in the order their
-    first row appears, a task's repeats from 0 in file order. A file mixing rows with and without keys
-    is refused (exit 3), naming the first keyed line. Writes OUTPUT (the rows, unchanged but for the
+    first row appears, a task's repeats from 0 in file order. Rows that all have both keys already (Gym
+    example rows without their inputs file) keep them: only the materialized inputs are new (a key twice
+    is refused). A file mixing rows with and without keys is refused (exit 3), naming the first row
+    that breaks the first row's way. Writes OUTPUT (the rows, unchanged but for the
     keys, in file order) and <OUTPUT stem>_materialized_inputs.jsonl beside it (each key's
     responses_create_params, agent_ref, expected_answer and FIELD when present).
 
@@ -51,8 +53,9 @@ def command(rollouts, output, task_field, overwrite, as_json):
 
 
 def _render(r) -> str:
+    how = "their own keys, kept" if r.kept_keys else "keys"
     return (
-        f"wrote {r.output} ({r.rows} rows with keys: {r.tasks} tasks, up to {r.max_repeats} repeats each) "
+        f"wrote {r.output} ({r.rows} rows with {how}: {r.tasks} tasks, up to {r.max_repeats} repeats each) "
         f"and {r.materialized}\n"
         f"next: ngrp check --inputs {shlex.quote(r.materialized)} --rollouts {shlex.quote(r.output)}"
     )

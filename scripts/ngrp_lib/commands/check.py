@@ -6,11 +6,13 @@ import click
 
 from ..audit.check import check_run
 from ..audit.check_result import CheckResult
-from ._common import AnyPath, emit, failure_lines, json_option
+from ._common import AnyPath, emit, failure_lines, json_option, require_inputs
 
 
 @click.command("check")
-@click.option("--inputs", required=True, type=AnyPath(str), help="Materialized inputs JSONL.")
+@click.option(
+    "--inputs", type=AnyPath(str), help="Materialized inputs JSONL (rows without one: assign-keys)."
+)
 @click.option("--rollouts", required=True, type=AnyPath(str), help="Rollouts JSONL.")
 @click.option(
     "--failures",
@@ -19,7 +21,9 @@ from ._common import AnyPath, emit, failure_lines, json_option
 )
 @click.argument("others", nargs=-1, type=AnyPath(str), metavar="[OTHER_FILES]...")
 @json_option
-def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str, ...], as_json: bool) -> int:
+def command(
+    inputs: str | None, rollouts: str, failures: str | None, others: tuple[str, ...], as_json: bool
+) -> int:
     """Account for every (_ng_task_index, _ng_rollout_index) key of a run: expected, completed,
     missing (tasks complete / partial / with none), extra, duplicate on either side, failed
     attempts by class, masked rollouts, null or absent rewards, blank lines and a torn tail.
@@ -43,6 +47,7 @@ def command(inputs: str, rollouts: str, failures: str | None, others: tuple[str,
     collector holds its lock: a status line with rows written, rate and ETA), 2 usage error,
     3 a file cannot be read.
     """
+    inputs = require_inputs(inputs, rollouts)
     result = check_run(inputs, rollouts, failures, others)
     emit(result, as_json, render_text)
     return result.exit_code

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ._common import INPUT_FILE, count, emit, json_option, overwrite_option
+from ._common import INPUT_FILE, count, emit, json_option, overwrite_option, require_inputs
 
 
 def _check_list() -> str:
@@ -41,7 +41,7 @@ options or an output exists that this judgement would change (use --overwrite), 
 or the inputs hold a malformed line.
 """,
 )
-@click.option("--inputs", required=True, type=INPUT_FILE, help="Materialized inputs JSONL.")
+@click.option("--inputs", type=INPUT_FILE, help="Materialized inputs JSONL (rows without one: assign-keys).")
 @click.option("--rollouts", required=True, type=INPUT_FILE, help="Rollouts JSONL.")
 @click.option(
     "--failures",
@@ -85,7 +85,7 @@ or the inputs hold a malformed line.
 @overwrite_option
 @json_option
 def command(
-    inputs: Path,
+    inputs: Path | None,
     rollouts: Path,
     failures: Path | None,
     ignore_checks: tuple[str, ...],
@@ -122,6 +122,7 @@ def command(
     from ..audit.health import run_health
     from ..audit.health_checks import Settings, parse_ignored
 
+    inputs = require_inputs(inputs, rollouts)
     settings = Settings(parse_ignored(ignore_checks), loop_min_repeats, loop_min_chars, tool_loop_min_repeats)
     result = run_health(inputs, rollouts, failures, settings, overwrite=overwrite, write=not no_write)
     emit(result, as_json, render_text)

@@ -9,7 +9,15 @@ import click
 
 from ..artifacts.terminal import say
 from ..errors import UsageError
-from ._common import FINITE, AnyPath, emit, exclude_unhealthy_option, json_option, overwrite_option
+from ._common import (
+    FINITE,
+    AnyPath,
+    emit,
+    exclude_unhealthy_option,
+    json_option,
+    overwrite_option,
+    require_inputs,
+)
 
 # Gym's Hydra spelling of our options, accepted as extra arguments: `++allow_partial_rollouts=True` etc.
 _GYM_TOKEN = re.compile(
@@ -153,8 +161,7 @@ def command(
     if merge:
         result = merge_profiles(shards, rollouts, options, allow_missing_shards=allow_missing_shards)
     else:
-        if not inputs:
-            raise UsageError("--inputs is required", hint="pass the run's *_materialized_inputs.jsonl")
+        inputs = require_inputs(inputs, rollouts)
         result = run_profile(inputs, rollouts, options)
         result.adaptive = _adaptive(result, rollouts, pass_threshold)
     for warning in result.warnings:

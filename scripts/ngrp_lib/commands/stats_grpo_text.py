@@ -79,6 +79,9 @@ def grpo_task_lines(result: Any) -> list[str]:
     rows = [r for r in result.per_task if r.get("p_informative")]
     if not sizes or not rows:
         return []
+    adaptive = getattr(result, "adaptive", None)
+    if adaptive and adaptive.get("rule") == "learnable":
+        return [line for size in sizes for line in _adaptive_grpo_lines(result, size)]
     lines = []
     for size in sizes:
         useless = [r for r in rows if _useless(r, size)]
@@ -99,7 +102,13 @@ def grpo_task_lines(result: Any) -> list[str]:
                 f'P(informative) {num(p, 3)}  "{prompt}"'
             )
         unknown = sum(_unknown(r, size) for r in rows)
-        if unknown:
+        if unknown and adaptive:  # a rule that does not answer this question: more repeats undo the saving
+            lines.append(
+                f"  {unknown} of {len(rows)} tasks have fewer than {size} scored rollouts: no P(informative) "
+                f"at G={size}, so not judged here; the adaptive run's rule {adaptive.get('rule')} does not "
+                f"answer this question (collect --adaptive learnable does)"
+            )
+        elif unknown:
             lines.append(
                 f"  {unknown} of {len(rows)} tasks have fewer than {size} scored rollouts: no P(informative) "
                 f"at G={size}, so not judged here (curriculum --learnable-for {size} does not select them); "
@@ -112,6 +121,53 @@ def grpo_task_lines(result: Any) -> list[str]:
                 f"  drop them: ngrp curriculum {result.profile} --tasks TASKS.jsonl --output KEPT.jsonl "
                 f"--learnable-for {size}"
             )
+    return lines
+
+
+def _adaptive_grpo_lines(result: Any, size: int) -> list[str]:
+    """A `learnable` adaptive run, by its decisions on every repeat (curriculum --learnable-for's rule): a
+    task stopped at its first pass and fail is mixed, so some groups of G differ (kept); a task that never
+    mixed ran to N and is all-fail or all-pass (no signal in any group). Never "profile with more repeats":
+    that would undo what the run saved."""
+    rows = [r for r in result.per_task if r.get("n")]
+    decided = {
+        d: [r for r in rows if r.get("adaptive_decision") == d] for d in ("mixed", "all_fail", "all_pass")
+    }
+    useless = sorted(
+        decided["all_fail"] + decided["all_pass"], key=lambda r: (r["adaptive_decision"], _task_order(r))
+    )
+    pending = len(rows) - len(decided["mixed"]) - len(useless)
+    n = result.adaptive.get("num_repeats")
+    lines = [
+        f"GRPO at G={size}, by the adaptive run's decisions (every repeat): {len(decided['mixed'])} of "
+        f"{len(rows)} tasks settled mixed (a pass and a fail: kept by curriculum --learnable-for {size}); "
+        f"{len(useless)} give no learning signal in any group: all fail {len(decided['all_fail'])}, "
+        f"all pass {len(decided['all_pass'])} (each ran to N={n} without mixing)"
+    ]
+    for r in useless[:MAX_LISTED]:
+        agent = f" agent {r['agent']}" if r.get("agent") else ""
+        prompt = " ".join(str(r.get("prompt", "")).split())
+        band = r["adaptive_decision"].replace("_", " ")
+        lines.append(
+            f'  task {task_words(r)}{agent}: {band}, {r.get("successes")}/{r["n"]} passed  "{prompt}"'
+        )
+    if len(useless) > MAX_LISTED:
+        lines.append(f"  ... and {len(useless) - MAX_LISTED} more (--json: per_task[].adaptive_decision)")
+    if pending:
+        lines.append(
+            f"  {pending} of {len(rows)} tasks not settled yet (no decision): resume the run to settle them"
+        )
+    fixed = result.adaptive.get("fixed_repeats")
+    if isinstance(fixed, int) and size > fixed:
+        lines.append(
+            f"  (the P(GRPO group informative) line above stands on the fixed design, the first {fixed} "
+            f"repeats of every task: n/a at G={size}; the decisions here use every repeat)"
+        )
+    if useless:
+        lines.append(
+            f"  drop them: ngrp curriculum {result.profile} --tasks TASKS.jsonl --output KEPT.jsonl "
+            f"--learnable-for {size}"
+        )
     return lines
 
 

@@ -110,6 +110,7 @@ class CompareResult:
     pass_hat_k: list[PairedAtK] = field(default_factory=list)
     # B - A of P(informative at G), the share of GRPO groups with a non-zero advantage (k holds G)
     grpo_informative: list[PairedAtK] = field(default_factory=list)
+    group_sizes_asked: list[int] = field(default_factory=list)  # --group-size: the answer line says them too
     per_task: list[TaskDiff] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     reward_components: dict | None = None  # stats.components.paired_components, from both runs' rows
@@ -141,6 +142,9 @@ class CompareResult:
                 f"no difference detectable at n={self.n_tasks} tasks: B - A = {self.mean_diff:.4g}, 95% CI "
                 f"[{lo:.4g}, {hi:.4g}] includes 0{mde} (not evidence that they are the same)"
             )
+        asked = [e for e in self.grpo_informative if e.k in self.group_sizes_asked]
+        if asked and not self.identical:  # --group-size asked this question too: answer it here
+            text = f"mean {self.metric}: {text}; " + "; ".join(_grpo_answer(e) for e in asked)
         return {"claim": claim, "text": text}
 
     adaptive: dict[str, Any] = field(default_factory=dict)  # "A"/"B": that side's adaptive run, if it is one
@@ -148,6 +152,19 @@ class CompareResult:
     def to_json(self) -> dict[str, Any]:
         # NaN and infinities are undefined: null in JSON (the n next to them says why).
         return {**jsonable(self), "answer": self.answer}
+
+
+def _grpo_answer(e: PairedAtK) -> str:
+    """The --group-size question in the answer line: did B raise the share of GRPO-informative groups?
+    Claimed, as for the mean, only when the paired 95% interval excludes 0."""
+    lo, hi = e.ci_low, e.ci_high
+    head = f"GRPO-informative share at G={e.k}"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{head}: no interval at n={e.n_tasks} tasks, no claim either way"
+    numbers = f"B - A = {e.mean_diff:.4g}, 95% CI [{lo:.4g}, {hi:.4g}], n={e.n_tasks} tasks"
+    if lo > 0 or hi < 0:
+        return f"{head}: {'B raises it' if lo > 0 else 'B lowers it'}: {numbers}"
+    return f"{head}: no difference detectable: {numbers} includes 0"
 
 
 def _index(data: ProfileData) -> dict:
@@ -436,7 +453,7 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
         correlation=paired.correlation(means_a, means_b), binary=binary["binary"], mcnemar=binary["mcnemar"],
         alpha=options.alpha, n_flips=len(binary["flips"]), flips=binary["flips"], per_task=rows,
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
-        grpo_informative=binary.get("grpo_informative", []),
+        grpo_informative=binary.get("grpo_informative", []), group_sizes_asked=list(options.group_sizes),
         row_differences=differences.to_json(),
         adaptive=adaptive,
     )  # fmt: skip

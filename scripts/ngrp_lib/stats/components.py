@@ -8,6 +8,8 @@ Per component, over the rollouts that hold it as a number:
 - the rollout-weighted mean sum(x) / n with a task-clustered interval: CR1 standard error
   se^2 = G/(G-1) * sum_t (S_t - mean * n_t)^2 / n^2 over the G tasks (S_t, n_t: the task's sum and count),
   and a t interval with G-1 degrees of freedom (the same clustering as `stats`' rollout-weighted mean);
+  a component whose values are all 0 or 1 is a rate and gets the bounded interval `stats`' rates get
+  (`intervals.rate_interval`: Korn-Graubard on that SE, one-sided at 0 or 1), never below 0;
 - Pearson's correlation with the total reward, over the rollouts holding both as numbers.
 Paired between two components of one run (stats, "which component drags"): per rollout holding both as
 numbers d = X - Y, the rollout-weighted mean of d with the same task-clustered (CR1) t interval: the
@@ -205,6 +207,8 @@ def component_stats(
             else {"mean": None, "se": None, "ci_low": None, "ci_high": None, "n_tasks": 0}
         )
         entry["ci_method"] = methods.T
+        if entry["ci_low"] is not None and all(v in (0, 1) for _, v in kept):  # a rate: bounded
+            entry.update(_rate_bounds(kept, entry, level))
         entry["correlation_with_reward"] = pearson([v for v, _ in pairs], [r for _, r in pairs])
         entry["n_missing"] = len(found.missing.get(name, []))
         entry["n_not_numeric"] = len(found.not_numeric.get(name, []))
@@ -220,6 +224,25 @@ def component_stats(
         "components": out,
         "differences": [component_difference(found, x, y, level) for x, y in component_pairs(found, diffs)],
     }
+
+
+def _rate_bounds(kept: list[tuple[int, float]], entry: dict[str, Any], level: float) -> dict[str, Any]:
+    """A 0/1 component's interval as `stats`' rollout-weighted rate gets it (`intervals.rate_interval`:
+    Korn-Graubard on the CR1 SE, capped at the rollouts, credit above T scaled by the tasks carrying it;
+    one-sided at 0 or 1): within [0, 1], where a t interval can cross 0 on a rare component. Only where
+    the t interval exists (2 tasks or more), as before."""
+    from . import intervals
+
+    per_task: dict[int, list[float]] = {}
+    for task, value in kept:
+        per_task.setdefault(task, []).append(value)
+    means = [sum(v) / len(v) for v in per_task.values()]
+    se = math.nan if entry["se"] is None else entry["se"]
+    spread = intervals.carrying(means, entry["mean"])
+    bounds = intervals.rate_interval(entry["mean"], se, len(means), level, len(kept), spread=spread)
+    if bounds is None:
+        return {}
+    return {"ci_low": bounds.low, "ci_high": bounds.high, "ci_method": bounds.method}
 
 
 def _task_means(found: ComponentRows, name: str) -> dict[int, float]:
