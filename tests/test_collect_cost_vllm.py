@@ -77,7 +77,9 @@ def complete_rows(path: Path) -> int:
 
 
 def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vllm_server, tmp_path):
-    tasks = write_tasks(tmp_path / "tasks.jsonl", 16, max_tokens=32)
+    # 128 tokens a reply: a request runs long enough that the kill lands inside it even on a loaded
+    # machine (with 32 the request in flight could finish between the check and the kill)
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 16, max_tokens=128)
     out = tmp_path / "rollouts.jsonl"
     base = collect_args(tasks, out, vllm_server.base_url, "--num-repeats", "4", "--concurrency", "4")
     before = server_counts(vllm_server.base_url)
