@@ -179,7 +179,10 @@ def test_ctrl_c_mid_pipeline_leaves_files_in_round_order_and_resume_finishes(fol
     manifest = json.loads((folder / "run" / "r_run_manifest.json").read_text())
     states = manifest["adaptive"]["task_states"]
     assert manifest["materialized"]["rows"] == len(keys)
-    assert states[str(HELD)]["reason"] == "pending" and states["1"]["reason"] == "reached_n"
+    assert states[str(HELD)]["reason"] == "pending"
+    # task 1's last round may or may not have been sent before the interrupt (a loaded machine can take
+    # the signal between writing (1, 2) and sending (1, 3)): its state follows what the file holds
+    assert states["1"]["reason"] == ("reached_n" if (1, 3) in set(_keys(out)) else "pending")
     holding_peer["hold"] = False
     resumed = _run(folder, holding_peer["url"], "run/r.jsonl", "--resume", "--json")
     assert resumed.returncode == 0, resumed.stderr
