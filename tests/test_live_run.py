@@ -101,6 +101,25 @@ def test_check_gives_the_rate_and_eta_of_the_live_invocation_from_its_manifest_e
     )
 
 
+def test_check_on_a_live_run_with_a_fifo_for_its_manifest_answers_and_does_not_block(run, collector):
+    """The live run's pace reads the manifest through the shared reader, which refuses what is not a regular
+    file: a FIFO in the manifest's place (nobody writing it) would block a plain read forever."""
+    from cli_helpers import ENTRY
+
+    from ngrp_lib.artifacts.names import manifest_path_for
+
+    manifest = manifest_path_for(run / "rollouts.jsonl")
+    manifest.unlink(missing_ok=True)
+    os.mkfifo(manifest)
+    done = subprocess.run(
+        [*ENTRY, "check", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl",
+         "--json"], cwd=run, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    live = json.loads(done.stdout)["in_progress"]
+    assert live["pid"] and live["rate_per_s"] is None and live["eta_s"] is None
+
+
 def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, run_ngrp):
     proc = run_ngrp("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts",
                     "rollouts.jsonl", "--no-write")  # fmt: skip

@@ -11,7 +11,6 @@ instead of counting its unwritten keys as missing and advising a resume.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import stat
 import time
@@ -67,13 +66,13 @@ def _duration(seconds: int) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def pace(rollouts: Path | str, live: LiveRun, left: int, now: float | None = None) -> Pace | None:
-    """The live invocation's rate and ETA for `left` rows, or None when the manifest beside the rollouts
-    has no `running` entry of its pid with a start time and start size (another collector, or none)."""
-    from .names import manifest_path_for
-
+def pace(
+    rollouts: Path | str, live: LiveRun, left: int, manifest: Any, now: float | None = None
+) -> Pace | None:
+    """The live invocation's rate and ETA for `left` rows, or None when `manifest` (the run manifest beside
+    the rollouts, as `manifest_beside` read it) has no `running` entry of its pid with a start time and
+    start size (another collector, or none)."""
     try:
-        manifest = json.loads(manifest_path_for(rollouts).read_bytes())
         entry = next(
             r
             for r in manifest.get("runs") or []

@@ -12,8 +12,12 @@ from .manifest import manifest_beside
 
 
 def prefix_cache_of(rollouts: Path | str) -> list[dict[str, Any]]:
+    """`prefix_cache_in` of the manifest beside `rollouts`."""
+    return prefix_cache_in(manifest_beside(rollouts))
+
+
+def prefix_cache_in(manifest: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Per invocation that recorded a cost, in order: {"hit_rate": a share or None, "note": str or None}."""
-    manifest = manifest_beside(rollouts)
     runs = manifest.get("runs") if manifest is not None else None
     out = []
     for run in runs if isinstance(runs, list) else []:

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts.collector_retries import collector_retries
+from ..artifacts.collector_retries import retries_of
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
 from ..artifacts.live import live_run, pace
+from ..artifacts.manifest import manifest_beside
 from ..artifacts.names import (
     USAGE_MISSING,
     agent_name,
@@ -27,7 +28,7 @@ from ..artifacts.names import (
     rollout_key,
 )
 from ..artifacts.opening import require_regular
-from ..artifacts.prefix_cache import prefix_cache_of
+from ..artifacts.prefix_cache import prefix_cache_in
 from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
 from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
@@ -208,17 +209,18 @@ def check_run(
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
     result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
+    manifest = manifest_beside(rollouts)  # read once for the pace, the retries and the prefix cache
     live = live_run(rollouts)
     if live is not None:
-        speed = pace(rollouts, live, result.counts.missing)
+        speed = pace(rollouts, live, result.counts.missing, manifest)
         result.in_progress = {
             **live.to_json(),
             "rate_per_s": None if speed is None else round(speed.rate_per_s, 4),
             "eta_s": None if speed is None else speed.eta_s,
         }
         result.findings = while_running(result, live, speed)
-    result.retries = collector_retries(rollouts)
-    result.prefix_cache = prefix_cache_of(rollouts)
+    result.retries = retries_of(manifest)
+    result.prefix_cache = prefix_cache_in(manifest)
     return result
 
 
