@@ -28,6 +28,8 @@ with CollectorLock(Path(sys.argv[2])):
     print("locked", flush=True)
     sys.stdin.read()  # until the test closes it
 """
+# 6 rows written in 60 s by the live invocation: 0.1/s, and the 2 missing take 20 s
+PACE = r"10 of 12 rollouts written so far, 0\.(1|09\d) rollouts/s, ETA (19|2\d)s"
 
 
 @pytest.fixture
@@ -96,9 +98,15 @@ def test_check_gives_the_rate_and_eta_of_the_live_invocation_from_its_manifest_e
     live = data["in_progress"]
     assert 0.09 < live["rate_per_s"] < 0.105 and 19 <= live["eta_s"] <= 22, live
     status = next(line for line in proc.stdout.splitlines() if line.startswith("status: "))
-    assert re.search(r"10 of 12 rollouts written so far, 0\.(1|09\d) rollouts/s, ETA (19|2\d)s$", status), (
-        status
-    )
+    assert re.search(PACE + "$", status), status
+    # health gives the same pace, in its keys line and its JSON (the replay's leftover: only check had it)
+    argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    health = run_ngrp(*argv)
+    keys = next(line for line in health.stdout.splitlines() if line.startswith("  keys: "))
+    assert re.search(PACE + "; ask again when it has finished\\)", keys), keys
+    in_progress = json.loads(run_ngrp(*argv, "--json").stdout)["in_progress"]
+    assert in_progress["pid"] == str(collector.pid), in_progress
+    assert 0.09 < in_progress["rate_per_s"] < 0.105 and 19 <= in_progress["eta_s"] <= 22, in_progress
 
 
 def test_check_on_a_live_run_with_a_fifo_for_its_manifest_answers_and_does_not_block(run, collector):
@@ -124,8 +132,8 @@ def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, 
     proc = run_ngrp("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts",
                     "rollouts.jsonl", "--no-write")  # fmt: skip
     assert "never attempted" not in proc.stdout, proc.stdout
-    assert f"not written yet (the run is in progress: a collector, pid {collector.pid}" in proc.stdout
-    assert "10 of 12 written so far" in proc.stdout
+    assert f"not written yet (the run is in progress: a collector (pid {collector.pid})" in proc.stdout
+    assert "10 of 12 rollouts written so far; ask again when it has finished)" in proc.stdout
     answer = next(line for line in proc.stdout.splitlines() if line.startswith("answer: "))
     assert "2 not written yet: the run is in progress" in answer and "resume" not in answer
     data = json.loads(run_ngrp("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts",
@@ -133,6 +141,8 @@ def test_health_says_the_run_is_in_progress_not_never_attempted(run, collector, 
     unscored = data["causes"]["unscored"]
     assert unscored["not_judged_attempted"] == "in_progress"
     assert unscored["in_progress"]["pid"] == str(collector.pid)
+    assert data["in_progress"]["pid"] == str(collector.pid)  # no manifest beside these rows: no pace
+    assert data["in_progress"]["rate_per_s"] is None and data["in_progress"]["eta_s"] is None
 
 
 def test_health_on_a_live_run_writes_nothing_and_says_so_then_writes_when_it_ends(run, collector, run_ngrp):

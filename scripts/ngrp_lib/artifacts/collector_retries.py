@@ -1,18 +1,10 @@
-"""The retries an ngrp collector sent, from the run manifest beside a rollouts file: every invocation's
-`runs[].retries` (cause -> requests sent again) summed, for `check` and `health` to show. A run without
-an ngrp manifest (Gym's own collector), or one whose manifest is unreadable, gives {}."""
+"""The retries an ngrp collector sent, from the run manifest beside a rollouts file (`manifest_beside`):
+every invocation's `runs[].retries` (cause -> requests sent again) summed, for `check` and `health` to
+show. A run without an ngrp manifest (Gym's own collector), or one whose manifest is unreadable, gives {}."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-from .manifest import manifest_beside
-
-
-def collector_retries(rollouts: Path | str) -> dict[str, int]:
-    data = manifest_beside(rollouts)
-    return {} if data is None else retries_of(data)
 
 
 def retries_of(manifest: Any) -> dict[str, int]:

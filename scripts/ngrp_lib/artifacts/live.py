@@ -36,14 +36,7 @@ class LiveRun:
     def words(self, written: int, expected: int, pace: Pace | None = None) -> str:
         """'the run is in progress: a collector (pid 4242) holds out/r.jsonl.lock since
         2026-12-04T16:00:00Z (3m12s); 16 of 256 rollouts written so far, 0.08 rollouts/s, ETA 50m00s'."""
-        text = (
-            f"the run is in progress: a collector (pid {self.pid}) holds {self.lock} since {self.since} "
-            f"({_duration(self.running_s)}); {written} of {expected} rollouts written so far"
-        )
-        if pace is None:
-            return text
-        text += f", {pace.rate_per_s:.2g} rollouts/s" if pace.rate_per_s else ", none yet by this invocation"
-        return text + (f", ETA {_duration(pace.eta_s)}" if pace.eta_s is not None else "")
+        return progress_words(progress_block(self, pace), written, expected)
 
     def wait(self, again: str) -> str:
         """The fix while it runs: wait, then ask again (never resume beside a live writer)."""
@@ -58,6 +51,30 @@ class Pace:
 
     rate_per_s: float
     eta_s: int | None
+
+
+def progress_block(live: LiveRun, speed: Pace | None) -> dict[str, Any]:
+    """The `in_progress` object of `check --json` and `health --json`: who holds the lock, since when, and
+    this invocation's rate and ETA (null without its manifest entry)."""
+    return {
+        **live.to_json(),
+        "rate_per_s": None if speed is None else round(speed.rate_per_s, 4),
+        "eta_s": None if speed is None else speed.eta_s,
+    }
+
+
+def progress_words(block: dict[str, Any], written: int, expected: int) -> str:
+    """`LiveRun.words` from a `progress_block`: one sentence for check's status and health's keys line."""
+    text = (
+        f"the run is in progress: a collector (pid {block['pid']}) holds {block['lock']} since "
+        f"{block['since']} ({_duration(block['running_s'])}); {written} of {expected} rollouts written so far"
+    )
+    rate = block.get("rate_per_s")
+    if rate is None:
+        return text
+    text += f", {rate:.2g} rollouts/s" if rate else ", none yet by this invocation"
+    eta = block.get("eta_s")
+    return text + (f", ETA {_duration(eta)}" if eta is not None else "")
 
 
 def _duration(seconds: int) -> str:

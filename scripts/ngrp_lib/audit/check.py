@@ -17,7 +17,7 @@ from ..artifacts.collector_retries import retries_of
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run, pace
+from ..artifacts.live import live_run, pace, progress_block
 from ..artifacts.manifest import manifest_beside
 from ..artifacts.names import (
     USAGE_MISSING,
@@ -213,11 +213,7 @@ def check_run(
     live = live_run(rollouts)
     if live is not None:
         speed = pace(rollouts, live, result.counts.missing, manifest)
-        result.in_progress = {
-            **live.to_json(),
-            "rate_per_s": None if speed is None else round(speed.rate_per_s, 4),
-            "eta_s": None if speed is None else speed.eta_s,
-        }
+        result.in_progress = progress_block(live, speed)
         result.findings = while_running(result, live, speed)
     result.retries = retries_of(manifest)
     result.prefix_cache = prefix_cache_in(manifest)

@@ -22,7 +22,7 @@ import orjson
 
 from .. import __version__
 from ..artifacts import jsonl
-from ..artifacts.collector_retries import collector_retries
+from ..artifacts.collector_retries import retries_of
 from ..artifacts.jsonl import (
     BLANK,
     NOT_OBJECT,
@@ -33,7 +33,8 @@ from ..artifacts.jsonl import (
     refuse_existing,
 )
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run
+from ..artifacts.live import live_run, pace, progress_block
+from ..artifacts.manifest import manifest_beside
 from ..artifacts.names import (
     MAX_INDEX,
     ROLLOUT_KEY,
@@ -84,6 +85,8 @@ class HealthResult:
     tools: list[dict[str, Any]] = field(default_factory=list)  # `tool_breakdown`: which tool breaks the agent
     collector_retries: dict[str, int] = field(default_factory=dict)  # cause -> requests sent again
     identical_replies: dict[str, Any] = field(default_factory=dict)  # `identical.identical_replies`
+    # `live.progress_block` while a collector holds the run's lock (who, since when, rate, ETA), else None
+    in_progress: dict[str, Any] | None = None
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -126,6 +129,7 @@ class HealthResult:
             "tools": self.tools,
             "collector_retries": self.collector_retries,
             "identical_replies": self.identical_replies,
+            "in_progress": self.in_progress,
         }
 
 
@@ -345,13 +349,17 @@ def run_health(
     }  # fmt: skip
     causes = summary["ngrp"]["causes"]
     _add_collector_stop(causes, rollouts)
+    manifest = manifest_beside(rollouts)  # read once, for the live pace, the retries and the seed
     live = live_run(rollouts)
+    in_progress = None
     if live is not None:  # keys not written yet are not "never attempted": a collector is writing them
         # who and since when, not for how long: the same run asked again judges the same (no clock in it)
         causes["unscored"]["in_progress"] = {k: v for k, v in live.to_json().items() if k != "running_s"}
         causes["unscored"]["collector_stopped"] = None
         if causes["unscored"]["not_judged"]:
             causes["unscored"]["not_judged_attempted"] = "in_progress"
+        # the pace is this answer's, not the judgement's: it goes beside the summary, never into it
+        in_progress = progress_block(live, pace(rollouts, live, summary["ngrp"]["keys"]["missing"], manifest))
     # a run still being written is judged and answered, never written as if final: its files would be a
     # judgement of rows that are still coming (asked when it has finished, health writes them)
     write_now = write and live is None
@@ -373,8 +381,9 @@ def run_health(
         flagged_tasks=flagged,
         unhealthy_examples=examples,
         tools=tools,
-        collector_retries=collector_retries(rollouts),
-        identical_replies=identical_replies(digests, rollouts),
+        collector_retries=retries_of(manifest),
+        identical_replies=identical_replies(digests, manifest),
+        in_progress=in_progress,
     )
 
 

@@ -11,10 +11,8 @@ every task seed r: repeats differ by seed, and a rerun reproduces them.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-from ..artifacts.manifest import manifest_beside
 from .health_checks import Digest
 
 SEED_MEANING = {
@@ -31,10 +29,10 @@ SEED_MEANING = {
 }
 
 
-def seed_sent(rollouts: Path) -> str:
-    """none, per_repeat, fixed or unknown: what the run manifest beside `rollouts` says ngrp sent."""
-    manifest = manifest_beside(rollouts)
-    identity = manifest.get("identity") if manifest is not None else None
+def seed_sent(manifest: Any) -> str:
+    """none, per_repeat, fixed or unknown: what the run manifest (as `manifest_beside` read it) says ngrp
+    sent."""
+    identity = manifest.get("identity") if isinstance(manifest, dict) else None
     materialize = identity.get("materialize") if isinstance(identity, dict) else None
     if not isinstance(materialize, dict):
         return "unknown"
@@ -44,8 +42,9 @@ def seed_sent(rollouts: Path) -> str:
     return "per_repeat" if materialize.get("seed_per_repeat") else "none"
 
 
-def identical_replies(digests: list[Digest], rollouts: Path) -> dict[str, Any]:
-    """Counts of identical final answer texts (blank ones left out), within each task and over the run."""
+def identical_replies(digests: list[Digest], manifest: Any) -> dict[str, Any]:
+    """Counts of identical final answer texts (blank ones left out), within each task and over the run,
+    and whether the run's manifest says ngrp sent a seed."""
     by_task: dict[Any, Counter] = {}
     overall: Counter = Counter()
     for d in digests:
@@ -53,7 +52,7 @@ def identical_replies(digests: list[Digest], rollouts: Path) -> dict[str, Any]:
             by_task.setdefault(d.task, Counter())[d.reply] += 1
             overall[d.reply] += 1
     sizes = [(sum(c.values()), len(c)) for c in by_task.values()]
-    seed = seed_sent(rollouts)
+    seed = seed_sent(manifest)
     return {
         "replies": sum(overall.values()),
         "distinct": len(overall),

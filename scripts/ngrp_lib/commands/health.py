@@ -218,14 +218,13 @@ def _list(values: list) -> str:
 def _missing_words(data: dict) -> str:
     """What an expected key with no rollout row is: never attempted only when a failures sidecar was read
     (it would list the attempts that failed); without one, whether it was attempted is unknown."""
-    live = data["causes"]["unscored"]["in_progress"]
+    live = data["in_progress"]
     if live:
-        written = data["keys"]["expected"] - data["keys"]["missing"]
-        return (
-            f"not written yet (the run is in progress: a collector, pid {live['pid']}, holds {live['lock']}"
-            f" since {live['since']}; {written} of {data['keys']['expected']} written so far; ask again"
-            " when it has finished)"
-        )
+        from ..artifacts.live import progress_words
+
+        expected = data["keys"]["expected"]
+        written = progress_words(live, expected - data["keys"]["missing"], expected)
+        return f"not written yet ({written}; ask again when it has finished)"
     if data["files"]["failures"] is None:
         return "without a rollout (no failures file was read, so whether they were attempted is unknown)"
     return "never attempted"
