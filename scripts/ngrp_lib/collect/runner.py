@@ -342,7 +342,9 @@ class Servers:
 
 
 async def _check_servers(options: CollectOptions, session: Any, log: Callable[[str], None]) -> Servers:
-    timeout = min(options.retry.timeout, DEFAULT_TIMEOUT)
+    # the probe's own limit: --timeout is seconds per generated sequence, and a GET /models is none (a small
+    # --timeout let a busy but healthy server fail the probe: 'no answer within 0.02s')
+    timeout = DEFAULT_TIMEOUT
     if options.gym_url:
         if options.skip_preflight:
             return Servers(targets=await asyncio.to_thread(resolve_gym_url, options.gym_url))
