@@ -25,7 +25,6 @@ fixed-N run would send.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -40,7 +39,7 @@ from ..collect.run import stderr_log
 from ..collect.runner import collect
 from ..collect.state import CollectorLock, changed_fields, nothing_written
 from ..errors import UsageError
-from ..stats.adaptive import PENDING, SETTLED, Rule, Schedule, TaskState, replay
+from ..stats.adaptive import PENDING, SETTLED, Rule, Schedule, TaskState, outcome_of, replay
 
 SUMMED = ("requests", "rollouts", "input_tokens", "cached_tokens", "output_tokens")
 MANIFEST_KEY = "adaptive"  # the manifest block with the rounds' progress (the settings are in identity)
@@ -214,7 +213,7 @@ class NextRounds:
         if key is None or key[0] not in self.sizes:
             return []
         task, index = key
-        self.outcomes.setdefault(task, {})[index] = _outcome(reward, self.settings.pass_threshold)
+        self.outcomes.setdefault(task, {})[index] = outcome_of(reward, self.settings.pass_threshold)
         size = self.sizes[task]
         state = replay(
             self.settings.rule, self.settings.schedule, self.outcomes[task], self.spent.get(task, set())
@@ -306,21 +305,13 @@ def read_outcomes(
         for row in jsonl.iter_rows(options.output):
             key = names.rollout_key(row.data)
             if key is not None:
-                outcomes[key[0]][key[1]] = _outcome(row.data.get("reward"), threshold)
+                outcomes[key[0]][key[1]] = outcome_of(row.data.get("reward"), threshold)
     if options.failures_path.exists():
         for row in jsonl.iter_rows(options.failures_path):
             key = names.rollout_key(row.data)
             if key is not None:
                 attempts[key] += 1
     return outcomes, attempts
-
-
-def _outcome(reward: Any, threshold: float) -> bool | None:
-    if isinstance(reward, bool):
-        reward = float(reward)
-    if not isinstance(reward, (int, float)) or not math.isfinite(reward):
-        return None
-    return reward >= threshold
 
 
 def spent_indices(
