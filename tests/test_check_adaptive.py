@@ -223,3 +223,15 @@ def test_check_replays_an_adaptive_run_without_the_collection_packages(tmp_path)
     done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "the decisions of 3 tasks, replayed from the stored rewards, agree" in done.stdout
+
+
+def test_a_manifest_without_num_repeats_is_not_compared_and_says_why(tmp_path, run_ngrp):
+    inputs, rollouts = write_run(tmp_path, TASKS, STATES)
+    path = tmp_path / "r_run_manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["identity"]["materialize"]
+    path.write_text(json.dumps(manifest))
+    text, data = check(run_ngrp, inputs, rollouts)
+    assert data["adaptive"]["compared"] is False and text.returncode == 0
+    assert "does not record identity.materialize.num_repeats" in data["adaptive"]["not_compared_because"]
+    assert "the run's decisions are not compared:" in text.stdout
