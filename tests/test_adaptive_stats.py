@@ -304,6 +304,7 @@ def test_curriculum_band_selection_reads_a_band_rule_with_or_without_its_risk(ru
         {"rule": "band:0.2,0.8", "first_round": "four"},
         {"rule": "learnable", "first_round": 1, "rounds": "1,1,2"},  # rounds not a list of sizes
         {"rule": "learnable", "first_round": 2, "rounds": [1, 1, 2]},  # rounds not beginning with R
+        {"rule": "learnable", "first_round": 2, "pass_threshold": "1"},  # a threshold that is text
         {"rule": "band:0.2,0.8", "first_round": 4, "extra": 1, "task_states": None},
     ],
 )

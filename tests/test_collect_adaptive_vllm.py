@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -377,3 +378,109 @@ def test_identical_lines_are_one_task_sampled_once_decided_as_fixed_n_on_the_sam
         assert {t["task"]: t["source_lines"] for t in json.loads(body)["tasks"]} == task_lines
         status, _, page = viewer.get("/")
         assert status == 200 and b'<td class="num lines">4, 9</td>' in page
+
+
+def _fix_command(fix: str) -> str:
+    """The resume command in check's fix for decisions that differ (after `to keep them, ... then`)."""
+    start = fix.index(", then ") + 7 if ", then " in fix else fix.index("to keep them, ") + 14
+    return fix[start : fix.index(" (replays the rule")]
+
+
+def _edit_rewards(path: Path, change) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    kept = [row for row in rows if change(row) is not False]
+    path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+
+
+def test_check_replays_the_decisions_and_its_fix_makes_an_edited_run_agree_again(vllm_server, folder):
+    """check on a real adaptive run: the manifest's decisions follow from the stored rewards. In a copy of
+    the run one stored reward is flipped: check names that task, with the manifest's and the replayed
+    decision and repeats (exit 1), and the resume command it prints, run as printed, collects what the rule
+    now asks for the copy (not the original the copied manifest names) and makes check agree again. A flip
+    that makes the rule stop before repeats already drawn: the resume refuses them before rewriting any
+    file (exit 3); with those rows deleted, as the fix says, it agrees."""
+    write_tasks(folder / "tasks.jsonl", 4)
+    args = adaptive_args("tasks.jsonl", "run/rollouts.jsonl", vllm_server.base_url)
+    assert ngrp(*args, cwd=folder).returncode == 0
+
+    def check(name: str) -> tuple[subprocess.CompletedProcess, dict]:
+        files = (
+            "--inputs",
+            f"{name}/rollouts_materialized_inputs.jsonl",
+            "--rollouts",
+            f"{name}/rollouts.jsonl",
+        )
+        text, data = ngrp("check", *files, cwd=folder), ngrp("check", *files, "--json", cwd=folder)
+        assert text.returncode == data.returncode, text.stderr
+        result = json.loads(data.stdout)
+        schemas.validator("check_output").validate(result)
+        return text, result
+
+    text, data = check("run")
+    assert text.returncode == 0, text.stdout
+    assert (
+        "adaptive: learnable, --first-round 3: the decisions of 4 tasks, replayed from the stored rewards,"
+        " agree with the run's manifest (2 mixed, 1 all fail, 1 all pass)"
+    ) in text.stdout
+    assert (data["adaptive"]["agree"], data["adaptive"]["differ"]) == (4, 0)
+
+    # task 2 passes from its 6th repeat on: mixed at 6. Its 6th fails now: F x 6 is not mixed, round 3
+    shutil.copytree(folder / "run", folder / "copy")
+    _edit_rewards(folder / "copy" / "rollouts.jsonl", lambda row: row.update(reward=0.0)
+                  if (row["_ng_task_index"], row["_ng_rollout_index"]) == (2, 5) else None)  # fmt: skip
+    text, data = check("copy")
+    assert text.returncode == 1 and data["exit_code"] == 1
+    assert data["adaptive"]["differing"] == [{
+        "task": 2, "manifest": {"repeats": 6, "reason": "settled", "decision": "mixed"},
+        "replayed": {"reason": "pending", "decision": None, "repeats": 9}, "stored": 6, "past_stop": 0,
+    }]  # fmt: skip
+    errors = [f for f in data["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in errors] == ["adaptive_decisions_differ"] and errors[0]["count"] == 1
+    assert "task 2: the manifest says mixed at 6 repeats, the stored rewards say unsettled" in text.stdout
+    command = _fix_command(errors[0]["fix"])
+    assert "--output copy/rollouts.jsonl" in command and "run/rollouts.jsonl" not in command, command
+    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    text, data = check("copy")
+    assert text.returncode == 0, text.stdout
+    states = json.loads((folder / "copy" / "rollouts_run_manifest.json").read_text())["adaptive"][
+        "task_states"
+    ]
+    assert states["2"] == {"repeats": 9, "reason": "settled", "decision": "mixed"}  # repeats 6-8 pass
+    assert keys_of(folder / "copy" / "rollouts.jsonl").keys() >= {(2, 6), (2, 7), (2, 8)}
+    original = json.loads((folder / "run" / "rollouts_run_manifest.json").read_text())["adaptive"]
+    assert original["task_states"]["2"]["repeats"] == 6  # the fix resumed the copy only
+
+    # task 0 never passes (all 12 drawn); its first repeat passes now: mixed at 3, 9 drawn past that stop
+    shutil.copytree(folder / "run", folder / "early")
+    _edit_rewards(folder / "early" / "rollouts.jsonl", lambda row: row.update(reward=1.0)
+                  if (row["_ng_task_index"], row["_ng_rollout_index"]) == (0, 0) else None)  # fmt: skip
+    text, data = check("early")
+    assert text.returncode == 1
+    assert data["adaptive"]["differing"] == [{
+        "task": 0, "manifest": {"repeats": 12, "reason": "reached_n", "decision": "all_fail"},
+        "replayed": {"reason": "settled", "decision": "mixed", "repeats": 3}, "stored": 12, "past_stop": 9,
+    }]  # fmt: skip
+    fix = next(f["fix"] for f in data["findings"] if f["code"] == "adaptive_decisions_differ")
+    assert (
+        "delete the 9 rollouts drawn past where the rule now stops (1 task; task 0: rollout indices 3" in fix
+    )
+    command = _fix_command(fix)
+
+    def files() -> dict[str, bytes]:  # the lock file holds the pid of the last collector
+        return {p.name: p.read_bytes() for p in (folder / "early").iterdir() if p.suffix != ".lock"}
+
+    before = files()
+    refused = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 3 and "task 0: rollout indices 3, 4, 5, 6, 7 ..." in refused.stderr
+    assert files() == before  # nothing rewritten
+    _edit_rewards(folder / "early" / "rollouts.jsonl",
+                  lambda row: not (row["_ng_task_index"] == 0 and row["_ng_rollout_index"] >= 3))  # fmt: skip
+    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    text, data = check("early")
+    assert text.returncode == 0 and data["adaptive"]["agree"] == 4, text.stdout
+    states = json.loads((folder / "early" / "rollouts_run_manifest.json").read_text())["adaptive"][
+        "task_states"
+    ]
+    assert states["0"] == {"repeats": 3, "reason": "settled", "decision": "mixed"}

@@ -27,9 +27,9 @@ MODULES = {_module_name(p): p for p in LIB.rglob("*.py")}
 LAYERS: list[list[str]] = [
     ["__init__", "errors", "jsonvalues", "numbers"],
     ["artifacts"],
-    ["audit", "collect", "merge"],
+    ["collect", "merge"],
     ["reverify", "serve", "stats"],
-    ["adaptive", "ledger", "profile"],
+    ["adaptive", "audit", "ledger", "profile"],  # audit replays the adaptive rule (stats) in check
     ["inspect"],
     ["view"],
     ["report"],

@@ -307,3 +307,19 @@ def test_a_log_file_is_never_written_through_a_symlink(tmp_path):
     with opening.open_log(tmp_path / "old.log") as handle:  # ngrp's own log: emptied and rewritten
         handle.write(b"new\n")
     assert (tmp_path / "old.log").read_text() == "new\n"
+
+
+def test_read_document_allocates_the_file_not_the_limit(tmp_path):
+    """A run manifest is a few KB; reading it allocated a buffer of the 256 MiB limit (tracemalloc saw
+    `check` on an adaptive run peak at 294 MB, 268 MB of it this read)."""
+    import tracemalloc
+
+    path = tmp_path / "small.json"
+    path.write_bytes(b"{}" * 1000)
+    tracemalloc.start()
+    try:
+        assert opening.read_document(path) == b"{}" * 1000
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak

@@ -135,3 +135,21 @@ def test_the_printed_resume_command_runs_as_printed_against_vllm(vllm_server, tm
     keys = [(json.loads(r)["_ng_task_index"], json.loads(r)["_ng_rollout_index"])
             for r in rollouts.read_text().splitlines()]  # fmt: skip
     assert sorted(keys) == [(t, r) for t in range(3) for r in range(2)]
+
+
+def test_the_printed_command_resumes_the_file_it_was_asked_about(tmp_path, monkeypatch):
+    """A copy of a run keeps the manifest naming the original's rollouts: the fix check prints for the copy
+    must resume the copy (run as printed, it resumed the original and left the copy as it was). A shard's
+    file goes back to the run's name, which collect --shard suffixes again."""
+    from ngrp_lib.artifacts.resume import resume_command
+
+    monkeypatch.chdir(tmp_path)
+    manifest = json.loads(json.dumps(_manifest(_options(["--input", "t.jsonl", "--output", "run/r.jsonl",
+                                                         *SERVER]))))  # fmt: skip
+    assert "--output run/r.jsonl" in resume_command(manifest)
+    copied = resume_command(manifest, output="copy/r.jsonl")
+    assert "--output copy/r.jsonl" in copied and "run/r.jsonl" not in copied
+    manifest["identity"]["shard"] = "2/8"
+    manifest["rollouts"]["path"] = "run/r-shard-2-of-8.jsonl"
+    sharded = resume_command(manifest, output="copy/r-shard-2-of-8.jsonl")
+    assert "--output copy/r.jsonl" in sharded and "--shard 2/8" in sharded

@@ -25,7 +25,6 @@ fixed-N run would send.
 
 from __future__ import annotations
 
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,8 +38,8 @@ from ..collect.result import CollectResult
 from ..collect.run import stderr_log
 from ..collect.runner import collect
 from ..collect.state import CollectorLock, changed_fields, nothing_written
-from ..errors import UsageError
-from ..stats.adaptive import PENDING, SETTLED, Rule, Schedule, TaskState, replay
+from ..errors import InputError, UsageError
+from ..stats.adaptive import PENDING, SETTLED, Rule, Schedule, TaskState, outcome_of, replay
 
 SUMMED = ("requests", "rollouts", "input_tokens", "cached_tokens", "output_tokens")
 MANIFEST_KEY = "adaptive"  # the manifest block with the rounds' progress (the settings are in identity)
@@ -214,7 +213,7 @@ class NextRounds:
         if key is None or key[0] not in self.sizes:
             return []
         task, index = key
-        self.outcomes.setdefault(task, {})[index] = _outcome(reward, self.settings.pass_threshold)
+        self.outcomes.setdefault(task, {})[index] = outcome_of(reward, self.settings.pass_threshold)
         size = self.sizes[task]
         state = replay(
             self.settings.rule, self.settings.schedule, self.outcomes[task], self.spent.get(task, set())
@@ -251,6 +250,7 @@ def advance(
         outcomes, attempts = read_outcomes(options, settings.pass_threshold)
         spent = spent_indices(outcomes, attempts, options.max_attempts)
         states = task_states(plan, settings, outcomes, spent)
+        refuse_past_stop(options, states, outcomes)
         rows = assigned_rows(plan, states, settings.schedule)
         jsonl.write_jsonl(options.materialized_path, rows, overwrite=True)
         sha = sha256_file(options.materialized_path)
@@ -260,6 +260,30 @@ def advance(
         manifest[MANIFEST_KEY] = summary
         jsonl.write_json(options.manifest_path, manifest, overwrite=True, indent=True)
     return summary, NextRounds.start(plan, settings, states, outcomes, spent)
+
+
+def refuse_past_stop(
+    options: CollectOptions, states: dict[int, TaskState], outcomes: dict[int, dict[int, bool | None]]
+) -> None:
+    """Refuse, before any file is rewritten, rollouts past where the rule stops on the stored rewards: the
+    collector never draws them, so their task's rewards changed after they were drawn (edited, re-scored
+    in place, another file). Kept, they would have no row in the rewritten materialized file."""
+    past = {
+        task: sorted(i for i in stored if i >= states[task].size)
+        for task, stored in outcomes.items()
+        if task in states and any(i >= states[task].size for i in stored)
+    }
+    if not past:
+        return
+    task, indices = min(past.items())
+    raise InputError(
+        f"{len(past)} tasks hold rollouts past where the rule stops on their stored rewards (task {task}:"
+        f" rollout indices {', '.join(map(str, indices[:5]))}{' ...' if len(indices) > 5 else ''}; the"
+        f" rule stops it at {states[task].size} repeats): their rewards changed after those were drawn",
+        path=options.output,
+        hint="put back the rollouts the run wrote, or delete those rows to keep these rewards;"
+        f" ngrp check --inputs {options.materialized_path} --rollouts {options.output} names the tasks",
+    )
 
 
 def _lines_json(lines: dict[int, list[int]]) -> dict[str, list[int]]:
@@ -306,21 +330,13 @@ def read_outcomes(
         for row in jsonl.iter_rows(options.output):
             key = names.rollout_key(row.data)
             if key is not None:
-                outcomes[key[0]][key[1]] = _outcome(row.data.get("reward"), threshold)
+                outcomes[key[0]][key[1]] = outcome_of(row.data.get("reward"), threshold)
     if options.failures_path.exists():
         for row in jsonl.iter_rows(options.failures_path):
             key = names.rollout_key(row.data)
             if key is not None:
                 attempts[key] += 1
     return outcomes, attempts
-
-
-def _outcome(reward: Any, threshold: float) -> bool | None:
-    if isinstance(reward, bool):
-        reward = float(reward)
-    if not isinstance(reward, (int, float)) or not math.isfinite(reward):
-        return None
-    return reward >= threshold
 
 
 def spent_indices(

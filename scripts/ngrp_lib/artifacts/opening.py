@@ -107,7 +107,10 @@ def read_document(path: Path | str, *, limit: int = MAX_DOCUMENT_BYTES, what: st
     path = Path(path)
     with open_input(path) as handle:
         size = os.fstat(handle.fileno()).st_size
-        data = handle.read(limit + 1) if size <= limit else b""
+        # read(n) allocates n bytes before it reads: ask for the size (+1 to see growth), not the limit
+        data = handle.read(size + 1) if size <= limit else b""
+        if len(data) > size:  # the file grew since fstat: the rest, up to the limit
+            data += handle.read(limit + 1 - len(data))
     if size > limit or len(data) > limit:
         raise InputError(
             f"the {what} is larger than {_mib(limit)}; ngrp does not read it whole",

@@ -30,11 +30,14 @@ DEFAULTS: dict[str, Any] = {
 _VALUED = ("concurrency", "timeout", "max_retries", "max_attempts", "abort_after", "abort_after_same")
 
 
-def resume_command(manifest: Any, without: tuple[str, ...] = ()) -> str | None:
+def resume_command(
+    manifest: Any, without: tuple[str, ...] = (), output: Path | str | None = None
+) -> str | None:
     """One copyable shell line; None when the manifest is not an ngrp collect manifest this can read.
-    `without`: valued options to leave out (the caller appends a new value, e.g. `--max-attempts`)."""
+    `without`: valued options to leave out (the caller appends a new value, e.g. `--max-attempts`);
+    `output`: the rollouts file as the caller was given it (a copied run's manifest names the original)."""
     try:
-        argv = resume_argv(manifest)
+        argv = resume_argv(manifest, output)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     for flag in without:
@@ -59,13 +62,15 @@ def entry_point(argv0: str | None = None) -> list[str]:
     return ["python3" if same else sys.executable, script]
 
 
-def resume_argv(manifest: dict[str, Any]) -> list[str]:
-    """The arguments after `ngrp` (raises KeyError/TypeError/ValueError on a manifest of another shape)."""
+def resume_argv(manifest: dict[str, Any], rollouts: Path | str | None = None) -> list[str]:
+    """The arguments after `ngrp` (raises KeyError/TypeError/ValueError on a manifest of another shape).
+    `rollouts`: the file to resume, when not the one the manifest names (a copy of the run)."""
     opts, identity = manifest["options"], manifest["identity"]
     if not isinstance(opts, dict) or not isinstance(identity, dict):
         raise TypeError("not a collect manifest")
     argv = ["collect"]
-    output = str(manifest["rollouts"]["path"])
+    recorded = str(manifest["rollouts"]["path"])
+    output = recorded if rollouts is None else str(rollouts)
     shard = identity.get("shard")
     if shard is not None:
         output = _unsharded(output, str(shard))

@@ -31,7 +31,7 @@ from ..artifacts.opening import require_regular
 from ..artifacts.prefix_cache import prefix_cache_in
 from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
-from .check_result import AGENT_BITS, EXAMPLES, CheckResult, FileStats
+from .check_result import AGENT_BITS, ERROR, EXAMPLES, CheckResult, FileStats, Finding
 from .crossfiles import cross_check
 from .findings import CollectedBy, summarize, while_running
 
@@ -209,8 +209,9 @@ def check_run(
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
     result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
-    manifest = manifest_beside(rollouts)  # read once for the pace, the retries and the prefix cache
+    manifest = manifest_beside(rollouts)  # read once: pace, retries, prefix cache, adaptive decisions
     live = live_run(rollouts)
+    result.findings += _adaptive(result, manifest, rollouts, live is not None)
     if live is not None:
         speed = pace(rollouts, live, result.counts.missing, manifest)
         result.in_progress = progress_block(live, speed)
@@ -218,6 +219,33 @@ def check_run(
     result.retries = retries_of(manifest)
     result.prefix_cache = prefix_cache_in(manifest)
     return result
+
+
+def _adaptive(result: CheckResult, manifest: Any, rollouts: Path, live: bool) -> list[Finding]:
+    """An adaptive run's decisions replayed on its stored rewards (`adaptive_check`): `result.adaptive`,
+    and an error finding when they differ or the manifest's adaptive block is malformed. A fixed-N run
+    (no identity.adaptive) imports and reads nothing more."""
+    identity = manifest.get("identity") if manifest is not None else None
+    if not isinstance(identity, dict) or not isinstance(identity.get("adaptive"), dict):
+        return []
+    from ..artifacts.resume import resume_command
+    from ..stats.adaptive_run import adaptive_in
+    from .adaptive_check import check_decisions, decision_findings
+
+    try:
+        run = adaptive_in(manifest, manifest_path_for(rollouts))
+    except InputError as error:
+        message = f"{error}: the run's decisions cannot be checked"
+        return [Finding("adaptive_manifest_invalid", ERROR, 1, message)]
+    if run is None:
+        return []
+    result.adaptive = check_decisions(run, rollouts, live)
+    if not result.adaptive.differ:
+        return []
+    resume = resume_command(manifest, output=rollouts)
+    if resume is None:
+        resume = f"ngrp collect --output {rollouts} --resume <the options of {run.manifest}>"
+    return decision_findings(result.adaptive, resume)
 
 
 def _collected_by(rollouts: Path) -> CollectedBy:

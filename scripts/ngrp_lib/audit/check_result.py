@@ -106,6 +106,7 @@ class CheckResult:
     in_progress: dict[str, Any] | None = None  # `live.LiveRun.to_json()` while a collector holds the lock
     retries: dict[str, int] = field(default_factory=dict)  # cause -> requests the collector sent again
     prefix_cache: list[dict[str, Any]] = field(default_factory=list)  # `artifacts.prefix_cache_of`
+    adaptive: Any = None  # `adaptive_check.AdaptiveCheck` of an adaptive run, None for a fixed-N run
 
     @property
     def exit_code(self) -> int:
@@ -133,4 +134,5 @@ class CheckResult:
             "findings": [asdict(f) for f in self.findings],
             "in_progress": self.in_progress,
             "prefix_cache": self.prefix_cache,
+            "adaptive": None if self.adaptive is None else self.adaptive.to_json(),
         }

@@ -202,19 +202,19 @@ def _resume(rollouts: str, extra: str = "", why: str = "") -> str:
             f"ngrp collect --output {rollouts} --resume <the run's other options>{extra}{why}; no ngrp"
             " manifest here: resume with the tool that collected it (gym eval run --resume)"
         )
-    command = _rebuilt(manifest, tuple(f for f in ("--max-attempts",) if f in extra))
+    command = _rebuilt(manifest, tuple(f for f in ("--max-attempts",) if f in extra), rollouts)
     if command is None:
         return f"ngrp collect --output {rollouts} --resume <the options of {manifest}>{extra}{why}"
     return f"{command}{extra}{why}"
 
 
-def _rebuilt(manifest: Any, without: tuple[str, ...]) -> str | None:
+def _rebuilt(manifest: Any, without: tuple[str, ...], rollouts: str) -> str | None:
     from ..artifacts.jsonl import read_json
     from ..artifacts.resume import resume_command
     from ..errors import InputError
 
     try:
-        return resume_command(read_json(manifest), without)
+        return resume_command(read_json(manifest), without, rollouts)
     except (InputError, OSError):
         return None
 

@@ -27,7 +27,9 @@ def command(
     """Account for every (_ng_task_index, _ng_rollout_index) key of a run: expected, completed,
     missing (tasks complete / partial / with none), extra, duplicate on either side, failed
     attempts by class, masked rollouts, null or absent rewards, blank lines and a torn tail.
-    Streams both files; each finding names the command that fixes it.
+    Streams both files; each finding names the command that fixes it. On an adaptive run (collect
+    --adaptive) it replays each decided task's rule on the stored rewards and says whether the run
+    manifest's decisions (which curriculum and stats read) agree.
 
     OTHER_FILES (a *_reward_profiling.jsonl, *_profile_summary.json, *_repeat_level_metrics.json,
     quality_summary.json, rollout_verdicts.jsonl; told by content, so a renamed one is read too) are each
@@ -43,7 +45,8 @@ def command(
 
     \b
     Exit codes: 0 complete and consistent (notes and warnings allowed), 1 findings
-    (missing, extra or duplicate keys, unreadable lines, torn tail) or the run is in progress (a
+    (missing, extra or duplicate keys, unreadable lines, torn tail, an adaptive run's decisions that
+    do not follow from its stored rewards) or the run is in progress (a
     collector holds its lock: a status line with rows written, rate and ETA), 2 usage error,
     3 a file cannot be read.
     """
@@ -96,6 +99,8 @@ def render_text(r: CheckResult) -> str:
         lines.append(retried)
     if (cache := prefix_cache_line(r.prefix_cache)) is not None:
         lines.append(cache)
+    if r.adaptive is not None and (decided := r.adaptive.line()) is not None:
+        lines.append(decided)
     for f in r.findings:
         label = "status" if f.code == "run_in_progress" else f.severity  # a normal state, not a problem
         lines.append(f"{label}: {f.message}" + (f"; e.g. {_examples(f.examples)}" if f.examples else ""))

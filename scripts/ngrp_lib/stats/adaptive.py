@@ -54,6 +54,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
 from .estimators import wilson_one
@@ -341,6 +342,17 @@ def decide_at_end(rule: Rule, outcomes: Sequence[bool]) -> str:
     if rule.kind == WIDTH:
         return decide(rule, outcomes) or "wide"
     return band_class(rule, passes, n)
+
+
+def outcome_of(reward: Any, threshold: float) -> bool | None:
+    """A rollout's outcome for the rules: pass when its reward is at least `threshold` (a bool counts as
+    1.0 or 0.0); None when it has no finite number (missing, null, NaN, text), which a rule skips. The one
+    rule for the collector's rounds and for `check`'s replay of a finished run."""
+    if isinstance(reward, bool):
+        reward = float(reward)
+    if not isinstance(reward, (int, float)) or not math.isfinite(reward):
+        return None
+    return reward >= threshold
 
 
 @dataclass(frozen=True)

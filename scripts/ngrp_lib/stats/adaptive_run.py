@@ -11,6 +11,7 @@ repeat: that is what the extra rounds were for.
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class AdaptiveRun:
     num_repeats: int
     progress: dict[str, Any] = field(default_factory=dict)  # the manifest's `adaptive` block
     later: tuple[int, ...] = ()  # the sizes of the rounds after the first (`--rounds`), the last repeating
+    pass_threshold: float = 1.0  # a pass is reward >= this (`--pass-threshold`)
 
     @functools.cached_property
     def fixed(self) -> int:
@@ -97,10 +99,15 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
         source = names.rollouts_path_of_profile(profile)
     if source is None:
         return None
-    manifest = manifest_beside(source)
+    return adaptive_in(manifest_beside(source), names.manifest_path_for(source))
+
+
+def adaptive_in(manifest: dict[str, Any] | None, path: Path | str) -> AdaptiveRun | None:
+    """The adaptive run a run manifest already read (`manifest_beside`) describes; None for a fixed-N run
+    or no manifest. `path` is the manifest's, named in the InputError a malformed adaptive block raises."""
     if manifest is None:
         return None
-    path = names.manifest_path_for(source)  # named in the errors below
+    path = Path(path)
     identity = manifest.get("identity")
     if not isinstance(identity, dict) or not isinstance(identity.get("adaptive"), dict):
         return None
@@ -110,7 +117,10 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
     progress: dict[str, Any] = found if isinstance(found, dict) else {}
     _check_block(path, block, repeats, progress)
     later = tuple(block.get("rounds") or (None,))[1:]  # a run begun before --rounds: rounds of R
-    return AdaptiveRun(str(path), str(block["rule"]), block["first_round"], repeats or 0, progress, later)
+    threshold = float(block.get("pass_threshold", 1.0))
+    return AdaptiveRun(
+        str(path), str(block["rule"]), block["first_round"], repeats or 0, progress, later, threshold
+    )
 
 
 def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict[str, Any]) -> None:
@@ -132,6 +142,9 @@ def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict
         raise InputError(
             f"identity.adaptive.rounds is {rounds!r}, not sizes that begin with first_round", path=path
         )
+    threshold = block.get("pass_threshold", 1.0)
+    if type(threshold) not in (int, float) or not math.isfinite(threshold):
+        raise InputError(f"identity.adaptive.pass_threshold is {threshold!r}, not a finite number", path=path)
     if repeats is not None and (type(repeats) is not int or repeats < 1):
         raise InputError(
             f"identity.materialize.num_repeats is {repeats!r}, not a positive integer", path=path
