@@ -151,7 +151,8 @@ def test_each_gym_shape_gets_its_verdict_and_cause(tmp_path, run_ngrp):
         cut, unknown, len(zeros) - cut - unknown
     )  # fmt: skip
     answer = data["causes"]["answer"]
-    assert f"{cut} setting ({CUT} {cut})" in answer and f"{unknown} unknown ({UNKNOWN} {unknown})" in answer
+    assert f"{cut} setting ({CUT} {cut}; {CUT}: whether more steps would pass is unknown" in answer
+    assert f"{unknown} unknown ({UNKNOWN} {unknown})" in answer
     causes = {c["id"]: c["cause"] for c in data["checks"]}
     assert (causes[CUT], causes[UNKNOWN]) == ("setting", "unknown")
     # "which tool": the tools behind agent findings include the tool each rollout stopped on
@@ -264,3 +265,25 @@ def test_the_replays_three_environments(tmp_path, run_ngrp, server):
     assert data["causes"]["zero_rewards"]["by_cause"]["setting"] == 0
     if server == "finance_agent_v2":
         assert "2 are the policy's (2 clean wrong answers)" in data["causes"]["answer"]
+
+
+def test_the_answer_names_the_route_that_settles_a_cut_and_it_runs(tmp_path, run_ngrp):
+    """A zero cut at the step limit is the limit's only if more steps would pass: the answer says so and
+    names the command that writes those tasks' lines, which then says what to raise."""
+    rows = [agent_row(t, r, turns=3, defect="cut" if t < 2 else None, components={"correctness": 0.0})
+            for t in range(4) for r in range(2)]  # fmt: skip
+    inputs, rollouts = _write(tmp_path, rows)
+    health = run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts)
+    answer = health.stdout.splitlines()[-1]
+    route = f"ngrp inspect {rollouts} --finding {CUT} --failed --tasks-out {tmp_path / 'cut_tasks.jsonl'}"
+    assert (
+        f"4 setting ({CUT} 4; {CUT}: whether more steps would pass is unknown; to settle it: {route}, "
+        "then collect them with a larger max_steps)" in answer
+    )
+    done = run_ngrp(*route.split()[1:])
+    assert done.returncode == 0, done.stderr
+    written = (tmp_path / "cut_tasks.jsonl").read_text().splitlines()
+    assert [json.loads(x)["_ng_task_index"] for x in written] == [0, 1]
+    assert (
+        done.stdout.splitlines()[1] == "next: raise the agent's max_steps (its Gym config) and collect them:"
+    )

@@ -379,7 +379,8 @@ def run_health(
     # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
     inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
     later = "ngrp health when the run has finished" if write else "ngrp health without --no-write"
-    causes["answer"] = answer_text(causes, inspect if write_now else f"{later}, then {inspect}")
+    folder = str(rollouts.parent) if str(rollouts.parent) != "." else None
+    causes["answer"] = answer_text(causes, inspect if write_now else f"{later}, then {inspect}", folder)
     tools = tool_breakdown(digests, inspect if write_now else None)
     if write_now:
         _write_unless_same(paths, summary, digests, overwrite)
