@@ -445,3 +445,21 @@ def test_gibberish_cut_at_the_cap_is_not_called_nobodys_but_the_caps(tmp_path):
         "max_output_tokens 20: cut there, so whether more tokens would pass is unknown; read them: " in answer
     )
     assert f"ngrp inspect {tmp_path / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap" in answer
+
+
+def test_the_settle_route_selects_every_cap_check_that_decided_a_zero():
+    """A zero cut at the cap with some content and one with none (a runaway): both are the cap's, so the
+    route that writes their task lines selects both findings (inspect's --finding is repeatable)."""
+    from collections import Counter
+
+    from ngrp_lib.audit.health_causes import CauseTally, answer_text, causes_block
+
+    tally = CauseTally(zero=Counter({"ngrp/truncated_at_token_cap": 3, "model_call_runaway_generation": 1}))
+    tally.caps.add(48)
+    answer = answer_text(causes_block(tally, 8, 0, True), "ngrp inspect r.jsonl", "runs/B")
+    assert (
+        "to settle it, collect those tasks alone at a larger cap: ngrp inspect r.jsonl --finding "
+        "ngrp/truncated_at_token_cap --finding model_call_runaway_generation --failed --tasks-out "
+        "runs/B/capped_tasks.jsonl (it prints the collect command)"
+    ) in answer
+    assert "; read them: ngrp inspect r.jsonl --finding ngrp/truncated_at_token_cap;" in answer

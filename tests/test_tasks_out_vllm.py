@@ -55,12 +55,15 @@ def _tasks(path: Path) -> list[dict]:
     return rows
 
 
+CAP_CHECKS = ("ngrp/truncated_at_token_cap", "model_call_runaway_generation")
+
+
 def _capped_failed_tasks(run: Path) -> set[int]:
     """Tasks with a rollout health flagged at the cap and scored below 1, read from the two files."""
     flagged = {
         (r["_ng_task_index"], r["_ng_rollout_index"])
         for r in map(json.loads, (run / "rollout_verdicts.jsonl").read_text().splitlines())
-        if any(f["check"] == "ngrp/truncated_at_token_cap" for f in r["findings"])
+        if any(f["check"] in CAP_CHECKS for f in r["findings"])
     }
     return {
         r.data["_ng_task_index"]
@@ -94,9 +97,16 @@ def test_capped_zeros_are_settled_by_collecting_their_tasks_alone(vllm_server, t
     # 2. the answer names the route, at this run's cap
     assert f"max_output_tokens {CAP}: cut there, so whether more tokens would pass is unknown" in answer
     route = _after(answer, "to settle it, collect those tasks alone at a larger cap: ", " (it prints")
-    assert route == (
-        "ngrp inspect run/rollouts.jsonl --finding ngrp/truncated_at_token_cap --failed "
-        "--tasks-out run/capped_tasks.jsonl"
+    judged = _run(
+        ["ngrp", "health", "--inputs", "run/rollouts_materialized_inputs.jsonl", "--rollouts",
+         "run/rollouts.jsonl", "--no-write", "--json"], tmp_path,
+    )  # fmt: skip
+    by_check = json.loads(judged.stdout)["causes"]["zero_rewards"]["by_check"]
+    said_checks = [c for c in by_check if c in CAP_CHECKS]
+    assert route == (  # every cap check that decided a zero (a reply of 3 blank tokens is a runaway)
+        "ngrp inspect run/rollouts.jsonl "
+        + " ".join(f"--finding {c}" for c in said_checks)
+        + " --failed --tasks-out run/capped_tasks.jsonl"
     )
     # 3. run it as printed: the task lines behind them, and the command that collects them
     wrote = _run(shlex.split(route), tmp_path)

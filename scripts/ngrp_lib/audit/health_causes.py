@@ -111,13 +111,14 @@ SETTLE = {
 CAP_TASKS = "capped_tasks.jsonl"
 
 
-def settle_route(inspect: str, check: str, folder: str | None, name: str) -> str:
-    """`ngrp inspect R --finding CHECK --failed --tasks-out FOLDER/NAME`: the tasks of those zeros."""
+def settle_route(inspect: str, checks: list[str], folder: str | None, name: str) -> str:
+    """`ngrp inspect R --finding CHECK... --failed --tasks-out FOLDER/NAME`: the tasks of those zeros."""
     import os
     import shlex
 
     path = name if folder is None else os.path.join(folder, name)
-    return f"{inspect} --finding {check} --failed --tasks-out {shlex.quote(path)}"
+    findings = " ".join(f"--finding {check}" for check in checks)
+    return f"{inspect} {findings} --failed --tasks-out {shlex.quote(path)}"
 
 
 def _others(
@@ -139,14 +140,14 @@ def _others(
                     first = capped[0]
                     extra += (
                         f"; read them: {inspect} --finding {first}; to settle it, collect those tasks alone"
-                        f" at a larger cap: {settle_route(inspect, first, folder, CAP_TASKS)} (it prints"
+                        f" at a larger cap: {settle_route(inspect, capped, folder, CAP_TASKS)} (it prints"
                         " the collect command)"
                     )
             for check, (more, name, how) in SETTLE.items():
                 if cause == SETTING and inspect and part["by_check"].get(check):
                     extra += (
                         f"; {check}: whether {more} would pass is unknown; to settle it: "
-                        f"{settle_route(inspect, check, folder, name)}, then {how}"
+                        f"{settle_route(inspect, [check], folder, name)}, then {how}"
                     )
             if cause == VERIFIER and inspect:  # a verifier's zero is a hint: a reply may hold no answer
                 first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
