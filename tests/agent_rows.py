@@ -9,9 +9,12 @@ part. A multi-reward server adds `reward_components` beside `reward` and echoes 
 Invalid arguments get Gym's own tool output (`{"error": "Invalid tool call arguments: ..."}`).
 
 Defects (one per rollout, by name) plant what the agent health checks look for:
-bad_args, tool_error, loop, no_answer (stopped at max_steps after a tool call), overflow (the server said
-the context window is full), missing_component (a component left out of reward_components), script (a
-`<script>` in turn 1's tool name, argument key and tool output).
+bad_args, tool_error, loop, no_answer (stopped after a tool call's output: Gym's simple agent at its
+max_steps, which the row does not say), cut (the same, with Gymnasium's `truncated: true`: the row says
+the environment's limit cut it), submit (the agent answers through `submit_answer` and stops on its
+output, as finance_agent_v2 and aviary do), overflow (the server said the context window is full),
+missing_component (a component left out of reward_components), script (a `<script>` in turn 1's tool
+name, argument key and tool output).
 """
 
 from __future__ import annotations
@@ -114,7 +117,11 @@ def _turns(task: int, rollout: int, turns: int, chars: int, defect: str | None) 
             output = "found: " + SCRIPT
         items.append(_call(key, turn, args, name))
         items.append(_output(key, turn, output))
-    if defect != "no_answer":
+    if defect == "submit":
+        args = orjson.dumps({"answer": f"page {task + 1}"}).decode()
+        items += [_reasoning(key, turns, "submit it"), _call(key, turns, args, "submit_answer")]
+        items.append(_output(key, turns, "True"))
+    elif defect not in ("no_answer", "cut"):
         items.append(_reasoning(key, turns, "answer now"))
         items.append(_message(key, f"Feature {task} is on page {task + 1}."))
     return items
@@ -165,7 +172,9 @@ def agent_row(
             "code": "context_length_exceeded",
             "message": "This model's maximum context length is 2048 tokens. You requested 2100 tokens.",
         }
+    flags = {"terminated": False, "truncated": True} if defect == "cut" else {}  # Gymnasium's
     return {
+        **flags,
         "responses_create_params": _params(task),
         "response": response,
         "reward": sum(components.values()),

@@ -95,9 +95,7 @@ def test_the_environments_terminal_step_is_not_ended_on_tool_call(tmp_path, run_
     rows = [_single_step(0, r, hit=r == 0) for r in range(3)] + [
         _finished_game(1, r, won=r == 0) for r in range(3)
     ]
-    cut = agent_row(
-        2, 0, turns=4, defect="no_answer", components={"correctness": 0.0}
-    )  # stopped at max_steps
+    cut = agent_row(2, 0, turns=4, defect="cut", components={"correctness": 0.0})  # the env's limit
     inputs, rollouts = _write(tmp_path, [*rows, cut])
     data = json.loads(
         run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
@@ -184,8 +182,9 @@ def test_aviarys_nested_outputs_are_read_in_health_and_inspect(tmp_path, run_ngr
         run_ngrp("health", "--inputs", inputs, "--rollouts", rollouts, "--no-write", "--json").stdout
     )
     affected = {c["id"]: c["affected"] for c in data["checks"] if c["affected"]}
-    # the answered one is a clean wrong answer; the other ended on a tool output; the third is said unreadable
-    assert affected == {"ngrp/ended_on_tool_call": 1, "ngrp/output_unreadable": 1}, affected
+    # the answered one is a clean wrong answer; the other ended on a tool output (no sign of a cut or of an
+    # answer: unknown); the third is said unreadable
+    assert affected == {"ngrp/ended_on_tool_call_unknown": 1, "ngrp/output_unreadable": 1}, affected
     assert "ngrp/empty_final_answer" not in affected
     shown = run_ngrp("inspect", rollouts, "--task", "0", "--full")
     assert shown.returncode == 0, shown.stderr

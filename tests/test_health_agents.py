@@ -18,7 +18,9 @@ PLANTED = {
     (0, 1): ("bad_args", ["ngrp/tool_arguments_invalid"]),
     (1, 2): ("tool_error", ["ngrp/tool_output_error"]),
     (2, 3): ("loop", ["ngrp/tool_call_loop"]),
-    (3, 0): ("no_answer", ["ngrp/ended_on_tool_call"]),
+    (3, 0): ("cut", ["ngrp/ended_on_tool_call"]),
+    (3, 2): ("no_answer", ["ngrp/ended_on_tool_call_unknown"]),
+    (2, 1): ("submit", []),  # answered through a tool: nothing to flag
     (4, 1): ("overflow", ["model_call_failed", "ngrp/context_window_exceeded"]),
 }
 
@@ -31,8 +33,8 @@ def test_each_planted_agent_defect_is_flagged_with_its_id_alone(tmp_path):
         key = (row["_ng_task_index"], row["_ng_rollout_index"])
         checks = [f["check"] for f in row["findings"]]
         assert checks == (PLANTED[key][1] if key in PLANTED else []), (key, row)
-        assert row["verdict"] == ("unhealthy" if key in PLANTED else "healthy")
-    assert result.verdicts == {"healthy": 15, "unhealthy": 5, "unobserved": 0}
+        assert row["verdict"] == ("unhealthy" if key in PLANTED and PLANTED[key][1] else "healthy")
+    assert result.verdicts == {"healthy": 14, "unhealthy": 6, "unobserved": 0}
     summary = json.loads((tmp_path / "quality_summary.json").read_text())
     issues = {k: v for k, v in summary["run"]["issues"].items() if v}
     assert issues == {
@@ -40,6 +42,7 @@ def test_each_planted_agent_defect_is_flagged_with_its_id_alone(tmp_path):
         "ngrp/tool_output_error": 1,
         "ngrp/tool_call_loop": 1,
         "ngrp/ended_on_tool_call": 1,
+        "ngrp/ended_on_tool_call_unknown": 1,
         "ngrp/context_window_exceeded": 1,
         "model_call_failed": 1,
     }
@@ -62,7 +65,13 @@ def test_finding_details_name_the_turn_and_the_tool():
     assert loop["detail"]["copies"] == 5 and loop["detail"]["first_turn"] == 1
     assert loop["detail"]["arguments"] == '{"page":1,"query":"feature 0"}'
     (end,) = _findings(agent_row(0, 0, defect="no_answer"))
-    assert end["detail"] == {"last_item": "function_call_output", "turns": 3}
+    assert end["check"] == "ngrp/ended_on_tool_call_unknown"
+    assert end["detail"] == {
+        "last_item": "function_call_output", "tool": "search_docs", "turns": 3, "tools": {"search_docs": 1}
+    }  # fmt: skip
+    (cut,) = _findings(agent_row(0, 0, defect="cut"))
+    assert cut["check"] == "ngrp/ended_on_tool_call"
+    assert cut["detail"]["tool"] == "search_docs" and cut["detail"]["cut_by"] == "truncated: true"
 
 
 def test_loop_threshold_and_arguments_compared_as_json():

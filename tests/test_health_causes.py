@@ -176,7 +176,11 @@ def test_each_zero_and_missing_score_counted_once_under_its_cause(tmp_path):
         "ngrp/repetition_loop 1), 2 infrastructure (model_call_failed 2), 2 setting "
         "(ngrp/truncated_at_token_cap 2; max_output_tokens 64: cut there, so whether more tokens would pass "
         "is unknown; read them: ngrp health without --no-write, then ngrp inspect "
-        f"{result.rollouts} --finding ngrp/truncated_at_token_cap), 3 verifier (ngrp/answer_not_extracted 1, "
+        f"{result.rollouts} --finding ngrp/truncated_at_token_cap; to settle it, collect those tasks alone "
+        "at a larger cap: ngrp health without --no-write, then ngrp inspect "
+        f"{result.rollouts} --finding ngrp/truncated_at_token_cap --failed --tasks-out "
+        f"{tmp_path / 'capped_tasks.jsonl'} (it prints the collect command)), 3 verifier "
+        "(ngrp/answer_not_extracted 1, "
         "ngrp/expected_answer_in_reply 1, ngrp/verifier_error 1; read those replies: ngrp health without "
         f"--no-write, then ngrp inspect {result.rollouts} --finding ngrp/answer_not_extracted) (each counted "
         "once: record > infrastructure > setting > verifier > unknown > policy)"
@@ -232,7 +236,10 @@ def test_answer_line_on_a_real_run_that_lost_its_server(tmp_path):
         "3 never attempted (no row, no failed attempt); of 6 zero rewards, 3 are the policy's (3 clean wrong "
         "answers), 3 setting (ngrp/truncated_at_token_cap 3; max_output_tokens 16: cut there, so whether "
         "more tokens would pass is unknown; read them: ngrp health without --no-write, then ngrp inspect "
-        f"{folder / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap) (each counted once: "
+        f"{folder / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap; to settle it, collect those "
+        "tasks alone at a larger cap: ngrp health without --no-write, then ngrp inspect "
+        f"{folder / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap --failed --tasks-out "
+        f"{folder / 'capped_tasks.jsonl'} (it prints the collect command)) (each counted once: "
         "record > infrastructure > setting > verifier > unknown > policy)"
     )
     assert "zero rewards: 6, of which 3 unhealthy (50.0%)" in text  # the earlier lines stay
@@ -438,3 +445,21 @@ def test_gibberish_cut_at_the_cap_is_not_called_nobodys_but_the_caps(tmp_path):
         "max_output_tokens 20: cut there, so whether more tokens would pass is unknown; read them: " in answer
     )
     assert f"ngrp inspect {tmp_path / 'rollouts.jsonl'} --finding ngrp/truncated_at_token_cap" in answer
+
+
+def test_the_settle_route_selects_every_cap_check_that_decided_a_zero():
+    """A zero cut at the cap with some content and one with none (a runaway): both are the cap's, so the
+    route that writes their task lines selects both findings (inspect's --finding is repeatable)."""
+    from collections import Counter
+
+    from ngrp_lib.audit.health_causes import CauseTally, answer_text, causes_block
+
+    tally = CauseTally(zero=Counter({"ngrp/truncated_at_token_cap": 3, "model_call_runaway_generation": 1}))
+    tally.caps.add(48)
+    answer = answer_text(causes_block(tally, 8, 0, True), "ngrp inspect r.jsonl", "runs/B")
+    assert (
+        "to settle it, collect those tasks alone at a larger cap: ngrp inspect r.jsonl --finding "
+        "ngrp/truncated_at_token_cap --finding model_call_runaway_generation --failed --tasks-out "
+        "runs/B/capped_tasks.jsonl (it prints the collect command)"
+    ) in answer
+    assert "; read them: ngrp inspect r.jsonl --finding ngrp/truncated_at_token_cap;" in answer

@@ -143,7 +143,7 @@ def test_same_verdicts_as_gym_on_agent_rows(gym_bin, tmp_path, run_ngrp):
     ngrp's agent checks find the defects Gym leaves unobserved without its trajectory capture."""
     from agent_rows import write_run as write_agent_run
 
-    defects = {(0, 1): "bad_args", (1, 2): "tool_error", (2, 3): "loop", (3, 0): "no_answer"}
+    defects = {(0, 1): "bad_args", (1, 2): "tool_error", (2, 3): "loop", (3, 0): "cut"}
     rollouts = write_agent_run(tmp_path / "run", tasks=5, repeats=4, turns=10, defects=defects)
     _broken_lines(rollouts)
     gym, ours = _both(gym_bin, run_ngrp, tmp_path)

@@ -126,6 +126,10 @@ def test_every_key_the_analysis_commands_print_is_documented(two_runs, run_ngrp,
     lines = run_ngrp("inspect", rollouts, "--task", "3", "--json").stdout.splitlines()
     root = _schema("inspect_rollout.schema.json")
     assert lines and all(undocumented(json.loads(line), root, root) == [] for line in lines)
+    written = run_ngrp("inspect", rollouts, "--truncated", "--tasks-out", tmp_path / "t.jsonl", "--json")
+    root = _schema("inspect_tasks_out.schema.json")
+    assert undocumented(json.loads(written.stdout), root, root) == []
+    jsonschema.validate(json.loads(written.stdout), root)
 
 
 def test_the_checker_finds_an_unnamed_key():

@@ -14,11 +14,21 @@ most agents do not write), so every id here is ngrp's:
   `Traceback (most recent call last)`.
 - `ngrp/tool_call_loop`: the same call (tool name and arguments, compared as parsed JSON so key order and
   spacing do not matter) made `--tool-loop-min-repeats` times or more in one rollout.
-- `ngrp/ended_on_tool_call`: the last output item is a `function_call` or its `function_call_output`: the
-  model never answered after its last call (Gym's agent stops like this at `max_steps`). Not when that
-  call was the environment's own last step: the row says `terminated: true` (Gymnasium's flag: a finished
-  wordle game), or the rollout is one model turn making one call with the environment's answer last (a
-  single-step environment such as circle_click's click).
+- `ngrp/ended_on_tool_call`: the last output item is a `function_call` or its `function_call_output`, and
+  the row shows that the run's own limit cut the agent there (`ended_how`): Gymnasium's `truncated: true`
+  (without `terminated: true`); `response.status` `incomplete` or an `incomplete_details.reason`; a
+  termination the harness recorded that names a limit (`termination.reason`/`.detail`, `termination_reason`
+  saying limit, max steps/turns, timeout or horizon, e.g. terminal_bench_4's `LimitsExceeded`;
+  `horizon_reached: true`); or `max_steps` (on the row or its materialized input) reached by the turns.
+- `ngrp/ended_on_tool_call_unknown`: it ended so, and the row shows neither such a cut nor an answer, so
+  whether a step limit cut the agent is unknown (Gym's simple agent ends on a tool output only at its
+  `max_steps`, which the row does not hold; other agents answer through a tool). Neither check fires when
+  the call was the agent's answer or the environment's last step: `terminated: true` (a finished wordle
+  game); one model turn (the action a single-step environment scores: circle_click's click,
+  terminal_multi_harness's next command, single_step_tool_use's call); a termination the harness recorded
+  as `completed`; or a last call to an answer tool, whose name has the word submit, answer, final or
+  finish (`submit_final_result`, aviary's `submit_answer`, gdpval's `finish`). Both name the tool the agent
+  stopped on (`detail.tool`, `detail.tools` for "which tool").
 - `ngrp/context_window_exceeded`: the server said the context window is full: `response.error` (code or
   message), `incomplete_details.reason` or the row's `failure_reason` names it (the code
   `context_length_exceeded`, or "context length" / "context window" / "maximum context" in the text).
@@ -38,11 +48,18 @@ ARGS_INVALID = "ngrp/tool_arguments_invalid"
 OUTPUT_ERROR = "ngrp/tool_output_error"
 CALL_LOOP = "ngrp/tool_call_loop"
 ENDED_ON_CALL = "ngrp/ended_on_tool_call"
+ENDED_UNKNOWN = "ngrp/ended_on_tool_call_unknown"
 CONTEXT_FULL = "ngrp/context_window_exceeded"
-AGENT_IDS = (ARGS_INVALID, OUTPUT_ERROR, CALL_LOOP, ENDED_ON_CALL, CONTEXT_FULL)
+AGENT_IDS = (ARGS_INVALID, OUTPUT_ERROR, CALL_LOOP, ENDED_ON_CALL, ENDED_UNKNOWN, CONTEXT_FULL)
 TEXT_LIMIT = 200
 _ERROR_TEXT = re.compile(r"\s*(?:(?:error|ERROR|Error)\b[^\n]{0,80}?:|Traceback \(most recent call last\))")
 _CONTEXT = re.compile(r"context[_ ]length|context[ _]window|maximum context", re.IGNORECASE)
+# a harness's recorded termination that names the run's limit (mini-swe-agent's LimitsExceeded, a timeout)
+_LIMIT = re.compile(
+    r"limit|max[_ ]?(?:steps|turns|iterations)|time[_ ]?out|timed[_ ]out|horizon", re.IGNORECASE
+)
+_ANSWER_WORDS = frozenset({"submit", "answer", "final", "finish"})  # an answer tool's name has one
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
 def output_reports_error(output: Any) -> bool:
@@ -86,11 +103,16 @@ def _str(value: Any) -> str | None:
 
 
 def agent_findings(
-    response: dict, loop_min: int, ignored: frozenset[str], out: list[dict], terminated: bool = False
+    response: dict,
+    loop_min: int,
+    ignored: frozenset[str],
+    out: list[dict],
+    row: dict | None = None,
+    max_steps: int | None = None,
 ) -> None:
     """Append a finding per agent check that fires on this response (one per check: its first place,
-    with a count where there are several). `terminated`: the row says the environment ended the episode
-    (Gymnasium's `terminated: true`), so ending on a tool call is the environment's last step."""
+    with a count where there are several). `row`: the rollout row (the environment's `terminated` /
+    `truncated` flags, a recorded termination, `max_steps`); `max_steps`: the materialized input's."""
     output = output_list(response)
     if not output:
         return
@@ -128,22 +150,75 @@ def agent_findings(
     if CALL_LOOP not in ignored:
         _loop(calls, loop_min, out)
     last = next((i for i in reversed(output) if type(i) is dict), None)
-    ended = terminated or _single_step(turn, sum(map(len, calls.values())), last)
-    if (
-        last is not None
-        and last.get("type") in (CALL, CALL_OUTPUT)
-        and not ended
-        and ENDED_ON_CALL not in ignored
-    ):
-        out.append(_finding(ENDED_ON_CALL, {"last_item": last.get("type"), "turns": turn}, turn))
+    if last is None or last.get("type") not in (CALL, CALL_OUTPUT):
+        return
+    tool = names.get(str(last.get("call_id"))) if last.get("type") == CALL_OUTPUT else _str(last.get("name"))
+    if tool is None and names:
+        tool = list(names.values())[-1]
+    how, evidence = ended_how(row or {}, response, turn, tool, max_steps)
+    check = ENDED_ON_CALL if how == CUT else ENDED_UNKNOWN if how == UNKNOWN_END else None
+    if check is not None and check not in ignored:
+        detail: dict[str, Any] = {"last_item": last.get("type"), "tool": tool, "turns": turn}
+        if how == CUT:
+            detail["cut_by"] = evidence
+        detail["tools"] = {tool or "": 1}  # the tool it stopped on, for `tool_breakdown`
+        out.append(_finding(check, detail, turn))
 
 
-def _single_step(turns: int, calls: int, last: dict | None) -> bool:
-    """A single-step environment's rollout (Gym's circle_click, `max_steps: 1`): one model turn making one
-    call, and the environment's answer to it last. The call was the action the environment asked for, not
-    a step cut short. (A multi-step agent run with `max_steps: 1` by mistake reads the same: its config
-    says which.)"""
-    return turns == 1 and calls == 1 and last is not None and last.get("type") == CALL_OUTPUT
+CUT, ANSWERED, UNKNOWN_END = "cut", "answered", "unknown"
+
+
+def ended_how(
+    row: dict, response: dict, turns: int, tool: str | None, max_steps: int | None = None
+) -> tuple[str, str]:
+    """How a rollout whose last item is a tool call (or its output) ended: (CUT, the evidence that the
+    run's limit cut it), (ANSWERED, why the call was the answer or the environment's last step), or
+    (UNKNOWN_END, "") when the row tells neither. The documented rule (the module's docstring), in order:
+    the environment's own end, a limit's cut, one model turn, a completed termination, an answer tool,
+    `max_steps` reached. (A `max_steps` of 1 reached in one turn is how a single-step environment is run,
+    so the one-turn rule comes before it.)"""
+    if row.get("terminated") is True:
+        return ANSWERED, "terminated: true"
+    if row.get("truncated") is True:
+        return CUT, "truncated: true"
+    status = response.get("status")
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if isinstance(reason, str) and reason:
+        return CUT, f"incomplete_details.reason: {_clip(reason)}"
+    if status == "incomplete":
+        return CUT, "status: incomplete"
+    said = _termination(row)
+    if row.get("horizon_reached") is True:
+        return CUT, "horizon_reached: true"
+    limit = next((f"{where}: {text}" for where, text in said if _LIMIT.search(text)), None)
+    if limit is not None:
+        return CUT, _clip(limit)
+    if turns == 1:
+        return ANSWERED, "one model turn"
+    if any(text == "completed" for where, text in said if where.endswith("reason")):
+        return ANSWERED, "termination: completed"
+    if tool is not None and _ANSWER_WORDS.intersection(w.lower() for w in _WORD.findall(tool)):
+        return ANSWERED, f"answer tool {tool}"
+    steps = row.get("max_steps")
+    steps = steps if type(steps) is int else max_steps
+    if type(steps) is int and steps > 0 and turns >= steps:
+        return CUT, f"max_steps {steps} reached"
+    return UNKNOWN_END, ""
+
+
+def _termination(row: dict) -> list[tuple[str, str]]:
+    """What a harness recorded about how the rollout ended: terminal_bench_4's `termination` object
+    (`reason`, `detail`), or a `termination_reason` string."""
+    said: list[tuple[str, str]] = []
+    block = row.get("termination")
+    if isinstance(block, dict):
+        said += [(f"termination.{k}", v) for k in ("reason", "detail") if isinstance(v := block.get(k), str)]
+    elif isinstance(block, str):
+        said.append(("termination", block))
+    if isinstance(row.get("termination_reason"), str):
+        said.append(("termination_reason", row["termination_reason"]))
+    return said
 
 
 def _finding(check: str, detail: dict, turn: int) -> dict:

@@ -142,8 +142,9 @@ def _regular_file(path: Path, role: str) -> None:
         raise InputError(f"cannot read {role}: {why}", path=path) from None
 
 
-def _read_inputs(path: Path) -> dict[Any, int | None]:
-    """Expected keys (packed) -> the row's max_output_tokens (None when unset). Malformed lines stop here,
+def _read_inputs(path: Path, steps: dict[Any, int] | None = None) -> dict[Any, int | None]:
+    """Expected keys (packed) -> the row's max_output_tokens (None when unset); into `steps`, the keys
+    whose row holds an integer `max_steps` (an agent's step limit the task sets). Malformed lines stop here,
     and so do a row without integer keys and a repeated key (exit 3, as every reader of materialized
     inputs does: this collector never writes either)."""
     _regular_file(path, "materialized inputs")
@@ -167,6 +168,8 @@ def _read_inputs(path: Path) -> dict[Any, int | None]:
             )
         lines[packed] = line
         caps[packed] = _cap(row)
+        if steps is not None and type(row.get("max_steps")) is int:
+            steps[packed] = row["max_steps"]
     return caps
 
 
@@ -231,20 +234,27 @@ def _failed_checks(exc: Exception, settings: Settings) -> Digest:
 
 
 def _judge(
-    row: dict[str, Any], line: int, caps: dict[Any, int | None], settings: Settings, seen: set
+    row: dict[str, Any],
+    line: int,
+    caps: dict[Any, int | None],
+    settings: Settings,
+    seen: set,
+    steps: dict[Any, int],
 ) -> Digest:
     task: Any = row.get(TASK_KEY)
     rollout: Any = row.get(ROLLOUT_KEY)
     keyed = _keyed(task, rollout)
-    cap = None
+    cap = max_steps = None
     if keyed:
         packed = pack_key((task, rollout))
         seen.add(packed)
         cap = caps.get(packed)
+        if steps:
+            max_steps = steps.get(packed)
     if cap is None:
         cap = _cap(row)
     try:
-        digest = judge_row(row, cap, settings)
+        digest = judge_row(row, cap, settings, max_steps)
     except Exception as exc:  # a check must never stop the run: record it as Gym does
         digest = _failed_checks(exc, settings)
     if not keyed:
@@ -270,13 +280,15 @@ def _describe(value: Any) -> Any:
     return "absent" if value is None else value if isinstance(value, (int, str)) else type(value).__name__
 
 
-def _scan_rollouts(path: Path, caps: dict[Any, int | None], settings: Settings) -> RolloutScan:
+def _scan_rollouts(
+    path: Path, caps: dict[Any, int | None], settings: Settings, steps: dict[Any, int] | None = None
+) -> RolloutScan:
     _regular_file(path, "rollouts")
     scan = RolloutScan()
     append, seen = scan.digests.append, scan.seen
     for line, row in iter_parsed(path):
         if not isinstance(row, Problem):
-            append(_judge(row, line, caps, settings, seen))
+            append(_judge(row, line, caps, settings, seen, steps or {}))
         elif row.kind == BLANK:
             scan.blank_lines += 1
         else:
@@ -334,9 +346,10 @@ def run_health(
     from .health_summary import EXAMPLES, summarize
 
     with gc_paused():  # one digest per rollout accumulates: no cycles, nothing for the GC to find
-        caps = _read_inputs(inputs)
+        steps: dict[Any, int] = {}
+        caps = _read_inputs(inputs, steps)
         sidecar = _read_failures(failures)
-        scan = _scan_rollouts(rollouts, caps, settings)
+        scan = _scan_rollouts(rollouts, caps, settings, steps)
         digests = scan.digests + _failure_only(sidecar, scan, caps, settings)
         _sort(digests)  # Gym's order; summarize marks duplicates (adjacent copies) on its way
         summary, affected, flagged = summarize(digests, scan, sidecar, caps, settings)
@@ -366,7 +379,8 @@ def run_health(
     # the verifier hint is a command to copy: this run's rollouts; --finding reads the verdicts file
     inspect = f"ngrp inspect {shlex.quote(str(rollouts))}"
     later = "ngrp health when the run has finished" if write else "ngrp health without --no-write"
-    causes["answer"] = answer_text(causes, inspect if write_now else f"{later}, then {inspect}")
+    folder = str(rollouts.parent) if str(rollouts.parent) != "." else None
+    causes["answer"] = answer_text(causes, inspect if write_now else f"{later}, then {inspect}", folder)
     tools = tool_breakdown(digests, inspect if write_now else None)
     if write_now:
         _write_unless_same(paths, summary, digests, overwrite)

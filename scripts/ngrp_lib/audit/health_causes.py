@@ -100,22 +100,55 @@ def _checks(by_check: dict[str, int], cause: str) -> str:
     return ", ".join(f"{c} {n}" for c, n in by_check.items() if CAUSE_OF[c] == cause)
 
 
-def _others(part: dict[str, Any], skip: tuple[str, ...] = (), inspect: str | None = None) -> list[str]:
-    """'16 setting (ngrp/truncated_at_token_cap 16)' for each cause with a count, in PRECEDENCE order."""
+# A setting's zero is the limit's only if the task would pass with the limit raised: unknown, and settled
+# by collecting those tasks alone with it raised (`inspect --finding CHECK --failed --tasks-out FILE` writes
+# their task lines and prints the collect command). check -> (what more, the file's name, how to raise it)
+SETTLE = {
+    "ngrp/context_window_exceeded": ("a longer context", "context_tasks.jsonl",
+                                     "collect them from a server with a longer context (--max-model-len)"),
+    "ngrp/ended_on_tool_call": ("more steps", "cut_tasks.jsonl", "collect them with a larger max_steps"),
+}  # fmt: skip
+CAP_TASKS = "capped_tasks.jsonl"
+
+
+def settle_route(inspect: str, checks: list[str], folder: str | None, name: str) -> str:
+    """`ngrp inspect R --finding CHECK... --failed --tasks-out FOLDER/NAME`: the tasks of those zeros."""
+    import os
+    import shlex
+
+    path = name if folder is None else os.path.join(folder, name)
+    findings = " ".join(f"--finding {check}" for check in checks)
+    return f"{inspect} {findings} --failed --tasks-out {shlex.quote(path)}"
+
+
+def _others(
+    part: dict[str, Any], skip: tuple[str, ...] = (), inspect: str | None = None, folder: str | None = None
+) -> list[str]:
+    """'16 setting (ngrp/truncated_at_token_cap 16)' for each cause with a count, in PRECEDENCE order.
+    `folder`: where the settle route writes its task lines (the rollouts' folder)."""
     out = []
     for cause in PRECEDENCE:
         n = part["by_cause"][cause]
         if n and cause not in skip:
             extra = _checks(part["by_check"], cause)
             caps = part.get("max_output_tokens")
-            if cause == SETTING and caps:  # a cut reply's zero: the cap's only if more tokens would pass
-                extra += (
-                    f"; max_output_tokens {', '.join(map(str, caps))}: cut there, so whether more tokens"
-                    " would pass is unknown"
-                )
+            capped = [c for c in part["by_check"] if c in _CAP_CHECKS]
+            if cause == SETTING and capped:  # a cut reply's zero: the cap's only if more tokens would pass
+                at = f"max_output_tokens {', '.join(map(str, caps))}" if caps else "the token cap"
+                extra += f"; {at}: cut there, so whether more tokens would pass is unknown"
                 if inspect:
-                    first = next(c for c in part["by_check"] if c in _CAP_CHECKS)
-                    extra += f"; read them: {inspect} --finding {first}"
+                    first = capped[0]
+                    extra += (
+                        f"; read them: {inspect} --finding {first}; to settle it, collect those tasks alone"
+                        f" at a larger cap: {settle_route(inspect, capped, folder, CAP_TASKS)} (it prints"
+                        " the collect command)"
+                    )
+            for check, (more, name, how) in SETTLE.items():
+                if cause == SETTING and inspect and part["by_check"].get(check):
+                    extra += (
+                        f"; {check}: whether {more} would pass is unknown; to settle it: "
+                        f"{settle_route(inspect, [check], folder, name)}, then {how}"
+                    )
             if cause == VERIFIER and inspect:  # a verifier's zero is a hint: a reply may hold no answer
                 first = next(c for c in part["by_check"] if CAUSE_OF[c] == VERIFIER)
                 extra += f"; read those replies: {inspect} --finding {first}"
@@ -134,9 +167,12 @@ def _outside(part: dict[str, Any], more: bool) -> str:
     return f"; {part['total']}{' more' if more else ''} rows without a score name no expected rollout{why}"
 
 
-def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -> str:
+def answer_text(
+    block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS", folder: str | None = None
+) -> str:
     """Infrastructure or policy? One sentence: who lacks a score and why, then whose each zero is.
-    `inspect`: the command that shows the verifier's zeros (before `--finding CHECK`)."""
+    `inspect`: the command that shows the verifier's zeros (before `--finding CHECK`); `folder`: the
+    rollouts' folder, where the route that settles a setting's zeros writes their task lines."""
     unscored, zero = block["unscored"], block["zero_rewards"]
     if unscored["total"]:
         parts = _others(unscored)
@@ -171,6 +207,6 @@ def answer_text(block: dict[str, Any], inspect: str = "ngrp inspect ROLLOUTS") -
         own.append(_checks(zero["by_check"], POLICY))
     said = f"{policy} are the policy's" if policy else "none is shown to be the policy's"
     parts = [said + (f" ({', '.join(own)})" if own else "")]
-    parts += _others(zero, skip=(POLICY,), inspect=inspect)
+    parts += _others(zero, skip=(POLICY,), inspect=inspect, folder=folder)
     order = " > ".join(PRECEDENCE)
     return f"{head}; of {zero['total']} zero rewards, {', '.join(parts)} (each counted once: {order})"

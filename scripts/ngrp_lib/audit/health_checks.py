@@ -144,8 +144,14 @@ REGISTRY: tuple[Check, ...] = (
         "the same tool call (name and arguments) made --tool-loop-min-repeats times or more", POLICY,
     ),
     Check(
-        "ngrp/ended_on_tool_call", ROLLOUT, "response.output",
-        "the last item is a tool call or its output: no final answer after it", SETTING,
+        "ngrp/ended_on_tool_call", ROLLOUT, "response.output, status, truncated, termination, max_steps",
+        "ended on a tool call or its output, and the row shows the run's limit cut the agent there"
+        " (truncated, incomplete, a termination naming a limit, max_steps reached)", SETTING,
+    ),
+    Check(
+        "ngrp/ended_on_tool_call_unknown", ROLLOUT, "response.output, status, truncated, termination",
+        "ended on a tool call or its output with no sign of a limit's cut or of an answer (terminated, one"
+        " turn, an answer tool): whether a step limit cut the agent is unknown", UNKNOWN,
     ),
     Check(
         "ngrp/context_window_exceeded", ROLLOUT, "response.error, incomplete_details, failure_reason",
@@ -177,6 +183,7 @@ RESPONSE_IDS = (
     "ngrp/tool_output_error",
     "ngrp/tool_call_loop",
     "ngrp/ended_on_tool_call",
+    "ngrp/ended_on_tool_call_unknown",
     UNREADABLE_OUTPUT,
     EXPECTED_IN_REPLY,
 )
@@ -259,9 +266,11 @@ def _clip(value: Any) -> Any:
     return value[:TEXT_LIMIT] if isinstance(value, str) else value
 
 
-def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Digest:
+def judge_row(
+    row: dict[str, Any], cap: int | None, settings: Settings, max_steps: int | None = None
+) -> Digest:
     """Every rollout-level check but the cross-row ones (duplicates) on one parsed row; the digest's
-    identity is the caller's to fill in."""
+    identity is the caller's to fill in. `max_steps`: the materialized input's, when it has one."""
     ignored = settings.ignored
     judged = Digest()
     findings = judged.findings
@@ -271,8 +280,7 @@ def judge_row(row: dict[str, Any], cap: int | None, settings: Settings) -> Diges
         explained, answer = _response_checks(response, cap, settings, judged, row.get(USAGE_MISSING))
         if isinstance(answer, str) and answer.strip():
             judged.reply = hash(answer) or 1
-        ended = row.get("terminated") is True  # the environment ended the episode (Gymnasium's flag)
-        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings, ended)
+        agent_findings(response, settings.tool_loop_min_repeats, ignored, findings, row, max_steps)
     else:
         judged.unobserved = [c for c in RESPONSE_IDS if c not in ignored]
     if CONTEXT_FULL not in ignored:

@@ -1,6 +1,7 @@
 """Which tool breaks my agent? The agent findings of a run (`agent_checks`: invalid arguments, tool outputs
-that report an error, call loops), grouped by tool name: for each tool, how often each went wrong, in how
-many rollouts, which rollouts (the first few keys), and the `ngrp inspect` line that shows one.
+that report an error, call loops, the tool a rollout ended on, cut or not known to be), grouped by tool
+name: for each tool, how often each went wrong, in how many rollouts, which rollouts (the first few
+keys), and the `ngrp inspect` line that shows one.
 
 Pure over the judged digests; each finding's `detail.tools` ({tool name: occurrences in the rollout})
 is what `agent_checks` counted, so a rollout that calls two tools badly counts for both.
@@ -12,9 +13,9 @@ import re
 import shlex
 from typing import Any
 
-from .agent_checks import ARGS_INVALID, CALL_LOOP, OUTPUT_ERROR
+from .agent_checks import ARGS_INVALID, CALL_LOOP, ENDED_ON_CALL, ENDED_UNKNOWN, OUTPUT_ERROR
 
-TOOL_CHECKS = (OUTPUT_ERROR, ARGS_INVALID, CALL_LOOP)
+TOOL_CHECKS = (OUTPUT_ERROR, ARGS_INVALID, CALL_LOOP, ENDED_ON_CALL, ENDED_UNKNOWN)
 EXAMPLES = 5  # rollout keys listed per tool and check
 NO_NAME = "(no tool name)"
 

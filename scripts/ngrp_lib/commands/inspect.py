@@ -8,7 +8,7 @@ import click
 
 from ..artifacts.terminal import say
 from ..errors import UsageError
-from ._common import FINITE, INPUT_FILE, count, pass_threshold_option
+from ._common import FINITE, INPUT_FILE, OUTPUT_FILE, count, overwrite_option, pass_threshold_option
 
 FILE = INPUT_FILE
 
@@ -28,9 +28,18 @@ Example:
   ngrp inspect results/rollouts.jsonl --failed --band mixed --sort tokens --limit 5
   ngrp inspect results/rollouts.jsonl --where level=hard --grep 'boxed\\{\\}' --json > why.jsonl
   ngrp inspect results/rollouts.jsonl --finding ngrp/truncated_at_token_cap   # after ngrp health
+  ngrp inspect results/rollouts.jsonl --finding ngrp/truncated_at_token_cap --failed \
+      --tasks-out capped.jsonl   # then collect those tasks alone at a larger cap (it prints how)
+
+With --tasks-out FILE the selected rollouts are not shown: the task lines behind them are written (every
+selected rollout's task, not only --limit's), from the run's tasks file when its run manifest names it
+and it is unchanged, else rebuilt from the materialized inputs, each with its _ng_task_index so a new
+run keeps the numbering; then the `ngrp collect` command that runs those tasks alone (the run's own
+options, at 4x the cap for capped rollouts) and the compare that reads the answer.
 
 \b
-Exit codes: 0 ok (also when nothing matched), 2 bad options, 3 unreadable or malformed input.
+Exit codes: 0 ok (also when nothing matched), 2 bad options or --tasks-out exists (use --overwrite),
+3 unreadable or malformed input.
 """
 
 
@@ -108,10 +117,19 @@ Exit codes: 0 ok (also when nothing matched), 2 bad options, 3 unreadable or mal
     help="Input field holding the expected answer.",
 )
 @click.option(
+    "--tasks-out",
+    type=OUTPUT_FILE,
+    metavar="FILE",
+    help="Write the task lines behind the selected rollouts (for `ngrp collect --input FILE`) instead of"
+    " showing them.",
+)
+@overwrite_option
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
-    help="One JSON object per rollout on stdout (schemas/inspect_rollout.schema.json); notes on stderr.",
+    help="One JSON object per rollout on stdout (schemas/inspect_rollout.schema.json); notes on stderr."
+    " With --tasks-out: one summary object (schemas/inspect_tasks_out.schema.json).",
 )
 def command(
     rollouts: Path,
@@ -135,6 +153,8 @@ def command(
     max_chars: int,
     full: bool,
     answer_key: str,
+    tasks_out: Path | None,
+    overwrite: bool,
     as_json: bool,
 ) -> int:
     from ..inspect.join import resolve
@@ -160,9 +180,20 @@ def command(
         selection = with_findings(selection, rollouts, verdicts, findings)
     elif verdicts is not None:
         raise UsageError("--verdicts is read for --finding; give --finding CHECK")
-    result = inspect_run(
-        resolve(rollouts, inputs, profile), selection, sort=sort, limit=limit or None, answer_key=answer_key
-    )
+    if overwrite and tasks_out is None:
+        raise UsageError("--overwrite replaces a --tasks-out file; give --tasks-out FILE")
+    paths = resolve(rollouts, inputs, profile)
+    if tasks_out is not None:
+        from ..inspect.tasks_out import render, write_tasks_out
+        from ._common import emit
+
+        every = inspect_run(paths, selection, sort="task", limit=None, answer_key=answer_key)
+        written = write_tasks_out(every, tasks_out, overwrite=overwrite)
+        for note in every.notes:
+            say(f"note: {note}", err=True)
+        emit(written, as_json, lambda w: "\n".join(render(w)))
+        return 0
+    result = inspect_run(paths, selection, sort=sort, limit=limit or None, answer_key=answer_key)
     show(result, None if full else max_chars, as_json)
     return 0
 
