@@ -148,7 +148,9 @@ def read_dataset(
     add = results.add
     add_usage, add_sampling = stats.usage.add, stats.sampling.add
     for line, row in _rows(rollouts, "rollouts", stats, skip_torn_tail):
-        task, rollout = _key(row, line, rollouts, "rollout")
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if not (type(task) is type(rollout) is int and 0 <= task <= MAX_INDEX and 0 <= rollout <= MAX_INDEX):
+            task, rollout = _key(row, line, rollouts, "rollout")  # names the bad key (_key's test, inlined)
         add_usage(row)
         add_sampling(row)
         if unhealthy and pack_key((task, rollout)) in unhealthy:
@@ -171,7 +173,9 @@ def _read_inputs(inputs: Path, data: Dataset, stats: ReadStats) -> None:
     names: tuple[str | None, str | None] = (None, None)  # the last row's run key and agent, and their codes
     run_key = agent_number = NONE
     for line, row in _rows(inputs, "inputs", stats):
-        task, rollout = _key(row, line, inputs, "materialized input")
+        task, rollout = row.get(TASK_KEY), row.get(ROLLOUT_KEY)
+        if not (type(task) is type(rollout) is int and 0 <= task <= MAX_INDEX and 0 <= rollout <= MAX_INDEX):
+            task, rollout = _key(row, line, inputs, "materialized input")
         position = lookup(task, rollout)
         # agent_ref.name, and the run key (the environment server stamp, else the agent)
         ref = row.get("agent_ref")
