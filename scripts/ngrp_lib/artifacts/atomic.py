@@ -74,7 +74,7 @@ def atomic_outputs(paths: Mapping[str, Path], *, overwrite: bool = False) -> Ite
             fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
             temps[name] = Path(tmp_name)
             os.fchmod(fd, mode)  # mkstemp makes 0600: give what open() would (or the replaced file's mode)
-            handles[name] = _NamedWriter(os.fdopen(fd, "wb"), path)
+            handles[name] = _NamedWriter(os.fdopen(fd, "wb", buffering=WRITE_BUFFER), path)
         yield cast("dict[str, IO[bytes]]", handles)
         for handle in handles.values():
             handle.finish()
@@ -113,6 +113,10 @@ def _commit(paths: dict[str, Path], temps: dict[str, Path], overwrite: bool) -> 
         tmp.unlink()
 
 
+# Bytes buffered per output before a write(2): a profile writes ~30 MB per 80,000 rollouts, one line per task
+WRITE_BUFFER = 1 << 18
+
+
 class _NamedWriter:
     """A binary file handle whose write errors (a full disk, a file size limit) name the file."""
 
@@ -120,8 +124,12 @@ class _NamedWriter:
         self._handle, self.path = handle, path
 
     def write(self, data: bytes) -> int:
-        with named_errors(self.path):
+        try:  # named_errors(self.path), written out: a profile writes one line per task here
             return self._handle.write(data)
+        except OSError as exc:
+            if not exc.filename:
+                exc.filename = str(self.path)
+            raise
 
     def finish(self) -> None:
         """Flush, sync and close (before the move into place)."""

@@ -178,10 +178,10 @@ def may_be_deep(raw: bytes | str) -> bool:
     `{` and `[` in two passes: the profiler checks every line it reads)."""
     if isinstance(raw, str):
         return raw.count("{") + raw.count("[") > MAX_DEPTH
-    return len(raw.translate(None, _NOT_OPENING)) > MAX_DEPTH
+    return len(raw.translate(None, NOT_OPENING)) > MAX_DEPTH
 
 
-_NOT_OPENING = bytes(byte for byte in range(256) if byte not in b"{[")  # every byte but `{` and `[`
+NOT_OPENING = bytes(byte for byte in range(256) if byte not in b"{[")  # every byte but `{` and `[`
 
 
 def too_deep_problem(line: int) -> Problem:

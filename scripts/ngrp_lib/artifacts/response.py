@@ -268,6 +268,11 @@ def prompt_and_completion_tokens(response: dict, not_given: Any = None) -> tuple
     counts = response.get("usage")
     if type(counts) is not dict:
         return None, None
+    return _prompt_and_completion(counts, not_given)
+
+
+def _prompt_and_completion(counts: dict, not_given: Any) -> tuple[int | None, int | None]:
+    """`prompt_and_completion_tokens` of a response whose `usage` is `counts` (a dict)."""
     prompt = counts.get("input_tokens")
     if prompt is None:
         prompt = counts.get("prompt_tokens")
@@ -349,7 +354,9 @@ def input_cached_output_tokens(
     counts = usage(response)
     if counts is None:
         return None, None, None
-    prompt, completion = prompt_and_completion_tokens(response, not_given)
+    # prompt_and_completion_tokens(response, not_given), without reading `usage` again (every rollout of a
+    # profile passes here); it reads only a plain dict
+    prompt, completion = _prompt_and_completion(counts, not_given) if type(counts) is dict else (None, None)
     details = counts.get("input_tokens_details")
     if not isinstance(details, dict):
         details = counts.get("prompt_tokens_details")

@@ -44,8 +44,8 @@ class CostTally:
         """One rollout row; `cached_reported` False when the row's cached count (0) is a conversion's
         filler, not the server's."""
         self.rows += 1
-        prompt, cached, output = usage_counts(row)
-        cached = cached if cached_reported else None
+        # usage_counts(row), without the extra call
+        prompt, cached, output = input_cached_output_tokens(row.get("response"), row.get(USAGE_MISSING))
         shared = row.get(SHARED_PREFILL)
         prompt_counted = True
         if isinstance(shared, dict):
@@ -53,16 +53,26 @@ class CostTally:
             self._requests.add(shared.get("request"))
         else:
             self.rows_alone += 1
-        if prompt is None and output is None:
-            self.rows_without_usage += 1
-        self.input_tokens_every_row = _plus(self.input_tokens_every_row, prompt)
-        if prompt is not None:
-            self.max_prompt_tokens = max(prompt, self.max_prompt_tokens or 0)
         self.tasks.add(row.get("_ng_task_index"))
-        if prompt_counted:
-            self.input_tokens = _plus(self.input_tokens, prompt)
-            self.cached_tokens = _plus(self.cached_tokens, cached)
-        self.output_tokens = _plus(self.output_tokens, output)
+        # each sum stays None until a row reports its count; written out, not through helpers, as `profile`
+        # adds every rollout it reads here
+        if prompt is not None:
+            total = self.input_tokens_every_row
+            self.input_tokens_every_row = prompt if total is None else total + prompt
+            top = self.max_prompt_tokens
+            if top is None or prompt > top:
+                self.max_prompt_tokens = prompt
+            if prompt_counted:
+                total = self.input_tokens
+                self.input_tokens = prompt if total is None else total + prompt
+        elif output is None:
+            self.rows_without_usage += 1
+        if cached is not None and cached_reported and prompt_counted:
+            total = self.cached_tokens
+            self.cached_tokens = cached if total is None else total + cached
+        if output is not None:
+            total = self.output_tokens
+            self.output_tokens = output if total is None else total + output
 
     @property
     def requests(self) -> int:
@@ -90,12 +100,6 @@ class CostTally:
             "output_tokens": self.output_tokens,
             "rows_without_usage": self.rows_without_usage,
         }
-
-
-def _plus(total: int | None, value: int | None) -> int | None:
-    if value is None:
-        return total
-    return value if total is None else total + value
 
 
 def per_second(value: int | None, seconds: float) -> float | None:

@@ -143,7 +143,7 @@ def command(
     as_json: bool,
     args: tuple[str, ...],
 ) -> int:
-    from ..profile import ProfileOptions, merge_profiles, run_profile
+    from ..profile import ProfileOptions, run_profile
 
     inputs, rollouts, allow_partial, shards = _arguments(
         inputs, rollouts, allow_partial, merge=merge, allow_missing_shards=allow_missing_shards, args=args
@@ -159,6 +159,8 @@ def command(
         exclude_unhealthy=exclude_unhealthy,
     )
     if merge:
+        from ..profile.merge import merge_profiles
+
         result = merge_profiles(shards, rollouts, options, allow_missing_shards=allow_missing_shards)
     else:
         inputs = require_inputs(inputs, rollouts)

@@ -24,7 +24,6 @@ from .extras import DEFAULT_PASS_THRESHOLD
 from .group_rows import GroupRow, group_order, group_rows, median_shape
 from .reader import ReadStats, read_dataset
 from .records import LAST_MASKED_ID, NULL_POLICIES
-from .state import progressions, write_exact, write_group, write_header
 from .summary import (
     Facts,
     account,
@@ -148,7 +147,9 @@ def profile_dataset(
         coverage = coverage_counts(data, always=options.save_state)
         with atomic_outputs(paths, overwrite=options.overwrite) as out:  # all files or none
             state = out.get("profile_state")
-            if state is not None:
+            if state is not None:  # --save-state: a shard of a later merge
+                from .state import write_exact, write_header
+
                 write_header(state, table, facts, _shard_extra(data, table, coverage), options, sources)
                 write_exact(state, data, table)
             data.inputs = InputStore()  # all that is needed of them is in the table and facts now
@@ -166,6 +167,8 @@ def write_rows(
     extras, threshold = not options.gym_only, options.pass_threshold
     task_means: dict[Any, list[float]] = {}
     n_rows = 0
+    if state is not None:
+        from .state import write_group
     for row in rows:
         handle.write(row.line(extras, threshold))
         n_rows += 1
@@ -271,6 +274,8 @@ def dataset_facts(data: Dataset, table: Table, alignment: Alignment) -> Facts:
 def _shard_extra(data: Dataset, table: Table, coverage: list) -> dict[str, Any]:
     """What a merge needs of a shard beyond its facts (see `state`)."""
     import numpy as np
+
+    from .state import progressions
 
     perm, starts = group_order(table)
     store = data.results

@@ -1,5 +1,5 @@
 """`<stem>_reward_profiling.jsonl` rows: Gym's per-task (or per task and agent) statistics, byte-compatible,
-plus our `ngrp/*` extras after Gym's keys. Groups are written a chunk at a time (about 32k rollouts), so
+plus our `ngrp/*` extras after Gym's keys. Groups are written a chunk at a time (about 8k rollouts), so
 memory stays flat however many rollouts there are."""
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from .infos import rollout_infos
 from .kernels import STATS, describe_groups
 from .table import Table
 
-CHUNK_ROWS = 32768
+# Rollouts per chunk. A chunk's temporaries (numpy columns, the rollout_infos, Python floats) are freed before
+# the next: with 32k rollouts they were ~20 MB that the allocators returned to the system and faulted in again
+# for every chunk (17,000 page faults over 80,000 rollouts, ~0.03 s); with 8k they are reused.
+CHUNK_ROWS = 8192
 
 
 @dataclass

@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 
 from ..artifacts.names import ROLLOUT_KEY, TASK_KEY
-from ..artifacts.response import usage as usage_of
 
 MASK_FIELD = "mask_sample"
 ENV_SERVER_KEY = "_ng_environment_server"
@@ -138,7 +137,9 @@ class ResultStore:
             self.plan.append(MASKED_ID)
             return
         response = result.get("response")
-        usage = usage_of(response) or _NO_USAGE
+        usage = response.get("usage") if isinstance(response, dict) else None  # usage_of(response), inlined
+        if not isinstance(usage, dict):
+            usage = _NO_USAGE
         keys = (tuple(result), tuple(usage))
         last = self._last
         if keys == last[0]:  # rows mostly share one layout and plan: compare, do not hash
