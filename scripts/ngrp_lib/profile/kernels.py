@@ -168,8 +168,9 @@ def gym_t_quantiles(df: int) -> tuple[float, float] | None:
     """scipy's t quantiles at (1 -+ CONFIDENCE) / 2 for `df` degrees of freedom; None without scipy."""
     from . import scipy_t
 
-    stdtrit = scipy_t.stdtrit()  # the public ufunc, without the 0.13 s of scipy.special's __init__
-    if stdtrit is None:
+    try:
+        stdtrit = scipy_t.stdtrit()  # the public ufunc, without the 0.13 s of scipy.special's __init__
+    except ImportError:
         return None
     return float(stdtrit(df, (1.0 - CONFIDENCE) / 2.0)), float(stdtrit(df, (1.0 + CONFIDENCE) / 2.0))
 

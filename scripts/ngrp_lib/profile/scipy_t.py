@@ -59,32 +59,26 @@ def _complete(module: types.ModuleType) -> None:
         raise
 
 
-def stdtrit() -> Any | None:
-    """scipy's `stdtrit` ufunc; None without scipy (or when `scipy.special` is blocked, as a test does by
-    setting it to None in sys.modules)."""
+def stdtrit() -> Any:
+    """scipy's `stdtrit` ufunc; ImportError without scipy (or when `scipy.special` is blocked, as a test
+    does by setting it to None in sys.modules)."""
     package = sys.modules.get(PACKAGE)
     if type(package) is _Pending:  # loaded by an earlier call, still without its __init__
         return _found[0]
     if PACKAGE not in sys.modules:
         try:
-            found = _from_ufuncs()
+            _found[:] = [_from_ufuncs()]
+            return _found[0]
         except Exception:  # not the layout this expects: the public import below
-            found = None
-        if found is not None:
-            _found[:] = [found]
-            return found
-    try:
-        from scipy.special import stdtrit as public
-    except ImportError:
-        return None
-    return public
+            pass
+    from scipy.special import stdtrit as found
+
+    return found
 
 
-def _from_ufuncs() -> Any | None:
-    try:
-        import scipy  # the top package only: its submodules load on demand
-    except ImportError:
-        return None
+def _from_ufuncs() -> Any:
+    import scipy  # the top package only: its submodules load on demand
+
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or spec.loader is None or not spec.submodule_search_locations:
         raise ImportError(PACKAGE)
