@@ -45,56 +45,6 @@ def test_t_interval_without_scipy_uses_ngrps_own_quantile(monkeypatch):
     assert math.isclose(low, ref[0], rel_tol=1e-13) and math.isclose(high, ref[1], rel_tol=1e-13)
 
 
-_FRESH = """
-import sys, types
-sys.path.insert(0, {scripts!r})
-from ngrp_lib.profile import kernels, scipy_t
-{setup}
-dfs = [1, 2, 3, 4, 7, 8, 9, 29, 99, 1000, 9999, 123457, 10**9]
-got = [kernels.gym_t_quantiles(df) for df in dfs]
-pending = type(sys.modules["scipy.special"]).__name__
-{check}
-import scipy.special, scipy.stats
-assert type(scipy.special) is types.ModuleType and "gamma" in dir(scipy.special), type(scipy.special)
-assert scipy.special._ufuncs_cxx.__name__ == "scipy.special._ufuncs_cxx" and scipy.special.gamma(5.0) == 24.0
-from scipy.special import stdtrit
-low, high = (1 - 0.95) / 2, (1 + 0.95) / 2  # as scipy.stats.t.interval(0.95) takes them
-assert got == [(float(stdtrit(df, low)), float(stdtrit(df, high))) for df in dfs], got
-assert got == [tuple(map(float, scipy.stats.t.interval(0.95, df=df))) for df in dfs], got
-print(pending)
-"""
-
-
-def _fresh(setup: str = "", check: str = "") -> str:
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
-    code = _FRESH.format(scripts=scripts, setup=setup, check=check)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def test_t_quantiles_are_scipys_bits_without_scipy_specials_init():
-    """A fresh interpreter: the quantiles come from `scipy.special._ufuncs` alone (the package's __init__,
-    ~0.13 s, has not run), are scipy's public stdtrit's bits for every df, and the package completes itself
-    on first use: `scipy.special` and `scipy.stats` work afterwards, submodule attributes included."""
-    untouched = "assert 'scipy.special._support_alternative_backends' not in sys.modules"
-    assert _fresh(check=untouched) == "_Pending"
-    # `dir()` (or any attribute it lacks) first: the same
-    assert _fresh(check="assert 'gamma' in dir(sys.modules['scipy.special'])") == "_Pending"
-    # `from scipy.special import *` reads __all__, which it lacks until __init__ has run
-    assert _fresh(check="from scipy.special import *; assert gamma(4.0) == 6.0") == "_Pending"
-
-
-def test_t_quantiles_fall_back_to_the_public_import():
-    """scipy laid out otherwise (here: no such extension module): the plain `from scipy.special import`."""
-    assert _fresh(setup="scipy_t.UFUNCS = 'scipy.special._not_there'") == "module"
-    assert _fresh(setup="import scipy.special") == "module"  # imported before: used as it is
-
-
 def test_segment_sums_are_numpys_1d_sum_of_each_group():
     """pandas sums a group's column with numpy's pairwise 1-D loop; a running sum differs from 9 values on,
     and the pairwise loop splits again past 128: sizes on both sides of both, and empty groups."""

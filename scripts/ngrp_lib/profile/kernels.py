@@ -166,10 +166,8 @@ def gym_confidence_interval(mean: float, sem: float, n: float) -> tuple[float, f
 @functools.lru_cache(maxsize=4096)
 def gym_t_quantiles(df: int) -> tuple[float, float] | None:
     """scipy's t quantiles at (1 -+ CONFIDENCE) / 2 for `df` degrees of freedom; None without scipy."""
-    from . import scipy_t
-
     try:
-        stdtrit = scipy_t.stdtrit()  # the public ufunc, without the 0.13 s of scipy.special's __init__
+        from scipy.special import stdtrit
     except ImportError:
         return None
     return float(stdtrit(df, (1.0 - CONFIDENCE) / 2.0)), float(stdtrit(df, (1.0 + CONFIDENCE) / 2.0))
