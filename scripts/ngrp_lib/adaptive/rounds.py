@@ -232,8 +232,11 @@ def _add(total: AdaptiveResult | None, call: CollectResult) -> AdaptiveResult:
     total.succeeded += call.succeeded
     total.failed += call.failed
     total.elapsed_s = round(total.elapsed_s + call.elapsed_s, 3)
+    cost = getattr(call, "cost", {})
+    if "input_unit" in cost:
+        total.cost["input_unit"] = cost["input_unit"]  # each call's input is per rollout
     for name in SUMMED:  # a count no call reported stays None ("not reported", never 0)
-        value = getattr(call, "cost", {}).get(name)
+        value = cost.get(name)
         if value is not None:
             total.cost[name] = total.cost.get(name, 0) + value
     return total

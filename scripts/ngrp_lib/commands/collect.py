@@ -125,8 +125,9 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     "--one-request-per-rollout",
     is_flag=True,
     help="Send each rollout as its own request. By default (direct mode, --api chat) the pending repeats "
-    "of a task that send the same request go as one request with n choices (at most 16), sharing one "
-    "prefill; rows with a seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
+    "of a task that send the same request go as one request with n choices (at most 16): one request, "
+    "template and tokenization for them (the server still prefills each rollout's prompt); rows with a "
+    "seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
     "always go one by one.",
 )
 @click.option(
@@ -555,8 +556,8 @@ def totals_lines(totals) -> list[str]:
     line = (
         f"whole run: {totals['invocations']} invocations ({totals['killed']} killed):"
         f" {totals['requests']} requests, {totals['rollouts']} rollouts written,"
-        f" {tokens_text(totals['input_tokens'])} input and {tokens_text(totals['output_tokens'])}"
-        " output tokens"
+        f" {tokens_text(totals['input_tokens'])} input (each rollout's prompt) and"
+        f" {tokens_text(totals['output_tokens'])} output tokens"
     )
     if not totals["killed"]:
         return [line]
@@ -566,7 +567,8 @@ def totals_lines(totals) -> list[str]:
         f"  killed invocations: {share['rollouts']} rollouts written,"
         f" {share['output_tokens']:,} output tokens;"
         f" lost in flight and regenerated after the kill: {_lost(lost['output_tokens'])} output,"
-        f" {_lost(lost['input_tokens'])} input tokens",
+        f" {_lost(lost['input_tokens'])} input tokens (the server's /metrics, prompts counted per rollout"
+        " as above)",
     ]
 
 
@@ -576,7 +578,7 @@ def _lost(value) -> str:
 
 def cost_lines(cost, grouping) -> list[str]:
     """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
-    from ..artifacts.usage import tokens_text
+    from ..artifacts.usage import GROUPING_SAVES, tokens_text
 
     if not cost:
         return []
@@ -585,7 +587,8 @@ def cost_lines(cost, grouping) -> list[str]:
     lines = [
         f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts; prefix-cache hit rate "
         + ("not reported" if rate is None else f"{rate:.1%}"),
-        f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
+        f"tokens: input {tokens_text(cost['input_tokens'])} (each rollout's prompt; cached"
+        f" {tokens_text(cost['cached_tokens'])}),"
         f" output {tokens_text(cost['output_tokens'])}, "
         + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
         + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
@@ -594,12 +597,9 @@ def cost_lines(cost, grouping) -> list[str]:
         lines.append(f"  prefix cache: {cost['prefix_cache_note']}")
     single = cost.get("one_request_per_rollout")
     if single and grouping.get("grouped") and single["extra_requests"]:
-        extra = single["extra_input_tokens"]
         lines.append(
             f"one request per rollout would have sent {single['requests']:,} requests"
-            f" ({single['extra_requests']:,} more) and input {tokens_text(single['input_tokens'])} tokens"
-            + ("" if extra is None else f" ({extra:,} more prefill, less what the prefix cache would serve)")
-            + f", output the same {tokens_text(single['output_tokens'])}"
+            f" ({single['extra_requests']:,} more) and the same tokens: {GROUPING_SAVES}"
         )
     if grouping.get("fallback"):
         lines.append(f"requests: one per rollout ({grouping['fallback']})")
