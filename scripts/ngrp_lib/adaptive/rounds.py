@@ -51,6 +51,9 @@ class AdaptiveSettings:
     rule: Rule
     schedule: Schedule
     pass_threshold: float = 1.0
+    # how the user gave the rounds (`rounds_text.rounds_option`): echoed as given, kept in the manifest's
+    # progress block, not in the identity (`--rounds 2` and `--first-round 2` are one run to --resume)
+    rounds_option: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """What --resume must find unchanged (the manifest's identity.adaptive; N is its
@@ -373,6 +376,7 @@ def summarize(states: dict[int, TaskState], settings: AdaptiveSettings) -> dict[
     assigned = sum(s.size for s in states.values())
     return {
         **settings.to_json(),
+        "rounds_option": settings.rounds_option,
         "num_repeats": schedule.num_repeats,
         "rounds_done": (min(pending_rounds) - 1) if pending_rounds else started,
         "rounds_started": started,

@@ -380,6 +380,7 @@ def _adaptive_settings(rule, first_round, pass_threshold, num_repeats, round_siz
             raise UsageError("--first-round, --rounds and --pass-threshold only apply with --adaptive RULE")
         return None
     from ..adaptive.rounds import AdaptiveSettings
+    from ..artifacts.rounds_text import rounds_option
     from ..stats.adaptive import Schedule, parse_rule, parse_schedule
 
     if round_sizes is not None:
@@ -394,7 +395,8 @@ def _adaptive_settings(rule, first_round, pass_threshold, num_repeats, round_siz
             first_round=min(4, num_repeats) if first_round is None else first_round, num_repeats=num_repeats
         )
     threshold = 1.0 if pass_threshold is None else pass_threshold
-    return AdaptiveSettings(rule=parse_rule(rule), schedule=schedule, pass_threshold=threshold)
+    given = rounds_option(first_round, round_sizes)
+    return AdaptiveSettings(parse_rule(rule), schedule, pass_threshold=threshold, rounds_option=given)
 
 
 async def _collect(options, settings=None):
@@ -496,24 +498,16 @@ def _render(result) -> str:
 
 
 def _render_adaptive(result) -> str:
-    from ..stats.adaptive import rounds_flag
+    from ..artifacts.rounds_text import NOT_RECORDED, rounds_words
 
     a = result.adaptive
-    lines = [
-        _render(result.collect),
-        f"the last round's figures above; all rounds of this invocation: {result.succeeded} ok,"
-        f" {result.failed} failed attempts over {result.elapsed_s:.1f}s"
-        + (
-            f", {result.cost['requests']} requests for {result.cost['rollouts']} rollouts"
-            if "requests" in result.cost and "rollouts" in result.cost
-            else ""
-        ),
-    ]
+    lines = [_render(result.collect), _passes_line(result)]
     if a:
         saved = 1 - a["rollouts_assigned"] / a["rollouts_fixed_n"] if a["rollouts_fixed_n"] else 0.0
         reasons = ", ".join(f"{k} {v}" for k, v in a["tasks_by_reason"].items())
         lines += [
-            f"adaptive {a['rule']} ({rounds_flag(a['rounds'])}): {a['rounds_done']} of at most"
+            f"adaptive {a['rule']} ({rounds_words(a['rounds'], a.get('rounds_option', NOT_RECORDED))}):"
+            f" {a['rounds_done']} of at most"
             f" {a['max_rounds']} rounds done over"
             f" {result.runner_calls} runner calls; tasks: {reasons}",
             f"rollouts: {a['rollouts_assigned']:,} of fixed N's {a['rollouts_fixed_n']:,}"
@@ -521,6 +515,25 @@ def _render_adaptive(result) -> str:
             " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
         ]
     return "\n".join(lines)
+
+
+def _passes_line(result) -> str:
+    """What the figures above cover. Every round runs in one runner call (a task's next round starts as its
+    own round ends), so they are every round's; a later call (a pass for the tasks a failed attempt held
+    back) makes them the last pass's, and the line adds up every pass of this invocation."""
+    if result.runner_calls <= 1:
+        return "figures above: every round of this invocation (the rounds run in one pass)"
+    cost = result.cost
+    return (
+        f"figures above: the last of {result.runner_calls} passes (a later pass retries the tasks a failed"
+        f" attempt held back); every pass of this invocation: {result.succeeded} ok, {result.failed} failed"
+        f" attempts over {result.elapsed_s:.1f}s"
+        + (
+            f", {cost['requests']} requests for {cost['rollouts']} rollouts"
+            if "requests" in cost and "rollouts" in cost
+            else ""
+        )
+    )
 
 
 def load_lines(load) -> list[str]:
