@@ -25,8 +25,11 @@ def _keep(folder: Path, source: Path, name: str, keep) -> Path:
     return folder / name
 
 
+# the rounds, and how the user gave them (replay 2026-12-05 W3: `--rounds 2` echoed as given, not as
+# `--first-round 2`; neither option given: the default, said so)
 SCHEDULES = {"R=2": ((R,), "--first-round 2"), "R=1": ((1,), "--first-round 1"),
-             "1,1,2,4": ((1, 1, 2, 4), "--rounds 1,1,2,4")}  # fmt: skip
+             "1,1,2,4": ((1, 1, 2, 4), "--rounds 1,1,2,4"), "rounds 2": ((R,), "--rounds 2"),
+             "default": ((R,), None)}  # fmt: skip
 
 
 @pytest.fixture(params=list(SCHEDULES))
@@ -34,8 +37,9 @@ def runs(tmp_path, request):
     """`full`: fixed N for every task; `adaptive`: what learnable (R=2, or 1, or growing rounds 1,1,2,4;
     N=8) keeps of the same rows, with its manifest; `fixed_r`: the repeats every task got whatever happened
     (R, or 2 for R=1 and 1,1,2,4: learnable cannot settle on one draw), no manifest."""
-    rounds, flag = SCHEDULES[request.param]
-    settings = AdaptiveSettings(Rule("learnable"), Schedule(rounds[0], N, rounds[1:]))
+    rounds, given = SCHEDULES[request.param]
+    settings = AdaptiveSettings(Rule("learnable"), Schedule(rounds[0], N, rounds[1:]), rounds_option=given)
+    flag = given or f"rounds of {rounds[0]}, the default"  # as every command echoes it
     fixed = fixed_draws(settings.rule, settings.schedule)
     assert fixed == max(rounds[0], 2)
     full = tmp_path / "full"
@@ -95,7 +99,8 @@ def test_first_round_estimates_equal_a_fixed_r_profile_of_the_same_rollouts(runs
     assert ours["groups"] == fixed["groups"]
     assert fixed["adaptive"] is None and ours["adaptive"]["rule"] == "learnable"
     assert ours["adaptive"]["schedule"] == runs["flag"]  # the rounds as the user gave them, not only R
-    assert ours["adaptive"]["rounds"] == [int(n) for n in runs["flag"].split()[1].split(",")]
+    sizes = runs["flag"].split()[1 if runs["flag"].startswith("--") else 2].strip(",").split(",")
+    assert ours["adaptive"]["rounds"] == [int(n) for n in sizes]
     assert any(f"adaptive run (learnable, {runs['flag']}, at most N={N})" in n for n in ours["notes"])
     first = adaptive_profile["adaptive"]["first_round_estimates"]
     headline = fixed["overall"]["mean_reward"]["task_weighted"]
@@ -157,6 +162,8 @@ def test_curriculum_keeps_the_tasks_the_run_found_mixed(runs, run_ngrp, tmp_path
     mixed = {t for t, s in runs["states"].items() if s.decision == "mixed"}
     assert {r.data["_ng_task_index"] for r in jsonl.iter_rows(out)} == mixed
     assert result["adaptive"]["selected_by"].startswith("the run's per-task decisions")
+    text = run_ngrp("curriculum", profile, "--tasks", tasks, "-o", out, "--learnable-for", "8", "--overwrite")
+    assert f"adaptive run (rule learnable, {runs['flag']}, N={N}): selected by" in text.stdout, text.stdout
     band = run_ngrp("curriculum", profile, "--tasks", tasks, "-o", out, "--min", "0.2", "--max", "0.8",
                     "--overwrite", "--json")  # fmt: skip
     assert json.loads(band.stdout)["adaptive"]["selected_by"].startswith("pass rates over all repeats")

@@ -168,6 +168,8 @@ def test_a_growing_schedule_runs_its_rounds_records_them_and_refuses_a_change_on
     manifest = json.loads((folder / "run" / "rollouts_run_manifest.json").read_text())
     schemas.validator("run_manifest").validate(manifest)
     assert manifest["identity"]["adaptive"]["rounds"] == [1, 2]
+    assert summary["rounds_option"] == manifest["adaptive"]["rounds_option"] == "--rounds 1,2"  # as given
+    assert "rounds_option" not in manifest["identity"]["adaptive"]  # not part of what --resume compares
     schedule = Schedule(1, 12, (2,))
     final = _keys_in_order(out.with_name("rollouts_materialized_inputs.jsonl"))
     assert final == sorted(final, key=lambda k: (schedule.round_of(k[1]), k[0], k[1]))
@@ -202,6 +204,7 @@ def test_growing_rounds_hold_the_limit_while_work_waits(vllm_server, folder, run
     assert manifest["runs"][-1]["load"] == load
     again = run_ngrp(*args, "--resume")  # the text summary names the schedule as given
     assert again.returncode == 0 and "adaptive learnable (--rounds 1,1,2,4,8):" in again.stdout, again
+    assert "figures above: every round of this invocation (the rounds run in one pass)" in again.stdout
 
 
 def _rows_in(path: Path) -> int:

@@ -26,10 +26,14 @@ def test_cache_note_reasons():
     short = cache_note(0.0, {"a": 128, "b": 256}, 44, 5, 5)
     assert short is not None and "at most 44 tokens" in short and "(128 tokens on the server)" in short
     assert "16 tokens at the least" in (cache_note(0.0, {}, 9, 30, 5) or "")
-    once = cache_note(0.0, {"a": 16}, 300, 5, 5)
-    assert once is not None and "went to the server once" in once
-    off = cache_note(0.0, {"a": 16}, 300, 30, 5)
-    assert off is not None and "--no-enable-prefix-caching" in off
+    assert "every prompt this invocation sent (at most 44 tokens)" in short  # W7: not the run's
+    once = cache_note(0.0, {"a": 16}, 300, 5, 5)  # 5 rollouts of 5 tasks: every prompt sent once
+    assert once is not None and "went to the server once in this invocation (one rollout per task)" in once
+    # Replay 2026-12-05 W6: 30 rollouts of 5 tasks in 5 grouped requests is not "each prompt once": vLLM
+    # looks each of a request's n sequences up in its cache, the later ones hitting the first's blocks
+    grouped = cache_note(0.0, {"a": 16}, 300, 30, 5)
+    assert grouped is not None and "--no-enable-prefix-caching" in grouped
+    assert "n rollouts count as n" in grouped and "went to the server once" not in grouped
     assert cache_note(0.25, {"a": 128}, 44, 5, 5) is None, "a rate above 0 needs no reason"
     assert cache_note(None, {}, 44, 5, 5) is None, "not reported stays not reported"
 
@@ -50,8 +54,7 @@ def test_every_row_prompt_against_a_hand_count():
     for r in range(3):  # one grouped request of 3 choices, prompt 40
         tally.add(_row(0, r, 40, 5 + r, "req-0"))
     tally.add(_row(1, 0, 70, 9, None))  # a row sent alone
-    assert tally.input_tokens == 40 + 70  # the shared prompt once
-    assert tally.input_tokens_every_row == 3 * 40 + 70  # once per rollout
+    assert tally.input_tokens == 3 * 40 + 70  # once per rollout, as the server prefills it
+    assert tally.requests == 2 and tally.one_request_per_rollout()["input_tokens"] == tally.input_tokens
     assert tally.max_prompt_tokens == 70 and tally.tasks == {0, 1}
     assert tally.output_tokens == 5 + 6 + 7 + 9
-    assert "input_tokens_every_row" not in tally.to_json(), "profile summaries keep their keys"

@@ -55,21 +55,14 @@ def decoding(base_url: str) -> None:
 
 def usage_sums(path: Path) -> tuple[int, int, int, int]:
     """(rows, requests, input tokens, output tokens) of the complete rollout rows (a torn last line left
-    out), from their usage: the rows of one grouped request (n > 1) share its prompt, counted once."""
+    out), from their usage: the rows of one grouped request (n > 1) are one request, and each row's
+    prompt counts (vLLM prefills, and counts, a grouped request's prompt once for each of its n
+    sequences)."""
     rows = [json.loads(line) for line in path.read_bytes().split(b"\n")[:-1]]
-    requests: dict[object, int] = {}
-    for i, row in enumerate(rows):
-        shared = row.get("_ngrp_shared_prefill")
-        requests.setdefault(shared["request"] if shared else i, row["response"]["usage"]["input_tokens"])
+    requests = {(s["request"] if (s := row.get("_ngrp_shared_prefill")) else i) for i, row in enumerate(rows)}
+    prompts = sum(row["response"]["usage"]["input_tokens"] for row in rows)
     output = sum(row["response"]["usage"]["output_tokens"] for row in rows)
-    return len(rows), len(requests), sum(requests.values()), output
-
-
-def prompts_per_sequence(path: Path) -> int:
-    """The prompt tokens of the complete rows, each row's own: vLLM prefills (and counts) a grouped
-    request's prompt once for each of its n sequences."""
-    lines = path.read_bytes().split(b"\n")[:-1]
-    return sum(json.loads(line)["response"]["usage"]["input_tokens"] for line in lines)
+    return len(rows), len(requests), prompts, output
 
 
 def complete_rows(path: Path) -> int:
@@ -98,7 +91,6 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     assert [r["status"] for r in running] == ["running"] and running[0]["cost"] is None
     written = complete_rows(out)  # a torn last line is the kill's, cut by the resume: not written
     _, killed_requests, killed_in, killed_out = usage_sums(out)
-    killed_prompts = prompts_per_sequence(out)
 
     final = ngrp(*base, "--resume", "--json")
     assert final.returncode == 0, final.stderr
@@ -111,19 +103,28 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     # what the killed invocation wrote, from the rows past its start (the file was empty then)
     assert killed["cost"]["rollouts"] == killed["succeeded"] == written >= 12
     assert (killed["cost"]["input_tokens"], killed["cost"]["output_tokens"]) == (killed_in, killed_out)
+    assert killed["cost"]["input_unit"] == "per_rollout"
     assert killed["cost"]["requests"] == killed_requests < written  # grouped: n = 4 per request
     # what it lost in flight: the server's tokens between its start and the resume, less its rows'
     lost = killed["cost"]["lost_in_flight"]
     generated = at_kill[GENERATED] - before[GENERATED]
     prefilled = at_kill[PROMPT] - before[PROMPT]
     assert lost["output_tokens"] == round(generated - killed_out) > 0  # killed mid-generation
-    assert lost["input_tokens"] == round(prefilled - killed_prompts) >= 0
+    assert lost["input_tokens"] == round(prefilled - killed_in) >= 0
     assert lost["source"] == "server /metrics"
+    # replay 2026-12-05 W1: written and lost are in one unit, so they add up to what the server prefilled
+    assert killed["cost"]["input_tokens"] + lost["input_tokens"] == round(prefilled)
     # the totals add both invocations, over every row in the file, and name the killed one's share
     rows, _, all_in, all_out = usage_sums(out)
     totals = manifest["totals"]
     assert rows == 64 and totals["rollouts"] == rows == written + resumed["cost"]["rollouts"]
     assert (totals["input_tokens"], totals["output_tokens"]) == (all_in, all_out)
+    # the whole run in one unit: the rows' prompts plus what the kill lost is what the server prefilled
+    assert totals["input_unit"] == "per_rollout"
+    at_end = server_counts(vllm_server.base_url)
+    prefilled_all = round(at_end[PROMPT] - before[PROMPT])
+    assert totals["input_tokens"] + totals["lost_in_flight"]["input_tokens"] == prefilled_all
+    assert totals["killed_share"]["input_tokens"] == killed_in
     assert (totals["invocations"], totals["killed"], totals["finished"]) == (2, 1, 1)
     assert totals["requests"] == killed_requests + resumed["cost"]["requests"]
     assert totals["killed_share"]["rollouts"] == written
@@ -138,6 +139,9 @@ def test_kill_9_then_resume_accounts_both_invocations_and_what_the_kill_lost(vll
     assert f"3 invocations (1 killed): {totals['requests']} requests, 64 rollouts written" in text.stdout
     assert f"killed invocations: {written} rollouts written, {killed_out:,} output tokens" in text.stdout
     assert f"regenerated after the kill: {lost['output_tokens']:,} output" in text.stdout
+    assert f"{totals['input_tokens']:,} input (each rollout's prompt) and" in text.stdout
+    lost_words = f"{lost['input_tokens']:,} input tokens (the server's /metrics, prompts counted per rollout"
+    assert lost_words in text.stdout
 
 
 def test_a_kill_with_no_metrics_readable_says_unknown_never_0(vllm_server, tmp_path):

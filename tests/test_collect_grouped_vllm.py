@@ -78,25 +78,26 @@ def test_grouped_run_each_key_once_with_its_own_tokens_and_cost(vllm_server, tmp
         by_request.setdefault(row["_ngrp_shared_prefill"]["request"], []).append(row)
     assert sorted(len(v) for v in by_request.values()) == [6] * 5
     assert all(len({r["_ng_task_index"] for r in v}) == 1 for v in by_request.values())
-    # cost: the prompt once per request, every choice's own completion tokens
+    # cost: each rollout's prompt (vLLM prefills a grouped request's prompt for each of its n sequences:
+    # tests/test_collect_input_units_vllm.py reads it from /metrics), every choice's own completion tokens
     cost = summary["cost"]
-    assert cost["input_tokens"] == sum(v[0]["response"]["usage"]["input_tokens"] for v in by_request.values())
+    every_prompt = sum(r["response"]["usage"]["input_tokens"] for r in rows)
+    assert cost["input_unit"] == "per_rollout" and cost["input_tokens"] == every_prompt
     assert cost["output_tokens"] == sum(r["response"]["usage"]["output_tokens"] for r in rows)
     assert cost["cached_tokens"] is None  # this server does not report it: not a 0
     assert cost["prefix_cache_hit_rate"] is not None  # vLLM 0.32 exports the counters
-    # issue 36 #15: one request per rollout, estimated from this run's own usage: every row's prompt
+    # issue 36 #15: one request per rollout: more requests, the same tokens (no prefill saved by grouping)
     single = cost["one_request_per_rollout"]
-    every_prompt = sum(r["response"]["usage"]["input_tokens"] for r in rows)
     assert single == {
-        "requests": 30, "input_tokens": every_prompt, "output_tokens": cost["output_tokens"],
-        "extra_requests": 25, "extra_input_tokens": every_prompt - cost["input_tokens"],
+        "requests": 30, "extra_requests": 25, "input_tokens": every_prompt,
+        "output_tokens": cost["output_tokens"],
     }  # fmt: skip
     longest = max(r["response"]["usage"]["input_tokens"] for r in rows)
     assert longest < 128, longest  # vLLM's CPU block is 128 tokens: no prompt fills one, nothing can hit
     assert cost["prefix_cache_hit_rate"] == 0
     assert cost["prefix_cache_note"] == (
-        f"every prompt (at most {longest} tokens) is shorter than one KV-cache block (128 tokens on the "
-        "server): only full blocks are cached, so no prompt could hit"
+        f"every prompt this invocation sent (at most {longest} tokens) is shorter than one KV-cache block"
+        " (128 tokens on the server): only full blocks are cached, so no prompt could hit"
     )
     manifest = json.loads((tmp_path / "rollouts_run_manifest.json").read_text())
     schemas.validator("run_manifest").validate(manifest)

@@ -79,21 +79,13 @@ def test_the_tally_is_the_sum_of_each_rows_counts():
         for row, flag in zip(rows, reported, strict=True):
             tally.add(row, cached_reported=flag)
         read = [_read(row) for row in rows]
-        seen: set[str] = set()
-        counted = []  # whether the row's prompt counts: a grouped request's first row only
-        for row in rows:
-            shared = row.get(SHARED_PREFILL)
-            request = shared.get("request") if isinstance(shared, dict) else None
-            counted.append(not isinstance(shared, dict) or request not in seen)
-            seen.update([request] if isinstance(shared, dict) else [])
+        seen = {row[SHARED_PREFILL]["request"] for row in rows if isinstance(row.get(SHARED_PREFILL), dict)}
         prompts = [p for p, _, _ in read]
         assert tally.rows == len(rows)
-        assert tally.input_tokens == _total([p for p, c in zip(prompts, counted, strict=True) if c])
-        assert tally.cached_tokens == _total(
-            [r[1] for r, c, f in zip(read, counted, reported, strict=True) if c and f]
-        )
+        # per rollout (INPUT_UNIT): every row's prompt and cached count, grouped or not
+        assert tally.input_tokens == _total(prompts)
+        assert tally.cached_tokens == _total([r[1] for r, f in zip(read, reported, strict=True) if f])
         assert tally.output_tokens == _total([o for _, _, o in read])
-        assert tally.input_tokens_every_row == _total(prompts)
         assert tally.max_prompt_tokens == max([p for p in prompts if p is not None], default=None)
         assert tally.rows_without_usage == sum(p is None and o is None for p, _, o in read)
         assert tally.rows_alone == sum(not isinstance(row.get(SHARED_PREFILL), dict) for row in rows)

@@ -159,7 +159,9 @@ def _rollout(prompt, output, missing=None, cached=None):
     return row
 
 
-def test_cost_counts_a_shared_prompt_once_and_never_turns_missing_into_zero():
+def test_cost_counts_a_grouped_prompt_once_per_rollout_and_never_turns_missing_into_zero():
+    """Replay 2026-12-05 W1/W6: vLLM prefills a grouped request's prompt for each of its n sequences (and
+    counts it so in /metrics), so every total counts it once per rollout, as each row's usage holds it."""
     tally = CostTally()
     shared = {"_ngrp_shared_prefill": {"request": "chatcmpl-1", "rows": 2}}
     tally.add({**_rollout(40, 3, cached=32), **shared})
@@ -167,14 +169,23 @@ def test_cost_counts_a_shared_prompt_once_and_never_turns_missing_into_zero():
     tally.add(_rollout(10, 0, missing=["completion_tokens"]))
     tally.add(_rollout(7, 1), cached_reported=False)
     assert tally.to_json() == {
-        "input_tokens": 57,
-        "cached_tokens": 32,
+        "input_unit": "per_rollout",
+        "input_tokens": 40 + 40 + 10 + 7,
+        "cached_tokens": 32 + 32,
         "output_tokens": 8,
         "rows_without_usage": 0,
+    }
+    assert tally.requests == 3
+    assert tally.one_request_per_rollout() == {
+        "requests": 4,
+        "extra_requests": 1,
+        "input_tokens": 97,  # the same prefill either way
+        "output_tokens": 8,
     }
     empty = CostTally()
     empty.add({"response": {"output": []}})
     assert empty.to_json() == {
+        "input_unit": "per_rollout",
         "input_tokens": None,
         "cached_tokens": None,
         "output_tokens": None,
@@ -210,7 +221,7 @@ def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tm
                 "input_tokens": 20, "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens": 5 + rollout, "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": 25 + rollout}}}  # fmt: skip
-            if task == 0:  # task 0 came from one grouped request: its prompt counts once
+            if task == 0:  # task 0 came from one grouped request: its prompt counts once per rollout
                 out["_ngrp_shared_prefill"] = {"request": "chatcmpl-0", "rows": 3}
             rollouts.append(out)
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in inputs))
@@ -220,17 +231,17 @@ def test_profile_summary_carries_the_runs_token_totals_and_sampling(run_ngrp, tm
     summary = json.loads((tmp_path / "r_profile_summary.json").read_text())
     assert summary["tokens"] == {
         "rows": 6,
-        "input_tokens": 20 + 3 * 20,
+        "input_unit": "per_rollout",
+        "input_tokens": 6 * 20,  # every rollout's prompt, the grouped ones' too (as the server prefills)
         "cached_tokens": None,  # every row says 0: not told apart from "not reported"
         "output_tokens": 2 * (5 + 6 + 7),
         "rows_without_usage": 0,
         "requests": 1 + 3,  # task 0's grouped request, task 1's three of their own
-        "one_request_per_rollout": {  # issue 36 #15: every rollout's prompt, a request each
+        "one_request_per_rollout": {  # a request each: more requests, the same tokens
             "requests": 6,
+            "extra_requests": 2,
             "input_tokens": 6 * 20,
             "output_tokens": 2 * (5 + 6 + 7),
-            "extra_requests": 2,
-            "extra_input_tokens": 6 * 20 - (20 + 3 * 20),
         },
     }
     assert summary["sampling"] == {
@@ -245,7 +256,7 @@ def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_pat
     done = run_ngrp("stats", str(profile), "--json")
     assert done.returncode == 0, done.stderr
     cost = json.loads(done.stdout)["cost"]
-    total = (20 + 3 * 20) + 2 * (5 + 6 + 7)  # input once per grouped request, every output token
+    total = 6 * 20 + 2 * (5 + 6 + 7)  # every rollout's prompt, every output token
     per_rollout = total / 6
     # each task: 1 success of 3, so a group of 2 is informative with probability 1 - C(2,2)/C(3,2) = 2/3
     assert cost["tokens_per_rollout"] == pytest.approx(round(per_rollout, 1))
@@ -256,12 +267,17 @@ def test_stats_and_report_say_what_the_profile_cost_and_bought(run_ngrp, tmp_pat
     assert cost["sampling"]["temperature"] == [{"value": 0.5, "rows": 3}, {"value": 1.0, "rows": 3}]
     text = run_ngrp("stats", str(profile)).stdout
     assert "sampling: temperature 0.5 (3 rows), 1.0 (3 rows)" in text
-    cost = "cost (input + output tokens): 19 per rollout, 58 per success; per GRPO-informative task 58 at G=2"
+    cost = "cost (input + output tokens): 26 per rollout, 78 per success; per GRPO-informative task 78 at G=2"
     assert cost in text
-    assert (
-        "one request per rollout would have sent 6 requests (this run: 4) and input 120 tokens "
-        "(40 more prefill, less what the prefix cache would serve), the same output"
-    ) in text
+    assert "(input 120, each rollout's prompt; output 36; over 6 rollouts)" in text
+    single = next(line for line in text.splitlines() if line.startswith("one request per rollout"))
+    assert single == (
+        "one request per rollout would have sent 6 requests (this run: 4) and the same tokens: a grouped"
+        " request is one HTTP request, one chat template and one tokenization for its n rollouts; the"
+        " server prefills every rollout's prompt either way, its prefix cache serving repeats of a prompt"
+        " alike, grouped or not"
+    )
+    assert "prefill" not in single.split("the same tokens")[0]  # no prefill saving is promised
 
 
 def test_stats_without_usage_says_not_reported_never_zero(run_ngrp, tmp_path):

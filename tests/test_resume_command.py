@@ -153,3 +153,72 @@ def test_the_printed_command_resumes_the_file_it_was_asked_about(tmp_path, monke
     manifest["rollouts"]["path"] = "run/r-shard-2-of-8.jsonl"
     sharded = resume_command(manifest, output="copy/r-shard-2-of-8.jsonl")
     assert "--output copy/r.jsonl" in sharded and "--shard 2/8" in sharded
+
+
+ADAPTIVE = [("--rounds", "2"), ("--first-round", "2"), ("--rounds", "1,1,2,4"), ("--rounds", "2,2"), ()]
+
+
+@pytest.mark.parametrize("rounds", ADAPTIVE, ids=lambda a: " ".join(a) or "default")
+def test_an_adaptive_runs_command_gives_the_rounds_as_the_user_did(tmp_path, monkeypatch, rounds):
+    """Replay 2026-12-05 W3: `--rounds 2` was printed back as `--first-round 2`. The manifest's progress
+    block keeps the spelling (`rounds_option`); the printed command uses it and still parses back to the
+    run's identity (the sizes), so it is accepted as printed."""
+    from ngrp_lib.adaptive.rounds import round_options
+
+    monkeypatch.chdir(tmp_path)
+    argv = ["--input", "t.jsonl", "--output", "r.jsonl", *SERVER, "--num-repeats", "8",
+            "--adaptive", "learnable", *rounds]  # fmt: skip
+
+    def options_of(args: list[str]):
+        params = collect_cmd.command.make_context("collect", list(args)).params
+        settings = collect_cmd._adaptive_settings(params["adaptive_rule"], params["first_round"],
+                                                  params["pass_threshold"], params["num_repeats"],
+                                                  params["round_sizes"])  # fmt: skip
+        return round_options(_options(args), settings), settings
+
+    first, settings = options_of(argv)
+    manifest = json.loads(json.dumps(_manifest(first)))
+    manifest["adaptive"] = {"rounds_option": settings.rounds_option}  # as `advance` writes it
+    printed = resume_argv(manifest)
+    shown = " ".join(rounds)  # the sizes as given (2,2 too: the last size repeats)
+    assert (" ".join(printed).split("--adaptive learnable")[1].split(" --base-url")[0].strip()) == shown
+    again, _ = options_of(shlex.split(shlex.join(printed))[1:])
+    assert again.identity("in-sha", "m-sha") == manifest["identity"]
+    del manifest["adaptive"]  # an older manifest: the option that sets these rounds, still accepted
+    again, _ = options_of(shlex.split(shlex.join(resume_argv(manifest)))[1:])
+    assert again.identity("in-sha", "m-sha") == manifest["identity"]
+
+
+@pytest.mark.vllm
+def test_an_adaptive_runs_printed_resume_command_keeps_rounds_as_given_and_runs(vllm_server, tmp_path):
+    """Replay 2026-12-05 W3 on a real run: started with `--rounds 2`, cut short, `check` prints the resume
+    command with `--rounds 2` (not `--first-round 2`), and pasted into a shell it finishes the run."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"responses_create_params": {"input": [
+        {"role": "user", "content": f"What is {i}+{i}?"}], "max_output_tokens": 4, "temperature": 1.0},
+        "expected_answer": str(2 * i)}) + "\n" for i in range(3)))  # fmt: skip
+
+    def ngrp(*args):
+        return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    first = ngrp("collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "4",
+                 "--base-url", vllm_server.base_url, "--model", "tiny", "--verifier", "math",
+                 "--adaptive", "learnable", "--rounds", "2")  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    assert "adaptive learnable (--rounds 2):" in first.stdout and "--first-round" not in first.stdout
+    rollouts = tmp_path / "out" / "r.jsonl"
+    rows = rollouts.read_text().splitlines(keepends=True)
+    rollouts.write_text("".join(rows[:2]))
+    check = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl",
+                 "--json")  # fmt: skip
+    assert check.returncode == 1, check.stderr
+    fix = next(f["fix"] for f in json.loads(check.stdout)["findings"] if f["code"] == "missing_rollouts")
+    command = fix[: fix.index(" (runs only the missing keys)")]
+    command = command[command.index(" or ") + 4 :]
+    assert "--adaptive learnable --rounds 2 " in command and "--first-round" not in command, command
+    resumed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "adaptive learnable (--rounds 2):" in resumed.stdout
+    done = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl")
+    assert done.returncode == 0, done.stdout + done.stderr

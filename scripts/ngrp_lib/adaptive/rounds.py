@@ -50,6 +50,9 @@ class AdaptiveSettings:
     rule: Rule
     schedule: Schedule
     pass_threshold: float = 1.0
+    # how the user gave the rounds (`rounds_text.rounds_option`): echoed as given, kept in the manifest's
+    # progress block, not in the identity (`--rounds 2` and `--first-round 2` are one run to --resume)
+    rounds_option: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """What --resume must find unchanged (the manifest's identity.adaptive; N is its
@@ -231,8 +234,11 @@ def _add(total: AdaptiveResult | None, call: CollectResult) -> AdaptiveResult:
     total.succeeded += call.succeeded
     total.failed += call.failed
     total.elapsed_s = round(total.elapsed_s + call.elapsed_s, 3)
+    cost = getattr(call, "cost", {})
+    if "input_unit" in cost:
+        total.cost["input_unit"] = cost["input_unit"]  # each call's input is per rollout
     for name in SUMMED:  # a count no call reported stays None ("not reported", never 0)
-        value = getattr(call, "cost", {}).get(name)
+        value = cost.get(name)
         if value is not None:
             total.cost[name] = total.cost.get(name, 0) + value
     return total
@@ -386,6 +392,7 @@ def summarize(states: dict[int, TaskState], settings: AdaptiveSettings) -> dict[
     assigned = sum(s.size for s in states.values())
     return {
         **settings.to_json(),
+        "rounds_option": settings.rounds_option,
         "num_repeats": schedule.num_repeats,
         "rounds_done": (min(pending_rounds) - 1) if pending_rounds else started,
         "rounds_started": started,

@@ -79,7 +79,7 @@ def resume_argv(manifest: dict[str, Any], rollouts: Path | str | None = None) ->
         argv += _materialize_args(identity.get("materialize") or {})
     else:
         argv += ["--materialized", str(manifest["materialized"]["path"]), "--output", output]
-    argv += _adaptive_args(identity.get("adaptive"))
+    argv += _adaptive_args(identity.get("adaptive"), manifest.get("adaptive"))
     argv += _server_args(manifest, identity)
     argv += _verifier_args(identity)
     for name in _VALUED:
@@ -149,13 +149,16 @@ def _override_args(overrides: dict[str, Any]) -> list[str]:
     return args
 
 
-def _adaptive_args(block: Any) -> list[str]:
+def _adaptive_args(block: Any, progress: Any) -> list[str]:
+    """The rule and the rounds as the user gave them (the progress block's `rounds_option`, when it names
+    these rounds; none given: none given again, the default; else the option that sets them)."""
+    from .rounds_text import NOT_RECORDED, rounds_args
+
     if not isinstance(block, dict):
         return []
     rounds = block.get("rounds") or [block["first_round"]]  # a run begun before --rounds: rounds of R
-    sizes = ",".join(map(str, rounds))
-    shown = ["--first-round", sizes] if len(rounds) == 1 else ["--rounds", sizes]
-    args = ["--adaptive", str(block["rule"]), *shown]
+    given = progress.get("rounds_option", NOT_RECORDED) if isinstance(progress, dict) else NOT_RECORDED
+    args = ["--adaptive", str(block["rule"]), *rounds_args(rounds, given)]
     threshold = block.get("pass_threshold", 1.0)
     return args if threshold == 1.0 else [*args, "--pass-threshold", _number(threshold)]
 

@@ -19,8 +19,9 @@ A row is sent alone (one request per rollout), and the reason is said once, when
 
 The rows of a grouped request carry `SHARED_PREFILL` = {"request": <id>, "rows": n}; each row's usage
 holds the request's `prompt_tokens` (the prompt that rollout saw, as an ungrouped row would) and its own
-choice's completion tokens, counted from the choice's token ids (vLLM's `return_token_ids`). Cost totals
-count a shared prompt once per request.
+choice's completion tokens, counted from the choice's token ids (vLLM's `return_token_ids`). Token totals
+count the prompt once per row (`usage.INPUT_UNIT`): vLLM prefills it for each of the n sequences, so
+grouping saves requests, templating and tokenization, not prefill (despite the key's older name).
 """
 
 from __future__ import annotations

@@ -125,34 +125,36 @@ async def metrics_text(session: Any, endpoint: Endpoint, headers: dict[str, str]
 
 
 def cache_note(
-    rate: float | None, blocks: dict[str, int], max_prompt: int | None, requests: int, tasks: int
+    rate: float | None, blocks: dict[str, int], max_prompt: int | None, sequences: int, tasks: int
 ) -> str | None:
-    """Why a prefix-cache hit rate is 0 when the run itself shows it (None when it is not 0 or not
-    reported): prompts shorter than one KV-cache block (only full blocks are cached), every task's prompt
-    sent once (its repeats as n choices of one request: nothing earlier to reuse), else a cache that may
-    be off."""
+    """Why this invocation's prefix-cache hit rate is 0 when its own rows show it (None when it is not 0 or
+    not reported): prompts shorter than one KV-cache block (only full blocks are cached), one rollout per
+    task (every prompt sent once: nothing earlier to reuse), else a cache that may be off. The n rollouts
+    of a grouped request are n sequences to the server, each looked up in the cache: the second and later
+    hit the first's full blocks, as separate requests of one prompt do (vLLM 0.32 CPU, measured)."""
     if rate != 0.0:
         return None
     block = min(blocks.values()) if blocks else None
     if max_prompt is not None and block is not None and max_prompt < block:
         return (
-            f"every prompt (at most {max_prompt} tokens) is shorter than one KV-cache block ({block} tokens "
-            "on the server): only full blocks are cached, so no prompt could hit"
+            f"every prompt this invocation sent (at most {max_prompt} tokens) is shorter than one KV-cache"
+            f" block ({block} tokens on the server): only full blocks are cached, so no prompt could hit"
         )
     if max_prompt is not None and block is None and max_prompt < 16:
         return (
-            f"every prompt (at most {max_prompt} tokens) is shorter than one KV-cache block (16 tokens at "
-            "the least in vLLM): only full blocks are cached, so no prompt could hit"
+            f"every prompt this invocation sent (at most {max_prompt} tokens) is shorter than one KV-cache"
+            " block (16 tokens at the least in vLLM): only full blocks are cached, so no prompt could hit"
         )
-    if 0 < requests <= tasks:
+    if 0 < sequences <= tasks:
         return (
-            "each task's prompt went to the server once (its repeats as n choices of one request): there "
-            "was no earlier prompt to reuse; the shared prefill is already in the input count"
+            "each task's prompt went to the server once in this invocation (one rollout per task): there"
+            " was no earlier prompt to reuse"
         )
     size = f" ({block} tokens)" if block is not None else " (vLLM: 16 tokens on GPU, 128 on CPU by default)"
     return (
-        f"prompts were sent more than once and none hit: prompts shorter than one block{size} cache "
-        "nothing, or the server runs with prefix caching off (--no-enable-prefix-caching)"
+        "prompts went to the server more than once (a grouped request's n rollouts count as n, each looked"
+        f" up in the cache) and none hit: prompts shorter than one block{size} cache nothing, or the"
+        " server runs with prefix caching off (--no-enable-prefix-caching)"
     )
 
 

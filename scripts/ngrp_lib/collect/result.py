@@ -121,7 +121,8 @@ def build_result(
 
 def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = None) -> dict[str, Any]:
     """What this invocation cost: requests sent, rollouts written, wall time and tokens (None where no
-    row reported a count: "not reported", never 0). Input tokens count a shared prompt once per request."""
+    row reported a count: "not reported", never 0). Input tokens count each rollout's prompt, a grouped
+    request's once per rollout (`usage.INPUT_UNIT`: what the server prefills and counts)."""
     tokens = run.cost.to_json()
     known = [v for v in (tokens["input_tokens"], tokens["output_tokens"]) if v is not None]
     return {
@@ -139,9 +140,9 @@ def cost_block(run: Any, elapsed: float, prefix_cache_hit_rate: float | None = N
 
 
 def one_request_per_rollout(run: Any) -> dict[str, Any]:
-    """What this invocation would have cost sending every rollout as its own request, estimated from its
-    own usage (`CostTally.one_request_per_rollout`); the extra requests are counted against the requests
-    this invocation really sent (retries included)."""
+    """What this invocation would have sent with every rollout as its own request
+    (`CostTally.one_request_per_rollout`): more requests, the same tokens; the extra requests are counted
+    against the requests this invocation really sent (retries included)."""
     single = run.cost.one_request_per_rollout()
     single["extra_requests"] = max(single["requests"] - run.requests, 0)
     return single

@@ -194,7 +194,7 @@ async def collect(
         result = build_result(options, plan, disk, run, checks)
         rate, refused = prefix_cache(cache_before, await read_counts(session, sampled, run.headers, blocks))
         result.cost["prefix_cache_hit_rate"] = rate
-        why_zero = cache_note(rate, blocks, run.cost.max_prompt_tokens, run.requests, len(run.cost.tasks))
+        why_zero = cache_note(rate, blocks, run.cost.max_prompt_tokens, run.cost.rows, len(run.cost.tasks))
         result.cost["prefix_cache_note"] = "; ".join(n for n in (refused, why_zero) if n) or None
         result.interrupted = interrupted
         result.load = load_block(run)

@@ -125,8 +125,9 @@ changed configuration on --resume, or another collector holds the lock, 3 malfor
     "--one-request-per-rollout",
     is_flag=True,
     help="Send each rollout as its own request. By default (direct mode, --api chat) the pending repeats "
-    "of a task that send the same request go as one request with n choices (at most 16), sharing one "
-    "prefill; rows with a seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
+    "of a task that send the same request go as one request with n choices (at most 16): one request, "
+    "template and tokenization for them (the server still prefills each rollout's prompt); rows with a "
+    "seed, greedy rows (temperature 0), rows that differ, --api responses and --gym-url "
     "always go one by one.",
 )
 @click.option(
@@ -379,6 +380,7 @@ def _adaptive_settings(rule, first_round, pass_threshold, num_repeats, round_siz
             raise UsageError("--first-round, --rounds and --pass-threshold only apply with --adaptive RULE")
         return None
     from ..adaptive.rounds import AdaptiveSettings
+    from ..artifacts.rounds_text import rounds_option
     from ..stats.adaptive import Schedule, parse_rule, parse_schedule
 
     if round_sizes is not None:
@@ -393,7 +395,8 @@ def _adaptive_settings(rule, first_round, pass_threshold, num_repeats, round_siz
             first_round=min(4, num_repeats) if first_round is None else first_round, num_repeats=num_repeats
         )
     threshold = 1.0 if pass_threshold is None else pass_threshold
-    return AdaptiveSettings(rule=parse_rule(rule), schedule=schedule, pass_threshold=threshold)
+    given = rounds_option(first_round, round_sizes)
+    return AdaptiveSettings(parse_rule(rule), schedule, pass_threshold=threshold, rounds_option=given)
 
 
 async def _collect(options, settings=None):
@@ -495,24 +498,16 @@ def _render(result) -> str:
 
 
 def _render_adaptive(result) -> str:
-    from ..stats.adaptive import rounds_flag
+    from ..artifacts.rounds_text import NOT_RECORDED, rounds_words
 
     a = result.adaptive
-    lines = [
-        _render(result.collect),
-        f"the last round's figures above; all rounds of this invocation: {result.succeeded} ok,"
-        f" {result.failed} failed attempts over {result.elapsed_s:.1f}s"
-        + (
-            f", {result.cost['requests']} requests for {result.cost['rollouts']} rollouts"
-            if "requests" in result.cost and "rollouts" in result.cost
-            else ""
-        ),
-    ]
+    lines = [_render(result.collect), _passes_line(result)]
     if a:
         saved = 1 - a["rollouts_assigned"] / a["rollouts_fixed_n"] if a["rollouts_fixed_n"] else 0.0
         reasons = ", ".join(f"{k} {v}" for k, v in a["tasks_by_reason"].items())
         lines += [
-            f"adaptive {a['rule']} ({rounds_flag(a['rounds'])}): {a['rounds_done']} of at most"
+            f"adaptive {a['rule']} ({rounds_words(a['rounds'], a.get('rounds_option', NOT_RECORDED))}):"
+            f" {a['rounds_done']} of at most"
             f" {a['max_rounds']} rounds done over"
             f" {result.runner_calls} runner calls; tasks: {reasons}",
             f"rollouts: {a['rollouts_assigned']:,} of fixed N's {a['rollouts_fixed_n']:,}"
@@ -520,6 +515,25 @@ def _render_adaptive(result) -> str:
             " settled per round: " + ", ".join(f"{r}: {n}" for r, n in a["settled_per_round"].items()),
         ]
     return "\n".join(lines)
+
+
+def _passes_line(result) -> str:
+    """What the figures above cover. Every round runs in one runner call (a task's next round starts as its
+    own round ends), so they are every round's; a later call (a pass for the tasks a failed attempt held
+    back) makes them the last pass's, and the line adds up every pass of this invocation."""
+    if result.runner_calls <= 1:
+        return "figures above: every round of this invocation (the rounds run in one pass)"
+    cost = result.cost
+    return (
+        f"figures above: the last of {result.runner_calls} passes (a later pass retries the tasks a failed"
+        f" attempt held back); every pass of this invocation: {result.succeeded} ok, {result.failed} failed"
+        f" attempts over {result.elapsed_s:.1f}s"
+        + (
+            f", {cost['requests']} requests for {cost['rollouts']} rollouts"
+            if "requests" in cost and "rollouts" in cost
+            else ""
+        )
+    )
 
 
 def load_lines(load) -> list[str]:
@@ -555,8 +569,8 @@ def totals_lines(totals) -> list[str]:
     line = (
         f"whole run: {totals['invocations']} invocations ({totals['killed']} killed):"
         f" {totals['requests']} requests, {totals['rollouts']} rollouts written,"
-        f" {tokens_text(totals['input_tokens'])} input and {tokens_text(totals['output_tokens'])}"
-        " output tokens"
+        f" {tokens_text(totals['input_tokens'])} input (each rollout's prompt) and"
+        f" {tokens_text(totals['output_tokens'])} output tokens"
     )
     if not totals["killed"]:
         return [line]
@@ -566,7 +580,8 @@ def totals_lines(totals) -> list[str]:
         f"  killed invocations: {share['rollouts']} rollouts written,"
         f" {share['output_tokens']:,} output tokens;"
         f" lost in flight and regenerated after the kill: {_lost(lost['output_tokens'])} output,"
-        f" {_lost(lost['input_tokens'])} input tokens",
+        f" {_lost(lost['input_tokens'])} input tokens (the server's /metrics, prompts counted per rollout"
+        " as above)",
     ]
 
 
@@ -576,7 +591,7 @@ def _lost(value) -> str:
 
 def cost_lines(cost, grouping) -> list[str]:
     """`cost: 16 requests for 128 rollouts ...`, `tokens: ...`, and how rows became requests."""
-    from ..artifacts.usage import tokens_text
+    from ..artifacts.usage import GROUPING_SAVES, tokens_text
 
     if not cost:
         return []
@@ -585,7 +600,8 @@ def cost_lines(cost, grouping) -> list[str]:
     lines = [
         f"cost: {cost['requests']} requests for {cost['rollouts']} rollouts; prefix-cache hit rate "
         + ("not reported" if rate is None else f"{rate:.1%}"),
-        f"tokens: input {tokens_text(cost['input_tokens'])} (cached {tokens_text(cost['cached_tokens'])}),"
+        f"tokens: input {tokens_text(cost['input_tokens'])} (each rollout's prompt; cached"
+        f" {tokens_text(cost['cached_tokens'])}),"
         f" output {tokens_text(cost['output_tokens'])}, "
         + ("not reported" if per_s is None else f"{per_s:,.0f} tok/s")
         + (f"; {cost['rows_without_usage']} rows reported no usage" if cost["rows_without_usage"] else ""),
@@ -594,12 +610,9 @@ def cost_lines(cost, grouping) -> list[str]:
         lines.append(f"  prefix cache: {cost['prefix_cache_note']}")
     single = cost.get("one_request_per_rollout")
     if single and grouping.get("grouped") and single["extra_requests"]:
-        extra = single["extra_input_tokens"]
         lines.append(
             f"one request per rollout would have sent {single['requests']:,} requests"
-            f" ({single['extra_requests']:,} more) and input {tokens_text(single['input_tokens'])} tokens"
-            + ("" if extra is None else f" ({extra:,} more prefill, less what the prefix cache would serve)")
-            + f", output the same {tokens_text(single['output_tokens'])}"
+            f" ({single['extra_requests']:,} more) and the same tokens: {GROUPING_SAVES}"
         )
     if grouping.get("fallback"):
         lines.append(f"requests: one per rollout ({grouping['fallback']})")

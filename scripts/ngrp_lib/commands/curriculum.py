@@ -44,7 +44,7 @@ def _render(result) -> str:
     if result.adaptive:
         a = result.adaptive
         lines.append(
-            f"  adaptive run (rule {a['rule']}, R={a['first_round']}, N={a['num_repeats']}):"
+            f"  adaptive run (rule {a['rule']}, {a['schedule']}, N={a['num_repeats']}):"
             f" selected by {a['selected_by']}"
         )
     by_decision = result.adaptive and result.adaptive["selected_by"].startswith("the run's")

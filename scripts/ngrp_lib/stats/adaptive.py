@@ -392,10 +392,3 @@ def replay(
 def play(rule: Rule, schedule: Schedule, draws: Sequence[bool]) -> TaskState:
     """Run the rounds on a full sequence of N draws (simulation and tests): what the run would do."""
     return replay(rule, schedule, dict(enumerate(draws[: schedule.num_repeats])))
-
-
-def rounds_flag(rounds: Sequence[int]) -> str:
-    """Round sizes as the user gives them to collect: `--rounds 1,1,2,4,8`; one size is `--first-round 4`
-    (rounds of 4, as the resume command spells it)."""
-    sizes = ",".join(str(size) for size in rounds)
-    return f"--first-round {sizes}" if len(rounds) == 1 else f"--rounds {sizes}"

@@ -20,8 +20,9 @@ from typing import Any
 
 from ..artifacts import names
 from ..artifacts.manifest import manifest_beside
+from ..artifacts.rounds_text import NOT_RECORDED, rounds_words
 from ..errors import InputError, NgrpError
-from .adaptive import Schedule, fixed_draws, parse_rule, rounds_flag
+from .adaptive import Schedule, fixed_draws, parse_rule
 from .load import ProfileData
 from .rows import RowRule
 
@@ -63,8 +64,10 @@ class AdaptiveRun:
 
     @property
     def schedule(self) -> str:
-        """The rounds as the user gave them to collect: `--rounds 1,1,2,4,8` (`--first-round 4`)."""
-        return rounds_flag((self.first_round, *self.later))
+        """The rounds as the user gave them to collect (the manifest's `adaptive.rounds_option`):
+        `--rounds 2` stays `--rounds 2`; `rounds of 4, the default`; `--rounds 1,1,2,4,8` (`--first-round
+        4`) when an older manifest does not say."""
+        return rounds_words((self.first_round, *self.later), self.progress.get("rounds_option", NOT_RECORDED))
 
     def summary(self) -> dict[str, Any]:
         """What stats, compare and the report print: rounds, tasks settled per round, rollouts saved."""

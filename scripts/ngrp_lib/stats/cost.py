@@ -2,12 +2,14 @@
 
 The token totals and the sampling come from the run's profile summary (`<stem>_profile_summary.json`
 beside `<stem>_reward_profiling.jsonl`, written by `ngrp profile`), which sums every rollout row's usage
-(a grouped request's prompt once). From them:
+(input per rollout: a grouped request's prompt once per rollout, as the server prefills it; a summary
+written before `tokens.input_unit` counted it once per request, and is read in the unit through its
+`one_request_per_rollout.input_tokens`, every row's prompt: `in_unit`). From them:
 - tokens per rollout = (input + output tokens) / the rows that report usage (a row without usage is "not
   reported", never 0 tokens: counting it as 0 understated the figure by the share of such rows);
 - tokens per success = tokens per rollout x rollout rows / successful rollouts (reward counted as a pass);
-- one request per rollout (grouped runs): a request per rollout and every row's prompt (a grouped
-  request's prompt once per rollout), from the summary's `tokens.one_request_per_rollout`;
+- one request per rollout (grouped runs): a request per rollout, the same tokens (the server prefills
+  every rollout's prompt either way), from the summary's `tokens.one_request_per_rollout`;
 - tokens per informative task at group size G = G x tokens per rollout / P(informative at G): what it
   costs, on average, to draw one group of G rollouts for a task whose group has both a pass and a fail
   (a GRPO group with a non-zero advantage), with P from `stats` on this run. In an adaptive run P stands
@@ -52,7 +54,7 @@ def run_cost(
     `rollouts`: whose manifest gives the prefix cache (default: the rollouts the profile is named after)."""
     source = summary_beside(profile)
     summary = _read(source)
-    tokens = summary.get("tokens") if isinstance(summary, dict) else None
+    tokens = in_unit(summary.get("tokens")) if isinstance(summary, dict) else None
     out: dict[str, Any] = {
         "summary": None if source is None else str(source),
         "tokens": tokens if isinstance(tokens, dict) else None,
@@ -89,6 +91,25 @@ def run_cost(
         }
         for g, p in informative
     ]
+    return out
+
+
+def in_unit(tokens: Any) -> Any:
+    """A summary's `tokens` with input per rollout (`usage.INPUT_UNIT`). An older summary counted a
+    grouped request's prompt once: its input becomes `one_request_per_rollout.input_tokens` (every row's
+    prompt), its cached count (per request) null, unless it grouped nothing (the same in both units);
+    its `one_request_per_rollout` loses `extra_input_tokens` (no prefill is saved)."""
+    from ..artifacts.usage import INPUT_UNIT, older_input
+
+    if not isinstance(tokens, dict) or not older_input(tokens):
+        return tokens
+    out = {**tokens, "input_unit": INPUT_UNIT}
+    single = tokens.get("one_request_per_rollout")
+    if isinstance(single, dict):
+        extra = single.get("extra_input_tokens")
+        out["one_request_per_rollout"] = {k: v for k, v in single.items() if k != "extra_input_tokens"}
+        if extra != 0 and isinstance(single.get("input_tokens"), int):
+            out.update(input_tokens=single["input_tokens"], cached_tokens=None)
     return out
 
 
@@ -163,22 +184,22 @@ def _cost_lines(cost: dict, lines: list[str]) -> list[str]:
         if reporting in (None, rows)
         else f"the {reporting} of {rows} rollouts reporting usage"
     )
-    text += f" (input {_n(inputs)}, output {_n(outputs)} over {over})"
+    text += f" (input {_n(inputs)}, each rollout's prompt; output {_n(outputs)}; over {over})"
     if cost.get("informative_tokens_from") == "the first round's rows (as P(informative))":
         text += "; per informative task from the adaptive run's first round, as P(informative)"
     return [*lines, text, *_single_lines(cost.get("one_request_per_rollout"), tokens)]
 
 
 def _single_lines(single: Any, tokens: dict) -> list[str]:
-    """What one request per rollout would have cost, when the run grouped its repeats (else nothing)."""
+    """What one request per rollout would have sent, when the run grouped its repeats (else nothing): more
+    requests, the same tokens."""
+    from ..artifacts.usage import GROUPING_SAVES
+
     if not isinstance(single, dict) or not single.get("extra_requests"):
         return []
-    extra = single.get("extra_input_tokens")
     return [
         f"one request per rollout would have sent {_n(single['requests'])} requests (this run: "
-        f"{_n(tokens.get('requests'))}) and input {_n(single.get('input_tokens'))} tokens"
-        + ("" if extra is None else f" ({_n(extra)} more prefill, less what the prefix cache would serve)")
-        + ", the same output"
+        f"{_n(tokens.get('requests'))}) and the same tokens: {GROUPING_SAVES}"
     ]
 
 
