@@ -32,7 +32,7 @@ MONTE_CARLO_PERMUTATIONS = 20000
 @dataclass
 class TaskDiff:
     task: int
-    agent: str | None
+    agent: str | None  # the pairing key's agent (`pair_keys`): set only when a run fans a task out
     mean_a: float | None
     n_a: int
     mean_b: float | None
@@ -42,6 +42,7 @@ class TaskDiff:
     successes_b: int | None = None
     p_value: float | None = None
     q_value: float | None = None
+    source_lines: list[int] | None = None  # the task's lines in its task file (run manifest), else None
 
 
 @dataclass
@@ -116,6 +117,10 @@ class CompareResult:
     reward_components: dict | None = None  # stats.components.paired_components, from both runs' rows
     # how the paired task rows differ apart from identity (rowdiff.RowDifferences.to_json)
     row_differences: dict[str, Any] = field(default_factory=dict)
+    # each run's rollouts (given, or beside its profile), for the commands that show a task's rollouts
+    rollouts_a: str | None = None
+    rollouts_b: str | None = None
+    pass_threshold: float | None = None  # --pass-threshold (None: the metric's values are 0 or 1)
 
     @property
     def answer(self) -> dict[str, Any]:
@@ -165,6 +170,22 @@ def _grpo_answer(e: PairedAtK) -> str:
     if lo > 0 or hi < 0:
         return f"{head}: {'B raises it' if lo > 0 else 'B lowers it'}: {numbers}"
     return f"{head}: no difference detectable: {numbers} includes 0"
+
+
+def pair_keys(tasks: list[int], agents: list[str | None]) -> list[tuple[int, str | None]]:
+    """The keys two runs are paired by, one per (task, agent) group of a run's rollouts: as its reward
+    profile names its rows (`profile.group_rows`, Gym's layout), (task, agent) when the run fans a task out
+    to several agents, else (task, None). `compare` pairs the profiles' keys; the viewer's compare mode
+    derives the same keys from the rollouts with this, so both pair the same tasks and report the same
+    `agent` (a run whose rows all name one agent, as a directly collected run names its model, pairs by
+    task with a run of another model)."""
+    seen: dict[int, str | None] = {}
+    fans_out = False
+    for task, agent in zip(tasks, agents, strict=True):
+        if seen.setdefault(task, agent) != agent:
+            fans_out = True
+            break
+    return [(t, a if fans_out else None) for t, a in zip(tasks, agents, strict=True)]
 
 
 def _index(data: ProfileData) -> dict:
@@ -411,8 +432,14 @@ class CompareOptions:
     group_sizes: tuple[int, ...] = ()  # GRPO group sizes for P(informative); () = the repeats both hold
 
 
-def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions()) -> CompareResult:
-    """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
+def compare_profiles(
+    a: Path,
+    b: Path,
+    options: CompareOptions = CompareOptions(),
+    rollouts: tuple[Path | None, Path | None] = (None, None),
+) -> CompareResult:
+    """Compare profile B against profile A on the same (task, agent) keys; differences are B - A.
+    `rollouts`: A's and B's rollouts files (None: the one beside each profile, when it is there)."""
     import numpy as np
 
     _check_options(options.n_bootstrap, options.seed, options.alpha, options.effect)
@@ -445,6 +472,7 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
     )
     notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
     means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]
+    found = _rollouts_and_lines(a, b, rollouts, rows)
     return CompareResult(
         path_a=str(a), path_b=str(b), metric=options.metric, n_tasks=int(defined.sum()),
         n_dropped=only_a + only_b,
@@ -455,8 +483,33 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
         grpo_informative=binary.get("grpo_informative", []), group_sizes_asked=list(options.group_sizes),
         row_differences=differences.to_json(),
-        adaptive=adaptive,
+        adaptive=adaptive, pass_threshold=options.pass_threshold,
+        rollouts_a=found[0], rollouts_b=found[1],
     )  # fmt: skip
+
+
+def _rollouts_and_lines(
+    a: Path, b: Path, given: tuple[Path | None, Path | None], rows: list[TaskDiff]
+) -> tuple[str | None, str | None]:
+    """Each run's rollouts file (given, else beside its profile when there), and every row's source lines
+    from B's run manifest, else A's (as `stats` finds them: `artifacts.task_lines`)."""
+    from ..artifacts import task_lines
+    from ..artifacts.names import rollouts_path_of_profile
+
+    found = []
+    for profile, path in zip((a, b), given, strict=True):
+        beside = rollouts_path_of_profile(profile)
+        found.append(
+            path if path is not None else beside if beside is not None and beside.is_file() else None
+        )
+    lines = None
+    for path in (found[1], found[0]):
+        lines = lines or (task_lines.for_rollouts(path) if path is not None else None)
+    lines = lines or task_lines.for_profile(b) or task_lines.for_profile(a)
+    for row in rows:
+        row.source_lines = None if lines is None else lines.of(row.task)
+    a_path, b_path = (None if path is None else str(path) for path in found)
+    return a_path, b_path
 
 
 def _notes(
