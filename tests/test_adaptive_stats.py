@@ -346,3 +346,91 @@ def test_cost_per_informative_task_takes_tokens_from_the_first_round_as_p(runs, 
     for entry in cost["tokens_per_informative_task"]:
         g = entry["group_size"]
         assert entry["tokens"] == pytest.approx(round(g * per_first / p[g], 1))
+
+
+def test_cost_per_kept_task_comes_from_the_runs_decisions(runs, run_ngrp):
+    """P(informative at 8) from a first round of 2 repeats is undefined, so the cost per GRPO-informative
+    task at G=8 cannot come from it; the run's decisions give it: every round's tokens over the tasks it
+    settled mixed (what curriculum --learnable-for 8 keeps). Worked from the rows' usage (run_helpers:
+    30 input + 50 + 10 r + t output tokens)."""
+    _profile(run_ngrp, runs["adaptive"])
+    profile = runs["adaptive"] / "rollouts_reward_profiling.jsonl"
+    ours = _stats(run_ngrp, runs["adaptive"], "--group-size", "8")
+    rows = [r.data for r in jsonl.iter_rows(runs["adaptive"] / "rollouts.jsonl")]
+    total = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in rows)
+    mixed = sum(s.decision == "mixed" for s in runs["states"].values())
+    assert 0 < mixed < TASKS
+    kept = ours["cost"]["tokens_per_kept_task"]
+    assert kept == {
+        "tokens": pytest.approx(round(total / mixed, 1)),
+        "n_tasks": mixed,
+        "decision": "mixed",
+        "tokens_total": total,
+        "basis": "the adaptive run's decisions (every repeat): every rollout's tokens over the tasks "
+        "decided mixed",
+    }
+    at8 = [e for e in ours["cost"]["tokens_per_informative_task"] if e["group_size"] == 8]
+    assert at8 == [{"group_size": 8, "tokens": None}], "the first round cannot give it: n/a, never 0"
+    text = run_ngrp("stats", profile, "--group-size", "8").stdout
+    line = next(x for x in text.splitlines() if x.startswith("cost ("))
+    assert (
+        f"per GRPO-informative task (settled mixed) by the adaptive run's decisions {total / mixed:,.0f} "
+        f"({total:,} tokens, every round, over {mixed} tasks)" in line
+    )
+    assert " - at G=8" not in line and "at G=8" not in line
+    # the same figure as a fixed-N run's at G = N: there P(informative at N) of a task is 1 when its N
+    # repeats mixed, so G x tokens per rollout / mean P is the run's tokens over its mixed tasks; the
+    # learnable run decided the same tasks mixed (fixed N's decision on the same draws), for fewer tokens
+    _profile(run_ngrp, runs["full"])
+    full = _stats(run_ngrp, runs["full"], "--group-size", "8")["cost"]
+    full_rows = [r.data for r in jsonl.iter_rows(runs["full"] / "rollouts.jsonl")]
+    full_total = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in full_rows)
+    at8 = next(e for e in full["tokens_per_informative_task"] if e["group_size"] == 8)
+    assert at8["tokens"] == pytest.approx(round(full_total / mixed, 1))
+    assert full["tokens_per_kept_task"] is None and kept["tokens"] < at8["tokens"]
+
+
+@pytest.mark.parametrize(
+    "rule, kept, words",
+    [
+        ("learnable", "mixed", "per GRPO-informative task (settled mixed) by the adaptive run's decisions"),
+        ("band:0.2,0.8", "inside", "per task kept (decided inside the band) by the adaptive run's decisions"),
+        ("width:0.3", None, None),
+    ],
+)
+def test_each_rule_keeps_by_its_own_decision_and_the_cost_line_says_which(rule, kept, words):
+    """A rule's kept tasks (`kept_decision`), the ones curriculum keeps by the run's decisions; width keeps
+    none, and then an n/a figure stays n/a, said so, never a dash standing for a number."""
+    from ngrp_lib.stats.adaptive_run import AdaptiveRun, kept_decision
+    from ngrp_lib.stats.cost import FIRST_ROUND, cost_lines
+
+    assert kept_decision(rule) == kept
+    states = {str(t): {"decision": d} for t, d in enumerate(["mixed", "inside", "all_fail", "inside", None])}
+    run = AdaptiveRun("m.json", rule, 2, 8, {"task_states": states})
+    want = None if kept is None else {"decision": kept, "n_tasks": 1 if kept == "mixed" else 2}
+    assert run.kept() == want
+    tokens = {"rows": 40, "rows_without_usage": 0, "input_tokens": 1000, "output_tokens": 3000}
+    per_kept = None
+    if want is not None:
+        n = want["n_tasks"]
+        per_kept = {"tokens": 4000 / n, "n_tasks": n, "decision": kept, "tokens_total": 4000}
+    cost = {
+        "tokens": tokens,
+        "tokens_per_rollout": 100.0,
+        "tokens_per_success": 200.0,
+        "rollouts_with_usage": 40,
+        "informative_tokens_from": FIRST_ROUND,
+        "tokens_per_kept_task": per_kept,
+        "tokens_per_informative_task": [
+            {"group_size": 2, "tokens": 300.0},
+            {"group_size": 8, "tokens": None},
+        ],
+    }
+    line = next(x for x in cost_lines(cost) if x.startswith("cost ("))
+    assert "from the first round's P(informative) 300 at G=2" in line and " - at G=8" not in line
+    if words is None:
+        assert "n/a at G=8 (fewer first-round repeats)" in line
+    else:
+        n = want["n_tasks"]
+        assert f"{words} {4000 / n:,.0f} (4,000 tokens, every round, over {n} tasks)" in line
+        assert "n/a" not in line

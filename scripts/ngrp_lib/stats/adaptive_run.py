@@ -54,6 +54,15 @@ class AdaptiveRun:
         states = self.progress.get("task_states") or {}
         return {int(task): state for task, state in states.items() if isinstance(state, dict)}
 
+    def kept(self) -> dict[str, Any] | None:
+        """The tasks the run's rule keeps, by its decisions on every repeat (`kept_decision`): the decision
+        and how many tasks took it so far; None for a rule that keeps none (`width` measures)."""
+        decision = kept_decision(self.rule)
+        if decision is None:
+            return None
+        states = self.decisions().values()
+        return {"decision": decision, "n_tasks": sum(s.get("decision") == decision for s in states)}
+
     def note(self) -> str:
         return FIRST_ROUND_NOTE.format(
             rule=self.rule, schedule=self.schedule, n=self.num_repeats, fixed=self.fixed
@@ -202,6 +211,14 @@ def adaptive_note(runs: dict[str, Any]) -> str | None:
     )
 
 
+def kept_decision(rule: str) -> str | None:
+    """The decision of the tasks a rule's run keeps: `mixed` for learnable (a pass and a fail, the tasks
+    curriculum --learnable-for G keeps: GRPO-informative), `inside` for band:LOW,HIGH (curriculum --min LOW
+    --max HIGH with that band); None for width:W, which measures and keeps none."""
+    kind = parse_rule(rule).kind
+    return "mixed" if kind == "learnable" else "inside" if kind == "band" else None
+
+
 def decision_selector(run: AdaptiveRun, selection: Any) -> Callable[[int], bool | None] | None:
     """`curriculum`'s rule for an adaptive run: when the run's rule answers the selection's question, keep
     a task by its decision, made on every repeat (None for a task still pending or out of attempts):
@@ -210,10 +227,10 @@ def decision_selector(run: AdaptiveRun, selection: Any) -> Callable[[int], bool 
     - `--min LOW --max HIGH` on a `band:LOW,HIGH` run with the same band: the tasks decided `inside`.
     Otherwise None: rates over all repeats decide, which the result flags as biased."""
     decisions = run.decisions()
-    wanted = None
-    if selection.mode == "learnable" and run.rule == "learnable":
+    kept, wanted = kept_decision(run.rule), None
+    if selection.mode == "learnable" and kept == "mixed":
         wanted = "mixed"
-    elif selection.mode == "band" and run.rule.startswith("band:"):
+    elif selection.mode == "band" and kept == "inside":
         band = parse_rule(run.rule)  # band:LOW,HIGH or band:LOW,HIGH,RISK
         chosen = (selection.min_rate or 0.0, 1.0 if selection.max_rate is None else selection.max_rate)
         wanted = "inside" if (band.low, band.high) == chosen else None

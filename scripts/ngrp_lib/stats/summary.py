@@ -536,7 +536,14 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
-        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run), rollouts),
+        cost=run_cost(
+            profile,
+            successes,
+            informative,
+            _first_round_tokens(profile, rollouts, run),
+            rollouts,
+            kept=None if run is None else run.kept(),
+        ),  # fmt: skip
     )
 
 
