@@ -434,3 +434,46 @@ def test_each_rule_keeps_by_its_own_decision_and_the_cost_line_says_which(rule, 
         n = want["n_tasks"]
         assert f"{words} {4000 / n:,.0f} (4,000 tokens, every round, over {n} tasks)" in line
         assert "n/a" not in line
+
+
+def test_p_informative_at_n_of_a_learnable_run_comes_from_its_decisions(runs, run_ngrp):
+    """A first round of 2 cannot give P(informative at 8); the decisions can: a task settled mixed would
+    have mixed in 8 draws and one that ran to 8 unmixed did not, so the mean of those 0/1 values is fixed
+    N's own estimate on the same draws: equal, with its interval, to stats on the fixed-N run of them."""
+    for name in ("adaptive", "full"):
+        _profile(run_ngrp, runs[name])
+    ours = _stats(run_ngrp, runs["adaptive"], "--group-size", "8")
+    fixed = _stats(run_ngrp, runs["full"], "--group-size", "8")
+    schemas.validator("stats_result").validate(ours)
+    mixed = sum(s.decision == "mixed" for s in runs["states"].values())
+    at8, want = ({e["group_size"]: e for e in r["overall"]["grpo_informative"]}[8] for r in (ours, fixed))
+    assert at8["from_decisions"] is True and want["from_decisions"] is False
+    assert at8["value"] == pytest.approx(mixed / TASKS) and at8["n_tasks"] == TASKS
+    for key in ("value", "ci_low", "ci_high", "ci_method", "t_ci_low", "t_ci_high", "n_tasks"):
+        assert at8[key] == pytest.approx(want[key]), key
+    assert at8["n_rollouts"] == sum(s.size for s in runs["states"].values())  # the rollouts the run used
+    for group in ours["groups"]:  # each --group-by group from its own tasks' decisions
+        g8 = {e["group_size"]: e for e in group["grpo_informative"]}[8]
+        assert g8["from_decisions"] is True and g8["n_tasks"] == group["n_tasks"]
+    text = run_ngrp("stats", runs["adaptive"] / "rollouts_reward_profiling.jsonl", "--group-size", "8").stdout
+    assert f"G=8: {mixed / TASKS:.3f} (n={TASKS}, by the adaptive run's decisions)" in text
+    assert "n/a at G=8" not in text
+
+
+def test_compare_takes_p_informative_at_n_of_a_learnable_side_from_its_decisions(runs, run_ngrp):
+    """The fixed-N run against the learnable run of the same draws at G=8: the adaptive side's first round
+    cannot give P(informative at 8), its decisions can, and they are fixed N's on the same draws: so B - A
+    is 0 on every task (one set of draws, two designs)."""
+    for name in ("adaptive", "full"):
+        _profile(run_ngrp, runs[name])
+    profiles = [runs[n] / "rollouts_reward_profiling.jsonl" for n in ("full", "adaptive")]
+    res = run_ngrp("compare", *profiles, "--group-size", "8", "--json")
+    out = json.loads(res.stdout)
+    schemas.validator("compare_result").validate(out)
+    mixed = sum(s.decision == "mixed" for s in runs["states"].values())
+    (at8,) = [e for e in out["grpo_informative"] if e["k"] == 8]
+    assert at8["from_decisions"] == ["B"] and at8["n_tasks"] == TASKS
+    assert at8["mean_a"] == at8["mean_b"] == pytest.approx(mixed / TASKS) and at8["mean_diff"] == 0
+    assert not any("not compared for G=8" in n for n in out["notes"])
+    text = run_ngrp("compare", *profiles, "--group-size", "8").stdout
+    assert "; B by the adaptive run's decisions)" in text

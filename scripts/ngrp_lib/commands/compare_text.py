@@ -61,7 +61,12 @@ def render_compare(r: CompareResult) -> str:
         lines.append(
             f"  GRPO-informative share at G={e.k} (P(a group of {e.k} holds a pass and a fail)): "
             f"A {num(e.mean_a, 3)}, B {num(e.mean_b, 3)}, B - A {num(e.mean_diff, 3)} "
-            f"{interval(e.ci_low, e.ci_high)} ({methods.tag(e.ci_method)}, n={e.n_tasks} tasks)"
+            f"{interval(e.ci_low, e.ci_high)} ({methods.tag(e.ci_method)}, n={e.n_tasks} tasks"
+            + (
+                f"; {' and '.join(e.from_decisions)} by the adaptive run's decisions)"
+                if e.from_decisions
+                else ")"
+            )
         )
     lines += [f"note: {n}" for n in r.notes if not n.startswith(IDENTICAL)]
     lines += moved_lines(r)

@@ -171,7 +171,13 @@ def _adaptive_grpo_lines(result: Any, size: int) -> list[str]:
             f"  {pending} of {len(rows)} tasks not settled yet (no decision): resume the run to settle them"
         )
     fixed = result.adaptive.get("fixed_repeats")
-    if isinstance(fixed, int) and size > fixed:
+    if any(g.group_size == size and g.from_decisions for g in result.overall.grpo_informative):
+        lines.append(
+            f"  (the P(GRPO group informative) line above gives G={size} from these decisions: a task "
+            f"settled mixed counts 1, one that ran to N={n} unmixed 0, as fixed N counts them on the same "
+            "draws)"
+        )
+    elif isinstance(fixed, int) and size > fixed:
         lines.append(
             f"  (the P(GRPO group informative) line above stands on the fixed design, the first {fixed} "
             f"repeats of every task: n/a at G={size}; the decisions here use every repeat)"

@@ -121,7 +121,8 @@ def _headline(o: ScopeStats) -> Markup:
             rows.append(_estimate_row(est.labelled(entry.k), entry.estimate))
     grpo = BY_NAME["p_informative"]
     for g in o.grpo_informative:
-        rows.append(_estimate_row(grpo.labelled(g.group_size), g.estimate))
+        by = " (by the adaptive run's decisions)" if g.from_decisions else ""
+        rows.append(_estimate_row(grpo.labelled(g.group_size) + by, g.estimate))
     v = o.variance
     rows.append(
         [

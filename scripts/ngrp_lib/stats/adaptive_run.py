@@ -181,19 +181,23 @@ def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
     )
 
 
-def first_rounds(sides: dict[str, tuple[Path, ProfileData]]) -> tuple[ProfileData, ProfileData, dict]:
+def first_rounds(
+    sides: dict[str, tuple[Path, ProfileData]],
+) -> tuple[ProfileData, ProfileData, dict, dict[str, AdaptiveRun]]:
     """`compare`'s rule: each adaptive side is cut to its first round (a fixed design: R repeats of every
     task whatever happened); a fixed-N side is used whole. Paired differences then compare unbiased
-    per-task estimates on both sides (a fixed side's N repeats are unbiased too, only more of them)."""
+    per-task estimates on both sides (a fixed side's N repeats are unbiased too, only more of them).
+    Returns both sides' data, each adaptive side's summary and its run, by label."""
     out: list[ProfileData] = []
     runs: dict[str, Any] = {}
+    found: dict[str, AdaptiveRun] = {}
     for label, (path, data) in sides.items():
         run = find_adaptive(path)
         if run is not None:
             data = first_round_view(data, run.fixed)
-            runs[label] = run.summary()
+            runs[label], found[label] = run.summary(), run
         out.append(data)
-    return out[0], out[1], runs
+    return out[0], out[1], runs, found
 
 
 def adaptive_note(runs: dict[str, Any]) -> str | None:
@@ -209,6 +213,20 @@ def adaptive_note(runs: dict[str, Any]) -> str | None:
         f" every task, a fixed design; later rounds depend on the outcomes and would bias the task"
         f" means){rest}"
     )
+
+
+def decided_informative(run: AdaptiveRun, tasks: list[int]) -> Any:
+    """Per task (in `tasks` order) the `learnable` run's estimate of P(a group of N is informative) from its
+    decisions: 1 for a task settled mixed (its N draws would have mixed), 0 for one that ran to N without
+    mixing, NaN for one not decided; fixed N's own unbiased estimate on the same draws. None when the run
+    does not answer it: another rule, or a first round of N already (its rollouts give it)."""
+    import numpy as np
+
+    if kept_decision(run.rule) != "mixed" or run.fixed >= run.num_repeats:
+        return None
+    decisions = run.decisions()
+    ones = {"mixed": 1.0, "all_fail": 0.0, "all_pass": 0.0}
+    return np.array([ones.get(str(decisions.get(t, {}).get("decision")), np.nan) for t in tasks], dtype=float)
 
 
 def kept_decision(rule: str) -> str | None:

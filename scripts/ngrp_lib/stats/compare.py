@@ -17,7 +17,7 @@ from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
 from . import methods, paired, rowdiff
-from .adaptive_run import adaptive_note, first_rounds
+from .adaptive_run import AdaptiveRun, adaptive_note, decided_informative, first_rounds
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
@@ -374,8 +374,10 @@ def _binary(
     defined: Any,
     used: list[TaskDiff],
     options: CompareOptions,
+    runs: dict[str, AdaptiveRun],
 ) -> dict:
-    """McNemar, per-task flips and paired pass@k / pass^k when both runs' values are pass/fail."""
+    """McNemar, per-task flips and paired pass@k / pass^k when both runs' values are pass/fail; B - A of
+    P(informative at G), where an adaptive learnable side gives it at G = N from its decisions."""
     threshold, alpha, metric = options.pass_threshold, options.alpha, options.metric
     sa, sb = successes(p.va[defined], threshold), successes(p.vb[defined], threshold)
     out: dict[str, Any] = dict(binary=sa is not None and sb is not None, mcnemar=None, flips=[], notes=[])
@@ -391,7 +393,13 @@ def _binary(
     out["pass_at_k"] = paired.paired_at_k(sa, sb, ks, hat=False)
     out["pass_hat_k"] = paired.paired_at_k(sa, sb, ks, hat=True)
     sizes = list(options.group_sizes) or [k for k in ks[-1:] if k >= 2]  # default: the repeats both hold
-    out["grpo_informative"] = paired.paired_informative(sa, sb, sizes)
+    tasks = [key[0] for key, ok in zip(p.keys, defined, strict=True) if ok]
+    decided = {}
+    for side, run in runs.items():
+        values = decided_informative(run, tasks)
+        if values is not None:
+            decided[side] = (run.num_repeats, values)
+    out["grpo_informative"] = paired.paired_informative(sa, sb, sizes, decided)
     missing = [g for g in sizes if g not in {e.k for e in out["grpo_informative"]}]
     if missing:
         out["notes"].append(
@@ -446,7 +454,7 @@ def compare_profiles(
     if any(g < 2 for g in options.group_sizes):
         raise UsageError("--group-size must be at least 2 (a group of one is never informative)")
     da, db = load_profile(a, (options.metric,)), load_profile(b, (options.metric,))
-    da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
+    da, db, adaptive, runs = first_rounds({"A": (a, da), "B": (b, db)})
     pairs, only_a, only_b = _match(da, db, options.intersect)
     p = _Pairs.of(da, db, pairs, options.metric)
     rows, diffs = p.rows()
@@ -460,7 +468,7 @@ def compare_profiles(
     d = diffs[defined]
     difference, interval = _difference(d, options.n_bootstrap, options.seed)
     used = [r for r, ok in zip(rows, defined, strict=True) if ok]
-    binary = _binary(p, defined, used, options)
+    binary = _binary(p, defined, used, options, runs)
     power = _power(p, defined, d, interval, options.alpha, options.effect)
     counted = {
         "a": denominators(da, options.metric, beside_summary=True),
