@@ -149,12 +149,19 @@ def paired_components_of(a: Path | None, b: Path | None) -> dict | None:
 def paired_lines(summary: dict | None) -> list[str]:
     if summary is None:
         return []
+    from ..stats import methods
+
     lines = [
         "",
-        f"reward components, B - A of per-task means ({summary['level']:.0%} t interval over tasks):",
+        f"reward components, B - A of per-task means ({summary['level']:.0%} interval over tasks: MOVER for "
+        "0/1 components, t for others; const: every task's difference the same):",
     ]
     for c in summary["components"]:
         diff = "n/a" if c["diff"] is None else f"{c['diff']:+.3f}"
-        ci = "" if c["ci_low"] is None else f" [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+        ci = (
+            ""
+            if c["ci_low"] is None
+            else f" {methods.tag(c['ci_method'])} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+        )
         lines.append(f"  {c['name']}: {diff}{ci} over {c['n_tasks']} tasks")
     return lines

@@ -52,11 +52,14 @@ def render_compare(r: CompareResult) -> str:
             lines.append(f"    task {f.task}{agent}: {f.a} -> {f.b}  q={pval(f.q_value)}")
     for name, curve in (("pass@k", r.pass_at_k), ("pass^k", r.pass_hat_k)):
         if curve:
+            one = len({e.ci_method for e in curve}) == 1  # one method: said once, else at each k
             shown = ", ".join(
-                f"k={e.k} {num(e.mean_diff, 3)} {interval(e.ci_low, e.ci_high)} (n={e.n_tasks})"
+                f"k={e.k} {num(e.mean_diff, 3)} {'' if one else methods.tag(e.ci_method) + ' '}"
+                f"{interval(e.ci_low, e.ci_high)} (n={e.n_tasks})"
                 for e in curve
             )
-            lines.append(f"  {name} B - A, paired by task ({methods.tag(curve[0].ci_method)}): {shown}")
+            said = f" ({methods.tag(curve[0].ci_method)})" if one else ""
+            lines.append(f"  {name} B - A, paired by task{said}: {shown}")
     for e in r.grpo_informative:
         lines.append(
             f"  GRPO-informative share at G={e.k} (P(a group of {e.k} holds a pass and a fail)): "

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .differences import paired_task_difference
 from .distributions import norm_ppf, t_ppf, t_two_sided_p
 from .estimators import counts, p_informative, pass_at_k, pass_hat_k
 from .methods import T
@@ -31,7 +32,10 @@ class PairedAtK:
     ci_low: float
     ci_high: float
     p_value_t: float
-    ci_method: str | None = T  # the paired t interval (None when undefined)
+    # the paired interval of B - A: MOVER from each run's bounded interval of the per-task rates, the
+    # constant-difference bound when every task's difference is the same (stats.differences); t's own SE
+    # and p-value beside it. None when undefined.
+    ci_method: str | None = T
     # the sides ("A", "B") whose per-task values are an adaptive run's decisions (P(informative at N))
     from_decisions: list[str] = field(default_factory=list)
 
@@ -94,10 +98,13 @@ def _paired_estimator(
         iv = t_interval(fb[both] - fa[both])
         t = iv.value / iv.se if iv.se and iv.se > 0 else math.nan
         a_mean, b_mean = float(fa[both].mean()), float(fb[both].mean())
+        # per-task rates in [0, 1]: MOVER from each run's bounded interval (t collapses on them)
+        bounded = paired_task_difference(fa[both], fb[both], na[both], nb[both])
+        low, high, method = (iv.ci_low, iv.ci_high, iv.ci_method) if bounded is None else (
+            bounded.low, bounded.high, bounded.method)  # fmt: skip
         out.append(
             PairedAtK(
-                k, iv.n, a_mean, b_mean, iv.value, iv.se, iv.ci_low, iv.ci_high, _p(t, iv.n), iv.ci_method,
-                sorted(sides),
+                k, iv.n, a_mean, b_mean, iv.value, iv.se, low, high, _p(t, iv.n), method, sorted(sides),
             )
         )  # fmt: skip
     return out
