@@ -261,7 +261,7 @@ HEADER = "| design | true value | T |"
 
 
 def _cell(r: dict[str, float]) -> str:
-    zero = "" if not r["zero"] else " (<1% zero)" if r["zero"] < 0.005 else f" ({r['zero']:.0%} zero)"
+    zero = "" if not r["zero"] else " (<1% zero)" if r["zero"] < 0.01 else f" ({r['zero']:.0%} zero)"
     return f"{r['coverage']:.3f}{zero} w {r['width']:.3f}"
 
 
