@@ -4,8 +4,8 @@
 
 Each run draws T tasks with A's true pass rate p ~ Beta(alpha, 1) and B's p ** gamma (so B's rates are
 Beta(alpha / gamma, 1): gamma < 1 makes B better on every task, and the pairing is exact), n Bernoulli
-rollouts per task in each run, and asks ngrp's paired estimator for the 95% interval of B - A of the mean
-P(informative at G). The truth is the population value, exact from the Beta(a, 1) moments (worked out
+rollouts per task in each run, and asks ngrp's paired estimator for the 95% interval (MOVER) of B - A of
+the mean P(informative at G). The truth is the population value, exact from the Beta(a, 1) moments (worked out
 here, not by ngrp): P(informative at G | p) = 1 - p^G - (1-p)^G, E[p^G] = a / (a + G) and
 E[(1-p)^G] = prod_{j=1..G} j / (a + j). tests/test_compare_informative.py runs a few hundred runs of two
 designs and asserts the coverage.
@@ -77,7 +77,7 @@ def coverage(design: Design, runs: int, seed: int = 0) -> tuple[float, float]:
 def main(argv: list[str]) -> int:
     runs = int(argv[0]) if argv else 1000
     band = 1.96 * math.sqrt(0.95 * 0.05 / runs)
-    print(f"95% paired t interval of B - A of P(informative at G); {runs} runs each (0.95 +- {band:.3f}):")
+    print(f"95% MOVER interval of B - A of P(informative at G), {runs} runs each (0.95 +- {band:.3f}):")
     for design in DESIGNS:
         covered, rejected = coverage(design, runs)
         print(f"- {design.label()}: covers {covered:.3f}, excludes 0 in {rejected:.3f}")

@@ -354,3 +354,134 @@ def test_cost_per_informative_task_takes_tokens_from_the_first_round_as_p(runs, 
     for entry in cost["tokens_per_informative_task"]:
         g = entry["group_size"]
         assert entry["tokens"] == pytest.approx(round(g * per_first / p[g], 1))
+
+
+def test_cost_per_kept_task_comes_from_the_runs_decisions(runs, run_ngrp):
+    """P(informative at 8) from a first round of 2 repeats is undefined, so the cost per GRPO-informative
+    task at G=8 cannot come from it; the run's decisions give it: every round's tokens over the tasks it
+    settled mixed (what curriculum --learnable-for 8 keeps). Worked from the rows' usage (run_helpers:
+    30 input + 50 + 10 r + t output tokens)."""
+    _profile(run_ngrp, runs["adaptive"])
+    profile = runs["adaptive"] / "rollouts_reward_profiling.jsonl"
+    ours = _stats(run_ngrp, runs["adaptive"], "--group-size", "8")
+    rows = [r.data for r in jsonl.iter_rows(runs["adaptive"] / "rollouts.jsonl")]
+    total = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in rows)
+    mixed = sum(s.decision == "mixed" for s in runs["states"].values())
+    assert 0 < mixed < TASKS
+    kept = ours["cost"]["tokens_per_kept_task"]
+    assert kept == {
+        "tokens": pytest.approx(round(total / mixed, 1)),
+        "n_tasks": mixed,
+        "decision": "mixed",
+        "tokens_total": total,
+        "basis": "the adaptive run's decisions (every repeat): every rollout's tokens over the tasks "
+        "decided mixed",
+    }
+    at8 = [e for e in ours["cost"]["tokens_per_informative_task"] if e["group_size"] == 8]
+    assert at8 == [{"group_size": 8, "tokens": None}], "the first round cannot give it: n/a, never 0"
+    text = run_ngrp("stats", profile, "--group-size", "8").stdout
+    line = next(x for x in text.splitlines() if x.startswith("cost ("))
+    assert (
+        f"per GRPO-informative task (settled mixed) by the adaptive run's decisions {total / mixed:,.0f} "
+        f"({total:,} tokens, every round, over {mixed} tasks)" in line
+    )
+    assert " - at G=8" not in line and "at G=8" not in line
+    # the same figure as a fixed-N run's at G = N: there P(informative at N) of a task is 1 when its N
+    # repeats mixed, so G x tokens per rollout / mean P is the run's tokens over its mixed tasks; the
+    # learnable run decided the same tasks mixed (fixed N's decision on the same draws), for fewer tokens
+    _profile(run_ngrp, runs["full"])
+    full = _stats(run_ngrp, runs["full"], "--group-size", "8")["cost"]
+    full_rows = [r.data for r in jsonl.iter_rows(runs["full"] / "rollouts.jsonl")]
+    full_total = sum(30 + 50 + 10 * r["_ng_rollout_index"] + r["_ng_task_index"] for r in full_rows)
+    at8 = next(e for e in full["tokens_per_informative_task"] if e["group_size"] == 8)
+    assert at8["tokens"] == pytest.approx(round(full_total / mixed, 1))
+    assert full["tokens_per_kept_task"] is None and kept["tokens"] < at8["tokens"]
+
+
+@pytest.mark.parametrize(
+    "rule, kept, words",
+    [
+        ("learnable", "mixed", "per GRPO-informative task (settled mixed) by the adaptive run's decisions"),
+        ("band:0.2,0.8", "inside", "per task kept (decided inside the band) by the adaptive run's decisions"),
+        ("width:0.3", None, None),
+    ],
+)
+def test_each_rule_keeps_by_its_own_decision_and_the_cost_line_says_which(rule, kept, words):
+    """A rule's kept tasks (`kept_decision`), the ones curriculum keeps by the run's decisions; width keeps
+    none, and then an n/a figure stays n/a, said so, never a dash standing for a number."""
+    from ngrp_lib.stats.adaptive_run import AdaptiveRun, kept_decision
+    from ngrp_lib.stats.cost import FIRST_ROUND, cost_lines
+
+    assert kept_decision(rule) == kept
+    states = {str(t): {"decision": d} for t, d in enumerate(["mixed", "inside", "all_fail", "inside", None])}
+    run = AdaptiveRun("m.json", rule, 2, 8, {"task_states": states})
+    want = None if kept is None else {"decision": kept, "n_tasks": 1 if kept == "mixed" else 2}
+    assert run.kept() == want
+    tokens = {"rows": 40, "rows_without_usage": 0, "input_tokens": 1000, "output_tokens": 3000}
+    per_kept = None
+    if want is not None:
+        n = want["n_tasks"]
+        per_kept = {"tokens": 4000 / n, "n_tasks": n, "decision": kept, "tokens_total": 4000}
+    cost = {
+        "tokens": tokens,
+        "tokens_per_rollout": 100.0,
+        "tokens_per_success": 200.0,
+        "rollouts_with_usage": 40,
+        "informative_tokens_from": FIRST_ROUND,
+        "tokens_per_kept_task": per_kept,
+        "tokens_per_informative_task": [
+            {"group_size": 2, "tokens": 300.0},
+            {"group_size": 8, "tokens": None},
+        ],
+    }
+    line = next(x for x in cost_lines(cost) if x.startswith("cost ("))
+    assert "from the first round's P(informative) 300 at G=2" in line and " - at G=8" not in line
+    if words is None:
+        assert "n/a at G=8 (fewer first-round repeats)" in line
+    else:
+        n = want["n_tasks"]
+        assert f"{words} {4000 / n:,.0f} (4,000 tokens, every round, over {n} tasks)" in line
+        assert "n/a" not in line
+
+
+def test_p_informative_at_n_of_a_learnable_run_comes_from_its_decisions(runs, run_ngrp):
+    """A first round of 2 cannot give P(informative at 8); the decisions can: a task settled mixed would
+    have mixed in 8 draws and one that ran to 8 unmixed did not, so the mean of those 0/1 values is fixed
+    N's own estimate on the same draws: equal, with its interval, to stats on the fixed-N run of them."""
+    for name in ("adaptive", "full"):
+        _profile(run_ngrp, runs[name])
+    ours = _stats(run_ngrp, runs["adaptive"], "--group-size", "8")
+    fixed = _stats(run_ngrp, runs["full"], "--group-size", "8")
+    schemas.validator("stats_result").validate(ours)
+    mixed = sum(s.decision == "mixed" for s in runs["states"].values())
+    at8, want = ({e["group_size"]: e for e in r["overall"]["grpo_informative"]}[8] for r in (ours, fixed))
+    assert at8["from_decisions"] is True and want["from_decisions"] is False
+    assert at8["value"] == pytest.approx(mixed / TASKS) and at8["n_tasks"] == TASKS
+    for key in ("value", "ci_low", "ci_high", "ci_method", "t_ci_low", "t_ci_high", "n_tasks"):
+        assert at8[key] == pytest.approx(want[key]), key
+    assert at8["n_rollouts"] == sum(s.size for s in runs["states"].values())  # the rollouts the run used
+    for group in ours["groups"]:  # each --group-by group from its own tasks' decisions
+        g8 = {e["group_size"]: e for e in group["grpo_informative"]}[8]
+        assert g8["from_decisions"] is True and g8["n_tasks"] == group["n_tasks"]
+    text = run_ngrp("stats", runs["adaptive"] / "rollouts_reward_profiling.jsonl", "--group-size", "8").stdout
+    assert f"G=8: {mixed / TASKS:.3f} (n={TASKS}, by the adaptive run's decisions)" in text
+    assert "n/a at G=8" not in text
+
+
+def test_compare_takes_p_informative_at_n_of_a_learnable_side_from_its_decisions(runs, run_ngrp):
+    """The fixed-N run against the learnable run of the same draws at G=8: the adaptive side's first round
+    cannot give P(informative at 8), its decisions can, and they are fixed N's on the same draws: so B - A
+    is 0 on every task (one set of draws, two designs)."""
+    for name in ("adaptive", "full"):
+        _profile(run_ngrp, runs[name])
+    profiles = [runs[n] / "rollouts_reward_profiling.jsonl" for n in ("full", "adaptive")]
+    res = run_ngrp("compare", *profiles, "--group-size", "8", "--json")
+    out = json.loads(res.stdout)
+    schemas.validator("compare_result").validate(out)
+    mixed = sum(s.decision == "mixed" for s in runs["states"].values())
+    (at8,) = [e for e in out["grpo_informative"] if e["k"] == 8]
+    assert at8["from_decisions"] == ["B"] and at8["n_tasks"] == TASKS
+    assert at8["mean_a"] == at8["mean_b"] == pytest.approx(mixed / TASKS) and at8["mean_diff"] == 0
+    assert not any("not compared for G=8" in n for n in out["notes"])
+    text = run_ngrp("compare", *profiles, "--group-size", "8").stdout
+    assert "; B by the adaptive run's decisions)" in text

@@ -1,6 +1,7 @@
 """Issue 36 #13: `compare` answers "did B raise the share of GRPO-useful tasks?": B - A of P(informative
 at G), paired by task, with its interval. Checked against brute force over every group of G rollouts,
-scipy's t interval, and coverage in simulation with known truth (tests/informative_coverage.py)."""
+the MOVER interval worked with scipy (stats_helpers), scipy's t test, and coverage in simulation with known
+truth (tests/informative_coverage.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import math
 import informative_coverage as sim
 import numpy as np
 import pytest
-from stats_helpers import write_profile
+from stats_helpers import paired_mover_by_hand, write_profile
 
 from ngrp_lib.artifacts import schemas
 from ngrp_lib.errors import UsageError
@@ -39,8 +40,9 @@ def test_paired_informative_against_brute_force_and_scipy(tmp_path):
         assert entry.n_tasks == len(A)
         assert entry.mean_a == pytest.approx(fa.mean()) and entry.mean_b == pytest.approx(fb.mean())
         assert entry.mean_diff == pytest.approx(d.mean())
-        low, high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+        low, high = paired_mover_by_hand(fa, fb, [6] * len(A), [6] * len(B))
         assert (entry.ci_low, entry.ci_high) == (pytest.approx(low), pytest.approx(high))
+        assert entry.ci_method == "mover" and entry.se_diff == pytest.approx(stats.sem(d))
         assert entry.p_value_t == pytest.approx(stats.ttest_rel(fb, fa).pvalue)
     # G=3 by hand for task 0 of A (1 pass in 6): groups holding the pass: C(5,2) = 10 of C(6,3) = 20
     assert brute_informative(A[0], 3) == 0.5
@@ -62,7 +64,7 @@ def test_cli_text_and_json(tmp_path, run_ngrp):
     payload = json.loads(proc.stdout)
     schemas.validator("compare_result").validate(payload)
     (entry,) = payload["grpo_informative"]
-    assert entry["k"] == 3 and entry["ci_method"] == "t"
+    assert entry["k"] == 3 and entry["ci_method"] == "mover"
     text = run_ngrp("compare", a, b, "--group-size", "3").stdout
     assert "GRPO-informative share at G=3" in text and f"n={len(A)} tasks" in text
     assert run_ngrp("compare", a, b, "--group-size", "1").returncode == 2
@@ -87,10 +89,10 @@ def test_interval_covers_the_truth_in_simulation(design):
 def test_the_answer_line_answers_the_group_size_question(tmp_path, run_ngrp):
     """W6: with --group-size the `answer:` line states the informative share's B - A with its interval
     (from brute force and scipy here), after the mean; without it, the mean alone as before."""
-    stats = pytest.importorskip("scipy.stats")
     a, b = write_profile(tmp_path / "a.jsonl", A), write_profile(tmp_path / "b.jsonl", B)
-    d = np.array([brute_informative(tb, 3) - brute_informative(ta, 3) for ta, tb in zip(A, B, strict=True)])
-    low, high = stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=stats.sem(d))
+    fa, fb = (np.array([brute_informative(t, 3) for t in run]) for run in (A, B))
+    d = fb - fa
+    low, high = paired_mover_by_hand(fa, fb, [6] * len(A), [6] * len(B))
     answer = run_ngrp("compare", a, b, "--group-size", "3").stdout.rstrip().splitlines()[-1]
     assert answer.startswith("answer: mean reward: "), answer
     verdict = "B raises it" if low > 0 else "B lowers it" if high < 0 else "no difference detectable"

@@ -370,8 +370,13 @@ def test_suggestions_follow_the_paired_interval(tmp_path):
     forced = _record(paths, tmp_path, [0.5, 0.4, 0.6, 0.7], status="keep", description="simpler code")
     assert forced.status == "keep" and forced.overridden and forced.suggested == "discard"
     assert forced.row["description"].startswith("simpler code [override: suggested discard")
-    vs_base = _record(paths, tmp_path, [0.3, 0.5, 0.7, 0.6], compare_to="baseline")
+    vs_base = _record(paths, tmp_path, [0.32, 0.5, 0.71, 0.6], compare_to="baseline")
     assert vs_base.status == "keep" and vs_base.row["compared_to"].startswith("#1")
+    # every task up by exactly 0.1 on 4 tasks: the t interval had no width ([0.1, 0.1], kept); the exact
+    # bound for a constant difference, 0.1 q +- (1 - q) with q = 0.05^(1/4), is no evidence of a gain
+    uniform = _record(paths, tmp_path, [0.3, 0.5, 0.7, 0.6], compare_to="baseline")
+    assert uniform.status == "discard" and "constant-difference" in uniform.row["compared_to"]
+    assert "ci=[-0.4798" in uniform.row["compared_to"]  # 0.1 q - (1 - q), q = 0.4729
 
 
 def test_identical_outcomes_are_a_finding_and_discarded(tmp_path):
@@ -539,7 +544,7 @@ def test_dry_run_writes_nothing(tmp_path):
     paths = _campaign(tmp_path, direction="max")
     _record(paths, tmp_path, [0.2, 0.4, 0.6])
     before = paths.ledger.read_bytes()
-    source = MetricSource(profile=profile_with_means(tmp_path / "dry.jsonl", [0.3, 0.5, 0.7]))
+    source = MetricSource(profile=profile_with_means(tmp_path / "dry.jsonl", [0.31, 0.5, 0.72]))
     result = record_run(paths, RunInfo(repo=tmp_path), source, dry_run=True)
     assert not result.written and result.index == 2 and result.status == "keep"
     assert paths.ledger.read_bytes() == before

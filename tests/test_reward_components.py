@@ -9,6 +9,7 @@ import math
 import orjson
 import pytest
 from agent_rows import agent_row, materialized
+from stats_helpers import paired_mover_by_hand
 
 from ngrp_lib.stats.components import component_stats, components_text, paired_components, read_components
 from ngrp_lib.stats.rows import RowRule
@@ -106,12 +107,39 @@ def test_paired_difference_per_component_by_hand():
     ]
     paired = paired_components(read_components("", rows=RUN_A), read_components("", rows=run_b))
     a, b = paired["components"]
-    # a per task: A 0.5, 1.0; B 1.0, 0.0 -> diffs +0.5, -1.0: mean -0.25, sd 1.06066, se 0.75
+    # a per task: A 0.5, 1.0; B 1.0, 0.0 -> diffs +0.5, -1.0: mean -0.25 (the t interval, -0.25 -+ 12.7 *
+    # 0.75, would leave [-1, 1]). A 0/1 component's task means are rates: MOVER from each run's bounded
+    # interval (2 rollouts a task in each run), worked with scipy
     assert a["n_tasks"] == 2 and a["diff"] == pytest.approx(-0.25)
-    assert a["ci_low"] == pytest.approx(-0.25 - T_975_1 * 0.75)
+    assert a["ci_method"] == "mover"
+    low, high = paired_mover_by_hand([0.5, 1.0], [1.0, 0.0], [2, 2], [2, 2])
+    assert (a["ci_low"], a["ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    assert -1 <= a["ci_low"] < -0.25 < a["ci_high"] <= 1
     assert (a["mean_a"], a["mean_b"]) == (0.75, 0.5)
     # b per task: A 0.5, 1.0 (1-1 lacks it: task 1's mean is over 1-0 alone); B 1.0, 0.0
     assert b["diff"] == pytest.approx(-0.25)
+    low, high = paired_mover_by_hand([0.5, 1.0], [1.0, 0.0], [2, 1], [2, 2])
+    assert (b["ci_low"], b["ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    # a fractional component: the t interval over tasks; every task's difference the same: the exact bound
+    fractional = [dict(r, reward_components={"a": 0.5 * r["reward_components"]["a"]}) for r in run_b]
+    f, only_a = paired_components(read_components("", rows=RUN_A), read_components("", rows=fractional))[
+        "components"
+    ]
+    # B's task means 0.5, 0.0 against A's 0.5, 1.0: diffs 0, -1, mean -0.5, se 0.5
+    assert f["ci_method"] == "t" and f["diff"] == pytest.approx(-0.5)
+    assert (f["ci_low"], f["ci_high"]) == (
+        pytest.approx(-0.5 - T_975_1 * 0.5),
+        pytest.approx(-0.5 + T_975_1 * 0.5),
+    )
+    assert (only_a["name"], only_a["n_tasks"], only_a["only_a"]) == ("b", 0, 2), "a component B never has"
+    (same,) = paired_components(read_components("", rows=run_b), read_components("", rows=run_b))[
+        "components"
+    ][:1]
+    assert same["ci_method"] == "constant_difference" and same["diff"] == 0
+    assert (same["ci_low"], same["ci_high"]) == (
+        pytest.approx(-(1 - 0.05**0.5)),
+        pytest.approx(1 - 0.05**0.5),
+    )
 
 
 def test_stats_with_rollouts_reports_each_component(components_run, run_ngrp):

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from stats_helpers import profile_row, write_profile
+from stats_helpers import paired_mover_by_hand, profile_row, write_profile
 
 from ngrp_lib.artifacts import schemas
 from ngrp_lib.errors import FindingsError
@@ -238,13 +238,17 @@ def test_pass_at_k_paired_by_task_against_brute_force_and_scipy(tmp_path):
             n, c = len(row), sum(row)
             return comb(c, k) / comb(n, k) if hat else 1 - comb(n - c, k) / comb(n, k)
 
-        d = np.array([value(y) - value(x) for x, y in zip(ta, tb, strict=True)])
+        fa, fb = np.array([value(x) for x in ta]), np.array([value(y) for y in tb])
+        d = fb - fa
         assert e.mean_diff == pytest.approx(d.mean(), abs=1e-12) and e.n_tasks == 30
         if d.std() > 0:
             test = sps.ttest_1samp(d, 0.0)
             assert e.p_value_t == pytest.approx(test.pvalue, rel=1e-8)
-            ci = test.confidence_interval(0.95)
-            assert (e.ci_low, e.ci_high) == pytest.approx((ci.low, ci.high), rel=1e-8)
+            assert e.se_diff == pytest.approx(sps.sem(d), rel=1e-8)
+        # the interval: MOVER from each run's bounded interval of the per-task rates (worked with scipy)
+        low, high = paired_mover_by_hand(fa, fb, [8] * 30, [8] * 30)
+        assert e.ci_method in ("mover", "constant_difference")
+        assert (e.ci_low, e.ci_high) == (pytest.approx(low, rel=1e-6), pytest.approx(high, rel=1e-6))
     schemas.validator("compare_result").validate(r.to_json())
 
 

@@ -126,8 +126,10 @@ def test_every_interval_names_a_registered_method(run_ngrp, tmp_path):
     gap = stats["overall"]["reward_length"]["correct_minus_incorrect_length"]
     assert gap["ci_method"] == methods.T
     cmp = json.loads(run_ngrp("compare", prof, prof, "--bootstrap", "50", "--json").stdout)
-    assert cmp["ci_method"] == methods.T and cmp["boot_ci_method"] == methods.BOOTSTRAP
-    assert {e["ci_method"] for e in cmp["pass_at_k"] + cmp["pass_hat_k"]} == {methods.T}
+    # the same profile twice: every task's difference is 0, so no t width: the constant-difference bound
+    assert cmp["ci_method"] == methods.CONSTANT_DIFFERENCE and cmp["boot_ci_method"] == methods.BOOTSTRAP
+    assert {e["ci_method"] for e in cmp["pass_at_k"] + cmp["pass_hat_k"]} == {methods.CONSTANT_DIFFERENCE}
+    assert all(m in methods.METHODS for m in _methods_in(cmp) if m is not None)
 
 
 def test_text_intervals_carry_their_tags(run_ngrp, tmp_path):
@@ -149,7 +151,11 @@ def test_the_schemas_list_the_registrys_headline_methods():
     enums = set()
     for node in _schema_nodes(schemas.load("stats_result"), "ci_method"):
         enums |= {e for e in node.get("enum", []) if e is not None}
-    assert enums == set(methods.HEADLINE)
+    assert enums == set(methods.HEADLINE) | set(methods.DIFFERENCES)
+    enums = set()
+    for node in _schema_nodes(schemas.load("compare_result"), "ci_method"):
+        enums |= {e for e in node.get("enum", []) if e is not None}
+    assert enums == set(methods.DIFFERENCES)
 
 
 def _schema_nodes(node, key):

@@ -45,7 +45,8 @@ from ._common import (
 @click.option(
     "--rollouts-a",
     type=INPUT_FILE,
-    help="Run A's rollouts, for reward components (default: X.jsonl beside X_reward_profiling.jsonl).",
+    help="Run A's rollouts, for reward components and the commands that show the tasks that moved "
+    "(default: X.jsonl beside X_reward_profiling.jsonl).",
 )
 @click.option("--rollouts-b", type=INPUT_FILE, help="Run B's rollouts, as --rollouts-a.")
 @click.option(
@@ -80,13 +81,14 @@ def command(
     Per-task differences; the paired mean difference with a t interval and a paired (task) bootstrap
     interval; a sign-flip permutation p-value (exact up to 20 tasks, seeded Monte Carlo above); McNemar
     when each run has one binary rollout per task; tasks that flipped (Fisher's exact test per task,
-    Benjamini-Hochberg); pass@k and pass^k paired by task; the correlation of A's and B's per-task
-    means; the minimum detectable effect at 80% power (z and t) and the tasks needed to detect
-    --effect; B - A of P(informative at G), the share of GRPO groups of G with both a pass and a fail
-    (did B raise the share of GRPO-useful tasks?), paired by task. Identical outcomes in both runs (the
-    same rollouts or seed?) are reported as a finding, with the MDE from the within-task variance. When
-    both runs' rows carry `reward_components` (--rollouts-a/-b, or the rollouts beside each profile):
-    B - A per component, over tasks.
+    Benjamini-Hochberg); the tasks that moved most each way (pass counts A -> B, task-file lines) with the
+    `inspect` and `view --compare` commands that show their rollouts; pass@k and pass^k paired by task;
+    the correlation of A's and B's per-task means; the minimum detectable effect at 80% power (z and t)
+    and the tasks needed to detect --effect; B - A of P(informative at G), the share of GRPO groups of G
+    with both a pass and a fail (did B raise the share of GRPO-useful tasks?), paired by task. Identical
+    outcomes in both runs (the same rollouts or seed?) are reported as a finding, with the MDE from the
+    within-task variance. When both runs' rows carry `reward_components` (--rollouts-a/-b, or the rollouts
+    beside each profile): B - A per component, over tasks.
 
     \b
     Example:
@@ -114,6 +116,7 @@ def command(
             effect=effect,
             group_sizes=group_sizes,
         ),
+        rollouts=(rollouts_a, rollouts_b),
     )
     result.reward_components = paired_components_of(
         rollouts_a or rollouts_beside(profile_a), rollouts_b or rollouts_beside(profile_b)
@@ -146,12 +149,19 @@ def paired_components_of(a: Path | None, b: Path | None) -> dict | None:
 def paired_lines(summary: dict | None) -> list[str]:
     if summary is None:
         return []
+    from ..stats import methods
+
     lines = [
         "",
-        f"reward components, B - A of per-task means ({summary['level']:.0%} t interval over tasks):",
+        f"reward components, B - A of per-task means ({summary['level']:.0%} interval over tasks: MOVER for "
+        "0/1 components, t for others; const: every task's difference the same):",
     ]
     for c in summary["components"]:
         diff = "n/a" if c["diff"] is None else f"{c['diff']:+.3f}"
-        ci = "" if c["ci_low"] is None else f" [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+        ci = (
+            ""
+            if c["ci_low"] is None
+            else f" {methods.tag(c['ci_method'])} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]"
+        )
         lines.append(f"  {c['name']}: {diff}{ci} over {c['n_tasks']} tasks")
     return lines

@@ -154,7 +154,8 @@ def _rules_text(c) -> str:
 RECORD_HELP = """Append one run to the ledger, with a suggested keep/discard from a paired comparison.
 
 The suggestion compares this run with the best kept run (or --compare-to): with both profiles,
-a paired 95% t interval of the per-task difference; keep only when it excludes zero in the
+`ngrp compare`'s paired 95% interval of the per-task difference (t; the exact constant-difference
+bound when every task's difference is the same); keep only when it excludes zero in the
 campaign's compare direction. Without profiles, only non-overlapping intervals count; without any
 interval the suggestion is discard. A --status that disagrees is recorded with a note.
 Crash rows carry metric 0.000000, memory 0.0 and no interval.

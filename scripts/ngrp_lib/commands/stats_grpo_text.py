@@ -51,20 +51,33 @@ def lowest_task_lines(result: Any) -> list[str]:
 def _inspect_lines(result: Any, rows: list[dict]) -> list[str]:
     """`ngrp inspect` commands that show the failed rollouts of exactly these tasks, as stats counted them:
     one per agent (a task index names one task per agent), at stats' pass threshold."""
+    threshold = (getattr(result, "settings", None) or {}).get("pass_threshold")
+    return [
+        f"  why they fail: {command}"
+        for command in inspect_commands(result.rollouts, rows, failed=True, threshold=threshold)
+    ]
+
+
+def inspect_commands(
+    rollouts: str, rows: list[dict], *, failed: bool = False, threshold: float | None = None
+) -> list[str]:
+    """`ngrp inspect ROLLOUTS [--agent A] --task N ...` showing exactly these tasks' rollouts: one command per
+    agent (a task index names one task per agent); with `failed` only the failed ones, at `threshold`
+    (None: inspect's default, 1.0). `rows` hold `task` and `agent`; the path is quoted for a shell."""
     import shlex
 
-    threshold = (getattr(result, "settings", None) or {}).get("pass_threshold")
-    at = "" if threshold is None else f" --pass-threshold {threshold}"
+    at = "" if threshold is None or not failed else f" --pass-threshold {threshold}"
     by_agent: dict[str, list[dict]] = {}
     for r in rows:
         by_agent.setdefault(r.get("agent") or "", []).append(r)
-    lines = []
+    out = []
     for agent in sorted(by_agent):
         tasks = " ".join(f"--task {r['task']}" for r in by_agent[agent])
         only = f" --agent {shlex.quote(agent)}" if agent else ""
-        path = shlex.quote(result.rollouts)
-        lines.append(f"  why they fail: ngrp inspect {path}{only} {tasks} --failed{at}")
-    return lines
+        out.append(
+            f"ngrp inspect {shlex.quote(rollouts)}{only} {tasks}" + (" --failed" if failed else "") + at
+        )
+    return out
 
 
 def _score(row: dict, short: bool = False) -> str:
@@ -158,7 +171,13 @@ def _adaptive_grpo_lines(result: Any, size: int) -> list[str]:
             f"  {pending} of {len(rows)} tasks not settled yet (no decision): resume the run to settle them"
         )
     fixed = result.adaptive.get("fixed_repeats")
-    if isinstance(fixed, int) and size > fixed:
+    if any(g.group_size == size and g.from_decisions for g in result.overall.grpo_informative):
+        lines.append(
+            f"  (the P(GRPO group informative) line above gives G={size} from these decisions: a task "
+            f"settled mixed counts 1, one that ran to N={n} unmixed 0, as fixed N counts them on the same "
+            "draws)"
+        )
+    elif isinstance(fixed, int) and size > fixed:
         lines.append(
             f"  (the P(GRPO group informative) line above stands on the fixed design, the first {fixed} "
             f"repeats of every task: n/a at G={size}; the decisions here use every repeat)"

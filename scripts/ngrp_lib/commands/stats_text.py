@@ -97,7 +97,8 @@ def _difficulty_lines(scope: ScopeStats) -> list[str]:
             f"{num(d.all_fail_upper_bound_95_median, 3)} (median; ~3/n for large n)"
         )
     grpo = ", ".join(
-        f"G={g.group_size}: {num(g.estimate.value, 3)} (n={g.estimate.n_tasks})"
+        f"G={g.group_size}: {num(g.estimate.value, 3)} (n={g.estimate.n_tasks}"
+        + (", by the adaptive run's decisions)" if g.from_decisions else ")")
         for g in scope.grpo_informative
     )
     if grpo:

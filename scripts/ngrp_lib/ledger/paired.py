@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..jsonvalues import finite
 from ..stats.compare import CompareOptions, compare_profiles
+from ..stats.methods import T
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,8 @@ class Paired:
 
 
 def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
-    """B − A with a 95% paired t interval over the tasks both profiles hold."""
+    """B − A with compare's 95% paired interval over the tasks both profiles hold: the paired t interval,
+    or the constant-difference bound when every task's difference is the same (t has no width then)."""
     # Only the paired t interval is used here; the bootstrap would cost time for nothing.
     result = compare_profiles(a, b, CompareOptions(intersect=True, metric=metric, n_bootstrap=0))
     return Paired(
@@ -34,6 +36,6 @@ def compare(a: Path, b: Path, metric: str = "reward") -> Paired:
         result.mean_diff,
         finite(result.ci_low),
         finite(result.ci_high),
-        "paired-t (ngrp compare)",
+        "paired-t (ngrp compare)" if result.ci_method == T else "constant-difference bound (ngrp compare)",
         result.identical,
     )

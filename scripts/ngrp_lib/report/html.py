@@ -121,7 +121,8 @@ def _headline(o: ScopeStats) -> Markup:
             rows.append(_estimate_row(est.labelled(entry.k), entry.estimate))
     grpo = BY_NAME["p_informative"]
     for g in o.grpo_informative:
-        rows.append(_estimate_row(grpo.labelled(g.group_size), g.estimate))
+        by = " (by the adaptive run's decisions)" if g.from_decisions else ""
+        rows.append(_estimate_row(grpo.labelled(g.group_size) + by, g.estimate))
     v = o.variance
     rows.append(
         [
@@ -276,7 +277,7 @@ def _compare_section(profile: Path, baseline: Path, settings: StatsSettings) -> 
         ),
     )
     a, b = f"A = baseline {baseline.name}", f"B = this profile {profile.name}"
-    table = _table(["measure", "value", "95% CI (t)", "95% CI (bootstrap)", "n"], _compare_rows(r))
+    table = _table(["measure", "value", "95% CI (method)", "95% CI (bootstrap)", "n"], _compare_rows(r))
     pairs = [(t.mean_a, t.mean_b) for t in r.per_task if t.mean_a is not None and t.mean_b is not None]
     scatter = Markup(plots.paired_scatter([x for x, _ in pairs], [y for _, y in pairs], a, b))
     flips = _table(
@@ -312,7 +313,7 @@ def _compare_rows(r: CompareResult) -> list[list[Any]]:
         [
             "mean difference B - A",
             num(r.mean_diff),
-            interval(r.ci_low, r.ci_high),
+            f"{interval(r.ci_low, r.ci_high)} ({methods.tag(r.ci_method)})",
             interval(r.boot_ci_low, r.boot_ci_high),
             f"{r.n_tasks} tasks",
         ],
@@ -338,7 +339,7 @@ def _compare_rows(r: CompareResult) -> list[list[Any]]:
                 [
                     f"{name.format(k=e.k)} difference",
                     num(e.mean_diff),
-                    interval(e.ci_low, e.ci_high),
+                    f"{interval(e.ci_low, e.ci_high)} ({methods.tag(e.ci_method)})",
                     "",
                     f"{e.n_tasks} tasks",
                 ]

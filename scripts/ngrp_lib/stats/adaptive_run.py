@@ -57,6 +57,15 @@ class AdaptiveRun:
         states = self.progress.get("task_states") or {}
         return {int(task): state for task, state in states.items() if isinstance(state, dict)}
 
+    def kept(self) -> dict[str, Any] | None:
+        """The tasks the run's rule keeps, by its decisions on every repeat (`kept_decision`): the decision
+        and how many tasks took it so far; None for a rule that keeps none (`width` measures)."""
+        decision = kept_decision(self.rule)
+        if decision is None:
+            return None
+        states = self.decisions().values()
+        return {"decision": decision, "n_tasks": sum(s.get("decision") == decision for s in states)}
+
     def note(self) -> str:
         return FIRST_ROUND_NOTE.format(
             rule=self.rule, schedule=self.schedule, n=self.num_repeats, fixed=self.fixed
@@ -188,19 +197,23 @@ def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
     )
 
 
-def first_rounds(sides: dict[str, tuple[Path, ProfileData]]) -> tuple[ProfileData, ProfileData, dict]:
+def first_rounds(
+    sides: dict[str, tuple[Path, ProfileData]],
+) -> tuple[ProfileData, ProfileData, dict, dict[str, AdaptiveRun]]:
     """`compare`'s rule: each adaptive side is cut to its first round (a fixed design: R repeats of every
     task whatever happened); a fixed-N side is used whole. Paired differences then compare unbiased
-    per-task estimates on both sides (a fixed side's N repeats are unbiased too, only more of them)."""
+    per-task estimates on both sides (a fixed side's N repeats are unbiased too, only more of them).
+    Returns both sides' data, each adaptive side's summary and its run, by label."""
     out: list[ProfileData] = []
     runs: dict[str, Any] = {}
+    found: dict[str, AdaptiveRun] = {}
     for label, (path, data) in sides.items():
         run = find_adaptive(path)
         if run is not None:
             data = first_round_view(data, run.fixed)
-            runs[label] = run.summary()
+            runs[label], found[label] = run.summary(), run
         out.append(data)
-    return out[0], out[1], runs
+    return out[0], out[1], runs, found
 
 
 def adaptive_note(runs: dict[str, Any]) -> str | None:
@@ -218,6 +231,28 @@ def adaptive_note(runs: dict[str, Any]) -> str | None:
     )
 
 
+def decided_informative(run: AdaptiveRun, tasks: list[int]) -> Any:
+    """Per task (in `tasks` order) the `learnable` run's estimate of P(a group of N is informative) from its
+    decisions: 1 for a task settled mixed (its N draws would have mixed), 0 for one that ran to N without
+    mixing, NaN for one not decided; fixed N's own unbiased estimate on the same draws. None when the run
+    does not answer it: another rule, or a first round of N already (its rollouts give it)."""
+    import numpy as np
+
+    if kept_decision(run.rule) != "mixed" or run.fixed >= run.num_repeats:
+        return None
+    decisions = run.decisions()
+    ones = {"mixed": 1.0, "all_fail": 0.0, "all_pass": 0.0}
+    return np.array([ones.get(str(decisions.get(t, {}).get("decision")), np.nan) for t in tasks], dtype=float)
+
+
+def kept_decision(rule: str) -> str | None:
+    """The decision of the tasks a rule's run keeps: `mixed` for learnable (a pass and a fail, the tasks
+    curriculum --learnable-for G keeps: GRPO-informative), `inside` for band:LOW,HIGH (curriculum --min LOW
+    --max HIGH with that band); None for width:W, which measures and keeps none."""
+    kind = parse_rule(rule).kind
+    return "mixed" if kind == "learnable" else "inside" if kind == "band" else None
+
+
 def decision_selector(run: AdaptiveRun, selection: Any) -> Callable[[int], bool | None] | None:
     """`curriculum`'s rule for an adaptive run: when the run's rule answers the selection's question, keep
     a task by its decision, made on every repeat (None for a task still pending or out of attempts):
@@ -226,10 +261,10 @@ def decision_selector(run: AdaptiveRun, selection: Any) -> Callable[[int], bool 
     - `--min LOW --max HIGH` on a `band:LOW,HIGH` run with the same band: the tasks decided `inside`.
     Otherwise None: rates over all repeats decide, which the result flags as biased."""
     decisions = run.decisions()
-    wanted = None
-    if selection.mode == "learnable" and run.rule == "learnable":
+    kept, wanted = kept_decision(run.rule), None
+    if selection.mode == "learnable" and kept == "mixed":
         wanted = "mixed"
-    elif selection.mode == "band" and run.rule.startswith("band:"):
+    elif selection.mode == "band" and kept == "inside":
         band = parse_rule(run.rule)  # band:LOW,HIGH or band:LOW,HIGH,RISK
         chosen = (selection.min_rate or 0.0, 1.0 if selection.max_rate is None else selection.max_rate)
         wanted = "inside" if (band.low, band.high) == chosen else None

@@ -17,13 +17,13 @@ from ..artifacts.names import task_label
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import finite, jsonable
 from . import methods, paired, rowdiff
-from .adaptive_run import adaptive_note, first_rounds
+from .adaptive_run import AdaptiveRun, adaptive_note, decided_informative, first_rounds
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import benjamini_hochberg, fisher_exact_two_sided, mcnemar_exact, t_two_sided_p
 from .estimators import counts, row_means, successes
 from .load import ProfileData, load_profile
 from .paired import Correlation, PairedAtK
-from .uncertainty import bootstrap_interval, check_resampling, t_interval
+from .uncertainty import Interval, bootstrap_interval, check_resampling, t_interval
 
 EXACT_PERMUTATION_MAX_TASKS = 20
 MONTE_CARLO_PERMUTATIONS = 20000
@@ -32,7 +32,7 @@ MONTE_CARLO_PERMUTATIONS = 20000
 @dataclass
 class TaskDiff:
     task: int
-    agent: str | None
+    agent: str | None  # the pairing key's agent (`pair_keys`): set only when a run fans a task out
     mean_a: float | None
     n_a: int
     mean_b: float | None
@@ -42,6 +42,7 @@ class TaskDiff:
     successes_b: int | None = None
     p_value: float | None = None
     q_value: float | None = None
+    source_lines: list[int] | None = None  # the task's lines in its task file (run manifest), else None
 
 
 @dataclass
@@ -116,6 +117,10 @@ class CompareResult:
     reward_components: dict | None = None  # stats.components.paired_components, from both runs' rows
     # how the paired task rows differ apart from identity (rowdiff.RowDifferences.to_json)
     row_differences: dict[str, Any] = field(default_factory=dict)
+    # each run's rollouts (given, or beside its profile), for the commands that show a task's rollouts
+    rollouts_a: str | None = None
+    rollouts_b: str | None = None
+    pass_threshold: float | None = None  # --pass-threshold (None: the metric's values are 0 or 1)
 
     @property
     def answer(self) -> dict[str, Any]:
@@ -165,6 +170,22 @@ def _grpo_answer(e: PairedAtK) -> str:
     if lo > 0 or hi < 0:
         return f"{head}: {'B raises it' if lo > 0 else 'B lowers it'}: {numbers}"
     return f"{head}: no difference detectable: {numbers} includes 0"
+
+
+def pair_keys(tasks: list[int], agents: list[str | None]) -> list[tuple[int, str | None]]:
+    """The keys two runs are paired by, one per (task, agent) group of a run's rollouts: as its reward
+    profile names its rows (`profile.group_rows`, Gym's layout), (task, agent) when the run fans a task out
+    to several agents, else (task, None). `compare` pairs the profiles' keys; the viewer's compare mode
+    derives the same keys from the rollouts with this, so both pair the same tasks and report the same
+    `agent` (a run whose rows all name one agent, as a directly collected run names its model, pairs by
+    task with a run of another model)."""
+    seen: dict[int, str | None] = {}
+    fans_out = False
+    for task, agent in zip(tasks, agents, strict=True):
+        if seen.setdefault(task, agent) != agent:
+            fans_out = True
+            break
+    return [(t, a if fans_out else None) for t, a in zip(tasks, agents, strict=True)]
 
 
 def _index(data: ProfileData) -> dict:
@@ -332,16 +353,26 @@ def _check_options(n_bootstrap: int, seed: int, alpha: float, effect: float | No
         raise UsageError(f"--effect must be a positive number, not {effect}")
 
 
-def _difference(d: Any, n_bootstrap: int, seed: int) -> tuple[dict[str, Any], Any]:
-    """The mean paired difference, its t and bootstrap intervals and tests (CompareResult's fields)."""
+def _difference(d: Any, n_bootstrap: int, seed: int, unit: bool) -> tuple[dict[str, Any], Any]:
+    """The mean paired difference, its t and bootstrap intervals and tests (CompareResult's fields). The
+    paired t holds its coverage from about 30 tasks on (references/statistics.md); when every task's
+    difference is the same it has no width, so then, for values in [0, 1] (`unit`), the exact
+    constant-difference bound (`differences.constant_difference`)."""
+    from .differences import constant_difference
+
     interval = t_interval(d)
+    ci_method = methods.T
+    if unit and d.size and float(d.max() - d.min()) <= 1e-12:
+        low, high = constant_difference(float(d[0]), int(d.size), 0.95)
+        interval = Interval(interval.value, interval.se, low, high, interval.n)
+        ci_method = methods.CONSTANT_DIFFERENCE
     boot = bootstrap_interval(d, n_bootstrap, seed) if n_bootstrap else (math.nan, math.nan)
     p_perm, method, n_perm = sign_flip_p_value(d, seed)
     t_stat = interval.value / interval.se if interval.se and interval.se > 0 else math.nan
     fields = dict(
         mean_diff=interval.value, se_diff=interval.se, t_stat=t_stat,
         p_value_t=t_two_sided_p(t_stat, interval.n - 1), ci_low=interval.ci_low, ci_high=interval.ci_high,
-        ci_method=methods.T, boot_ci_low=boot[0], boot_ci_high=boot[1], boot_ci_method=methods.BOOTSTRAP,
+        ci_method=ci_method, boot_ci_low=boot[0], boot_ci_high=boot[1], boot_ci_method=methods.BOOTSTRAP,
         n_bootstrap=n_bootstrap, seed=seed, p_value_permutation=p_perm, permutation_method=method,
         n_permutations=n_perm,
     )  # fmt: skip
@@ -353,8 +384,10 @@ def _binary(
     defined: Any,
     used: list[TaskDiff],
     options: CompareOptions,
+    runs: dict[str, AdaptiveRun],
 ) -> dict:
-    """McNemar, per-task flips and paired pass@k / pass^k when both runs' values are pass/fail."""
+    """McNemar, per-task flips and paired pass@k / pass^k when both runs' values are pass/fail; B - A of
+    P(informative at G), where an adaptive learnable side gives it at G = N from its decisions."""
     threshold, alpha, metric = options.pass_threshold, options.alpha, options.metric
     sa, sb = successes(p.va[defined], threshold), successes(p.vb[defined], threshold)
     out: dict[str, Any] = dict(binary=sa is not None and sb is not None, mcnemar=None, flips=[], notes=[])
@@ -370,7 +403,13 @@ def _binary(
     out["pass_at_k"] = paired.paired_at_k(sa, sb, ks, hat=False)
     out["pass_hat_k"] = paired.paired_at_k(sa, sb, ks, hat=True)
     sizes = list(options.group_sizes) or [k for k in ks[-1:] if k >= 2]  # default: the repeats both hold
-    out["grpo_informative"] = paired.paired_informative(sa, sb, sizes)
+    tasks = [key[0] for key, ok in zip(p.keys, defined, strict=True) if ok]
+    decided = {}
+    for side, run in runs.items():
+        values = decided_informative(run, tasks)
+        if values is not None:
+            decided[side] = (run.num_repeats, values)
+    out["grpo_informative"] = paired.paired_informative(sa, sb, sizes, decided)
     missing = [g for g in sizes if g not in {e.k for e in out["grpo_informative"]}]
     if missing:
         out["notes"].append(
@@ -411,15 +450,21 @@ class CompareOptions:
     group_sizes: tuple[int, ...] = ()  # GRPO group sizes for P(informative); () = the repeats both hold
 
 
-def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions()) -> CompareResult:
-    """Compare profile B against profile A on the same (task, agent) keys; differences are B - A."""
+def compare_profiles(
+    a: Path,
+    b: Path,
+    options: CompareOptions = CompareOptions(),
+    rollouts: tuple[Path | None, Path | None] = (None, None),
+) -> CompareResult:
+    """Compare profile B against profile A on the same (task, agent) keys; differences are B - A.
+    `rollouts`: A's and B's rollouts files (None: the one beside each profile, when it is there)."""
     import numpy as np
 
     _check_options(options.n_bootstrap, options.seed, options.alpha, options.effect)
     if any(g < 2 for g in options.group_sizes):
         raise UsageError("--group-size must be at least 2 (a group of one is never informative)")
     da, db = load_profile(a, (options.metric,)), load_profile(b, (options.metric,))
-    da, db, adaptive = first_rounds({"A": (a, da), "B": (b, db)})
+    da, db, adaptive, runs = first_rounds({"A": (a, da), "B": (b, db)})
     pairs, only_a, only_b = _match(da, db, options.intersect)
     p = _Pairs.of(da, db, pairs, options.metric)
     rows, diffs = p.rows()
@@ -431,9 +476,10 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
             hint="compare runs of the same tasks (--metric names a key of the profile rows, e.g. reward)",
         )
     d = diffs[defined]
-    difference, interval = _difference(d, options.n_bootstrap, options.seed)
+    unit = all(bool(((v[~np.isnan(v)] >= 0) & (v[~np.isnan(v)] <= 1)).all()) for v in (p.va, p.vb))
+    difference, interval = _difference(d, options.n_bootstrap, options.seed, unit)
     used = [r for r, ok in zip(rows, defined, strict=True) if ok]
-    binary = _binary(p, defined, used, options)
+    binary = _binary(p, defined, used, options, runs)
     power = _power(p, defined, d, interval, options.alpha, options.effect)
     counted = {
         "a": denominators(da, options.metric, beside_summary=True),
@@ -445,6 +491,7 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
     )
     notes[:0] = [text for text in (adaptive_note(adaptive),) if text]
     means_a, means_b = row_means(p.va)[defined], row_means(p.vb)[defined]
+    found = _rollouts_and_lines(a, b, rollouts, rows)
     return CompareResult(
         path_a=str(a), path_b=str(b), metric=options.metric, n_tasks=int(defined.sum()),
         n_dropped=only_a + only_b,
@@ -455,8 +502,33 @@ def compare_profiles(a: Path, b: Path, options: CompareOptions = CompareOptions(
         pass_at_k=binary.get("pass_at_k", []), pass_hat_k=binary.get("pass_hat_k", []), notes=notes,
         grpo_informative=binary.get("grpo_informative", []), group_sizes_asked=list(options.group_sizes),
         row_differences=differences.to_json(),
-        adaptive=adaptive,
+        adaptive=adaptive, pass_threshold=options.pass_threshold,
+        rollouts_a=found[0], rollouts_b=found[1],
     )  # fmt: skip
+
+
+def _rollouts_and_lines(
+    a: Path, b: Path, given: tuple[Path | None, Path | None], rows: list[TaskDiff]
+) -> tuple[str | None, str | None]:
+    """Each run's rollouts file (given, else beside its profile when there), and every row's source lines
+    from B's run manifest, else A's (as `stats` finds them: `artifacts.task_lines`)."""
+    from ..artifacts import task_lines
+    from ..artifacts.names import rollouts_path_of_profile
+
+    found = []
+    for profile, path in zip((a, b), given, strict=True):
+        beside = rollouts_path_of_profile(profile)
+        found.append(
+            path if path is not None else beside if beside is not None and beside.is_file() else None
+        )
+    lines = None
+    for path in (found[1], found[0]):
+        lines = lines or (task_lines.for_rollouts(path) if path is not None else None)
+    lines = lines or task_lines.for_profile(b) or task_lines.for_profile(a)
+    for row in rows:
+        row.source_lines = None if lines is None else lines.of(row.task)
+    a_path, b_path = (None if path is None else str(path) for path in found)
+    return a_path, b_path
 
 
 def _notes(

@@ -173,19 +173,30 @@ def component_pairs(found: ComponentRows, asked: Iterable[tuple[str, str]] = ())
 
 
 def component_difference(found: ComponentRows, x: str, y: str, level: float = 0.95) -> dict[str, Any]:
-    """X - Y over the rollouts holding both as numbers: mean, task-clustered (CR1) t interval (JSON)."""
+    """X - Y over the rollouts holding both as numbers: mean, task-clustered (CR1) SE, and the interval of
+    `differences.clustered_difference` (JSON): MOVER when both are 0/1 (from the bounded intervals each
+    component gets), the CR1 t interval otherwise, an exact bound when every difference is the same."""
+    from .differences import clustered_difference
+
     kept = [
-        (t, vx - vy)
+        (t, vx, vy)
         for t, vx, vy in zip(found.task, found.values[x], found.values[y], strict=True)
         if vx is not None and vy is not None
     ]
     entry: dict[str, Any] = {"a": x, "b": y, "n_rollouts": len(kept)}
     entry.update(
-        clustered_mean([t for t, _ in kept], [d for _, d in kept], level)
+        clustered_mean([t for t, _, _ in kept], [vx - vy for _, vx, vy in kept], level)
         if kept
         else {"mean": None, "se": None, "ci_low": None, "ci_high": None, "n_tasks": 0}
     )
     entry["ci_method"] = methods.T
+    found_interval = (
+        clustered_difference([t for t, _, _ in kept], [v for _, v, _ in kept], [v for _, _, v in kept], level)
+        if kept
+        else None
+    )
+    if found_interval is not None:
+        entry.update(ci_low=found_interval.low, ci_high=found_interval.high, ci_method=found_interval.method)
     entry["n_lacking"] = found.n_with_components - len(kept)
     return entry
 
@@ -246,20 +257,35 @@ def _rate_bounds(kept: list[tuple[int, float]], entry: dict[str, Any], level: fl
 
 
 def _task_means(found: ComponentRows, name: str) -> dict[int, float]:
-    sums: dict[int, list[float]] = {}
-    for task, value in zip(found.task, found.values.get(name, []), strict=True):
+    return {task: s / k for task, (s, k, _) in _task_sums(found, name).items()}
+
+
+def _task_sums(found: ComponentRows, name: str) -> dict[int, list[Any]]:
+    """Per task: [sum, count, all values 0 or 1] of the component's numbers."""
+    sums: dict[int, list[Any]] = {}
+    if name not in found.values:  # a component only the other run has: no task holds it here
+        return sums
+    for task, value in zip(found.task, found.values[name], strict=True):
         if value is not None:
-            acc = sums.setdefault(task, [0.0, 0.0])
+            acc = sums.setdefault(task, [0.0, 0, True])
             acc[0] += value
             acc[1] += 1
-    return {task: s / k for task, (s, k) in sums.items()}
+            acc[2] = acc[2] and value in (0.0, 1.0)
+    return sums
 
 
 def paired_components(a: ComponentRows, b: ComponentRows, level: float = 0.95) -> dict[str, Any]:
-    """Per component, B - A of the per-task means over the tasks where both runs hold it (JSON)."""
+    """Per component, B - A of the per-task means over the tasks where both runs hold it (JSON): a 0/1
+    component's task means are rates, so MOVER from each run's bounded interval
+    (`differences.paired_task_difference`); others the t interval over tasks; the exact bound when every
+    task's difference is the same and the values lie in [0, 1]."""
+    from .differences import constant_difference, paired_task_difference
+
     out = []
     for name in [*a.names, *(n for n in b.names if n not in a.names)]:
-        ma, mb = _task_means(a, name), _task_means(b, name)
+        sa, sb = _task_sums(a, name), _task_sums(b, name)
+        ma = {t: v[0] / v[1] for t, v in sa.items()}
+        mb = {t: v[0] / v[1] for t, v in sb.items()}
         shared = sorted(ma.keys() & mb.keys())
         diffs = [mb[t] - ma[t] for t in shared]
         entry: dict[str, Any] = {
@@ -279,6 +305,18 @@ def paired_components(a: ComponentRows, b: ComponentRows, level: float = 0.95) -
             sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
             half = _t(level, len(diffs) - 1) * sd / math.sqrt(len(diffs))
             entry["ci_low"], entry["ci_high"] = mean - half, mean + half
+        rate = all(sa[t][2] and sb[t][2] for t in shared)
+        unit = all(0.0 <= m[t] <= 1.0 for m in (ma, mb) for t in shared)
+        if shared and rate:
+            found = paired_task_difference(
+                [ma[t] for t in shared], [mb[t] for t in shared],
+                [sa[t][1] for t in shared], [sb[t][1] for t in shared], level,
+            )  # fmt: skip
+            if found is not None:
+                entry.update(ci_low=found.low, ci_high=found.high, ci_method=found.method)
+        elif shared and unit and max(diffs) - min(diffs) <= 1e-12:
+            entry["ci_low"], entry["ci_high"] = constant_difference(diffs[0], len(diffs), level)
+            entry["ci_method"] = methods.CONSTANT_DIFFERENCE
         out.append(entry)
     return {"level": level, "components": out}
 
@@ -314,9 +352,16 @@ def components_text(summary: dict[str, Any]) -> list[str]:
         lines.append(f"  {summary['n_malformed']} row(s) hold a reward_components that is not an object")
     differences = summary.get("differences") or []
     if differences:
-        lines.append(f"paired differences between components (X - Y per rollout, {pct} task-clustered t):")
+        lines.append(
+            f"paired differences between components (X - Y per rollout, {pct} task-clustered interval: MOVER "
+            "for 0/1 components, from their bounded intervals; t for others; const: all differences equal):"
+        )
     for d in differences:
-        ci = "n/a" if d["ci_low"] is None else f"[{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        ci = (
+            "n/a"
+            if d["ci_low"] is None
+            else f"{methods.tag(d['ci_method'])} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]"
+        )
         mean = "n/a" if d["mean"] is None else f"{d['mean']:+.3f}"
         verdict = ""
         if d["ci_low"] is not None and (d["ci_low"] > 0 or d["ci_high"] < 0):

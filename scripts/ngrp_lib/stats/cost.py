@@ -15,6 +15,13 @@ written before `tokens.input_unit` counted it once per request, and is read in t
   (a GRPO group with a non-zero advantage), with P from `stats` on this run. In an adaptive run P stands
   on the first round (`stats.rows`), so the tokens per rollout it is divided into are the first round's
   too (`first_round`, from the rollouts file); later rounds went to other tasks, with other lengths.
+  P(informative at G) needs G repeats of a task, so it is undefined at a G above the first round;
+- an adaptive run's tokens per kept task = every rollout's tokens (every round) / the tasks its rule kept
+  by its decisions on every repeat (`learnable`: settled mixed, the GRPO-informative tasks curriculum
+  --learnable-for G keeps; `band`: decided inside): what the triage spent per task it found. It is the
+  adaptive run's form of the figure above: on a fixed-N run at G = N, G x tokens per rollout / mean
+  P(informative at N) is the run's tokens over its mixed tasks, since P(informative at N) of a task is
+  1 when its N repeats mixed and 0 when not.
 A run whose rows carry no usage says so ("not reported"); no figure is ever a 0 standing for unknown.
 """
 
@@ -31,6 +38,7 @@ from ..artifacts.sampling import sampling_lines
 from ..errors import InputError
 
 NOT_REPORTED = "not reported"
+FIRST_ROUND = "the first round's rows (as P(informative))"  # informative_tokens_from, on an adaptive run
 
 
 def summary_beside(profile: Path | str) -> Path | None:
@@ -48,10 +56,12 @@ def run_cost(
     informative: Sequence[tuple[int, float | None]],
     first_round: dict | None = None,
     rollouts: Path | str | None = None,
+    kept: dict | None = None,
 ) -> dict:
     """The cost block of `stats --json` (`cost`); `informative`: (group size, P(informative)) pairs;
     `first_round`: an adaptive run's first-round token totals (`first_round_tokens`), which P stands on;
-    `rollouts`: whose manifest gives the prefix cache (default: the rollouts the profile is named after)."""
+    `rollouts`: whose manifest gives the prefix cache (default: the rollouts the profile is named after);
+    `kept`: an adaptive run's kept tasks by its decisions (`AdaptiveRun.kept`), for tokens per kept task."""
     source = summary_beside(profile)
     summary = _read(source)
     tokens = in_unit(summary.get("tokens")) if isinstance(summary, dict) else None
@@ -65,6 +75,7 @@ def run_cost(
         "tokens_per_informative_task": [],
         "informative_tokens_from": None,
         "one_request_per_rollout": None,
+        "tokens_per_kept_task": None,
         "prefix_cache": prefix_cache_of(rollouts or _rollouts_of(profile)),
     }
     if not isinstance(tokens, dict):
@@ -78,11 +89,21 @@ def run_cost(
         return out
     out["tokens_per_rollout"] = round(per_rollout, 1)
     out["tokens_per_success"] = round(per_rollout * rows / successes, 1) if successes else None
+    if kept is not None:
+        n = kept["n_tasks"]
+        out["tokens_per_kept_task"] = {
+            "tokens": round(per_rollout * rows / n, 1) if n else None,
+            "n_tasks": n,
+            "decision": kept["decision"],
+            "tokens_total": round(per_rollout * rows),
+            "basis": "the adaptive run's decisions (every repeat): every rollout's tokens over the tasks "
+            f"decided {kept['decision']}",
+        }
     per_group_rollout: float | None = per_rollout
     rows_used = "every rollout row"
     if first_round is not None:
         per_group_rollout, _ = _per_rollout(first_round)
-        rows_used = "the first round's rows (as P(informative))"
+        rows_used = FIRST_ROUND
     out["informative_tokens_from"] = rows_used
     out["tokens_per_informative_task"] = [
         {
@@ -172,11 +193,21 @@ def _cost_lines(cost: dict, lines: list[str]) -> list[str]:
         return [*lines, f"cost: {NOT_REPORTED} (the rows carry no token usage)"]
     text = f"cost (input + output tokens): {_n(cost['tokens_per_rollout'])} per rollout"
     text += f", {_n(cost['tokens_per_success'])} per success"
-    per_task = [
-        f"{_n(entry['tokens'])} at G={entry['group_size']}" for entry in cost["tokens_per_informative_task"]
-    ]
-    if per_task:
-        text += "; per GRPO-informative task " + ", ".join(per_task)
+    entries = cost["tokens_per_informative_task"]
+    kept = cost.get("tokens_per_kept_task")
+    if kept is not None:  # an adaptive run: its decisions give the figure its first round cannot
+        text += "; " + _kept_text(kept)
+    if cost.get("informative_tokens_from") == FIRST_ROUND:  # P(informative at G) needs G first-round repeats
+        known = [f"{_n(e['tokens'])} at G={e['group_size']}" for e in entries if e["tokens"] is not None]
+        unknown = [str(e["group_size"]) for e in entries if e["tokens"] is None]
+        if known:
+            text += "; per GRPO-informative task from the first round's P(informative) " + ", ".join(known)
+        if unknown and kept is None:
+            text += f"; per GRPO-informative task n/a at G={', '.join(unknown)} (fewer first-round repeats)"
+    elif entries:
+        text += "; per GRPO-informative task " + ", ".join(
+            f"{_n(e['tokens'])} at G={e['group_size']}" for e in entries
+        )
     inputs, outputs = tokens.get("input_tokens"), tokens.get("output_tokens")
     reporting, rows = cost.get("rollouts_with_usage"), tokens.get("rows")
     over = (
@@ -185,9 +216,23 @@ def _cost_lines(cost: dict, lines: list[str]) -> list[str]:
         else f"the {reporting} of {rows} rollouts reporting usage"
     )
     text += f" (input {_n(inputs)}, each rollout's prompt; output {_n(outputs)}; over {over})"
-    if cost.get("informative_tokens_from") == "the first round's rows (as P(informative))":
-        text += "; per informative task from the adaptive run's first round, as P(informative)"
     return [*lines, text, *_single_lines(cost.get("one_request_per_rollout"), tokens)]
+
+
+KEPT_WORDS = {
+    "mixed": "GRPO-informative task (settled mixed)",
+    "inside": "task kept (decided inside the band)",
+}
+
+
+def _kept_text(kept: dict) -> str:
+    """`per GRPO-informative task (settled mixed) by the adaptive run's decisions 288 (6,618 tokens over 23
+    tasks)`: every round's tokens over the tasks the rule kept."""
+    what = KEPT_WORDS.get(kept["decision"], f"task decided {kept['decision']}")
+    return (
+        f"per {what} by the adaptive run's decisions {_n(kept['tokens'])} ({_n(kept['tokens_total'])} "
+        f"tokens, every round, over {kept['n_tasks']} tasks)"
+    )
 
 
 def _single_lines(single: Any, tokens: dict) -> list[str]:

@@ -25,6 +25,8 @@ BOOTSTRAP = "bootstrap_percentile"
 WILSON_TASK = "wilson"
 WILSON = "wilson_effective_n"
 LOGIT_T = "logit_t"
+MOVER = "mover"  # a paired difference of bounded means (stats.differences)
+CONSTANT_DIFFERENCE = "constant_difference"  # every paired difference the same (stats.differences)
 
 METHODS: dict[str, Method] = {
     m.name: m
@@ -37,11 +39,25 @@ METHODS: dict[str, Method] = {
         Method(WILSON_TASK, "Wilson", "Wilson score", "one task's pass rate from its own rollouts"),
         Method(WILSON, "Wilson-n", "Wilson on the effective n", "a candidate, not a headline"),
         Method(LOGIT_T, "logit-t", "t on the logit scale", "a candidate, not a headline"),
+        Method(
+            MOVER,
+            "MOVER",
+            "MOVER",
+            "a paired difference of bounded means, from each mean's bounded interval and their correlation",
+        ),
+        Method(
+            CONSTANT_DIFFERENCE,
+            "const",
+            "constant difference",
+            "every paired difference c: [c q - (1 - q), c q + (1 - q)], q = 0.05^(1/T)",
+        ),
     )
 }
 
 # the methods a headline interval (ci_method of stats) can have
 HEADLINE = (KORN_GRAUBARD, UPPER_BOUND, LOWER_BOUND, T)
+# the methods a paired difference of bounded means can have (stats.differences)
+DIFFERENCES = (MOVER, CONSTANT_DIFFERENCE, T)
 
 
 def tag(name: str | None) -> str:

@@ -5,9 +5,10 @@ the check for a degenerate comparison (identical outcomes)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .differences import paired_task_difference
 from .distributions import norm_ppf, t_ppf, t_two_sided_p
 from .estimators import counts, p_informative, pass_at_k, pass_hat_k
 from .methods import T
@@ -31,7 +32,12 @@ class PairedAtK:
     ci_low: float
     ci_high: float
     p_value_t: float
-    ci_method: str | None = T  # the paired t interval (None when undefined)
+    # the paired interval of B - A: MOVER from each run's bounded interval of the per-task rates, the
+    # constant-difference bound when every task's difference is the same (stats.differences); t's own SE
+    # and p-value beside it. None when undefined.
+    ci_method: str | None = T
+    # the sides ("A", "B") whose per-task values are an adaptive run's decisions (P(informative at N))
+    from_decisions: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -60,15 +66,21 @@ def paired_at_k(sa: Any, sb: Any, ks: list[int], hat: bool) -> list[PairedAtK]:
     return _paired_estimator(sa, sb, ks, pass_hat_k if hat else pass_at_k)
 
 
-def paired_informative(sa: Any, sb: Any, sizes: list[int]) -> list[PairedAtK]:
+def paired_informative(
+    sa: Any, sb: Any, sizes: list[int], decided: dict[str, tuple[int, Any]] | None = None
+) -> list[PairedAtK]:
     """B - A of the share of GRPO-informative groups: per task the unbiased P(a group of G of its rollouts
     holds both a pass and a fail) in A and in B (`estimators.p_informative`, needs n >= G in both),
     differenced, with a paired t interval over tasks (`k` holds G). The tasks are the sample: the interval
-    is for the mean over tasks drawn like these, each task's own sampling noise included."""
-    return _paired_estimator(sa, sb, sizes, p_informative)
+    is for the mean over tasks drawn like these, each task's own sampling noise included. `decided`: per
+    side ("A", "B") an adaptive run's (N, per-task P(informative at N) from its decisions), which stand for
+    that side's values at G = N (`adaptive_run.decided_informative`)."""
+    return _paired_estimator(sa, sb, sizes, p_informative, decided or {})
 
 
-def _paired_estimator(sa: Any, sb: Any, ks: list[int], estimator: Any) -> list[PairedAtK]:
+def _paired_estimator(
+    sa: Any, sb: Any, ks: list[int], estimator: Any, decided: dict[str, tuple[int, Any]] | None = None
+) -> list[PairedAtK]:
     import numpy as np
 
     na, ca = counts(sa)
@@ -77,17 +89,24 @@ def _paired_estimator(sa: Any, sb: Any, ks: list[int], estimator: Any) -> list[P
     for k in ks:
         fa = estimator(na, ca, k)
         fb = estimator(nb, cb, k)
+        sides = [side for side, (n, _) in (decided or {}).items() if n == k]
+        fa = decided["A"][1] if "A" in sides and decided else fa
+        fb = decided["B"][1] if "B" in sides and decided else fb
         both = ~np.isnan(fa) & ~np.isnan(fb)
         if not both.any():
             continue
         iv = t_interval(fb[both] - fa[both])
         t = iv.value / iv.se if iv.se and iv.se > 0 else math.nan
         a_mean, b_mean = float(fa[both].mean()), float(fb[both].mean())
+        # per-task rates in [0, 1]: MOVER from each run's bounded interval (t collapses on them)
+        bounded = paired_task_difference(fa[both], fb[both], na[both], nb[both])
+        low, high, method = (iv.ci_low, iv.ci_high, iv.ci_method) if bounded is None else (
+            bounded.low, bounded.high, bounded.method)  # fmt: skip
         out.append(
             PairedAtK(
-                k, iv.n, a_mean, b_mean, iv.value, iv.se, iv.ci_low, iv.ci_high, _p(t, iv.n), iv.ci_method
+                k, iv.n, a_mean, b_mean, iv.value, iv.se, low, high, _p(t, iv.n), method, sorted(sides),
             )
-        )
+        )  # fmt: skip
     return out
 
 

@@ -47,6 +47,9 @@ class AtGroupSize:
 
     group_size: int
     estimate: Estimate = field(metadata=INLINE)
+    # an adaptive learnable run at G = N: from its decisions (settled mixed 1, ran to N unmixed 0), which
+    # are fixed N's on the same draws; else from each task's rollouts (an adaptive run's first round)
+    from_decisions: bool = False
 
 
 @dataclass

@@ -15,7 +15,7 @@ from ..artifacts.reading import MAX_DEPTH
 from ..errors import FindingsError, UsageError
 from ..jsonvalues import jsonable
 from . import estimators, intervals, length, registry
-from .adaptive_run import AdaptiveRun, find_adaptive, first_round_view
+from .adaptive_run import AdaptiveRun, decided_informative, find_adaptive, first_round_view
 from .cost import run_cost
 from .denominators import FEW_TASKS, Denominators, denominators, few_tasks_note
 from .distributions import t_interval_from_sem
@@ -36,7 +36,14 @@ from .results import (
     ShrinkagePrior,
     TaskWeightedMean,
 )
-from .uncertainty import Interval, bootstrap_means, check_resampling, percentile_interval, t_interval
+from .uncertainty import (
+    Interval,
+    bootstrap_interval,
+    bootstrap_means,
+    check_resampling,
+    percentile_interval,
+    t_interval,
+)
 from .variance import decompose, repeats_for_width
 
 LENGTH_FIELD = "output_tokens"
@@ -518,13 +525,18 @@ def compute_stats(
     notes += _overall_notes(data, overall, settings, inputs.get("rollouts"))
     labels, groups = _groups(data, settings, notes)
     sizes = [g.group_size for g in overall.grpo_informative]
+    informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]  # the rollouts' P
+    if run is not None:
+        decide_informative(overall, data.keys, run, settings)
+        for scope in groups:
+            inside = [k for k, label in zip(data.keys, labels or [], strict=True) if label == scope.scope]
+            decide_informative(scope, inside, run, settings)
     if run is None:
         per_task, task_cols = _per_task_rows(data, cols, labels, sizes), cols
     else:  # every repeat: the profile's token totals count every repeat too
         per_task, task_cols = adaptive_per_task(full, settings, labels, run)
     add_source_lines(per_task, profile, rollouts)
     successes = int(np.nansum(task_cols["successes"])) if "successes" in task_cols else None
-    informative = [(g.group_size, g.estimate.value) for g in overall.grpo_informative]
     return StatsResult(
         profile=str(profile),
         rollouts=None if rollouts is None else str(rollouts),
@@ -536,8 +548,36 @@ def compute_stats(
         per_task=per_task,
         notes=notes,
         adaptive=None if run is None else run.summary(),
-        cost=run_cost(profile, successes, informative, _first_round_tokens(profile, rollouts, run), rollouts),
+        cost=run_cost(
+            profile,
+            successes,
+            informative,
+            _first_round_tokens(profile, rollouts, run),
+            rollouts,
+            kept=None if run is None else run.kept(),
+        ),  # fmt: skip
     )
+
+
+def decide_informative(scope: ScopeStats, keys: list, run: AdaptiveRun, settings: StatsSettings) -> None:
+    """P(GRPO group of N informative) of a `learnable` run from its decisions, where its first round is too
+    short to give it (fewer than N repeats): a task settled mixed would have mixed in N draws (1), one
+    that ran to N without mixing did not (0), so the indicator is fixed N's own unbiased estimate of the
+    task's P(informative at N) on the same draws; a task not decided yet is left out (its n). The same
+    bounded interval as every rate (`_estimate`), over the rollouts the decided tasks used."""
+    n = run.num_repeats
+    at = [i for i, entry in enumerate(scope.grpo_informative) if entry.group_size == n]
+    values = decided_informative(run, [task for task, _ in keys]) if at else None
+    if values is None or not (decided := values == values).any():
+        return
+    repeats = {task: int(state.get("repeats") or 0) for task, state in run.decisions().items()}
+    used = sum(repeats.get(task, 0) for (task, _), ok in zip(keys, decided, strict=True) if ok)
+    estimate = _estimate(values, True, used, settings)
+    if settings.n_bootstrap:
+        estimate.boot_ci_low, estimate.boot_ci_high = bootstrap_interval(
+            values[decided], settings.n_bootstrap, settings.seed, settings.level
+        )
+    scope.grpo_informative[at[0]] = AtGroupSize(n, estimate, from_decisions=True)
 
 
 def add_source_lines(rows: list[dict], profile: Path | str, rollouts: Path | str | None) -> None:

@@ -1,9 +1,13 @@
-"""Compare mode: two runs of the same tasks, paired by (task index, agent), flipped tasks first.
+"""Compare mode: two runs of the same tasks, paired by `compare`'s key, flipped tasks first.
 
-Each pair is tested with `compare`'s own per-task test (`flip_tests`: Fisher's exact test on pass counts,
+Pairs are keyed as `ngrp compare` keys them (`stats.compare.pair_keys`): by task index, and by agent too
+only in a run that fans a task out to several agents, as Gym's profile rows name their agent. So two runs
+of one task set under different agent names (two models collected directly: each row's agent is its
+model) pair by task, and each pair's `agent` is what `compare --json` says in `per_task[].agent`. Each pair
+is tested with `compare`'s own per-task test (`flip_tests`: Fisher's exact test on pass counts,
 Benjamini-Hochberg over the pairs tested), so the viewer and `ngrp compare` call the same tasks flipped.
-Pairing is by key; when both runs have materialized inputs, each pair's task data (the input row without
-its prompt and stamps, as `compare` checks) is compared too, and a pair whose tasks differ is marked.
+When both runs have materialized inputs, each pair's task data (the input row without its prompt and
+stamps, as `compare` checks) is compared too, and a pair whose tasks differ is marked.
 """
 
 from __future__ import annotations
@@ -33,17 +37,17 @@ class Pairs:
 
     @classmethod
     def build(cls, a: Views, b: Views, alpha: float = ALPHA) -> Pairs:
-        from ..stats.compare import flip_tests
+        from ..stats.compare import flip_tests, pair_keys
         from ..stats.rowdiff import same_task
 
         pairs = cls(a, b, alpha)
         ta, tb = a.index.table, b.index.table
-        where_b = {
-            (int(t), tb.agents[int(c)]): g for g, (t, c) in enumerate(zip(tb.task, tb.agent, strict=True))
-        }
+        keys_a = pair_keys([int(t) for t in ta.task], [ta.agents[int(c)] for c in ta.agent])
+        keys_b = pair_keys([int(t) for t in tb.task], [tb.agents[int(c)] for c in tb.agent])
+        where_b = {key: g for g, key in enumerate(keys_b)}
         matched, seen_b = [], set()
-        for ga, (t, c) in enumerate(zip(ta.task, ta.agent, strict=True)):
-            gb = where_b.get((int(t), ta.agents[int(c)]))
+        for ga, key in enumerate(keys_a):
+            gb = where_b.get(key)
             if gb is None:
                 pairs.only_a += 1
                 continue
@@ -69,7 +73,7 @@ class Pairs:
             pairs.rows.append(
                 {
                     "task": int(ta.task[ga]),
-                    "agent": ta.agents[int(ta.agent[ga])],
+                    "agent": keys_a[ga][1],  # compare's per_task[].agent: set only when a run fans out
                     "preview": a.index.preview(ga),
                     "a": {
                         "n_passed": int(ta.n_passed[ga]),
@@ -88,6 +92,7 @@ class Pairs:
                     "direction": None if test is None else test.direction,
                     "same_task": same,
                     "_groups": (ga, gb),
+                    "_agents": (ta.agents[int(ta.agent[ga])], tb.agents[int(tb.agent[gb])]),
                 }
             )
         pairs.rows.sort(key=_display_key)
@@ -96,8 +101,8 @@ class Pairs:
     def page(self, params: Params, flipped_only: bool = False) -> dict[str, Any]:
         rows = [r for r in self.rows if r["flipped"]] if flipped_only else self.rows
         agent = params.selection.agent
-        if agent is not None:
-            rows = [r for r in rows if r["agent"] == agent]
+        if agent is not None:  # the pair's agent, or the agent of either run's rollouts
+            rows = [r for r in rows if r["agent"] == agent or agent in r["_agents"]]
         total = len(rows)
         pages = max(1, math.ceil(total / params.per_page))
         page = min(params.page, pages)
@@ -124,7 +129,7 @@ class Pairs:
 
     def task(self, task: int, agent: str | None, params: Params) -> dict[str, Any]:
         for row in self.rows:
-            if row["task"] == task and (row["agent"] == agent or agent is None):
+            if row["task"] == task and (agent is None or agent == row["agent"] or agent in row["_agents"]):
                 ga, gb = row["_groups"]
                 return {
                     "pair": _public(row, params),
