@@ -8,6 +8,7 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -121,14 +122,7 @@ def test_the_printed_resume_command_runs_as_printed_against_vllm(vllm_server, tm
                  "--temperature", "0.7", "--set", "top_k=20", "--concurrency", "2")  # fmt: skip
     assert first.returncode == 0, first.stderr
     rollouts = tmp_path / "out" / "r.jsonl"
-    rows = rollouts.read_text().splitlines(keepends=True)
-    rollouts.write_text("".join(rows[:3]))
-    check = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl",
-                 "--json")  # fmt: skip
-    assert check.returncode == 1, check.stderr
-    fix = next(f["fix"] for f in json.loads(check.stdout)["findings"] if f["code"] == "missing_rollouts")
-    command = fix[: fix.index(" (runs only the missing keys)")]
-    command = command[command.index(" or ") + 4 :]
+    command = _cut_and_printed_resume(ngrp, rollouts, keep=3)
     assert "--temperature 0.7" in command and "--set top_k=20" in command, command
     resumed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
@@ -208,17 +202,23 @@ def test_an_adaptive_runs_printed_resume_command_keeps_rounds_as_given_and_runs(
     assert first.returncode == 0, first.stderr
     assert "adaptive learnable (--rounds 2):" in first.stdout and "--first-round" not in first.stdout
     rollouts = tmp_path / "out" / "r.jsonl"
-    rows = rollouts.read_text().splitlines(keepends=True)
-    rollouts.write_text("".join(rows[:2]))
-    check = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl",
-                 "--json")  # fmt: skip
-    assert check.returncode == 1, check.stderr
-    fix = next(f["fix"] for f in json.loads(check.stdout)["findings"] if f["code"] == "missing_rollouts")
-    command = fix[: fix.index(" (runs only the missing keys)")]
-    command = command[command.index(" or ") + 4 :]
+    command = _cut_and_printed_resume(ngrp, rollouts, keep=2)
     assert "--adaptive learnable --rounds 2 " in command and "--first-round" not in command, command
     resumed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     assert "adaptive learnable (--rounds 2):" in resumed.stdout
     done = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _cut_and_printed_resume(ngrp, rollouts: Path, keep: int) -> str:
+    """Cut the run's rollouts to their first `keep` rows (a run stopped early) and return the resume
+    command `check` prints for the missing keys, as a user would copy it."""
+    rows = rollouts.read_text().splitlines(keepends=True)
+    rollouts.write_text("".join(rows[:keep]))
+    check = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl",
+                 "--json")  # fmt: skip
+    assert check.returncode == 1, check.stderr
+    fix = next(f["fix"] for f in json.loads(check.stdout)["findings"] if f["code"] == "missing_rollouts")
+    command = fix[: fix.index(" (runs only the missing keys)")]
+    return command[command.index(" or ") + 4 :]
