@@ -108,7 +108,23 @@ def test_masked_and_null_reward_are_reported_but_not_errors():
     assert (
         "ngrp profile --null-reward" in next(f for f in r.findings if f.code == "rollouts_without_reward").fix
     )
+    # a clause whose count is 0 is left out (replay 2026-12-05, O1: '0 rollouts have ... and 17 ...')
+    message = next(f for f in r.findings if f.code == "rollouts_without_reward").message
+    assert message.startswith("1 rollouts have reward null; Gym counts them") and "0 have" not in message
     assert r.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("zero", "capped", "words"),
+    [(0, 17, "17 rollouts stopped at the token cap"), (3, 0, "3 rollouts have 0 completion tokens"),
+     (3, 17, "3 rollouts have 0 completion tokens and 17 stopped at the token cap")],
+)  # fmt: skip
+def test_two_counts_in_one_sentence_leave_out_a_zero(zero, capped, words):
+    from ngrp_lib.audit.findings import _both
+
+    said = _both(f"{zero} rollouts have 0 completion tokens", zero, f"{capped} stopped at the token cap",
+                 capped, alone=f"{capped} rollouts stopped at the token cap")  # fmt: skip
+    assert said == words
 
 
 def test_blank_line_and_missing_index():

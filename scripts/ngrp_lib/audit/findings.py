@@ -316,23 +316,34 @@ def _reward_findings(r: CheckResult) -> list[Finding]:
     if c.null_reward or c.absent_reward:
         n = c.null_reward + c.absent_reward
         msg = (
-            f"{c.null_reward} rollouts have reward null and {c.absent_reward} have no reward; "
-            "Gym counts them in num_rollouts but leaves them out of mean/reward"
-        )
+            _both(f"{c.null_reward} rollouts have reward null", c.null_reward,
+                  f"{c.absent_reward} have no reward", c.absent_reward,
+                  alone=f"{c.absent_reward} rollouts have no reward")
+            + "; Gym counts them in num_rollouts but leaves them out of mean/reward"
+        )  # fmt: skip
         fix = "decide explicitly: ngrp profile --null-reward zero|error (default: left out, as Gym does)"
         out.append(Finding("rollouts_without_reward", WARNING, n, msg, fix))
     zero, capped = c.zero_completion_tokens, c.stopped_at_token_cap
     if zero or capped:
         msg = (
-            f"{zero} rollouts have 0 completion tokens and {capped} stopped at the token cap: "
-            "their rewards may say nothing about the policy"
-        )
+            _both(f"{zero} rollouts have 0 completion tokens", zero, f"{capped} stopped at the token cap",
+                  capped, alone=f"{capped} rollouts stopped at the token cap")
+            + ": their rewards may say nothing about the policy"
+        )  # fmt: skip
         fix = (
             f"ngrp health --inputs {r.inputs.path} --rollouts {r.rollouts.path} (judges every rollout; "
             "then profile with --exclude-unhealthy)"
         )
         out.append(Finding("zero_token_or_capped_rollouts", WARNING, zero + capped, msg, fix))
     return out
+
+
+def _both(first: str, n_first: int, second: str, n_second: int, alone: str) -> str:
+    """Two counts in one sentence, leaving out a clause whose count is 0 (`alone`: the second without the
+    first, worded to stand on its own): '0 rollouts have 0 completion tokens and 17 ...' read as noise."""
+    if n_first and n_second:
+        return f"{first} and {second}"
+    return first if n_first else alone
 
 
 def _notes(r: CheckResult, retry_helps: bool, spent: OutOfAttempts | None) -> list[Finding]:
