@@ -41,6 +41,15 @@ def ngrp_process(
     )
 
 
+def run_printed(command: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    """A command ngrp printed (`ngrp collect ...`), run through a shell as a user pastes it. The folder of
+    the entry point under test is first on PATH, as it is for a user who installed ngrp: the installed
+    wheel's bin/ (NGRP_TEST_NGRP), or the venv's bin/ whose python runs the tree's script."""
+    path = os.pathsep.join([str(Path(ENTRY[0]).parent), os.environ.get("PATH", "")])
+    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "PATH": path})  # fmt: skip
+
+
 def check(result: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:
     """The result, after asserting its exit code (the message shows both streams)."""
     assert result.returncode == code, (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 import pytest
-from cli_helpers import SCRIPT
+from cli_helpers import SCRIPT, run_printed
 
 from ngrp_lib.artifacts.resume import resume_argv
 from ngrp_lib.collect.state import build_manifest
@@ -117,7 +117,7 @@ def test_the_printed_resume_command_runs_as_printed_against_vllm(vllm_server, tm
     rollouts = tmp_path / "out" / "r.jsonl"
     command = _cut_and_printed_resume(ngrp, rollouts, keep=3)
     assert "--temperature 0.7" in command and "--set top_k=20" in command, command
-    resumed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    resumed = run_printed(command, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     keys = [(json.loads(r)["_ng_task_index"], json.loads(r)["_ng_rollout_index"])
             for r in rollouts.read_text().splitlines()]  # fmt: skip
@@ -190,7 +190,7 @@ def test_an_adaptive_runs_printed_resume_command_keeps_rounds_as_given_and_runs(
     rollouts = tmp_path / "out" / "r.jsonl"
     command = _cut_and_printed_resume(ngrp, rollouts, keep=2)
     assert "--adaptive learnable --rounds 2 " in command and "--first-round" not in command, command
-    resumed = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    resumed = run_printed(command, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "adaptive learnable (--rounds 2):" in resumed.stdout
     done = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl")
