@@ -70,6 +70,15 @@ def write_run(folder: Path, tasks: dict, states: dict, undecided: dict | None = 
     return inputs, rollouts
 
 
+def edit_manifest(folder: Path, edit) -> Path:
+    """Apply `edit` to the run manifest in `folder` (a dict changed in place); returns its path."""
+    path = folder / "r_run_manifest.json"
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+    return path
+
+
 def check(run_ngrp, inputs: Path, rollouts: Path) -> tuple[subprocess.CompletedProcess, dict]:
     text = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts)
     as_json = run_ngrp("check", "--inputs", inputs, "--rollouts", rollouts, "--json")
@@ -176,10 +185,7 @@ def test_a_live_run_is_not_compared(tmp_path, run_ngrp):
 
 def test_a_malformed_adaptive_block_is_a_finding_and_the_keys_are_still_accounted(tmp_path, run_ngrp):
     inputs, rollouts = write_run(tmp_path, TASKS, STATES)
-    path = tmp_path / "r_run_manifest.json"
-    manifest = json.loads(path.read_text())
-    manifest["identity"]["adaptive"]["pass_threshold"] = "high"
-    path.write_text(json.dumps(manifest))
+    path = edit_manifest(tmp_path, lambda m: m["identity"]["adaptive"].update(pass_threshold="high"))
     text, data = check(run_ngrp, inputs, rollouts)
     finding = next(f for f in data["findings"] if f["code"] == "adaptive_manifest_invalid")
     assert finding["severity"] == "error" and str(path) in finding["message"]
@@ -189,10 +195,7 @@ def test_a_malformed_adaptive_block_is_a_finding_and_the_keys_are_still_accounte
 
 def test_a_fixed_run_reads_nothing_more(tmp_path, run_ngrp):
     inputs, rollouts = write_run(tmp_path, TASKS, STATES)
-    path = tmp_path / "r_run_manifest.json"
-    manifest = json.loads(path.read_text())
-    del manifest["identity"]["adaptive"]
-    path.write_text(json.dumps(manifest))
+    edit_manifest(tmp_path, lambda m: m["identity"].pop("adaptive"))
     text, data = check(run_ngrp, inputs, rollouts)
     assert data["adaptive"] is None and "adaptive" not in text.stdout and text.returncode == 0
     code = (
@@ -227,10 +230,7 @@ def test_check_replays_an_adaptive_run_without_the_collection_packages(tmp_path)
 
 def test_a_manifest_without_num_repeats_is_not_compared_and_says_why(tmp_path, run_ngrp):
     inputs, rollouts = write_run(tmp_path, TASKS, STATES)
-    path = tmp_path / "r_run_manifest.json"
-    manifest = json.loads(path.read_text())
-    del manifest["identity"]["materialize"]
-    path.write_text(json.dumps(manifest))
+    edit_manifest(tmp_path, lambda m: m["identity"].pop("materialize"))
     text, data = check(run_ngrp, inputs, rollouts)
     assert data["adaptive"]["compared"] is False and text.returncode == 0
     assert "does not record identity.materialize.num_repeats" in data["adaptive"]["not_compared_because"]

@@ -442,7 +442,10 @@ def test_check_replays_the_decisions_and_its_fix_makes_an_edited_run_agree_again
     assert "task 2: the manifest says mixed at 6 repeats, the stored rewards say unsettled" in text.stdout
     command = _fix_command(errors[0]["fix"])
     assert "--output copy/rollouts.jsonl" in command and "run/rollouts.jsonl" not in command, command
-    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600)
+    # as printed: `ngrp ...` when run through the installed entry point, whose folder a user has on PATH
+    path = os.pathsep.join([str(Path(ENTRY[0]).parent), os.environ.get("PATH", "")])
+    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PATH": path})  # fmt: skip
     assert done.returncode == 0, done.stderr
     text, data = check("copy")
     assert text.returncode == 0, text.stdout
@@ -479,7 +482,10 @@ def test_check_replays_the_decisions_and_its_fix_makes_an_edited_run_agree_again
     assert files() == before  # nothing rewritten
     _edit_rewards(folder / "early" / "rollouts.jsonl",
                   lambda row: not (row["_ng_task_index"] == 0 and row["_ng_rollout_index"] >= 3))  # fmt: skip
-    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600)
+    # as printed: `ngrp ...` when run through the installed entry point, whose folder a user has on PATH
+    path = os.pathsep.join([str(Path(ENTRY[0]).parent), os.environ.get("PATH", "")])
+    done = subprocess.run(command, shell=True, cwd=folder, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PATH": path})  # fmt: skip
     assert done.returncode == 0, done.stderr
     text, data = check("early")
     assert text.returncode == 0 and data["adaptive"]["agree"] == 4, text.stdout

@@ -90,6 +90,8 @@ def test_totals_add_every_invocation_and_the_killed_share(tmp_path):
     assert (t["requests"], t["rollouts"], t["input_tokens"], t["output_tokens"]) == (6, 11, 50, 94)
     assert t["input_unit"] == "per_rollout"
     assert t["killed_share"]["rollouts"] == 1 and t["killed_share"]["output_tokens"] == 5
+    assert t["killed_share"]["cached_tokens"] is None  # its row reported no cached count: not 0
+    assert totals([finished])["killed_share"]["cached_tokens"] == 0  # none killed
     assert t["lost_in_flight"] == {"output_tokens": "unknown", "input_tokens": "unknown"}
     assert totals([finished])["lost_in_flight"] == {"output_tokens": 0, "input_tokens": 0}  # no kill
 

@@ -108,14 +108,7 @@ def test_a_usage_error_is_not_hidden_by_the_round_trip(tmp_path, monkeypatch):
 def test_the_printed_resume_command_runs_as_printed_against_vllm(vllm_server, tmp_path):
     """A run with --temperature 0.7 --set top_k=20, cut short (its last rows removed): `check` prints a
     resume command; pasted into a shell it is accepted and finishes the run, every key once."""
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"responses_create_params": {"input": [
-        {"role": "user", "content": f"What is {i}+{i}?"}], "max_output_tokens": 4},
-        "expected_answer": str(2 * i)}) + "\n" for i in range(3)))  # fmt: skip
-
-    def ngrp(*args):
-        return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+    ngrp = _three_sums_in(tmp_path)
 
     first = ngrp("collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "2",
                  "--base-url", vllm_server.base_url, "--model", "tiny", "--verifier", "math",
@@ -187,14 +180,7 @@ def test_an_adaptive_runs_command_gives_the_rounds_as_the_user_did(tmp_path, mon
 def test_an_adaptive_runs_printed_resume_command_keeps_rounds_as_given_and_runs(vllm_server, tmp_path):
     """Replay 2026-12-05 W3 on a real run: started with `--rounds 2`, cut short, `check` prints the resume
     command with `--rounds 2` (not `--first-round 2`), and pasted into a shell it finishes the run."""
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(json.dumps({"responses_create_params": {"input": [
-        {"role": "user", "content": f"What is {i}+{i}?"}], "max_output_tokens": 4, "temperature": 1.0},
-        "expected_answer": str(2 * i)}) + "\n" for i in range(3)))  # fmt: skip
-
-    def ngrp(*args):
-        return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
+    ngrp = _three_sums_in(tmp_path, temperature=1.0)
 
     first = ngrp("collect", "--input", "tasks.jsonl", "--output", "out/r.jsonl", "--num-repeats", "4",
                  "--base-url", vllm_server.base_url, "--model", "tiny", "--verifier", "math",
@@ -209,6 +195,21 @@ def test_an_adaptive_runs_printed_resume_command_keeps_rounds_as_given_and_runs(
     assert "adaptive learnable (--rounds 2):" in resumed.stdout
     done = ngrp("check", "--inputs", "out/r_materialized_inputs.jsonl", "--rollouts", "out/r.jsonl")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _three_sums_in(folder: Path, temperature: float | None = None):
+    """Writes folder/tasks.jsonl (three 'What is i+i?' tasks, 4-token cap) and returns a function running
+    `ngrp ARGS...` in `folder` as a user's shell would."""
+    params: dict = {"max_output_tokens": 4} | ({} if temperature is None else {"temperature": temperature})
+    (folder / "tasks.jsonl").write_text("".join(json.dumps({"responses_create_params": {"input": [
+        {"role": "user", "content": f"What is {i}+{i}?"}], **params},
+        "expected_answer": str(2 * i)}) + "\n" for i in range(3)))  # fmt: skip
+
+    def ngrp(*args):
+        return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], cwd=folder,
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    return ngrp
 
 
 def _cut_and_printed_resume(ngrp, rollouts: Path, keep: int) -> str:

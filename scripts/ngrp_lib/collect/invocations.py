@@ -169,7 +169,8 @@ def totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ]
         lost[field] = UNKNOWN if UNKNOWN in shares or None in shares else sum(shares)
     killed = [_in_unit(r.get("cost") or {}, r) for r in runs if r.get("status") == KILLED]
-    out["killed_share"] = {name: _share(c.get(name) for c in killed) for name in SUMMED}
+    # what the killed ones wrote: 0 when none was killed; a count none of them reported is None, never 0
+    out["killed_share"] = {name: _sum(c.get(name) for c in killed) if killed else 0 for name in SUMMED}
     out["lost_in_flight"] = lost if killed else {field: 0 for field in LOST}
     return out
 
@@ -204,11 +205,6 @@ def _sum(values: Any) -> int | float | None:
         return None
     known = [v for v in values if isinstance(v, (int, float))]
     return sum(known) if known else None
-
-
-def _share(values: Any) -> int | None:
-    values = list(values)
-    return None if any(v is OLDER for v in values) else sum(int(v or 0) for v in values)
 
 
 def finish_entry(manifest: dict[str, Any], ident: str | None, entry: dict[str, Any]) -> None:

@@ -578,7 +578,7 @@ def totals_lines(totals) -> list[str]:
     return [
         line,
         f"  killed invocations: {share['rollouts']} rollouts written,"
-        f" {share['output_tokens']:,} output tokens;"
+        f" {tokens_text(share['output_tokens'])} output tokens;"
         f" lost in flight and regenerated after the kill: {_lost(lost['output_tokens'])} output,"
         f" {_lost(lost['input_tokens'])} input tokens (the server's /metrics, prompts counted per rollout"
         " as above)",
