@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,6 +30,23 @@ def tail_state(path: Path | str) -> str:
         handle.seek(start)
         last = handle.read(size - start)
     return "unterminated" if isinstance(parse_line(last, 0), Row) else "torn"
+
+
+def rows_past(path: Path | str, offset: int) -> Iterator[dict[str, Any]]:
+    """The rows of an append-only file that start at or after byte `offset` (an offset past the end
+    gives none; a missing file none): what a writer that started at that size wrote. Lines that are not
+    a row (a torn tail, invalid JSON) are skipped, as every reader counts them."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with open_input(path) as handle:
+        handle.seek(min(offset, os.fstat(handle.fileno()).st_size))
+        for raw in handle:
+            raw = raw.rstrip(b"\r\n")
+            if raw.strip():
+                parsed = parse_line(raw, 0)
+                if isinstance(parsed, Row):
+                    yield parsed.data
 
 
 def _last_line_start(handle: IO[bytes], size: int) -> int:

@@ -9,7 +9,7 @@ It is three modules by concern, gathered here so callers need one import:
 
 from __future__ import annotations
 
-from .appending import Appender, LineTooLong, repair_tail, tail_state
+from .appending import Appender, LineTooLong, repair_tail, rows_past, tail_state
 from .atomic import (
     atomic_output,
     atomic_outputs,
@@ -83,6 +83,7 @@ __all__ = [
     "refuse_existing",
     "remove_stale_temps",
     "repair_tail",
+    "rows_past",
     "tail_state",
     "write_json",
     "write_jsonl",

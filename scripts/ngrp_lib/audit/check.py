@@ -34,6 +34,7 @@ from ..errors import InputError
 from .check_result import AGENT_BITS, ERROR, EXAMPLES, CheckResult, FileStats, Finding
 from .crossfiles import cross_check
 from .findings import CollectedBy, summarize, while_running
+from .manifest_rows import manifest_rows_finding
 
 
 def _scan(path: Path, stats: FileStats):
@@ -209,9 +210,12 @@ def check_run(
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
     result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
-    manifest = manifest_beside(rollouts)  # read once: pace, retries, prefix cache, adaptive decisions
+    manifest = manifest_beside(rollouts)  # read once: pace, retries, prefix cache, adaptive, rows written
     live = live_run(rollouts)
     result.findings += _adaptive(result, manifest, rollouts, live is not None)
+    if live is None:  # a collector writing now has not recorded its rows yet
+        found = manifest_rows_finding(manifest, rollouts, out_stats.rows)
+        result.findings += [found] if found is not None else []
     if live is not None:
         speed = pace(rollouts, live, result.counts.missing, manifest)
         result.in_progress = progress_block(live, speed)

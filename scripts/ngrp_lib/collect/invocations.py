@@ -88,7 +88,7 @@ def close_killed(entry: dict[str, Any], output: Path, failures: Path, counters: 
     found = entry.get("start")
     start: dict[str, Any] = found if isinstance(found, dict) else {}
     tally, requests = _written(output, int(start.get("rollouts_bytes") or 0))
-    failed = len(list(_rows_past(failures, int(start.get("failures_bytes") or 0))))
+    failed = len(list(jsonl.rows_past(failures, int(start.get("failures_bytes") or 0))))
     tokens = tally.to_json()
     lost = lost_in_flight(entry.get("server_counters"), counters, tokens, tally.rows)
     entry.update(
@@ -103,27 +103,11 @@ def close_killed(entry: dict[str, Any], output: Path, failures: Path, counters: 
     entry.pop("server_counters", None)
 
 
-def _rows_past(path: Path, offset: int) -> Any:
-    """The rows of `path` that start at or after byte `offset` (the file's tail was repaired already)."""
-    if not path.exists():
-        return
-    with open(path, "rb") as handle:
-        handle.seek(min(offset, _size(path)))
-        for line in handle:
-            if line.strip():
-                try:
-                    row = jsonl.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict):
-                    yield row
-
-
 def _written(output: Path, offset: int) -> tuple[CostTally, int]:
     """The token tally of the rows past `offset` (input per rollout, as the server counts it) and the
     requests they answer (a grouped request once)."""
     tally = CostTally()
-    for row in _rows_past(output, offset):
+    for row in jsonl.rows_past(output, offset):
         tally.add(row)
     return tally, tally.requests
 
@@ -224,15 +208,17 @@ def _sum(values: Any) -> int | float | None:
 
 
 def finish_entry(manifest: dict[str, Any], ident: str | None, entry: dict[str, Any]) -> None:
-    """Put a finished invocation's entry in place of its `running` one (appended when there is none)."""
+    """Put a finished invocation's entry in place of its `running` one (appended when there is none:
+    it opened its entry in another manifest of this name, as a collector left running after its folder
+    was deleted and made again does; `ngrp check` then finds rows the file does not hold)."""
     runs = [r for r in manifest.get("runs") or [] if isinstance(r, dict)]
     entry = {"status": FINISHED, **entry}
     for i, old in enumerate(runs):
         if ident is not None and old.get("id") == ident:
             runs[i] = {"id": ident, "started_at": old.get("started_at"), **entry}
             break
-    else:
-        runs.append(entry)
+    else:  # its running entry is not here: it started under another manifest of this name (or none)
+        runs.append(entry if ident is None else {"id": ident, **entry})
     manifest["runs"] = runs
     manifest["totals"] = totals(runs)
 
@@ -250,6 +236,7 @@ def record_cost(path: Path, result: Any, invocation: str | None = None) -> None:
         return
     entry = {
         "finished_at": now_iso(),
+        "pid": os.getpid(),  # as its running entry had: which process wrote these rows
         "resumed": result.resumed,
         "cost": result.cost,
         "grouping": result.grouping,
