@@ -68,8 +68,11 @@ def test_reverify_with_the_run_own_verifier_finds_every_reward_right(vllm_server
     rows = [r.data for r in jsonl.iter_rows(out)]
     rows[0]["reward"] = 1.0 - rows[0]["reward"]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    text = ngrp("reverify", "--rollouts", out, "--output", rescored, "--overwrite").stdout
-    assert f"answer: 1 of {TASKS * REPEATS} stored rewards differ" in text
+    audit = ngrp("reverify", "--rollouts", out, "--output", rescored, "--overwrite")
+    assert f"answer: 1 of {TASKS * REPEATS} stored rewards differ" in audit.stdout
+    assert audit.returncode == 1, audit.stderr  # a finding, as check's: DESIGN's exit 1
+    again = ngrp("reverify", "--rollouts", out, "--output", rescored, "--overwrite", "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["exit_code"] == 1
 
 
 def test_health_counts_identical_replies_and_says_whether_a_seed_made_them(vllm_server, tmp_path):

@@ -41,10 +41,12 @@ everything else are kept, `reward` is new, `ngrp/previous_reward` holds the old 
 `ngrp/reverified_with` names the verifier. Rows are written in completion order.
 
 \b
-Exit codes: 0 every row re-scored, 1 some rows still missing (rerun with --resume), or --rollouts
-repeats a rollout key (both lines named; nothing is re-scored: deduplicate it first, as `ngrp profile`
-asks), 2 bad options, --output is the input, the --verify-url server does not answer, outputs exist
-without --resume/--overwrite, or changed configuration on --resume, 3 unreadable or malformed input
+Exit codes: 0 every row re-scored (with the run's own verifier: and every stored reward is what it
+gives), 1 some rows still missing (rerun with --resume), with the run's own verifier some stored
+rewards differ from what it gives (the answer: line counts them), or --rollouts repeats a rollout key
+(both lines named; nothing is re-scored: deduplicate it first, as `ngrp profile` asks), 2 bad options,
+--output is the input, the --verify-url server does not answer, outputs exist without
+--resume/--overwrite, or changed configuration on --resume, 3 unreadable or malformed input
 (file:line named; in --inputs also a row without integer keys or a repeated key).
 """,
 )
@@ -132,7 +134,7 @@ def command(
     emit(result, as_json, render_text)
     if not result.complete:
         say(next_step(result, max_attempts), err=True)
-    return 0 if result.complete else 1
+    return result.exit_code
 
 
 def next_step(r, max_attempts: int) -> str:

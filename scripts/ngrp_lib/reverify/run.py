@@ -153,10 +153,20 @@ class ReverifyResult:
     def complete(self) -> bool:
         return self.missing == 0
 
+    @property
+    def rewards_differ(self) -> bool:
+        """An audit's finding: re-scored with the run's own verifier, some stored rewards are not its."""
+        return self.verifier_from is not None and self.changes.changed > 0
+
+    @property
+    def exit_code(self) -> int:
+        """1 when rows are missing, or when an audit (the run's own verifier) finds rewards that differ."""
+        return 0 if self.complete and not self.rewards_differ else 1
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["changes"]["changed"] = self.changes.changed
-        return {**out, "complete": self.complete, "exit_code": 0 if self.complete else 1}
+        return {**out, "complete": self.complete, "exit_code": self.exit_code}
 
 
 @dataclass
