@@ -17,7 +17,7 @@ from ..artifacts.collector_retries import retries_of
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run, pace, progress_block
+from ..artifacts.live import adaptive_up_to, live_run, pace, progress_block
 from ..artifacts.manifest import manifest_beside
 from ..artifacts.names import (
     USAGE_MISSING,
@@ -218,8 +218,9 @@ def check_run(
         result.findings += [found] if found is not None else []
     if live is not None:
         speed = pace(rollouts, live, result.counts.missing, manifest)
-        result.in_progress = progress_block(live, speed)
-        result.findings = while_running(result, live, speed)
+        up_to = adaptive_up_to(manifest)
+        result.in_progress = progress_block(live, speed, up_to)
+        result.findings = while_running(result, live, speed, up_to)
     result.retries = retries_of(manifest)
     result.prefix_cache = prefix_cache_in(manifest)
     return result
