@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import names
-from ..artifacts.manifest import manifest_beside
+from ..artifacts.manifest import manifest_and_problem
 from ..artifacts.rounds_text import NOT_RECORDED, rounds_words
 from ..errors import InputError, NgrpError
 from .adaptive import FAILED, PENDING, REACHED_N, SETTLED, Schedule, fixed_draws, parse_rule
@@ -112,7 +112,16 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
         source = names.rollouts_path_of_profile(profile)
     if source is None:
         return None
-    return adaptive_in(manifest_beside(source), names.manifest_path_for(source))
+    manifest, problem = manifest_and_problem(source)
+    path = names.manifest_path_for(source)
+    if problem is not None:
+        raise InputError(
+            f"the run manifest beside {source} cannot be read ({problem}): whether the run is adaptive"
+            " (its estimates then use the first round alone) is unknown",
+            path=path,
+            hint="put back the manifest collect wrote, or move it aside if the run is not adaptive",
+        )
+    return adaptive_in(manifest, path)
 
 
 def adaptive_in(manifest: dict[str, Any] | None, path: Path | str) -> AdaptiveRun | None:
