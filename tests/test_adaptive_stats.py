@@ -485,3 +485,57 @@ def test_compare_takes_p_informative_at_n_of_a_learnable_side_from_its_decisions
     assert not any("not compared for G=8" in n for n in out["notes"])
     text = run_ngrp("compare", *profiles, "--group-size", "8").stdout
     assert "; B by the adaptive run's decisions)" in text
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda m: m["adaptive"].update(task_states=[1]), "adaptive.task_states is [1], not an object"),
+        (lambda m: m["adaptive"].update(task_states="x"), "adaptive.task_states is 'x'"),
+        (lambda m: m["adaptive"]["task_states"].update({"0": "x"}), "adaptive.task_states.0 is 'x'"),
+        (lambda m: m["adaptive"]["task_states"].update({"²": {}}), "the key '²', not a task index"),
+        (lambda m: m["adaptive"]["task_states"]["0"].update(repeats=True), "task_states.0.repeats is True"),
+        (lambda m: m["adaptive"]["task_states"]["0"].update(repeats=-1), "task_states.0.repeats is -1"),
+        (lambda m: m["adaptive"]["task_states"]["0"].update(reason=["settled"]), "task_states.0.reason is"),
+        (lambda m: m["adaptive"]["task_states"]["0"].update(decision=1), "task_states.0.decision is 1"),
+        (lambda m: m["adaptive"].update(tasks_by_reason=[]), "adaptive.tasks_by_reason is []"),
+        (lambda m: m["adaptive"].update(settled_per_round="1: 2"), "adaptive.settled_per_round is '1: 2'"),
+        (lambda m: m["adaptive"].update(rollouts_assigned="x"), "adaptive.rollouts_assigned is 'x'"),
+        (lambda m: m["adaptive"].update(rollouts_fixed_n=1.5), "adaptive.rollouts_fixed_n is 1.5"),
+        (lambda m: m["identity"].update(materialize="x"), "identity.materialize is 'x', not an object"),
+        (lambda m: m["identity"]["materialize"].update(num_repeats=1), "num_repeats is 1, less than"),
+    ],
+)
+def test_a_malformed_progress_block_is_an_input_error_naming_the_key(tmp_path, edit, named):
+    """Every reader of the manifest's `adaptive` block (check's replay, stats, compare, the report,
+    curriculum) goes through adaptive_in: a value of another shape than collect writes is one InputError
+    naming the key, never an AttributeError or TypeError from deep inside a reader (hostile pass 6: a list
+    for task_states crashed check, stats and compare; a text rollouts_assigned crashed stats)."""
+    from ngrp_lib.errors import InputError
+    from ngrp_lib.stats.adaptive_run import adaptive_in
+
+    manifest = {
+        "identity": {"adaptive": {"rule": "learnable", "first_round": 2}, "materialize": {"num_repeats": 8}},
+        "adaptive": {
+            "task_states": {"0": {"repeats": 2, "reason": "settled", "decision": "mixed"}},
+            "tasks_by_reason": {"settled": 1},
+            "settled_per_round": {"1": 1},
+            "rollouts_assigned": 2,
+            "rollouts_fixed_n": 8,
+        },
+    }
+    run = adaptive_in(manifest, tmp_path / "m.json")  # as collect writes it: read, summarized
+    assert run is not None and run.summary()["rollouts_saved_share"] == 0.75
+    edit(manifest)
+    with pytest.raises(InputError, match="m.json") as caught:
+        adaptive_in(manifest, tmp_path / "m.json")
+    assert named in str(caught.value)
+
+
+@pytest.mark.parametrize("key", ["tasks_by_reason", "settled_per_round", "task_states"])
+def test_a_null_progress_key_reads_as_absent(tmp_path, key):
+    from ngrp_lib.stats.adaptive_run import adaptive_in
+
+    manifest = {"identity": {"adaptive": {"rule": "learnable", "first_round": 2}}, "adaptive": {key: None}}
+    run = adaptive_in(manifest, tmp_path / "m.json")
+    assert run is not None and run.summary()[key if key != "task_states" else "decisions"] == {}

@@ -6,6 +6,7 @@ The same against a real adaptive run on vLLM: tests/test_collect_adaptive_vllm.p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -235,3 +236,42 @@ def test_a_manifest_without_num_repeats_is_not_compared_and_says_why(tmp_path, r
     assert data["adaptive"]["compared"] is False and text.returncode == 0
     assert "does not record identity.materialize.num_repeats" in data["adaptive"]["not_compared_because"]
     assert "the run's decisions are not compared:" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda m: m["adaptive"].update(task_states=[1]), "adaptive.task_states is [1]"),
+        (lambda m: m["adaptive"]["task_states"].update({"0": "x"}), "adaptive.task_states.0 is 'x'"),
+        (lambda m: m["identity"]["adaptive"].update(first_round=9, rounds=[9]), "num_repeats is 8, less"),
+    ],
+)
+def test_a_malformed_progress_block_is_a_finding_naming_the_key(tmp_path, run_ngrp, edit, named):
+    """A task_states of another shape crashed check (AttributeError), a task state that is not an object
+    was skipped without a word, and N below the first round read 'does not record num_repeats'."""
+    inputs, rollouts = write_run(tmp_path, TASKS, STATES)
+    edit_manifest(tmp_path, edit)
+    text, data = check(run_ngrp, inputs, rollouts)
+    finding = next(f for f in data["findings"] if f["code"] == "adaptive_manifest_invalid")
+    assert named in finding["message"] and "Traceback" not in text.stderr and text.returncode == 1
+
+
+@pytest.mark.parametrize("kind", ["torn", "directory", "fifo"])
+def test_an_unreadable_manifest_is_named_not_taken_for_none(tmp_path, run_ngrp, kind):
+    """A manifest that is there but cannot be read made an adaptive run pass as fixed-N without a word:
+    check replayed nothing and stats would have used every repeat (biased). check warns, naming it; the
+    adaptive readers refuse it (hostile pass 6)."""
+    from ngrp_lib.errors import InputError
+    from ngrp_lib.stats.adaptive_run import find_adaptive
+
+    inputs, rollouts = write_run(tmp_path, TASKS, STATES)
+    path = tmp_path / "r_run_manifest.json"
+    path.unlink()
+    {"torn": lambda: path.write_text('{"identity": {"adaptive": '), "directory": path.mkdir,
+     "fifo": lambda: os.mkfifo(path)}[kind]()  # fmt: skip
+    text, data = check(run_ngrp, inputs, rollouts)
+    finding = next(f for f in data["findings"] if f["code"] == "run_manifest_unreadable")
+    assert finding["severity"] == "warning" and str(path) in finding["message"], finding
+    assert f"warning: the run manifest {path} cannot be read" in text.stdout
+    with pytest.raises(InputError, match="whether the run is adaptive"):
+        find_adaptive(None, rollouts)

@@ -227,3 +227,31 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_an_adaptive_live_runs_count_and_eta_are_of_the_rollouts_assigned_so_far(run, collector, run_ngrp):
+    """An adaptive run's materialized inputs grow round by round: '10 of 12 written, ETA 20s' read as a
+    run nearly done while later rounds could assign up to N a task (hostile pass 6: a run of 16 tasks at
+    N=16 said '14 of 38 written, ETA 11s' and went on to 68). Both commands say the count and the ETA are
+    of those assigned so far, and name N; --json gives it as in_progress.adaptive_up_to."""
+    from ngrp_lib.artifacts.names import manifest_path_for
+
+    rollouts = run / "rollouts.jsonl"
+    start = len(b"".join(rollouts.read_bytes().splitlines(keepends=True)[:4]))
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    entry = {"id": "a", "status": "running", "started_at": started, "pid": collector.pid, "resumed": True,
+             "start": {"rollouts_bytes": start, "failures_bytes": 0}, "cost": None}  # fmt: skip
+    identity = {"adaptive": {"rule": "learnable", "first_round": 2}, "materialize": {"num_repeats": 16}}
+    manifest_path_for(rollouts).write_text(json.dumps({"identity": identity, "runs": [entry]}))
+    proc, data = _check(run_ngrp)
+    assert data["in_progress"]["adaptive_up_to"] == 16 and proc.returncode == 1
+    words = "10 of the 12 rollouts assigned so far written (an adaptive run: later rounds may assign more"
+    status = next(line for line in proc.stdout.splitlines() if line.startswith("status: "))
+    assert words in status and re.search(r"ETA (19|2\d)s for those$", status), status
+    assert "2 of the 12 rollouts assigned so far are not written yet" in proc.stdout
+    argv = ("health", "--inputs", "rollouts_materialized_inputs.jsonl", "--rollouts", "rollouts.jsonl")
+    assert words in run_ngrp(*argv).stdout
+    assert json.loads(run_ngrp(*argv, "--json").stdout)["in_progress"]["adaptive_up_to"] == 16
+    manifest_path_for(rollouts).write_text(json.dumps({"runs": [entry]}))  # a fixed-N run: as before
+    proc, data = _check(run_ngrp)
+    assert data["in_progress"]["adaptive_up_to"] is None and "assigned so far" not in proc.stdout

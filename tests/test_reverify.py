@@ -427,3 +427,32 @@ def test_the_documented_components_verifier_runs_as_written(run_dir, run_ngrp):
                      cwd=run_dir)  # fmt: skip
     assert stats.returncode == 0, stats.stderr
     assert "  correct: " in stats.stdout and "  only_number: " in stats.stdout
+
+
+def test_naming_the_runs_own_verifier_is_the_same_audit(run_dir, run_ngrp):
+    """`--verifier exact` on a run the manifest says was scored with exact (same answer key, no pattern)
+    is the audit, as with no verifier option: a stored reward that differs exits 1 and the answer line
+    says so (hostile pass 6: it exited 0 and spoke of 'the tasks the verifier change flipped'). Another
+    verifier, or the same one on another answer key, is a re-score: exit 0."""
+    assert _reverify(run_ngrp, run_dir, "--output", "exact.jsonl", "--verifier", "exact").returncode == 0
+    scored = [
+        {k: v for k, v in r.items() if not k.startswith("ngrp/")} for r in _rows(run_dir / "exact.jsonl")
+    ]
+    (run_dir / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scored))  # exact's rewards
+    manifest = run_dir / "rollouts_run_manifest.json"
+    manifest.write_text(json.dumps({"identity": {"verifier": "exact", "answer_key": "expected_answer"}}))
+    clean = _reverify(run_ngrp, run_dir, "--output", "clean.jsonl", "--verifier", "exact", "--json")
+    assert clean.returncode == 0 and json.loads(clean.stdout)["verifier_from"] == str(manifest)
+    rows = _rows(run_dir / "rollouts.jsonl")
+    rows[0]["reward"] = 1.0 - rows[0]["reward"]
+    (run_dir / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for args in ((), ("--verifier", "exact")):
+        proc = _reverify(run_ngrp, run_dir, "--output", "audit.jsonl", *args, "--overwrite")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert f"the run's own verifier from {manifest}" in proc.stdout
+        assert f"answer: 1 of {len(rows)} stored rewards differ" in proc.stdout
+    manifest.write_text(json.dumps({"identity": {"verifier": "exact", "answer_key": "answer"}}))
+    for args in (("--verifier", "math"), ("--verifier", "exact")):  # another verifier; another answer key
+        proc = _reverify(run_ngrp, run_dir, "--output", "other.jsonl", *args, "--overwrite", "--json")
+        result = json.loads(proc.stdout)
+        assert result["verifier_from"] is None and result["exit_code"] == 0 == proc.returncode, proc.stderr

@@ -33,10 +33,11 @@ class LiveRun:
     def to_json(self) -> dict[str, Any]:
         return {"lock": self.lock, "pid": self.pid, "since": self.since, "running_s": self.running_s}
 
-    def words(self, written: int, expected: int, pace: Pace | None = None) -> str:
+    def words(self, written: int, expected: int, pace: Pace | None = None, up_to: int | None = None) -> str:
         """'the run is in progress: a collector (pid 4242) holds out/r.jsonl.lock since
-        2026-12-04T16:00:00Z (3m12s); 16 of 256 rollouts written so far, 0.08 rollouts/s, ETA 50m00s'."""
-        return progress_words(progress_block(self, pace), written, expected)
+        2026-12-04T16:00:00Z (3m12s); 16 of 256 rollouts written so far, 0.08 rollouts/s, ETA 50m00s'
+        (`up_to`: an adaptive run's N, see `adaptive_up_to`)."""
+        return progress_words(progress_block(self, pace, up_to), written, expected)
 
     def wait(self, again: str) -> str:
         """The fix while it runs: wait, then ask again (never resume beside a live writer)."""
@@ -53,28 +54,49 @@ class Pace:
     eta_s: int | None
 
 
-def progress_block(live: LiveRun, speed: Pace | None) -> dict[str, Any]:
-    """The `in_progress` object of `check --json` and `health --json`: who holds the lock, since when, and
-    this invocation's rate and ETA (null without its manifest entry)."""
+def adaptive_up_to(manifest: Any) -> int | None:
+    """An adaptive run's N (the run manifest's identity.materialize.num_repeats beside identity.adaptive):
+    its expected rollouts are only those assigned so far, and later rounds may assign more, up to N a task.
+    None for a fixed-N run, or when the manifest does not say."""
+    identity = manifest.get("identity") if isinstance(manifest, dict) else None
+    if not isinstance(identity, dict) or not isinstance(identity.get("adaptive"), dict):
+        return None
+    materialize = identity.get("materialize")
+    n = materialize.get("num_repeats") if isinstance(materialize, dict) else None
+    return n if type(n) is int and n > 0 else None
+
+
+def progress_block(live: LiveRun, speed: Pace | None, up_to: int | None = None) -> dict[str, Any]:
+    """The `in_progress` object of `check --json` and `health --json`: who holds the lock, since when,
+    this invocation's rate and ETA (null without its manifest entry), and an adaptive run's N (`up_to`)."""
     return {
         **live.to_json(),
         "rate_per_s": None if speed is None else round(speed.rate_per_s, 4),
         "eta_s": None if speed is None else speed.eta_s,
+        "adaptive_up_to": up_to,
     }
 
 
 def progress_words(block: dict[str, Any], written: int, expected: int) -> str:
-    """`LiveRun.words` from a `progress_block`: one sentence for check's status and health's keys line."""
+    """`LiveRun.words` from a `progress_block`: one sentence for check's status and health's keys line.
+    An adaptive run's rounds assign rollouts as they go: its count and ETA are of those assigned so far."""
+    up_to = block.get("adaptive_up_to")
+    so_far = (
+        f"{written} of the {expected} rollouts assigned so far written (an adaptive run: later rounds may"
+        f" assign more, up to {up_to} a task)"
+        if up_to
+        else f"{written} of {expected} rollouts written so far"
+    )
     text = (
         f"the run is in progress: a collector (pid {block['pid']}) holds {block['lock']} since "
-        f"{block['since']} ({_duration(block['running_s'])}); {written} of {expected} rollouts written so far"
+        f"{block['since']} ({_duration(block['running_s'])}); {so_far}"
     )
     rate = block.get("rate_per_s")
     if rate is None:
         return text
     text += f", {rate:.2g} rollouts/s" if rate else ", none yet by this invocation"
     eta = block.get("eta_s")
-    return text + (f", ETA {_duration(eta)}" if eta is not None else "")
+    return text + (f", ETA {_duration(eta)}{' for those' if up_to else ''}" if eta is not None else "")
 
 
 def _duration(seconds: int) -> str:

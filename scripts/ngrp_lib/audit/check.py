@@ -17,8 +17,8 @@ from ..artifacts.collector_retries import retries_of
 from ..artifacts.failures import Failure, FailureDigest
 from ..artifacts.jsonl import BLANK, TORN, Row, iter_records, read_json
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run, pace, progress_block
-from ..artifacts.manifest import manifest_beside
+from ..artifacts.live import adaptive_up_to, live_run, pace, progress_block
+from ..artifacts.manifest import manifest_and_problem
 from ..artifacts.names import (
     USAGE_MISSING,
     agent_name,
@@ -31,7 +31,7 @@ from ..artifacts.opening import require_regular
 from ..artifacts.prefix_cache import prefix_cache_in
 from ..artifacts.response import prompt_and_completion_tokens, request_token_cap, stopped_at_token_cap
 from ..errors import InputError
-from .check_result import AGENT_BITS, ERROR, EXAMPLES, CheckResult, FileStats, Finding
+from .check_result import AGENT_BITS, ERROR, EXAMPLES, WARNING, CheckResult, FileStats, Finding
 from .crossfiles import cross_check
 from .findings import CollectedBy, summarize, while_running
 from .manifest_rows import manifest_rows_finding
@@ -210,7 +210,9 @@ def check_run(
     collected = _collected_by(rollouts)
     result = summarize(in_stats, out_stats, fail_stats, expected, tally, fail, agents.names, collected)
     result.findings += cross_check(inputs, [Path(p) for p in others], (str(rollouts), out_stats.rows))
-    manifest = manifest_beside(rollouts)  # read once: pace, retries, prefix cache, adaptive, rows written
+    manifest, problem = manifest_and_problem(rollouts)  # read once: pace, retries, adaptive, rows written
+    if problem is not None:
+        result.findings.append(_manifest_unreadable(rollouts, problem))
     live = live_run(rollouts)
     result.findings += _adaptive(result, manifest, rollouts, live is not None)
     if live is None:  # a collector writing now has not recorded its rows yet
@@ -218,11 +220,23 @@ def check_run(
         result.findings += [found] if found is not None else []
     if live is not None:
         speed = pace(rollouts, live, result.counts.missing, manifest)
-        result.in_progress = progress_block(live, speed)
-        result.findings = while_running(result, live, speed)
+        up_to = adaptive_up_to(manifest)
+        result.in_progress = progress_block(live, speed, up_to)
+        result.findings = while_running(result, live, speed, up_to)
     result.retries = retries_of(manifest)
     result.prefix_cache = prefix_cache_in(manifest)
     return result
+
+
+def _manifest_unreadable(rollouts: Path, problem: str) -> Finding:
+    path = manifest_path_for(rollouts)
+    message = (
+        f"the run manifest {path} cannot be read ({problem}): nothing it records is checked (an adaptive"
+        " run's decisions, the rows each invocation wrote), and stats, compare, curriculum and profile"
+        " refuse it"
+    )
+    fix = "put back the manifest collect wrote (collect --resume needs it too), or move it aside"
+    return Finding("run_manifest_unreadable", WARNING, 1, message, fix)
 
 
 def _adaptive(result: CheckResult, manifest: Any, rollouts: Path, live: bool) -> list[Finding]:

@@ -376,7 +376,9 @@ def _notes(r: CheckResult, retry_helps: bool, spent: OutOfAttempts | None) -> li
     return out
 
 
-def while_running(result: CheckResult, live: LiveRun, speed: Pace | None = None) -> list[Finding]:
+def while_running(
+    result: CheckResult, live: LiveRun, speed: Pace | None = None, up_to: int | None = None
+) -> list[Finding]:
     """The findings of a run a collector is still writing: first that it is in progress (who, since when,
     how far, at what rate, and an ETA; a status, not an error: `CheckResult.exit_code` is 1 while it runs),
     then the others, where a key not written yet is a note
@@ -384,11 +386,13 @@ def while_running(result: CheckResult, live: LiveRun, speed: Pace | None = None)
     writer."""
     c, t = result.counts, result.tasks
     again = f"ngrp check --inputs {result.inputs.path} --rollouts {result.rollouts.path}"
-    out = [Finding("run_in_progress", NOTE, 1, live.words(c.completed, c.expected, speed), live.wait(again))]
+    status = live.words(c.completed, c.expected, speed, up_to)
+    out = [Finding("run_in_progress", NOTE, 1, status, live.wait(again))]
+    expected = f"the {c.expected} rollouts assigned so far" if up_to else f"{c.expected} expected rollouts"
     for f in result.findings:
         if f.code == "missing_rollouts":
             msg = (
-                f"{c.missing} of {c.expected} expected rollouts are not written yet (the run is in "
+                f"{c.missing} of {expected} are not written yet (the run is in "
                 "progress); "
                 f"tasks so far: {t.complete} complete, {t.partial} partial, {t.none} with none"
             )

@@ -33,7 +33,7 @@ from ..artifacts.jsonl import (
     refuse_existing,
 )
 from ..artifacts.kinds import FAILURES, refuse_swapped, refuse_wrong_kind
-from ..artifacts.live import live_run, pace, progress_block
+from ..artifacts.live import adaptive_up_to, live_run, pace, progress_block
 from ..artifacts.manifest import manifest_beside
 from ..artifacts.names import (
     MAX_INDEX,
@@ -372,7 +372,8 @@ def run_health(
         if causes["unscored"]["not_judged"]:
             causes["unscored"]["not_judged_attempted"] = "in_progress"
         # the pace is this answer's, not the judgement's: it goes beside the summary, never into it
-        in_progress = progress_block(live, pace(rollouts, live, summary["ngrp"]["keys"]["missing"], manifest))
+        speed = pace(rollouts, live, summary["ngrp"]["keys"]["missing"], manifest)
+        in_progress = progress_block(live, speed, adaptive_up_to(manifest))
     # a run still being written is judged and answered, never written as if final: its files would be a
     # judgement of rows that are still coming (asked when it has finished, health writes them)
     write_now = write and live is None

@@ -207,9 +207,11 @@ def _arguments(
 
 def _adaptive(result, rollouts, pass_threshold):
     """An adaptive run's benchmark-level estimates from its first round (the profile files stay Gym's)."""
+    import os
+
     from ..artifacts.names import manifest_path_for
 
-    if not manifest_path_for(rollouts).is_file():  # no manifest, no adaptive run: the stats modules
+    if not os.path.lexists(manifest_path_for(rollouts)):  # no manifest, no adaptive run: the stats modules
         return None  # (~0.05 s to import) are left unloaded, as most profiles need none of them
     from ..stats.adaptive_run import find_adaptive
     from ..stats.summary import first_round_estimates

@@ -102,7 +102,8 @@ def command(
 
     Uses collect's verifier options (--verifier, --verify-url, --verifier-fn) and its retry policy.
     With none of them, the run's own verifier from the run manifest beside --rollouts: "0 of N changed"
-    then says every stored reward is what that verifier gives on the stored reply.
+    then says every stored reward is what that verifier gives on the stored reply. Options that name
+    the very verifier the manifest records (same pattern and answer key) are the same audit.
     Kill it at any moment: --resume finishes with every key exactly once. Prints how many rewards
     changed, and in which direction.
     """
@@ -130,11 +131,27 @@ def command(
     if not (verifier or verify_url or verifier_fn):  # the run's own: are the stored rewards right?
         found, manifest = run_verifier(rollouts)
         options = dataclasses.replace(options, **found, verifier_from=str(manifest))
+    else:  # the options may name the run's own verifier: the same audit, not a verifier change
+        options = dataclasses.replace(options, verifier_from=_same_as_run(options, run_verifier))
     result = reverify(options)
     emit(result, as_json, render_text)
     if not result.complete:
         say(next_step(result, max_attempts), err=True)
     return result.exit_code
+
+
+def _same_as_run(options, run_verifier) -> str | None:
+    """The run manifest's path when the verifier options name the verifier it records (every field
+    alike, the pattern and answer key too), else None: none recorded, another one, or no manifest."""
+    from ..errors import NgrpError
+    from ..reverify.run import RUN_VERIFIER_FIELDS
+
+    try:
+        found, manifest = run_verifier(options.rollouts)
+    except NgrpError:  # no manifest, or one that names no verifier: the options choose another
+        return None
+    same = all(getattr(options, k) == found.get(k) for k in RUN_VERIFIER_FIELDS)
+    return str(manifest) if same else None
 
 
 def next_step(r, max_attempts: int) -> str:

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts import names
-from ..artifacts.manifest import manifest_beside
+from ..artifacts.manifest import manifest_and_problem
 from ..artifacts.rounds_text import NOT_RECORDED, rounds_words
 from ..errors import InputError, NgrpError
-from .adaptive import Schedule, fixed_draws, parse_rule
+from .adaptive import FAILED, PENDING, REACHED_N, SETTLED, Schedule, fixed_draws, parse_rule
 from .load import ProfileData
 from .rows import RowRule
 
+REASONS = (SETTLED, REACHED_N, FAILED, PENDING)  # a task's `reason` in the manifest's task_states
 FIRST_ROUND_NOTE = (
     "adaptive run ({rule}, {schedule}, at most N={n}): benchmark-level estimates and intervals use"
     " the fixed design alone: the first {fixed} repeats of every task, which every task got whatever its"
@@ -92,8 +93,8 @@ class AdaptiveRun:
             "num_repeats": self.num_repeats,
             "rounds_done": p.get("rounds_done"),
             "max_rounds": p.get("max_rounds"),
-            "settled_per_round": p.get("settled_per_round", {}),
-            "tasks_by_reason": p.get("tasks_by_reason", {}),
+            "settled_per_round": p.get("settled_per_round") or {},
+            "tasks_by_reason": p.get("tasks_by_reason") or {},
             "decisions": dict(sorted(decisions.items())),
             "rollouts_assigned": assigned,
             "rollouts_fixed_n": fixed,
@@ -111,7 +112,16 @@ def find_adaptive(profile: Path | str | None, rollouts: Path | str | None = None
         source = names.rollouts_path_of_profile(profile)
     if source is None:
         return None
-    return adaptive_in(manifest_beside(source), names.manifest_path_for(source))
+    manifest, problem = manifest_and_problem(source)
+    path = names.manifest_path_for(source)
+    if problem is not None:
+        raise InputError(
+            f"the run manifest beside {source} cannot be read ({problem}): whether the run is adaptive"
+            " (its estimates then use the first round alone) is unknown",
+            path=path,
+            hint="put back the manifest collect wrote, or move it aside if the run is not adaptive",
+        )
+    return adaptive_in(manifest, path)
 
 
 def adaptive_in(manifest: dict[str, Any] | None, path: Path | str) -> AdaptiveRun | None:
@@ -124,7 +134,10 @@ def adaptive_in(manifest: dict[str, Any] | None, path: Path | str) -> AdaptiveRu
     if not isinstance(identity, dict) or not isinstance(identity.get("adaptive"), dict):
         return None
     block: dict[str, Any] = identity["adaptive"]
-    repeats = (identity.get("materialize") or {}).get("num_repeats")
+    materialize = identity.get("materialize")
+    if materialize is not None and not isinstance(materialize, dict):
+        raise InputError(f"identity.materialize is {_shown(materialize)}, not an object", path=path)
+    repeats = (materialize or {}).get("num_repeats")
     found = manifest.get("adaptive")
     progress: dict[str, Any] = found if isinstance(found, dict) else {}
     _check_block(path, block, repeats, progress)
@@ -161,9 +174,45 @@ def _check_block(path: Path, block: dict[str, Any], repeats: Any, progress: dict
         raise InputError(
             f"identity.materialize.num_repeats is {repeats!r}, not a positive integer", path=path
         )
-    states = progress.get("task_states")
-    if isinstance(states, dict) and not all(type(k) is str and k.isdigit() for k in states):
-        raise InputError("adaptive.task_states has a key that is not a task index", path=path)
+    if type(repeats) is int and type(first) is int and repeats < first:
+        raise InputError(
+            f"identity.materialize.num_repeats is {repeats}, less than identity.adaptive.first_round"
+            f" ({first})",
+            path=path,
+        )
+    _check_progress(path, progress)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_progress(path: Path, progress: dict[str, Any]) -> None:
+    """The manifest's `adaptive` block as the readers use it (each task's decision, the summary's counts):
+    absent or null keys are allowed (an older manifest), a value of another shape is an InputError."""
+    for key in ("tasks_by_reason", "settled_per_round", "task_states"):
+        value = progress.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise InputError(f"adaptive.{key} is {_shown(value)}, not an object", path=path)
+    for key in ("rollouts_assigned", "rollouts_fixed_n", "rounds_done", "max_rounds"):
+        value = progress.get(key)
+        if value is not None and (type(value) is not int or value < 0):
+            raise InputError(f"adaptive.{key} is {_shown(value)}, not a count", path=path)
+    for task, state in (progress.get("task_states") or {}).items():
+        where = f"adaptive.task_states.{task}"
+        if not (type(task) is str and task.isascii() and task.isdigit()):
+            raise InputError(f"adaptive.task_states has the key {_shown(task)}, not a task index", path=path)
+        if not isinstance(state, dict):
+            raise InputError(f"{where} is {_shown(state)}, not an object", path=path)
+        reason, repeats, decision = state.get("reason"), state.get("repeats"), state.get("decision")
+        if reason not in REASONS:
+            known = ", ".join(REASONS)
+            raise InputError(f"{where}.reason is {_shown(reason)}, not one of {known}", path=path)
+        if type(repeats) is not int or repeats < 0:
+            raise InputError(f"{where}.repeats is {_shown(repeats)}, not a count", path=path)
+        if decision is not None and type(decision) is not str:
+            raise InputError(f"{where}.decision is {_shown(decision)}, not text or null", path=path)
 
 
 def first_round_view(data: ProfileData, first_round: int) -> ProfileData:
